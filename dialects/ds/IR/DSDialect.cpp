@@ -1,0 +1,48 @@
+//===- DSDialect.cpp - registration and dialect-level attribute checks -----===//
+#include "ds/IR/DSDialect.h"
+#include "ds/IR/DSOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+#include "ds/IR/DSDialect.cpp.inc"
+#include "ds/IR/DSEnums.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "ds/IR/DSAttrs.cpp.inc"
+
+void DSDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "ds/IR/DSOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "ds/IR/DSAttrs.cpp.inc"
+      >();
+}
+
+Operation *DSDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type,
+                                          Location loc) {
+  auto elements = dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return ConstantOp::create(builder, loc, elements);
+}
+
+LogicalResult DSDialect::verifyOperationAttribute(Operation *op, NamedAttribute attr) {
+  if (attr.getName() == kMeshAttrName) {
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << "'" << kMeshAttrName << "' belongs on a builtin.module";
+    if (!isa<MeshAttr>(attr.getValue()))
+      return op->emitError() << "'" << kMeshAttrName << "' must be a #ds.mesh attribute";
+    return success();
+  }
+  if (attr.getName() == kInputNameAttrName)
+    return success();
+  return op->emitError() << "unknown ds attribute '" << attr.getName() << "'";
+}

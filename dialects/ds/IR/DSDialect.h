@@ -1,0 +1,21 @@
+//===- DSDialect.h - the ds dialect and its attributes ---------------------===//
+#ifndef DS_IR_DSDIALECT_H
+#define DS_IR_DSDIALECT_H
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Dialect.h"
+
+#include "ds/IR/DSDialect.h.inc"
+#include "ds/IR/DSEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "ds/IR/DSAttrs.h.inc"
+
+namespace mlir::ds {
+/// Name of the module attribute that holds the device mesh (`#ds.mesh`).
+inline constexpr llvm::StringLiteral kMeshAttrName = "ds.mesh";
+/// Name of the function-argument attribute that holds the PyTorch input name.
+inline constexpr llvm::StringLiteral kInputNameAttrName = "ds.input_name";
+} // namespace mlir::ds
+
+#endif // DS_IR_DSDIALECT_H

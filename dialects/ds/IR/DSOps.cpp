@@ -1,0 +1,384 @@
+//===- DSOps.cpp - verifiers and folders of ds ops -------------------------===//
+#include "ds/IR/DSOps.h"
+#include "ds/IR/DSShapes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+RankedTensorType tensorType(Value v) { return cast<RankedTensorType>(v.getType()); }
+ArrayRef<int64_t> shapeOf(Value v) { return tensorType(v).getShape(); }
+Type elementOf(Value v) { return tensorType(v).getElementType(); }
+
+std::optional<ArrayRef<int64_t>> optionalShape(Value v) {
+  if (!v)
+    return std::nullopt;
+  return shapeOf(v);
+}
+
+/// Checks that `result` has the inferred shape (or reports the inferred one).
+LogicalResult checkResultShape(Operation *op, Value result, FailureOr<Shape> inferred) {
+  if (failed(inferred))
+    return failure();
+  if (shapeOf(result) != ArrayRef<int64_t>(*inferred))
+    return op->emitOpError() << "result shape " << formatShape(shapeOf(result))
+                             << " does not match the inferred shape "
+                             << formatShape(*inferred);
+  return success();
+}
+
+/// Checks that every given value has the element type of the first.
+LogicalResult checkSameElementType(Operation *op, ArrayRef<Value> values) {
+  Type first;
+  for (Value v : values) {
+    if (!v)
+      continue;
+    if (!first)
+      first = elementOf(v);
+    else if (elementOf(v) != first)
+      return op->emitOpError() << "element types differ: " << first << " vs " << elementOf(v);
+  }
+  return success();
+}
+
+LogicalResult verifyNormalization(Operation *op, Value input, Value weight, Value bias,
+                                  ArrayRef<int64_t> expected, double eps, StringRef what) {
+  if (eps <= 0)
+    return op->emitOpError() << "eps must be > 0, got " << eps;
+  if (failed(checkSameElementType(op, {input, weight, bias})))
+    return failure();
+  return checkNormParams(expected, optionalShape(weight), optionalShape(bias), what,
+                         [&] { return op->emitOpError(); });
+}
+} // namespace
+
+LogicalResult mlir::ds::verifyBroadcastBinary(Operation *op) {
+  Value lhs = op->getOperand(0), rhs = op->getOperand(1), result = op->getResult(0);
+  if (failed(checkSameElementType(op, {lhs, rhs, result})))
+    return failure();
+  return checkResultShape(op, result, broadcastShapes(shapeOf(lhs), shapeOf(rhs), [&] {
+                            return op->emitOpError();
+                          }));
+}
+
+LogicalResult mlir::ds::verifyReduce(Operation *op) {
+  Value input = op->getOperand(0), result = op->getResult(0);
+  if (failed(checkSameElementType(op, {input, result})))
+    return failure();
+  auto dims = op->getAttrOfType<DenseI64ArrayAttr>("dims").asArrayRef();
+  bool keepdim = op->hasAttr("keepdim");
+  return checkResultShape(op, result, reduceShape(shapeOf(input), dims, keepdim, [&] {
+                            return op->emitOpError();
+                          }));
+}
+
+LogicalResult mlir::ds::verifyDimInRange(Operation *op, int64_t dim) {
+  int64_t rank = shapeOf(op->getOperand(0)).size();
+  if (dim < 0 || dim >= rank)
+    return op->emitOpError() << "dim " << dim << " is out of range for rank " << rank;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// State
+//===----------------------------------------------------------------------===//
+
+SmallVector<StringRef> ParameterOp::getNames() {
+  SmallVector<StringRef> names{getSymName()};
+  if (auto aliases = getAliases())
+    for (Attribute a : *aliases)
+      names.push_back(cast<StringAttr>(a).getValue());
+  return names;
+}
+
+LogicalResult ParameterOp::verify() {
+  llvm::StringSet<> seen;
+  for (StringRef name : getNames())
+    if (!seen.insert(name).second)
+      return emitOpError() << "state_dict key '" << name << "' is listed twice";
+  auto sharding = getShardingAttr();
+  if (!sharding)
+    return success();
+  int64_t rank = getTensorType().getRank();
+  if ((int64_t)sharding.getDims().size() != rank)
+    return emitOpError() << "sharding has " << sharding.getDims().size()
+                         << " entries for a tensor of rank " << rank;
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  auto mesh = module ? module->getAttrOfType<MeshAttr>(kMeshAttrName) : MeshAttr();
+  if (!mesh)
+    return emitOpError() << "has a sharding but the module has no '" << kMeshAttrName
+                         << "' attribute";
+  for (Attribute dim : sharding.getDims())
+    for (Attribute axis : cast<ArrayAttr>(dim))
+      if (mesh.findAxis(cast<StringAttr>(axis).getValue()) < 0)
+        return emitOpError() << "sharding names mesh axis '" << cast<StringAttr>(axis).getValue()
+                             << "', which the module's mesh does not have";
+  return success();
+}
+
+static FailureOr<ParameterOp> lookupParameter(Operation *user, FlatSymbolRefAttr name,
+                                              SymbolTableCollection &symbolTable) {
+  auto param = symbolTable.lookupNearestSymbolFrom<ParameterOp>(user, name.getAttr());
+  if (!param)
+    return user->emitOpError() << "'" << name.getValue() << "' is not a ds.parameter";
+  return param;
+}
+
+LogicalResult GetParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param = lookupParameter(*this, getNameAttr(), symbolTable);
+  if (failed(param))
+    return failure();
+  if (param->getType() != getType())
+    return emitOpError() << "result type " << getType() << " differs from the parameter's "
+                         << param->getType();
+  return success();
+}
+
+LogicalResult AssignBufferOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param = lookupParameter(*this, getNameAttr(), symbolTable);
+  if (failed(param))
+    return failure();
+  if (param->getTrainable())
+    return emitOpError() << "'" << getName() << "' is a trainable parameter; only buffers "
+                         << "can be assigned";
+  if (param->getType() != getValue().getType())
+    return emitOpError() << "value type " << getValue().getType()
+                         << " differs from the buffer's " << param->getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Constants, conversions, elementwise
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult ConvertOp::verify() {
+  if (shapeOf(getInput()) != shapeOf(getResult()))
+    return emitOpError() << "changes the shape " << formatShape(shapeOf(getInput())) << " to "
+                         << formatShape(shapeOf(getResult()));
+  return success();
+}
+
+LogicalResult CmpOp::verify() {
+  if (failed(checkSameElementType(*this, {getLhs(), getRhs()})))
+    return failure();
+  return checkResultShape(*this, getResult(),
+                          broadcastShapes(shapeOf(getLhs()), shapeOf(getRhs()),
+                                          [&] { return emitOpError(); }));
+}
+
+LogicalResult WhereOp::verify() {
+  if (failed(checkSameElementType(*this, {getOnTrue(), getOnFalse(), getResult()})))
+    return failure();
+  auto emit = [&] { return emitOpError(); };
+  auto partial = broadcastShapes(shapeOf(getOnTrue()), shapeOf(getOnFalse()), emit);
+  if (failed(partial))
+    return failure();
+  return checkResultShape(*this, getResult(), broadcastShapes(shapeOf(getCond()), *partial, emit));
+}
+
+LogicalResult DropoutOp::verify() {
+  double p = getP().convertToDouble();
+  if (!(p > 0.0 && p < 1.0))
+    return emitOpError() << "p must be in (0, 1), got " << p;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalizations
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerNormOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  ArrayRef<int64_t> norm = getNormalizedShape();
+  if (norm.empty() || norm.size() > in.size() || in.take_back(norm.size()) != norm)
+    return emitOpError() << "normalized_shape " << formatShape(norm)
+                         << " is not the trailing dimensions of the input "
+                         << formatShape(in);
+  if (getResult().getType() != getInput().getType())
+    return emitOpError() << "result type must equal the input type";
+  return verifyNormalization(*this, getInput(), getWeight(), getBias(), norm,
+                             getEps().convertToDouble(), "layer_norm");
+}
+
+static LogicalResult verifyBatchNormInput(Operation *op, Value input) {
+  if (shapeOf(input).size() < 2)
+    return op->emitOpError() << "batch_norm input must have rank >= 2 ([N, C, ...]), got "
+                             << formatShape(shapeOf(input));
+  return success();
+}
+
+LogicalResult BatchNormOp::verify() {
+  if (failed(verifyBatchNormInput(*this, getInput())))
+    return failure();
+  int64_t c = shapeOf(getInput())[1];
+  if (getResult().getType() != getInput().getType())
+    return emitOpError() << "result type must equal the input type";
+  if (shapeOf(getMean()) != ArrayRef<int64_t>{c} || shapeOf(getVar()) != ArrayRef<int64_t>{c})
+    return emitOpError() << "mean and var must be [" << c << "]";
+  return verifyNormalization(*this, getInput(), getWeight(), getBias(), {c},
+                             getEps().convertToDouble(), "batch_norm");
+}
+
+LogicalResult BatchNormInferenceOp::verify() {
+  if (failed(verifyBatchNormInput(*this, getInput())))
+    return failure();
+  int64_t c = shapeOf(getInput())[1];
+  if (getResult().getType() != getInput().getType())
+    return emitOpError() << "result type must equal the input type";
+  if (failed(checkNormParams({c}, shapeOf(getRunningMean()), shapeOf(getRunningVar()),
+                             "batch_norm running statistics", [&] { return emitOpError(); })))
+    return failure();
+  return verifyNormalization(*this, getInput(), getWeight(), getBias(), {c},
+                             getEps().convertToDouble(), "batch_norm");
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and lookups
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::verify() {
+  if (failed(checkSameElementType(*this, {getLhs(), getRhs(), getResult()})))
+    return failure();
+  return checkResultShape(*this, getResult(), matmulShape(shapeOf(getLhs()), shapeOf(getRhs()),
+                                                          [&] { return emitOpError(); }));
+}
+
+LogicalResult LinearOp::verify() {
+  if (failed(checkSameElementType(*this, {getInput(), getWeight(), getBias(), getResult()})))
+    return failure();
+  return checkResultShape(*this, getResult(),
+                          linearShape(shapeOf(getInput()), shapeOf(getWeight()),
+                                      optionalShape(getBias()), [&] { return emitOpError(); }));
+}
+
+LogicalResult EmbeddingOp::verify() {
+  if (failed(checkSameElementType(*this, {getWeight(), getResult()})))
+    return failure();
+  return checkResultShape(*this, getResult(),
+                          embeddingShape(shapeOf(getWeight()), shapeOf(getIndices()),
+                                         [&] { return emitOpError(); }));
+}
+
+LogicalResult CrossEntropyOp::verify() {
+  if (failed(checkSameElementType(*this, {getLogits(), getResult()})))
+    return failure();
+  double ls = getLabelSmoothing().convertToDouble();
+  if (ls < 0.0 || ls > 1.0)
+    return emitOpError() << "label_smoothing must be in [0, 1], got " << ls;
+  return checkResultShape(*this, getResult(),
+                          crossEntropyShape(shapeOf(getLogits()), shapeOf(getTarget()),
+                                            getReduction() != Reduction::none,
+                                            [&] { return emitOpError(); }));
+}
+
+//===----------------------------------------------------------------------===//
+// Shape and layout
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  if (failed(checkSameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  if (numElements(shapeOf(getInput())) != numElements(shapeOf(getResult())))
+    return emitOpError() << "cannot reshape " << formatShape(shapeOf(getInput())) << " ("
+                         << numElements(shapeOf(getInput())) << " elements) to "
+                         << formatShape(shapeOf(getResult())) << " ("
+                         << numElements(shapeOf(getResult())) << " elements)";
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+LogicalResult TransposeOp::verify() {
+  if (failed(checkSameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  return checkResultShape(*this, getResult(),
+                          transposeShape(shapeOf(getInput()), getPermutation(),
+                                         [&] { return emitOpError(); }));
+}
+
+LogicalResult BroadcastToOp::verify() {
+  if (failed(checkSameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  return checkBroadcastTo(shapeOf(getInput()), shapeOf(getResult()),
+                          [&] { return emitOpError(); });
+}
+
+LogicalResult SliceOp::verify() {
+  if (failed(checkSameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  return checkResultShape(*this, getResult(),
+                          sliceShape(shapeOf(getInput()), getDim(), getStart(), getEnd(),
+                                     getStep(), [&] { return emitOpError(); }));
+}
+
+LogicalResult ConcatOp::verify() {
+  SmallVector<Value> all(getInputs().begin(), getInputs().end());
+  all.push_back(getResult());
+  if (failed(checkSameElementType(*this, all)))
+    return failure();
+  SmallVector<Shape> shapes;
+  for (Value v : getInputs())
+    shapes.emplace_back(shapeOf(v));
+  return checkResultShape(*this, getResult(),
+                          concatShape(shapes, getDim(), [&] { return emitOpError(); }));
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+LogicalResult Conv2dOp::verify() {
+  if (failed(checkSameElementType(*this, {getInput(), getWeight(), getBias(), getResult()})))
+    return failure();
+  return checkResultShape(*this, getResult(),
+                          conv2dShape(shapeOf(getInput()), shapeOf(getWeight()),
+                                      optionalShape(getBias()), getStride(), getPadding(),
+                                      getDilation(), getGroups(), [&] { return emitOpError(); }));
+}
+
+LogicalResult MaxPool2dOp::verify() {
+  if (failed(checkSameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  return checkResultShape(*this, getResult(),
+                          pool2dShape(shapeOf(getInput()), getKernelSize(), getStride(),
+                                      getPadding(), getDilation(), getCeilMode(),
+                                      [&] { return emitOpError(); }));
+}
+
+LogicalResult AvgPool2dOp::verify() {
+  if (failed(checkSameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  int64_t ones[2] = {1, 1};
+  return checkResultShape(*this, getResult(),
+                          pool2dShape(shapeOf(getInput()), getKernelSize(), getStride(),
+                                      getPadding(), ones, getCeilMode(),
+                                      [&] { return emitOpError(); }));
+}
+
+LogicalResult AdaptiveAvgPool2dOp::verify() {
+  if (failed(checkSameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  if (in.size() != 4 && in.size() != 3)
+    return emitOpError() << "input must be [N, C, H, W] or [C, H, W], got " << formatShape(in);
+  ArrayRef<int64_t> os = getOutputSize();
+  if (os[0] < 1 || os[1] < 1)
+    return emitOpError() << "output_size must be >= 1";
+  Shape expected(in.begin(), in.end());
+  expected[in.size() - 2] = os[0];
+  expected[in.size() - 1] = os[1];
+  return checkResultShape(*this, getResult(), expected);
+}
+
+#define GET_OP_CLASSES
+#include "ds/IR/DSOps.cpp.inc"

@@ -1,0 +1,24 @@
+//===- DSOps.h - ops of the ds dialect -------------------------------------===//
+#ifndef DS_IR_DSOPS_H
+#define DS_IR_DSOPS_H
+
+#include "ds/IR/DSDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::ds {
+/// Shared verifiers of the op classes in DSOps.td.
+LogicalResult verifyBroadcastBinary(Operation *op);
+LogicalResult verifyReduce(Operation *op);
+LogicalResult verifyDimInRange(Operation *op, int64_t dim);
+} // namespace mlir::ds
+
+#define GET_OP_CLASSES
+#include "ds/IR/DSOps.h.inc"
+
+#endif // DS_IR_DSOPS_H

@@ -1,0 +1,519 @@
+//===- DSOps.td - ops of the ds dialect ------------------------------------===//
+#ifndef DS_OPS_TD
+#define DS_OPS_TD
+
+include "ds/IR/DSBase.td"
+include "ds/IR/DSAttrs.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def DS_Tensor : RankedTensorOf<[AnyType]>;
+def DS_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def DS_IndexTensor : RankedTensorOf<[I64, I32]>;
+def DS_BoolTensor : RankedTensorOf<[I1]>;
+def DS_Dims2 : ConfinedAttr<DenseI64ArrayAttr, [DenseArrayCount<2>]>;
+
+//===----------------------------------------------------------------------===//
+// State: parameters and buffers
+//===----------------------------------------------------------------------===//
+
+def DS_ParameterOp : DS_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "A parameter or buffer of the model, named by its state_dict key.";
+  let description = [{
+    Declares one tensor of the model's state. The symbol name is the first `state_dict` key of
+    the tensor; `aliases` lists its other keys when weights are tied (one tensor, several
+    names). `trainable` marks parameters; without it the tensor is a buffer (BatchNorm running
+    statistics, masks), which the program reads with `ds.get_parameter` and may overwrite with
+    `ds.assign_buffer`. The values live outside the IR, in the safetensors file beside it.
+
+    ```mlir
+    ds.parameter @"transformer.wte.weight" trainable : tensor<64x32xf32>
+        aliases ["lm_head.weight"]
+    ds.parameter @"bn1.running_mean" : tensor<64xf32>
+    ```
+
+    **Constraints:** aliases are distinct from each other and from the symbol name; a
+    `sharding` has the tensor's rank and names only axes of the enclosing module's `ds.mesh`.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyRankedTensor>:$type,
+                       UnitAttr:$trainable, OptionalAttr<StrArrayAttr>:$aliases,
+                       OptionalAttr<DS_ShardingAttr>:$sharding);
+  let assemblyFormat = [{
+    $sym_name (`trainable` $trainable^)? `:` $type (`aliases` $aliases^)?
+    (`sharding` $sharding^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The tensor type of the parameter.
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+    /// All state_dict keys of this tensor: the symbol name, then the aliases.
+    ::llvm::SmallVector<::llvm::StringRef> getNames();
+  }];
+}
+
+def DS_GetParameterOp : DS_Op<"get_parameter", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>, MemoryEffects<[MemRead]>]> {
+  let summary = "Reads the current value of a parameter or buffer.";
+  let description = [{
+    ```mlir
+    %w = ds.get_parameter @"fc.weight" : tensor<32x16xf32>
+    ```
+
+    **Constraints:** the symbol names a `ds.parameter` whose type equals the result type.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def DS_AssignBufferOp : DS_Op<"assign_buffer", [
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>, MemoryEffects<[MemWrite]>]> {
+  let summary = "Overwrites a buffer with a new value (training-time state).";
+  let description = [{
+    The functional form of PyTorch's in-place buffer updates during training, e.g. BatchNorm's
+    running statistics and `num_batches_tracked`:
+
+    ```mlir
+    ds.assign_buffer @"bn1.running_mean" = %new : tensor<64xf32>
+    ```
+
+    **Constraints:** the symbol names a `ds.parameter` without `trainable` whose type equals the
+    value's type.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name, AnyRankedTensor:$value);
+  let assemblyFormat = "$name `=` $value attr-dict `:` type($value)";
+}
+
+//===----------------------------------------------------------------------===//
+// Constants and conversions
+//===----------------------------------------------------------------------===//
+
+def DS_ConstantOp : DS_Op<"constant", [ConstantLike, Pure,
+    AllTypesMatch<["value", "result"]>]> {
+  let summary = "A constant tensor.";
+  let description = [{
+    ```mlir
+    %c = ds.constant dense<0.5> : tensor<f32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+def DS_ConvertOp : DS_Op<"convert", [Pure]> {
+  let summary = "Converts the element type of a tensor (PyTorch `.to(dtype)`).";
+  let description = [{
+    **Constraints:** input and result have the same shape.
+  }];
+  let arguments = (ins DS_Tensor:$input);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class DS_UnaryOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = "Elementwise " # what # ".";
+  let arguments = (ins DS_FloatTensor:$input);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def DS_NegOp : DS_UnaryOp<"neg", "negation">;
+def DS_ExpOp : DS_UnaryOp<"exp", "exponential">;
+def DS_LogOp : DS_UnaryOp<"log", "natural logarithm">;
+def DS_SqrtOp : DS_UnaryOp<"sqrt", "square root">;
+def DS_RsqrtOp : DS_UnaryOp<"rsqrt", "reciprocal square root">;
+def DS_TanhOp : DS_UnaryOp<"tanh", "hyperbolic tangent">;
+def DS_SigmoidOp : DS_UnaryOp<"sigmoid", "logistic sigmoid">;
+def DS_ReluOp : DS_UnaryOp<"relu", "max(x, 0)">;
+
+def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+  let summary = "Elementwise GELU, exact (erf) or with PyTorch's tanh approximation.";
+  let arguments = (ins DS_FloatTensor:$input,
+                       DefaultValuedAttr<DS_GeluApproximateAttr,
+                                         "::mlir::ds::GeluApproximate::none">:$approximate);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$input (`approximate` `=` $approximate^)? attr-dict `:` type($input)";
+}
+
+class DS_BinaryOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure]> {
+  let summary = "Elementwise " # what # " with PyTorch broadcasting.";
+  let description = [{
+    **Constraints:** both operands have the result's element type; the result shape is the
+    broadcast of the operand shapes (dimensions aligned from the right, each equal or 1).
+  }];
+  let arguments = (ins DS_Tensor:$lhs, DS_Tensor:$rhs);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
+  let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() { return verifyBroadcastBinary(*this); }
+  }];
+}
+
+def DS_AddOp : DS_BinaryOp<"add", "addition">;
+def DS_SubOp : DS_BinaryOp<"sub", "subtraction">;
+def DS_MulOp : DS_BinaryOp<"mul", "multiplication">;
+def DS_DivOp : DS_BinaryOp<"div", "true division">;
+def DS_PowOp : DS_BinaryOp<"pow", "power">;
+def DS_MaximumOp : DS_BinaryOp<"maximum", "maximum">;
+def DS_MinimumOp : DS_BinaryOp<"minimum", "minimum">;
+
+def DS_CmpOp : DS_Op<"cmp", [Pure]> {
+  let summary = "Elementwise comparison with PyTorch broadcasting; the result is i1.";
+  let description = [{
+    ```mlir
+    %m = ds.cmp eq, %a, %b : tensor<1x1x16x16xf32>, tensor<f32> -> tensor<1x1x16x16xi1>
+    ```
+
+    **Constraints:** operands share an element type; the result has element type i1 and the
+    broadcast shape.
+  }];
+  let arguments = (ins DS_CmpPredicateAttr:$predicate, DS_Tensor:$lhs, DS_Tensor:$rhs);
+  let results = (outs DS_BoolTensor:$result);
+  let assemblyFormat = [{
+    $predicate `,` $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_WhereOp : DS_Op<"where", [Pure]> {
+  let summary = "Elementwise select: `cond ? on_true : on_false`, with broadcasting.";
+  let description = [{
+    PyTorch's `torch.where`; `x.masked_fill(mask, v)` imports as `where(mask, v, x)`.
+
+    **Constraints:** `cond` is i1; both values share the result's element type; the result
+    shape is the broadcast of all three shapes.
+  }];
+  let arguments = (ins DS_BoolTensor:$cond, DS_Tensor:$on_true, DS_Tensor:$on_false);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$cond `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_DropoutOp : DS_Op<"dropout", [SameOperandsAndResultType]> {
+  let summary = "Training-time dropout: zero with probability p, scale the rest by 1/(1-p).";
+  let description = [{
+    Imported only where PyTorch would drop (training mode, p > 0).
+
+    **Constraints:** 0 < p < 1.
+  }];
+  let arguments = (ins DS_FloatTensor:$input,
+                       F64Attr:$p);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$input `p` `=` $p attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalizations
+//===----------------------------------------------------------------------===//
+
+class DS_ReduceOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure]> {
+  let summary = what # " over the given dimensions.";
+  let description = [{
+    **Constraints:** dimensions are in [0, rank) and distinct; the result drops them, or keeps
+    them with size 1 under `keepdim`; element types match.
+  }];
+  let arguments = (ins DS_Tensor:$input, DenseI64ArrayAttr:$dims, UnitAttr:$keepdim);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = [{
+    $input `dims` `=` $dims (`keepdim` $keepdim^)? attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() { return verifyReduce(*this); }
+  }];
+}
+
+def DS_SumOp : DS_ReduceOp<"sum", "Sum">;
+def DS_MeanOp : DS_ReduceOp<"mean", "Mean">;
+def DS_AmaxOp : DS_ReduceOp<"amax", "Maximum">;
+
+class DS_SoftmaxLikeOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = what # " along one dimension.";
+  let description = [{
+    **Constraints:** 0 <= dim < rank.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, I64Attr:$dim);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$input `dim` `=` $dim attr-dict `:` type($input)";
+  let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::verify() { return verifyDimInRange(*this, getDim()); }
+  }];
+}
+
+def DS_SoftmaxOp : DS_SoftmaxLikeOp<"softmax", "Softmax">;
+def DS_LogSoftmaxOp : DS_SoftmaxLikeOp<"log_softmax", "Log-softmax">;
+
+def DS_LayerNormOp : DS_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "Layer normalization over the trailing `normalized_shape` dimensions.";
+  let description = [{
+    `(x - mean) / sqrt(var + eps) * weight + bias` with the biased variance, as
+    `torch.nn.functional.layer_norm`.
+
+    **Constraints:** `normalized_shape` equals the input's trailing dimensions; weight and bias,
+    when present, have that shape and the input's element type; eps > 0; the result has the
+    input's type.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, Optional<DS_FloatTensor>:$weight,
+                       Optional<DS_FloatTensor>:$bias, DenseI64ArrayAttr:$normalized_shape,
+                       F64Attr:$eps);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`weight` $weight^)? (`bias` $bias^)? `normalized_shape` `=` $normalized_shape
+    `eps` `=` $eps attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_BatchNormOp : DS_Op<"batch_norm", [Pure, AttrSizedOperandSegments]> {
+  let summary = "Training-mode batch normalization over dimension 1 with batch statistics.";
+  let description = [{
+    Normalizes with the statistics of this batch, as `F.batch_norm(training=True)`, and returns
+    them: `mean` and the biased `var` (per channel). The running statistics are updated by
+    ordinary ops and `ds.assign_buffer`, so autodiff and sharding see no hidden state.
+
+    **Constraints:** input rank >= 2; weight and bias, when present, are 1-D of size C =
+    input dim 1; `mean` and `var` are 1-D of size C; eps > 0.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, Optional<DS_FloatTensor>:$weight,
+                       Optional<DS_FloatTensor>:$bias, F64Attr:$eps);
+  let results = (outs DS_FloatTensor:$result, DS_FloatTensor:$mean, DS_FloatTensor:$var);
+  let assemblyFormat = [{
+    $input (`weight` $weight^)? (`bias` $bias^)? `eps` `=` $eps attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_BatchNormInferenceOp : DS_Op<"batch_norm_inference", [Pure, AttrSizedOperandSegments]> {
+  let summary = "Eval-mode batch normalization with given running statistics.";
+  let description = [{
+    **Constraints:** as `ds.batch_norm`; `running_mean` and `running_var` are 1-D of size C.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, Optional<DS_FloatTensor>:$weight,
+                       Optional<DS_FloatTensor>:$bias, DS_FloatTensor:$running_mean,
+                       DS_FloatTensor:$running_var, F64Attr:$eps);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`weight` $weight^)? (`bias` $bias^)? `stats` $running_mean `,` $running_var
+    `eps` `=` $eps attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions and lookups
+//===----------------------------------------------------------------------===//
+
+def DS_MatmulOp : DS_Op<"matmul", [Pure]> {
+  let summary = "Batched matrix product with broadcast batch dimensions (torch.matmul, rank >= 2).";
+  let description = [{
+    `[..., M, K] x [..., K, N] -> [broadcast(...), M, N]`. One-dimensional operands of
+    `torch.matmul` are reshaped by the importer.
+
+    **Constraints:** both operands have rank >= 2 and the result's element type; the
+    contraction sizes match; batch dimensions broadcast.
+  }];
+  let arguments = (ins DS_FloatTensor:$lhs, DS_FloatTensor:$rhs);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def DS_LinearOp : DS_Op<"linear", [Pure]> {
+  let summary = "`x @ weight^T + bias` (torch.nn.functional.linear).";
+  let description = [{
+    `[..., in] x [out, in] (+ [out]) -> [..., out]`.
+
+    **Constraints:** input rank >= 1; weight is 2-D with `in` columns; bias is 1-D of size
+    `out`; one element type throughout.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$weight,
+                       Optional<DS_FloatTensor>:$bias);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_EmbeddingOp : DS_Op<"embedding", [Pure]> {
+  let summary = "Row lookup: `weight[indices]` (torch.nn.functional.embedding).";
+  let description = [{
+    `[V, D] x [...] -> [..., D]`. `padding_idx` rows receive no gradient.
+
+    **Constraints:** weight is 2-D; indices are integer; result shape is the indices' shape
+    followed by D.
+  }];
+  let arguments = (ins DS_FloatTensor:$weight, DS_IndexTensor:$indices,
+                       OptionalAttr<I64Attr>:$padding_idx);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$weight `[` $indices `]` attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_CrossEntropyOp : DS_Op<"cross_entropy", [Pure]> {
+  let summary = "Softmax cross-entropy of logits against class indices.";
+  let description = [{
+    `F.cross_entropy(logits, target, ignore_index=, reduction=, label_smoothing=)` for logits
+    `[N, C]` and target `[N]` (or `[C]` and `[]`). With `mean`, the sum is divided by the number
+    of targets that are not `ignore_index`.
+
+    **Constraints:** logits are 1-D or 2-D float; target is integer with the logits' leading
+    dimension; 0 <= label_smoothing <= 1; the result is a scalar (mean, sum) or `[N]` (none).
+  }];
+  let arguments = (ins DS_FloatTensor:$logits, DS_IndexTensor:$target,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<DS_ReductionAttr, "::mlir::ds::Reduction::mean">:$reduction,
+                       DefaultValuedAttr<F64Attr, "0.0">:$label_smoothing);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$logits `,` $target attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Shape and layout
+//===----------------------------------------------------------------------===//
+
+def DS_ReshapeOp : DS_Op<"reshape", [Pure]> {
+  let summary = "Same elements, new shape (view, reshape, flatten, squeeze, unsqueeze).";
+  let description = [{
+    **Constraints:** same number of elements and element type.
+  }];
+  let arguments = (ins DS_Tensor:$input);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def DS_TransposeOp : DS_Op<"transpose", [Pure]> {
+  let summary = "Permutes dimensions: result dim i is input dim permutation[i].";
+  let description = [{
+    **Constraints:** `permutation` is a permutation of [0, rank); the result shape is permuted
+    accordingly; element types match.
+  }];
+  let arguments = (ins DS_Tensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$input `perm` `=` $permutation attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def DS_BroadcastToOp : DS_Op<"broadcast_to", [Pure]> {
+  let summary = "Broadcasts to a larger shape (torch.Tensor.expand).";
+  let description = [{
+    **Constraints:** the result rank is at least the input rank; aligned from the right, each
+    input dimension is 1 or equals the result's; element types match.
+  }];
+  let arguments = (ins DS_Tensor:$input);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def DS_SliceOp : DS_Op<"slice", [Pure]> {
+  let summary = "Strided slice of one dimension: indices start, start+step, ... < end.";
+  let description = [{
+    **Constraints:** 0 <= dim < rank; 0 <= start <= end <= size; step >= 1; the result has
+    ceil((end - start) / step) elements along `dim` and the input's other dimensions.
+  }];
+  let arguments = (ins DS_Tensor:$input, I64Attr:$dim, I64Attr:$start, I64Attr:$end,
+                       DefaultValuedAttr<I64Attr, "1">:$step);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = [{
+    $input `dim` `=` $dim `[` $start `:` $end (`:` $step^)? `]` attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_ConcatOp : DS_Op<"concat", [Pure]> {
+  let summary = "Concatenates tensors along one dimension (torch.cat).";
+  let description = [{
+    **Constraints:** at least one input; all of one rank and element type; equal sizes except
+    along `dim`, where the result's size is the sum.
+  }];
+  let arguments = (ins Variadic<DS_Tensor>:$inputs, I64Attr:$dim);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$inputs `dim` `=` $dim attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+def DS_Conv2dOp : DS_Op<"conv2d", [Pure]> {
+  let summary = "2-D convolution in NCHW (torch.nn.functional.conv2d).";
+  let description = [{
+    **Constraints:** input `[N, C, H, W]`, weight `[O, C / groups, KH, KW]`, bias `[O]`; C and
+    O divisible by `groups`; strides and dilations >= 1, padding >= 0; the result is
+    `[N, O, OH, OW]` with `OH = (H + 2 pad - dil (KH - 1) - 1) / stride + 1` (likewise OW) >= 1.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$weight,
+                       Optional<DS_FloatTensor>:$bias, DS_Dims2:$stride, DS_Dims2:$padding,
+                       DS_Dims2:$dilation, DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? `stride` `=` $stride `padding` `=` $padding
+    `dilation` `=` $dilation attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_MaxPool2dOp : DS_Op<"max_pool2d", [Pure]> {
+  let summary = "2-D max pooling in NCHW.";
+  let description = [{
+    **Constraints:** input rank 4; kernel, stride, dilation >= 1; 0 <= padding <= kernel / 2;
+    the result's spatial sizes follow PyTorch's formula (with `ceil_mode`) and are >= 1.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_Dims2:$kernel_size, DS_Dims2:$stride,
+                       DS_Dims2:$padding, DS_Dims2:$dilation, UnitAttr:$ceil_mode);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `kernel` `=` $kernel_size `stride` `=` $stride `padding` `=` $padding
+    `dilation` `=` $dilation (`ceil_mode` $ceil_mode^)? attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_AvgPool2dOp : DS_Op<"avg_pool2d", [Pure]> {
+  let summary = "2-D average pooling in NCHW.";
+  let description = [{
+    **Constraints:** input rank 4; kernel, stride >= 1; 0 <= padding <= kernel / 2; the
+    result's spatial sizes follow PyTorch's formula (with `ceil_mode`) and are >= 1.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_Dims2:$kernel_size, DS_Dims2:$stride,
+                       DS_Dims2:$padding, UnitAttr:$ceil_mode, UnitAttr:$count_include_pad);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `kernel` `=` $kernel_size `stride` `=` $stride `padding` `=` $padding
+    (`ceil_mode` $ceil_mode^)? (`count_include_pad` $count_include_pad^)? attr-dict
+    `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_AdaptiveAvgPool2dOp : DS_Op<"adaptive_avg_pool2d", [Pure]> {
+  let summary = "2-D adaptive average pooling to a fixed output size.";
+  let description = [{
+    **Constraints:** input rank 4 (or 3); the result keeps the leading dimensions and has
+    `output_size` (each >= 1) as its last two.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_Dims2:$output_size);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$input `output_size` `=` $output_size attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // DS_OPS_TD

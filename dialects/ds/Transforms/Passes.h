@@ -1,0 +1,16 @@
+//===- Passes.h - declarations of the ds passes ----------------------------===//
+#ifndef DS_TRANSFORMS_PASSES_H
+#define DS_TRANSFORMS_PASSES_H
+
+#include "ds/IR/DSOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DECL
+#include "ds/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "ds/Transforms/Passes.h.inc"
+} // namespace mlir::ds
+
+#endif // DS_TRANSFORMS_PASSES_H

@@ -1,0 +1,303 @@
+//===- Import.cpp - TorchScript archive to ds module -----------------------===//
+#include "Interpreter.h"
+#include "Safetensors.h"
+#include "ds/Importer/TorchScript.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <torch/csrc/jit/passes/inliner.h>
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::ts;
+
+namespace {
+/// One state_dict key and the tensor behind it.
+struct StateKey {
+  std::string name;
+  at::Tensor tensor;
+  bool isParameter;
+};
+
+/// Walks the module tree in state_dict order: a module's parameters, its buffers, then its
+/// children, recursively.
+void collectState(const torch::jit::Module &m, const std::string &prefix,
+                  std::vector<StateKey> &out) {
+  auto type = m.type();
+  auto object = m._ivalue();
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t k = 0; k < type->numAttributes(); ++k) {
+      bool wanted = pass == 0 ? type->is_parameter(k) : type->is_buffer(k);
+      if (!wanted)
+        continue;
+      c10::IValue v = object->getSlot(k);
+      if (v.isTensor())
+        out.push_back({prefix + type->getAttributeName(k), v.toTensor(), pass == 0});
+    }
+  }
+  for (size_t k = 0; k < type->numAttributes(); ++k) {
+    if (!type->getAttribute(k)->is_module())
+      continue;
+    torch::jit::Module child(object->getSlot(k).toObject());
+    collectState(child, prefix + type->getAttributeName(k) + ".", out);
+  }
+}
+
+std::string safetensorsDtype(c10::ScalarType t) {
+  switch (t) {
+  case c10::ScalarType::Float: return "F32";
+  case c10::ScalarType::Double: return "F64";
+  case c10::ScalarType::Half: return "F16";
+  case c10::ScalarType::BFloat16: return "BF16";
+  case c10::ScalarType::Long: return "I64";
+  case c10::ScalarType::Int: return "I32";
+  case c10::ScalarType::Short: return "I16";
+  case c10::ScalarType::Char: return "I8";
+  case c10::ScalarType::Byte: return "U8";
+  case c10::ScalarType::Bool: return "BOOL";
+  default: return "";
+  }
+}
+
+std::string firstLine(const char *what) {
+  std::string s(what);
+  return s.substr(0, s.find('\n'));
+}
+
+bool hasTensorConstants(torch::jit::Graph &graph) {
+  bool found = false;
+  std::function<void(torch::jit::Block *)> walk = [&](torch::jit::Block *block) {
+    for (torch::jit::Node *n : block->nodes()) {
+      if (n->kind() == c10::prim::Constant && n->output()->type()->kind() == c10::TypeKind::TensorType)
+        found = true;
+      for (torch::jit::Block *b : n->blocks())
+        walk(b);
+    }
+  };
+  walk(graph.block());
+  return found;
+}
+
+void eraseDeadOps(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body.without_terminator())))
+    if (isOpTriviallyDead(&op))
+      op.erase();
+}
+} // namespace
+
+bool mlir::ds::looksLikeTorchScriptArchive(llvm::StringRef path) {
+  auto buffer = llvm::MemoryBuffer::getFileSlice(path, 4, 0);
+  return buffer && (*buffer)->getBuffer() == llvm::StringRef("PK\x03\x04", 4);
+}
+
+std::vector<std::string> mlir::ds::supportedTorchOps() {
+  std::vector<std::string> ops;
+  for (const auto &entry : atenHandlers())
+    ops.push_back(entry.getKey().str());
+  llvm::sort(ops);
+  return ops;
+}
+
+OwningOpRef<ModuleOp> mlir::ds::importTorchScript(llvm::StringRef path,
+                                                  const TorchScriptImportOptions &options,
+                                                  MLIRContext *ctx) {
+  ctx->loadDialect<DSDialect, func::FuncDialect>();
+  Location fileLoc = FileLineColLoc::get(ctx, path, 0, 0);
+  const char *exportHint = "export the model with torch.jit.script(model) or "
+                           "torch.jit.trace(model, example_inputs) and save it with "
+                           "torch.jit.save";
+  if (!llvm::sys::fs::exists(path)) {
+    emitError(fileLoc) << "cannot open '" << path << "': no such file";
+    return nullptr;
+  }
+  if (!looksLikeTorchScriptArchive(path)) {
+    emitError(fileLoc) << "'" << path << "' is not a TorchScript archive (not a zip file); "
+                       << exportHint;
+    return nullptr;
+  }
+  torch::jit::Module module;
+  try {
+    module = torch::jit::load(path.str());
+  } catch (const std::exception &e) {
+    emitError(fileLoc) << "cannot load '" << path << "' as a TorchScript archive (is it "
+                       << "truncated or damaged?): " << firstLine(e.what()) << "; " << exportHint;
+    return nullptr;
+  }
+  auto method = module.find_method("forward");
+  if (!method) {
+    emitError(fileLoc) << "'" << path << "' has no forward method";
+    return nullptr;
+  }
+
+  // The state_dict: keys in order, one symbol per distinct tensor (tied weights share one).
+  std::vector<StateKey> keys;
+  collectState(module, "", keys);
+  std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
+  if (keys.empty() && hasTensorConstants(*graph)) {
+    emitError(fileLoc) << "'" << path << "' is a frozen TorchScript module (torch.jit.freeze): "
+                       << "its parameters were folded into constants and cannot be trained; "
+                       << "save the module without freezing";
+    return nullptr;
+  }
+  torch::jit::Inline(*graph);
+
+  OpBuilder builder(ctx);
+  OwningOpRef<ModuleOp> result = ModuleOp::create(fileLoc);
+  builder.setInsertionPointToEnd(result->getBody());
+  llvm::DenseMap<c10::TensorImpl *, StateEntry> state;
+  llvm::DenseMap<c10::TensorImpl *, ParameterOp> params;
+  for (const StateKey &key : keys) {
+    c10::TensorImpl *impl = key.tensor.unsafeGetTensorImpl();
+    auto it = params.find(impl);
+    if (it != params.end()) {
+      SmallVector<Attribute> aliases;
+      if (auto existing = it->second.getAliases())
+        aliases.assign(existing->begin(), existing->end());
+      aliases.push_back(builder.getStringAttr(key.name));
+      it->second.setAliasesAttr(builder.getArrayAttr(aliases));
+      continue;
+    }
+    Type et;
+    {
+      OpBuilder tmp(ctx);
+      Interpreter probe(tmp, {});
+      et = probe.elementTypeFromScalarType((int64_t)key.tensor.scalar_type());
+    }
+    if (!et) {
+      emitError(fileLoc) << "state_dict entry '" << key.name << "' has unsupported dtype "
+                         << c10::toString(key.tensor.scalar_type());
+      return nullptr;
+    }
+    auto type = RankedTensorType::get(
+        SmallVector<int64_t>(key.tensor.sizes().begin(), key.tensor.sizes().end()), et);
+    bool trainable = key.isParameter && key.tensor.requires_grad();
+    auto param = ParameterOp::create(builder, fileLoc, key.name, type, trainable,
+                                     /*aliases=*/nullptr, /*sharding=*/nullptr);
+    params[impl] = param;
+    state[impl] = StateEntry{key.name, type, trainable, !key.isParameter};
+  }
+
+  // Match --input flags to forward's arguments.
+  const auto &schema = method->function().getSchema();
+  std::vector<std::string> argNames;
+  for (size_t k = 1; k < schema.arguments().size(); ++k)
+    argNames.push_back(schema.arguments()[k].name());
+  std::string expected = "forward(" + llvm::join(argNames, ", ") + ")";
+  std::vector<RankedTensorType> argTypes(argNames.size());
+  for (const InputSpec &spec : options.inputs) {
+    auto pos = std::find(argNames.begin(), argNames.end(), spec.name);
+    if (pos == argNames.end()) {
+      emitError(fileLoc) << "--input " << spec.name << ": the model's " << expected
+                         << " has no argument '" << spec.name << "'";
+      return nullptr;
+    }
+    if (argTypes[pos - argNames.begin()]) {
+      emitError(fileLoc) << "--input " << spec.name << " is given twice";
+      return nullptr;
+    }
+    argTypes[pos - argNames.begin()] = spec.type;
+  }
+  for (size_t k = 0; k < argNames.size(); ++k)
+    if (!argTypes[k]) {
+      emitError(fileLoc) << "missing --input " << argNames[k] << "=TYPE for the model's "
+                         << expected << " (e.g. --input " << argNames[k]
+                         << "=tensor<8x128xi64>)";
+      return nullptr;
+    }
+
+  SmallVector<Type> inputTypes(argTypes.begin(), argTypes.end());
+  auto func = func::FuncOp::create(builder, fileLoc, "forward",
+                                   builder.getFunctionType(inputTypes, {}));
+  Block *entry = func.addEntryBlock();
+  for (size_t k = 0; k < argNames.size(); ++k)
+    func.setArgAttr(k, kInputNameAttrName, builder.getStringAttr(argNames[k]));
+  builder.setInsertionPointToEnd(entry);
+
+  Interpreter interp(builder, state);
+  std::vector<AV> inputs;
+  AV self = AV::make(AV::Kind::Object);
+  self.object = module._ivalue();
+  inputs.push_back(self);
+  for (BlockArgument arg : entry->getArguments())
+    inputs.push_back(AV::ofTensor(arg, false));
+  if (graph->inputs().size() != inputs.size()) {
+    emitError(fileLoc) << "forward's graph has " << graph->inputs().size() - 1
+                       << " inputs but its schema " << argNames.size();
+    return nullptr;
+  }
+  FailureOr<std::vector<AV>> outputs = failure();
+  try {
+    outputs = interp.run(*graph, inputs);
+  } catch (const std::exception &e) {
+    emitError(fileLoc) << "internal error while importing: " << firstLine(e.what());
+    return nullptr;
+  }
+  if (failed(outputs))
+    return nullptr;
+
+  // Pick the loss.
+  AV out = (*outputs)[0];
+  AV loss;
+  auto isScalarLoss = [](const AV &v) {
+    return v.isTensor() && v.rank() == 0 && isa<FloatType>(v.type().getElementType());
+  };
+  if (out.kind == AV::Kind::Tuple || out.kind == AV::Kind::List) {
+    auto &elems = *out.elems;
+    if (options.lossIndex) {
+      if (*options.lossIndex < 0 || *options.lossIndex >= (int64_t)elems.size()) {
+        emitError(fileLoc) << "--loss-index " << *options.lossIndex << " is out of range: "
+                           << "forward returns " << elems.size() << " values";
+        return nullptr;
+      }
+      loss = elems[*options.lossIndex];
+    } else {
+      for (const AV &e : elems)
+        if (isScalarLoss(e))
+          loss = e;
+    }
+  } else {
+    if (options.lossIndex && *options.lossIndex != 0) {
+      emitError(fileLoc) << "--loss-index " << *options.lossIndex
+                         << " given but forward returns a single value";
+      return nullptr;
+    }
+    loss = out;
+  }
+  if (!isScalarLoss(loss)) {
+    emitError(fileLoc) << "forward must return the scalar training loss (or a tuple containing "
+                       << "it; choose it with --loss-index), but it returns "
+                       << (loss.kind == AV::Kind::Unknown ? out.describe() : loss.describe());
+    return nullptr;
+  }
+  func::ReturnOp::create(builder, fileLoc, loss.tensor);
+  func.setFunctionType(builder.getFunctionType(inputTypes, {loss.tensor.getType()}));
+  eraseDeadOps(func);
+  if (failed(verify(*result)))
+    return nullptr;
+
+  if (!options.weightsPath.empty()) {
+    std::vector<at::Tensor> keep;
+    std::vector<SafetensorsEntry> entries;
+    for (const StateKey &key : keys) {
+      at::Tensor t = key.tensor.detach().contiguous();
+      keep.push_back(t);
+      std::string dtype = safetensorsDtype(t.scalar_type());
+      entries.push_back({key.name, dtype,
+                         std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
+                         t.data_ptr(), t.nbytes()});
+    }
+    std::string err = writeSafetensors(options.weightsPath, entries);
+    if (!err.empty()) {
+      emitError(fileLoc) << err;
+      return nullptr;
+    }
+  }
+  return result;
+}

@@ -1,0 +1,19 @@
+//===- InitAll.cpp - registration of dialects and passes -------------------===//
+#include "ds/InitAll.h"
+#include "ds/IR/DSDialect.h"
+#include "ds/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+void mlir::ds::registerAllDialects(DialectRegistry &registry) {
+  registry.insert<DSDialect, func::FuncDialect>();
+}
+
+void mlir::ds::registerAllPasses() {
+  registerDSPasses();
+  mlir::registerCanonicalizerPass();
+  mlir::registerCSEPass();
+  mlir::registerSymbolDCEPass();
+}

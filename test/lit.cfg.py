@@ -1,0 +1,23 @@
+# lit configuration of the ds test suite.
+import os
+import lit.formats
+
+config.name = "ds"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["models", "unit", "lit.cfg.py", "CMakeLists.txt", "Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.ds_obj_root, "test")
+
+path = [os.path.join(config.ds_obj_root, "bin"), config.llvm_tools_dir]
+config.environment["PATH"] = os.pathsep.join(path + [config.environment.get("PATH", "")])
+
+config.substitutions.append(("%models", os.path.join(config.ds_src_root, "test", "models")))
+config.substitutions.append(("%ds_src", config.ds_src_root))
+config.substitutions.append(("%python_torch", config.python_torch or "false"))
+config.substitutions.append(("%unit", os.path.join(config.ds_obj_root, "test", "unit")))
+
+if config.ds_enable_torch:
+    config.available_features.add("torch")
+if config.python_torch:
+    config.available_features.add("python-torch")

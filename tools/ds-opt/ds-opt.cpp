@@ -1,0 +1,124 @@
+//===- ds-opt.cpp - the ds optimizer driver and TorchScript importer -------===//
+//
+// `ds-opt in.mlir [passes]` behaves as mlir-opt. With a TorchScript archive as input,
+// `ds-opt MODEL.pt --input NAME=TYPE ... -o OUT.mlir` imports it first, writes the weights to
+// OUT.safetensors, and then runs the requested passes on the imported module.
+//
+#include "ds/InitAll.h"
+#ifdef DS_ENABLE_TORCH
+#include "ds/Importer/TorchScript.h"
+#endif
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory importCategory("TorchScript import options (for a .pt input)");
+static cl::list<std::string> inputSpecs(
+    "input", cl::desc("A forward argument and its per-rank micro-batch type, "
+                      "e.g. --input idx=tensor<8x128xi64>; one per argument"),
+    cl::value_desc("NAME=TYPE"), cl::cat(importCategory));
+static cl::opt<int64_t> lossIndex(
+    "loss-index", cl::desc("Element of forward's returned tuple that is the loss "
+                           "(default: the last scalar)"),
+    cl::init(-1), cl::cat(importCategory));
+static cl::opt<bool> listTorchOps("list-torch-ops",
+                                  cl::desc("Print the TorchScript ops the importer supports"),
+                                  cl::cat(importCategory));
+
+static bool isTorchScriptInput(llvm::StringRef path) {
+  llvm::StringRef ext = llvm::sys::path::extension(path);
+  return ext == ".pt" || ext == ".pth";
+}
+
+static int fail(const llvm::Twine &message) {
+  llvm::errs() << "ds-opt: error: " << message << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  DialectRegistry registry;
+  ds::registerAllDialects(registry);
+  ds::registerAllPasses();
+
+  auto [inputFile, outputFile] =
+      registerAndParseCLIOptions(argc, argv, "ds optimizer driver\n", registry);
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+
+#ifdef DS_ENABLE_TORCH
+  if (listTorchOps) {
+    for (const std::string &op : ds::supportedTorchOps())
+      llvm::outs() << op << "\n";
+    return 0;
+  }
+#else
+  if (listTorchOps)
+    return fail("this ds-opt was built without the TorchScript importer "
+                "(LibTorch was not found; run scripts/setup.sh and rebuild)");
+#endif
+
+  std::unique_ptr<llvm::MemoryBuffer> buffer;
+  if (isTorchScriptInput(inputFile)) {
+#ifdef DS_ENABLE_TORCH
+    if (outputFile == "-")
+      return fail("-o OUT.mlir is required for a TorchScript input: the weights are written "
+                  "beside it as OUT.safetensors");
+    if (!llvm::sys::fs::exists(inputFile))
+      return fail("cannot open '" + inputFile + "': no such file");
+    MLIRContext context(registry);
+    context.loadAllAvailableDialects();
+    ds::TorchScriptImportOptions options;
+    for (const std::string &spec : inputSpecs) {
+      auto parsed = ds::parseInputSpec(spec, &context);
+      if (failed(parsed))
+        return 1;
+      options.inputs.push_back(*parsed);
+    }
+    if (lossIndex >= 0)
+      options.lossIndex = lossIndex;
+    llvm::SmallString<256> weights(outputFile);
+    llvm::sys::path::replace_extension(weights, ".safetensors");
+    options.weightsPath = weights.str().str();
+    OwningOpRef<ModuleOp> module = ds::importTorchScript(inputFile, options, &context);
+    if (!module)
+      return 1;
+    // Hand the imported module to the normal mlir-opt flow (passes, verification, printing);
+    // debug info keeps the Python source locations through the round trip.
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    module->print(os, OpPrintingFlags().enableDebugInfo());
+    buffer = llvm::MemoryBuffer::getMemBufferCopy(text, inputFile);
+#else
+    return fail("'" + inputFile + "' is a TorchScript archive but this ds-opt was built "
+                "without the TorchScript importer (run scripts/setup.sh and rebuild)");
+#endif
+  } else {
+    if (!inputSpecs.empty() || lossIndex >= 0)
+      return fail("--input and --loss-index apply only to a TorchScript (.pt) input");
+    std::string message;
+    buffer = openInputFile(inputFile, &message);
+    if (!buffer)
+      return fail(message);
+  }
+
+  std::string message;
+  auto output = openOutputFile(outputFile, &message);
+  if (!output)
+    return fail(message);
+  if (failed(MlirOptMain(output->os(), std::move(buffer), registry, config)))
+    return 1;
+  output->keep();
+  return 0;
+}
