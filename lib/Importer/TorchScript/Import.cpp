@@ -86,9 +86,13 @@ bool hasTensorConstants(torch::jit::Graph &graph) {
 
 void eraseDeadOps(func::FuncOp func) {
   Block &body = func.getBody().front();
-  for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body.without_terminator())))
-    if (isOpTriviallyDead(&op))
-      op.erase();
+  Operation *op = body.getTerminator()->getPrevNode();
+  while (op) {
+    Operation *prev = op->getPrevNode();
+    if (isOpTriviallyDead(op))
+      op->erase();
+    op = prev;
+  }
 }
 } // namespace
 

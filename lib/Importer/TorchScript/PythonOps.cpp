@@ -235,6 +235,8 @@ FailureOr<std::vector<AV>> Interpreter::runPrim(Node *node, std::vector<AV> &in,
       return error() << "len() of a 0-d tensor", failure();
     return one(AV::integer(in[0].shape()[0]));
   }
+  if (kind == "aten::len" && in[0].kind == Kind::String)
+    return one(AV::integer(in[0].s.size()));
   if (kind == "aten::list" && in[0].kind == Kind::List)
     return one(AV::list(*in[0].elems));
   if (kind == "aten::__contains__" && in[0].kind == Kind::List) {
