@@ -44,5 +44,5 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
   }
   if (attr.getName() == kInputNameAttrName)
     return success();
-  return op->emitError() << "unknown ds attribute '" << attr.getName() << "'";
+  return op->emitError() << "unknown ds attribute '" << attr.getName().getValue() << "'";
 }

@@ -47,7 +47,7 @@ LogicalResult checkSameElementType(Operation *op, ArrayRef<Value> values) {
 
 LogicalResult verifyNormalization(Operation *op, Value input, Value weight, Value bias,
                                   ArrayRef<int64_t> expected, double eps, StringRef what) {
-  if (eps <= 0)
+  if (!(eps > 0))
     return op->emitOpError() << "eps must be > 0, got " << eps;
   if (failed(checkSameElementType(op, {input, weight, bias})))
     return failure();
@@ -221,6 +221,8 @@ LogicalResult BatchNormOp::verify() {
     return emitOpError() << "result type must equal the input type";
   if (shapeOf(getMean()) != ArrayRef<int64_t>{c} || shapeOf(getVar()) != ArrayRef<int64_t>{c})
     return emitOpError() << "mean and var must be [" << c << "]";
+  if (failed(checkSameElementType(*this, {getInput(), getMean(), getVar()})))
+    return failure();
   return verifyNormalization(*this, getInput(), getWeight(), getBias(), {c},
                              getEps().convertToDouble(), "batch_norm");
 }
@@ -231,8 +233,11 @@ LogicalResult BatchNormInferenceOp::verify() {
   int64_t c = shapeOf(getInput())[1];
   if (getResult().getType() != getInput().getType())
     return emitOpError() << "result type must equal the input type";
-  if (failed(checkNormParams({c}, shapeOf(getRunningMean()), shapeOf(getRunningVar()),
-                             "batch_norm running statistics", [&] { return emitOpError(); })))
+  for (Value stat : {getRunningMean(), getRunningVar()})
+    if (shapeOf(stat) != ArrayRef<int64_t>{c})
+      return emitOpError() << "running_mean and running_var must be [" << c << "], got "
+                           << formatShape(shapeOf(stat));
+  if (failed(checkSameElementType(*this, {getInput(), getRunningMean(), getRunningVar()})))
     return failure();
   return verifyNormalization(*this, getInput(), getWeight(), getBias(), {c},
                              getEps().convertToDouble(), "batch_norm");
@@ -260,6 +265,10 @@ LogicalResult LinearOp::verify() {
 LogicalResult EmbeddingOp::verify() {
   if (failed(checkSameElementType(*this, {getWeight(), getResult()})))
     return failure();
+  if (auto pad = getPaddingIdx(); pad && shapeOf(getWeight()).size() == 2 &&
+                                  (*pad < 0 || *pad >= shapeOf(getWeight())[0]))
+    return emitOpError() << "padding_idx " << *pad << " is not a row of the "
+                         << shapeOf(getWeight())[0] << "-row weight";
   return checkResultShape(*this, getResult(),
                           embeddingShape(shapeOf(getWeight()), shapeOf(getIndices()),
                                          [&] { return emitOpError(); }));
@@ -269,7 +278,7 @@ LogicalResult CrossEntropyOp::verify() {
   if (failed(checkSameElementType(*this, {getLogits(), getResult()})))
     return failure();
   double ls = getLabelSmoothing().convertToDouble();
-  if (ls < 0.0 || ls > 1.0)
+  if (!(ls >= 0.0 && ls <= 1.0))
     return emitOpError() << "label_smoothing must be in [0, 1], got " << ls;
   return checkResultShape(*this, getResult(),
                           crossEntropyShape(shapeOf(getLogits()), shapeOf(getTarget()),

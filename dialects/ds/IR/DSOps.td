@@ -9,10 +9,11 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 
-def DS_Tensor : RankedTensorOf<[AnyType]>;
-def DS_FloatTensor : RankedTensorOf<[AnyFloat]>;
-def DS_IndexTensor : RankedTensorOf<[I64, I32]>;
-def DS_BoolTensor : RankedTensorOf<[I1]>;
+// Every shape is static after import.
+def DS_Tensor : StaticShapeTensorOf<[AnyType]>;
+def DS_FloatTensor : StaticShapeTensorOf<[AnyFloat]>;
+def DS_IndexTensor : StaticShapeTensorOf<[I64, I32]>;
+def DS_BoolTensor : StaticShapeTensorOf<[I1]>;
 def DS_Dims2 : ConfinedAttr<DenseI64ArrayAttr, [DenseArrayCount<2>]>;
 
 //===----------------------------------------------------------------------===//
@@ -37,7 +38,7 @@ def DS_ParameterOp : DS_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]>
     **Constraints:** aliases are distinct from each other and from the symbol name; a
     `sharding` has the tensor's rank and names only axes of the enclosing module's `ds.mesh`.
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyRankedTensor>:$type,
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyStaticShapeTensor>:$type,
                        UnitAttr:$trainable, OptionalAttr<StrArrayAttr>:$aliases,
                        OptionalAttr<DS_ShardingAttr>:$sharding);
   let assemblyFormat = [{
@@ -66,7 +67,7 @@ def DS_GetParameterOp : DS_Op<"get_parameter", [
     **Constraints:** the symbol names a `ds.parameter` whose type equals the result type.
   }];
   let arguments = (ins FlatSymbolRefAttr:$name);
-  let results = (outs AnyRankedTensor:$result);
+  let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }
 
@@ -84,7 +85,7 @@ def DS_AssignBufferOp : DS_Op<"assign_buffer", [
     **Constraints:** the symbol names a `ds.parameter` without `trainable` whose type equals the
     value's type.
   }];
-  let arguments = (ins FlatSymbolRefAttr:$name, AnyRankedTensor:$value);
+  let arguments = (ins FlatSymbolRefAttr:$name, AnyStaticShapeTensor:$value);
   let assemblyFormat = "$name `=` $value attr-dict `:` type($value)";
 }
 
@@ -101,7 +102,7 @@ def DS_ConstantOp : DS_Op<"constant", [ConstantLike, Pure,
     ```
   }];
   let arguments = (ins ElementsAttr:$value);
-  let results = (outs AnyRankedTensor:$result);
+  let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = "$value attr-dict";
   let hasFolder = 1;
 }

@@ -144,7 +144,7 @@ FailureOr<Shape> mlir::ds::sliceShape(ArrayRef<int64_t> in, int64_t dim, int64_t
     return emit() << "slice [" << start << ":" << end << "] is out of range for dimension "
                   << dim << " of size " << in[dim];
   Shape out(in.begin(), in.end());
-  out[dim] = (end - start + step - 1) / step;
+  out[dim] = (end - start) / step + ((end - start) % step != 0);
   return out;
 }
 

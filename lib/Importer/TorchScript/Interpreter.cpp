@@ -57,6 +57,22 @@ std::string Interpreter::sourceLine() const {
     code = code.substr(0, code.find('\n'));
     if (!code.empty())
       text += " `" + code + "`";
+    // Library code (torch.nn) is inlined: say which lines of the model called it.
+    if (auto callstack = currentNode->callstack()) {
+      std::vector<std::string> callers;
+      for (const auto &frame : (*callstack)->vec()) {
+        auto site = std::get<1>(frame);
+        if (auto original = site.findSourceRangeThatGenerated())
+          site = *original;
+        if (auto flc = site.file_line_col(); flc && !std::get<0>(*flc).empty())
+          callers.push_back(std::get<0>(*flc) + ":" + std::to_string(std::get<1>(*flc)));
+      }
+      if (!callers.empty()) {
+        text += " (called from ";
+        for (size_t k = callers.size(); k-- > 0;)
+          text += callers[k] + (k ? " <- " : ")");
+      }
+    }
     return text;
   }
   return "<no source line recorded>";

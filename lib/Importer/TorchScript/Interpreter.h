@@ -95,7 +95,7 @@ struct StateEntry {
 class Interpreter {
 public:
   Interpreter(OpBuilder &builder, llvm::DenseMap<c10::TensorImpl *, StateEntry> state)
-      : builder(builder), state(std::move(state)) {}
+      : builder(builder), state(std::move(state)), errorFn([this] { return error(); }) {}
 
   /// Runs `graph` with `inputs` bound to its inputs; returns its outputs.
   FailureOr<std::vector<AV>> run(torch::jit::Graph &graph, std::vector<AV> inputs);
@@ -107,9 +107,7 @@ public:
   /// An error at the current node, prefixed with its op name and Python source line.
   InFlightDiagnostic error();
   /// A callback for the shape functions of DSShapes.h.
-  EmitErrorFn shapeError() {
-    return [this] { return error(); };
-  }
+  EmitErrorFn shapeError() { return errorFn; }
   /// The tensor for an AV that is a tensor or a number (numbers become 0-d constants of `like`'s
   /// category, following PyTorch's type promotion for Python scalars).
   FailureOr<AV> asTensor(const AV &v, Type elementType = {});
@@ -140,6 +138,7 @@ private:
   torch::jit::Node *currentNode = nullptr;
   Location currentLoc = UnknownLoc::get(builder.getContext());
   int64_t loopIterations = 0;
+  std::function<InFlightDiagnostic()> errorFn; // what shapeError() refers to
 };
 
 } // namespace mlir::ds::ts

@@ -1,0 +1,54 @@
+"""Writes TorchScript archives that ds-opt must reject with a clear error.
+
+usage: /usr/bin/python3 bad_models.py OUTDIR
+"""
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+
+class Unsupported(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x, y):
+        h = torch.cumsum(self.fc(x), dim=1)  # no ds op for cumsum
+        return F.cross_entropy(h, y)
+
+
+class Logits(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x)  # not a scalar loss
+
+
+class DataDependent(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x, y):
+        h = self.fc(x)
+        if bool(h.sum() > 0):  # control flow on tensor data
+            h = h * 2
+        return F.cross_entropy(h, y)
+
+
+def main(out):
+    torch.manual_seed(0)
+    os.makedirs(out, exist_ok=True)
+    torch.jit.save(torch.jit.script(Unsupported()), os.path.join(out, "unsupported.pt"))
+    torch.jit.save(torch.jit.script(Logits()), os.path.join(out, "logits.pt"))
+    torch.jit.save(torch.jit.script(DataDependent()), os.path.join(out, "data_dependent.pt"))
+    frozen = torch.jit.freeze(torch.jit.script(Unsupported().eval()))
+    torch.jit.save(frozen, os.path.join(out, "frozen.pt"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
