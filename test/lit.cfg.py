@@ -14,6 +14,7 @@ config.environment["PATH"] = os.pathsep.join(path + [config.environment.get("PAT
 
 config.substitutions.append(("%models", os.path.join(config.ds_src_root, "test", "models")))
 config.substitutions.append(("%ds_src", config.ds_src_root))
+config.substitutions.append(("%ds_obj", config.ds_obj_root))
 config.substitutions.append(("%python_torch", config.python_torch or "false"))
 config.substitutions.append(("%unit", os.path.join(config.ds_obj_root, "test", "unit")))
 
