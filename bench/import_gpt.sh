@@ -22,6 +22,9 @@ for i in $(seq 1 "$reps"); do
   times+=("$t")
   printf '%-4s %10.3f\n' "$i" "$t"
 done
+echo "phases of one more run (DS_IMPORT_TIMING):"
+DS_IMPORT_TIMING=1 "$here/$build/bin/ds-opt" "$work/gpt24.pt" "${args[@]}" 2>&1 |
+  awk '/^ds-import-timing/ {printf "  %-10s %8.3f s\n", $2, $3}'
 median=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}')
 printf 'median %8.3f s   (ops: %s, parameters: %s, safetensors: %s)\n' "$median" \
   "$(grep -c ' = ds\.' "$work/gpt24.mlir")" "$(grep -c 'ds.parameter' "$work/gpt24.mlir")" \

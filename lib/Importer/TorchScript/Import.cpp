@@ -13,6 +13,9 @@
 
 #include <torch/csrc/jit/passes/inliner.h>
 
+#include <chrono>
+#include <cstdlib>
+
 using namespace mlir;
 using namespace mlir::ds;
 using namespace mlir::ds::ts;
@@ -84,6 +87,19 @@ bool hasTensorConstants(torch::jit::Graph &graph) {
   return found;
 }
 
+/// Phase times on stderr when DS_IMPORT_TIMING is set (used by bench/import_gpt.sh).
+struct PhaseTimer {
+  bool enabled = std::getenv("DS_IMPORT_TIMING") != nullptr;
+  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+  void phase(const char *name) {
+    auto now = std::chrono::steady_clock::now();
+    if (enabled)
+      llvm::errs() << "ds-import-timing " << name << " "
+                   << std::chrono::duration<double>(now - last).count() << "\n";
+    last = now;
+  }
+};
+
 void eraseDeadOps(func::FuncOp func) {
   Block &body = func.getBody().front();
   Operation *op = body.getTerminator()->getPrevNode();
@@ -126,6 +142,7 @@ OwningOpRef<ModuleOp> mlir::ds::importTorchScript(llvm::StringRef path,
                        << exportHint;
     return nullptr;
   }
+  PhaseTimer timer;
   torch::jit::Module module;
   try {
     module = torch::jit::load(path.str());
@@ -134,6 +151,7 @@ OwningOpRef<ModuleOp> mlir::ds::importTorchScript(llvm::StringRef path,
                        << "truncated or damaged?): " << firstLine(e.what()) << "; " << exportHint;
     return nullptr;
   }
+  timer.phase("load");
   auto method = module.find_method("forward");
   if (!method) {
     emitError(fileLoc) << "'" << path << "' has no forward method";
@@ -168,12 +186,7 @@ OwningOpRef<ModuleOp> mlir::ds::importTorchScript(llvm::StringRef path,
       it->second.setAliasesAttr(builder.getArrayAttr(aliases));
       continue;
     }
-    Type et;
-    {
-      OpBuilder tmp(ctx);
-      Interpreter probe(tmp, {});
-      et = probe.elementTypeFromScalarType((int64_t)key.tensor.scalar_type());
-    }
+    Type et = elementTypeFromScalarType(ctx, (int64_t)key.tensor.scalar_type());
     if (!et) {
       emitError(fileLoc) << "state_dict entry '" << key.name << "' has unsupported dtype "
                          << c10::toString(key.tensor.scalar_type());
@@ -285,6 +298,7 @@ OwningOpRef<ModuleOp> mlir::ds::importTorchScript(llvm::StringRef path,
   eraseDeadOps(func);
   if (failed(verify(*result)))
     return nullptr;
+  timer.phase("interpret");
 
   if (!options.weightsPath.empty()) {
     std::vector<at::Tensor> keep;
@@ -302,6 +316,7 @@ OwningOpRef<ModuleOp> mlir::ds::importTorchScript(llvm::StringRef path,
       emitError(fileLoc) << err;
       return nullptr;
     }
+    timer.phase("weights");
   }
   return result;
 }

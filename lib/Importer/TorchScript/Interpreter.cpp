@@ -84,7 +84,11 @@ InFlightDiagnostic Interpreter::error() {
 }
 
 Type Interpreter::elementTypeFromScalarType(int64_t scalarType) {
-  MLIRContext *ctx = builder.getContext();
+  return ts::elementTypeFromScalarType(builder.getContext(), scalarType);
+}
+
+Type mlir::ds::ts::elementTypeFromScalarType(MLIRContext *ctx, int64_t scalarType) {
+  Builder builder(ctx);
   switch (static_cast<c10::ScalarType>(scalarType)) {
   case c10::ScalarType::Byte: return IntegerType::get(ctx, 8, IntegerType::Unsigned);
   case c10::ScalarType::Char: return builder.getI8Type();

@@ -76,6 +76,9 @@ struct AV {
   std::string describe() const;
 };
 
+/// The MLIR element type of a c10::ScalarType code, or null if ds has none.
+Type elementTypeFromScalarType(MLIRContext *ctx, int64_t scalarType);
+
 class Interpreter;
 /// Converts one aten node; inputs are already evaluated. Returns the node's outputs.
 using OpHandler =
