@@ -1,5 +1,6 @@
 //===- InitAll.cpp - registration of dialects and passes -------------------===//
 #include "ds/InitAll.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "ds/IR/DSDialect.h"
 #include "ds/Transforms/Passes.h"
 
@@ -8,7 +9,7 @@
 #include "mlir/Transforms/Passes.h"
 
 void mlir::ds::registerAllDialects(DialectRegistry &registry) {
-  registry.insert<DSDialect, func::FuncDialect>();
+  registry.insert<DSDialect, func::FuncDialect, LLVM::LLVMDialect>();
 }
 
 void mlir::ds::registerAllPasses() {

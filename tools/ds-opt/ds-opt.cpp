@@ -5,6 +5,8 @@
 // OUT.safetensors, and then runs the requested passes on the imported module.
 //
 #include "ds/InitAll.h"
+#include "ds/Config/DeepSpeedConfig.h"
+#include "ds/Pipelines/Pipelines.h"
 #ifdef DS_ENABLE_TORCH
 #include "ds/Importer/TorchScript.h"
 #endif
@@ -37,6 +39,15 @@ static cl::opt<bool> listTorchOps("list-torch-ops",
                                   cl::desc("Print the TorchScript ops the importer supports"),
                                   cl::cat(importCategory));
 
+static cl::OptionCategory trainCategory("Training step options");
+static cl::opt<std::string> configPath(
+    "config", cl::desc("DeepSpeed JSON config: build the training step (forward, backward, "
+                       "optimizer) of the imported model and embed the config in it"),
+    cl::value_desc("ds_config.json"), cl::cat(trainCategory));
+static cl::opt<int64_t> worldSize(
+    "world-size", cl::desc("Data-parallel size (default: from the config's batch keys, else 1)"),
+    cl::init(0), cl::cat(trainCategory));
+
 static bool isTorchScriptInput(llvm::StringRef path) {
   llvm::StringRef ext = llvm::sys::path::extension(path);
   return ext == ".pt" || ext == ".pth";
@@ -50,8 +61,8 @@ static int fail(const llvm::Twine &message) {
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   DialectRegistry registry;
-  ds::registerAllDialects(registry);
-  ds::registerAllPasses();
+  mlir::ds::registerAllDialects(registry);
+  mlir::ds::registerAllPasses();
 
   auto [inputFile, outputFile] =
       registerAndParseCLIOptions(argc, argv, "ds optimizer driver\n", registry);
@@ -59,7 +70,7 @@ int main(int argc, char **argv) {
 
 #ifdef DS_ENABLE_TORCH
   if (listTorchOps) {
-    for (const std::string &op : ds::supportedTorchOps())
+    for (const std::string &op : mlir::ds::supportedTorchOps())
       llvm::outs() << op << "\n";
     return 0;
   }
@@ -79,9 +90,9 @@ int main(int argc, char **argv) {
       return fail("cannot open '" + inputFile + "': no such file");
     MLIRContext context(registry);
     context.loadAllAvailableDialects();
-    ds::TorchScriptImportOptions options;
+    mlir::ds::TorchScriptImportOptions options;
     for (const std::string &spec : inputSpecs) {
-      auto parsed = ds::parseInputSpec(spec, &context);
+      auto parsed = mlir::ds::parseInputSpec(spec, &context);
       if (failed(parsed))
         return 1;
       options.inputs.push_back(*parsed);
@@ -91,9 +102,20 @@ int main(int argc, char **argv) {
     llvm::SmallString<256> weights(outputFile);
     llvm::sys::path::replace_extension(weights, ".safetensors");
     options.weightsPath = weights.str().str();
-    OwningOpRef<ModuleOp> module = ds::importTorchScript(inputFile, options, &context);
+    OwningOpRef<ModuleOp> module = mlir::ds::importTorchScript(inputFile, options, &context);
     if (!module)
       return 1;
+    if (!configPath.empty()) {
+      auto cfg = ::ds::loadDeepSpeedConfig(configPath, worldSize);
+      if (!cfg)
+        return fail(llvm::toString(cfg.takeError()));
+      for (const std::string &w : cfg->warnings)
+        llvm::errs() << "ds-opt: warning: " << configPath << ": " << w << "\n";
+      if (failed(mlir::ds::buildTrainingStep(*module, *cfg)))
+        return 1;
+    } else if (worldSize != 0) {
+      return fail("--world-size needs --config");
+    }
     // Hand the imported module to the normal mlir-opt flow (passes, verification, printing);
     // debug info keeps the Python source locations through the round trip.
     std::string text;
@@ -107,6 +129,9 @@ int main(int argc, char **argv) {
   } else {
     if (!inputSpecs.empty() || lossIndex >= 0)
       return fail("--input and --loss-index apply only to a TorchScript (.pt) input");
+    if (!configPath.empty() || worldSize != 0)
+      return fail("--config and --world-size apply to a TorchScript (.pt) input; for an "
+                  "imported .mlir run --ds-autodiff and --ds-optimizer instead");
     std::string message;
     buffer = openInputFile(inputFile, &message);
     if (!buffer)

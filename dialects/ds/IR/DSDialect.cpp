@@ -44,5 +44,12 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
   }
   if (attr.getName() == kInputNameAttrName)
     return success();
+  // The DeepSpeed config (JSON) and the initial weights' path that ds-opt records in a step.
+  if (attr.getName() == "ds.config" || attr.getName() == "ds.weights") {
+    if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << attr.getName().getValue()
+                             << "' must be a string on a builtin.module";
+    return success();
+  }
   return op->emitError() << "unknown ds attribute '" << attr.getName().getValue() << "'";
 }

@@ -129,12 +129,16 @@ static FailureOr<ParameterOp> lookupParameter(Operation *user, FlatSymbolRefAttr
 }
 
 LogicalResult GetParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto param = lookupParameter(*this, getNameAttr(), symbolTable);
-  if (failed(param))
-    return failure();
-  if (param->getType() != getType())
-    return emitOpError() << "result type " << getType() << " differs from the parameter's "
-                         << param->getType();
+  Operation *sym = symbolTable.lookupNearestSymbolFrom(*this, getNameAttr().getAttr());
+  Type type;
+  if (auto param = dyn_cast_or_null<ParameterOp>(sym))
+    type = param.getType();
+  else if (auto state = dyn_cast_or_null<StateOp>(sym))
+    type = state.getType();
+  else
+    return emitOpError() << "'" << getName() << "' is not a ds.parameter or ds.state";
+  if (type != getType())
+    return emitOpError() << "result type " << getType() << " differs from the symbol's " << type;
   return success();
 }
 

@@ -11,6 +11,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "ds/IR/DSInterfaces.h.inc"
+
 namespace mlir::ds {
 /// Shared verifiers of the op classes in DSOps.td.
 LogicalResult verifyBroadcastBinary(Operation *op);

@@ -4,6 +4,7 @@
 
 include "ds/IR/DSBase.td"
 include "ds/IR/DSAttrs.td"
+include "ds/IR/DSInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
@@ -107,7 +108,7 @@ def DS_ConstantOp : DS_Op<"constant", [ConstantLike, Pure,
   let hasFolder = 1;
 }
 
-def DS_ConvertOp : DS_Op<"convert", [Pure]> {
+def DS_ConvertOp : DS_Op<"convert", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "Converts the element type of a tensor (PyTorch `.to(dtype)`).";
   let description = [{
     **Constraints:** input and result have the same shape.
@@ -122,7 +123,7 @@ def DS_ConvertOp : DS_Op<"convert", [Pure]> {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-class DS_UnaryOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+class DS_UnaryOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, SameOperandsAndResultType]> {
   let summary = "Elementwise " # what # ".";
   let arguments = (ins DS_FloatTensor:$input);
   let results = (outs DS_FloatTensor:$result);
@@ -138,7 +139,7 @@ def DS_TanhOp : DS_UnaryOp<"tanh", "hyperbolic tangent">;
 def DS_SigmoidOp : DS_UnaryOp<"sigmoid", "logistic sigmoid">;
 def DS_ReluOp : DS_UnaryOp<"relu", "max(x, 0)">;
 
-def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType]> {
+def DS_GeluOp : DS_Op<"gelu", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, SameOperandsAndResultType]> {
   let summary = "Elementwise GELU, exact (erf) or with PyTorch's tanh approximation.";
   let arguments = (ins DS_FloatTensor:$input,
                        DefaultValuedAttr<DS_GeluApproximateAttr,
@@ -147,7 +148,7 @@ def DS_GeluOp : DS_Op<"gelu", [Pure, SameOperandsAndResultType]> {
   let assemblyFormat = "$input (`approximate` `=` $approximate^)? attr-dict `:` type($input)";
 }
 
-class DS_BinaryOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure]> {
+class DS_BinaryOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "Elementwise " # what # " with PyTorch broadcasting.";
   let description = [{
     **Constraints:** both operands have the result's element type; the result shape is the
@@ -188,7 +189,7 @@ def DS_CmpOp : DS_Op<"cmp", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_WhereOp : DS_Op<"where", [Pure]> {
+def DS_WhereOp : DS_Op<"where", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "Elementwise select: `cond ? on_true : on_false`, with broadcasting.";
   let description = [{
     PyTorch's `torch.where`; `x.masked_fill(mask, v)` imports as `where(mask, v, x)`.
@@ -220,7 +221,7 @@ def DS_DropoutOp : DS_Op<"dropout", [SameOperandsAndResultType]> {
 // Reductions and normalizations
 //===----------------------------------------------------------------------===//
 
-class DS_ReduceOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure]> {
+class DS_ReduceOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = what # " over the given dimensions.";
   let description = [{
     **Constraints:** dimensions are in [0, rank) and distinct; the result drops them, or keeps
@@ -241,7 +242,7 @@ def DS_SumOp : DS_ReduceOp<"sum", "Sum">;
 def DS_MeanOp : DS_ReduceOp<"mean", "Mean">;
 def DS_AmaxOp : DS_ReduceOp<"amax", "Maximum">;
 
-class DS_SoftmaxLikeOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+class DS_SoftmaxLikeOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, SameOperandsAndResultType]> {
   let summary = what # " along one dimension.";
   let description = [{
     **Constraints:** 0 <= dim < rank.
@@ -258,7 +259,7 @@ class DS_SoftmaxLikeOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure, Sa
 def DS_SoftmaxOp : DS_SoftmaxLikeOp<"softmax", "Softmax">;
 def DS_LogSoftmaxOp : DS_SoftmaxLikeOp<"log_softmax", "Log-softmax">;
 
-def DS_LayerNormOp : DS_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
+def DS_LayerNormOp : DS_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, AttrSizedOperandSegments]> {
   let summary = "Layer normalization over the trailing `normalized_shape` dimensions.";
   let description = [{
     `(x - mean) / sqrt(var + eps) * weight + bias` with the biased variance, as
@@ -279,7 +280,7 @@ def DS_LayerNormOp : DS_Op<"layer_norm", [Pure, AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def DS_BatchNormOp : DS_Op<"batch_norm", [Pure, AttrSizedOperandSegments]> {
+def DS_BatchNormOp : DS_Op<"batch_norm", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, AttrSizedOperandSegments]> {
   let summary = "Training-mode batch normalization over dimension 1 with batch statistics.";
   let description = [{
     Normalizes with the statistics of this batch, as `F.batch_norm(training=True)`, and returns
@@ -299,7 +300,7 @@ def DS_BatchNormOp : DS_Op<"batch_norm", [Pure, AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
-def DS_BatchNormInferenceOp : DS_Op<"batch_norm_inference", [Pure, AttrSizedOperandSegments]> {
+def DS_BatchNormInferenceOp : DS_Op<"batch_norm_inference", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, AttrSizedOperandSegments]> {
   let summary = "Eval-mode batch normalization with given running statistics.";
   let description = [{
     **Constraints:** as `ds.batch_norm`; `running_mean` and `running_var` are 1-D of size C.
@@ -319,7 +320,7 @@ def DS_BatchNormInferenceOp : DS_Op<"batch_norm_inference", [Pure, AttrSizedOper
 // Contractions and lookups
 //===----------------------------------------------------------------------===//
 
-def DS_MatmulOp : DS_Op<"matmul", [Pure]> {
+def DS_MatmulOp : DS_Op<"matmul", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "Batched matrix product with broadcast batch dimensions (torch.matmul, rank >= 2).";
   let description = [{
     `[..., M, K] x [..., K, N] -> [broadcast(...), M, N]`. One-dimensional operands of
@@ -334,7 +335,7 @@ def DS_MatmulOp : DS_Op<"matmul", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_LinearOp : DS_Op<"linear", [Pure]> {
+def DS_LinearOp : DS_Op<"linear", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "`x @ weight^T + bias` (torch.nn.functional.linear).";
   let description = [{
     `[..., in] x [out, in] (+ [out]) -> [..., out]`.
@@ -349,7 +350,7 @@ def DS_LinearOp : DS_Op<"linear", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_EmbeddingOp : DS_Op<"embedding", [Pure]> {
+def DS_EmbeddingOp : DS_Op<"embedding", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "Row lookup: `weight[indices]` (torch.nn.functional.embedding).";
   let description = [{
     `[V, D] x [...] -> [..., D]`. `padding_idx` rows receive no gradient.
@@ -364,7 +365,7 @@ def DS_EmbeddingOp : DS_Op<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_CrossEntropyOp : DS_Op<"cross_entropy", [Pure]> {
+def DS_CrossEntropyOp : DS_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "Softmax cross-entropy of logits against class indices.";
   let description = [{
     `F.cross_entropy(logits, target, ignore_index=, reduction=, label_smoothing=)` for logits
@@ -387,7 +388,7 @@ def DS_CrossEntropyOp : DS_Op<"cross_entropy", [Pure]> {
 // Shape and layout
 //===----------------------------------------------------------------------===//
 
-def DS_ReshapeOp : DS_Op<"reshape", [Pure]> {
+def DS_ReshapeOp : DS_Op<"reshape", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "Same elements, new shape (view, reshape, flatten, squeeze, unsqueeze).";
   let description = [{
     **Constraints:** same number of elements and element type.
@@ -399,7 +400,7 @@ def DS_ReshapeOp : DS_Op<"reshape", [Pure]> {
   let hasFolder = 1;
 }
 
-def DS_TransposeOp : DS_Op<"transpose", [Pure]> {
+def DS_TransposeOp : DS_Op<"transpose", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "Permutes dimensions: result dim i is input dim permutation[i].";
   let description = [{
     **Constraints:** `permutation` is a permutation of [0, rank); the result shape is permuted
@@ -411,7 +412,7 @@ def DS_TransposeOp : DS_Op<"transpose", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_BroadcastToOp : DS_Op<"broadcast_to", [Pure]> {
+def DS_BroadcastToOp : DS_Op<"broadcast_to", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "Broadcasts to a larger shape (torch.Tensor.expand).";
   let description = [{
     **Constraints:** the result rank is at least the input rank; aligned from the right, each
@@ -423,7 +424,7 @@ def DS_BroadcastToOp : DS_Op<"broadcast_to", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_SliceOp : DS_Op<"slice", [Pure]> {
+def DS_SliceOp : DS_Op<"slice", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "Strided slice of one dimension: indices start, start+step, ... < end.";
   let description = [{
     **Constraints:** 0 <= dim < rank; 0 <= start <= end <= size; step >= 1; the result has
@@ -438,7 +439,7 @@ def DS_SliceOp : DS_Op<"slice", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_ConcatOp : DS_Op<"concat", [Pure]> {
+def DS_ConcatOp : DS_Op<"concat", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "Concatenates tensors along one dimension (torch.cat).";
   let description = [{
     **Constraints:** at least one input; all of one rank and element type; equal sizes except
@@ -454,7 +455,7 @@ def DS_ConcatOp : DS_Op<"concat", [Pure]> {
 // Convolution and pooling
 //===----------------------------------------------------------------------===//
 
-def DS_Conv2dOp : DS_Op<"conv2d", [Pure]> {
+def DS_Conv2dOp : DS_Op<"conv2d", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "2-D convolution in NCHW (torch.nn.functional.conv2d).";
   let description = [{
     **Constraints:** input `[N, C, H, W]`, weight `[O, C / groups, KH, KW]`, bias `[O]`; C and
@@ -472,7 +473,7 @@ def DS_Conv2dOp : DS_Op<"conv2d", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_MaxPool2dOp : DS_Op<"max_pool2d", [Pure]> {
+def DS_MaxPool2dOp : DS_Op<"max_pool2d", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "2-D max pooling in NCHW.";
   let description = [{
     **Constraints:** input rank 4; kernel, stride, dilation >= 1; 0 <= padding <= kernel / 2;
@@ -488,7 +489,7 @@ def DS_MaxPool2dOp : DS_Op<"max_pool2d", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_AvgPool2dOp : DS_Op<"avg_pool2d", [Pure]> {
+def DS_AvgPool2dOp : DS_Op<"avg_pool2d", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "2-D average pooling in NCHW.";
   let description = [{
     **Constraints:** input rank 4; kernel, stride >= 1; 0 <= padding <= kernel / 2; the
@@ -505,7 +506,7 @@ def DS_AvgPool2dOp : DS_Op<"avg_pool2d", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_AdaptiveAvgPool2dOp : DS_Op<"adaptive_avg_pool2d", [Pure]> {
+def DS_AdaptiveAvgPool2dOp : DS_Op<"adaptive_avg_pool2d", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "2-D adaptive average pooling to a fixed output size.";
   let description = [{
     **Constraints:** input rank 4 (or 3); the result keeps the leading dimensions and has
@@ -516,5 +517,7 @@ def DS_AdaptiveAvgPool2dOp : DS_Op<"adaptive_avg_pool2d", [Pure]> {
   let assemblyFormat = "$input `output_size` `=` $output_size attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
 }
+
+include "ds/IR/DSTrainOps.td"
 
 #endif // DS_OPS_TD

@@ -3,6 +3,8 @@
 #define DS_TRANSFORMS_PASSES_H
 
 #include "ds/IR/DSOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::ds {

@@ -19,4 +19,81 @@ def DSPrintParameterTable : Pass<"ds-print-parameter-table", "::mlir::ModuleOp">
   }];
 }
 
+
+def DSAutodiff : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Builds forward + backward of one micro-batch by reverse-mode differentiation.";
+  let description = [{
+    Turns `func.func @forward(inputs) -> loss` into `func.func @micro_step(inputs) -> loss`
+    that also accumulates the gradient of every trainable parameter into a `ds.state` of role
+    `grad`. The loss gradient is seeded with 1 / (gradient_accumulation_steps x
+    data_parallel_size), so the accumulated gradient is the mean over a step's micro-batches.
+    Each op's backward comes from its `GradientOpInterface`; only values that depend on a
+    trainable parameter are differentiated. `ds.dropout` becomes `x * ds.dropout_mask` so the
+    backward reuses the mask.
+
+    ```mlir
+    // before
+    func.func @forward(%x: tensor<8x16xf32>) -> tensor<f32> {
+      %w = ds.get_parameter @"fc.weight" : tensor<4x16xf32>
+      ...
+    }
+    // after
+    ds.state @"fc.weight@grad" of @"fc.weight" role "grad" : tensor<4x16xf32>
+    func.func @micro_step(%x: tensor<8x16xf32>) -> tensor<f32> {
+      ... forward ...
+      %dw, %db = ds.linear_grad_weight %x, %dy : ...
+      %acc = ds.get_parameter @"fc.weight@grad" : tensor<4x16xf32>
+      %sum = ds.add %acc, %dw : ...
+      ds.assign @"fc.weight@grad" = %sum : tensor<4x16xf32>
+      return %loss : tensor<f32>
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"gradientAccumulationSteps", "gradient-accumulation-steps", "int64_t", "1",
+           "Micro-batches per optimizer step (DeepSpeed's gradient_accumulation_steps)">,
+    Option<"dataParallelSize", "data-parallel-size", "int64_t", "1",
+           "Data-parallel ranks whose gradients are averaged">,
+  ];
+}
+
+def DSOptimizer : Pass<"ds-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Adds the optimizer update of every trainable parameter as IR.";
+  let description = [{
+    Creates `func.func @optimizer_step(%lr: tensor<f32>, %step: tensor<f32>)`: optional
+    global-norm gradient clipping (as `torch.nn.utils.clip_grad_norm_`), then the update of
+    each trainable parameter from its accumulated gradient (`ds.state` role `grad`, created by
+    `ds-autodiff`) with the optimizer's state as new `ds.state` symbols, and finally zeroes
+    the gradients. AdamW follows `torch.optim.AdamW`: decoupled weight decay
+    `p *= 1 - lr wd`, then `p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`.
+    All trainable parameters form one group.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"type", "type", "std::string", "\"AdamW\"", "Optimizer (DeepSpeed's optimizer.type)">,
+    Option<"beta1", "beta1", "double", "0.9", "First-moment decay">,
+    Option<"beta2", "beta2", "double", "0.999", "Second-moment decay">,
+    Option<"eps", "eps", "double", "1e-8", "Denominator term">,
+    Option<"weightDecay", "weight-decay", "double", "0.0", "Decoupled weight decay">,
+    Option<"gradientClipping", "gradient-clipping", "double", "0.0",
+           "Global gradient-norm limit; 0 = off (DeepSpeed's gradient_clipping)">,
+  ];
+}
+
+def DSLowerToRuntime : Pass<"ds-lower-to-runtime", "::mlir::ModuleOp"> {
+  let summary = "Lowers a training step to LLVM dialect calls of the dsrt runtime's C API.";
+  let description = [{
+    Input: a module with `@micro_step` and `@optimizer_step` (from `ds-autodiff` and
+    `ds-optimizer`). Output: LLVM dialect functions `ds_init_slots`, `ds_micro_step`,
+    `ds_optimizer_step` and a `ds_metadata` JSON string (inputs, persistent slots, config,
+    memory plan), matching `dsrt_program` in `runtime/include/dsrt/dsrt.h`. Every tensor is a
+    `dsrt_tensor *`: results are allocated from the device arena before their kernel and freed
+    after their last use, reshapes and parameter reads are views, and the peak bytes of that
+    schedule are computed here, exactly, into the plan that the runtime checks against its
+    budget before the first step.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // DS_TRANSFORMS_PASSES_TD

@@ -1,0 +1,190 @@
+//===- DSTrainOps.cpp - verifiers of the training-state and gradient ops ---===//
+#include "ds/IR/DSOps.h"
+#include "ds/IR/DSShapes.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+ArrayRef<int64_t> shapeOf(Value v) { return cast<RankedTensorType>(v.getType()).getShape(); }
+Type elementOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
+
+/// `value` has `expected` shape and the element type of `like`.
+LogicalResult expectShape(Operation *op, Value value, ArrayRef<int64_t> expected, StringRef what,
+                          Value like) {
+  if (shapeOf(value) != expected)
+    return op->emitOpError() << what << " has shape " << formatShape(shapeOf(value))
+                             << ", expected " << formatShape(expected);
+  if (like && elementOf(value) != elementOf(like))
+    return op->emitOpError() << what << " has element type " << elementOf(value) << ", expected "
+                             << elementOf(like);
+  return success();
+}
+} // namespace
+
+LogicalResult StateOp::verify() {
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  auto param = module ? module.lookupSymbol<ParameterOp>(getOfAttr()) : ParameterOp();
+  if (!param || !param.getTrainable())
+    return emitOpError() << "'" << getOf() << "' is not a trainable ds.parameter";
+  return success();
+}
+
+LogicalResult AssignOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  Operation *sym = symbolTable.lookupNearestSymbolFrom(*this, getNameAttr().getAttr());
+  Type type;
+  if (auto param = dyn_cast_or_null<ParameterOp>(sym))
+    type = param.getType();
+  else if (auto state = dyn_cast_or_null<StateOp>(sym))
+    type = state.getType();
+  else
+    return emitOpError() << "'" << getName() << "' is not a ds.parameter or ds.state";
+  if (type != getValue().getType())
+    return emitOpError() << "value type " << getValue().getType() << " differs from the symbol's "
+                         << type;
+  return success();
+}
+
+LogicalResult DropoutMaskOp::verify() {
+  double p = getP().convertToDouble();
+  if (!(p > 0 && p < 1))
+    return emitOpError() << "p must be in (0, 1), got " << p;
+  return success();
+}
+
+LogicalResult SoftmaxGradOp::verify() {
+  int64_t rank = shapeOf(getOutput()).size();
+  if (getDim() < 0 || getDim() >= rank)
+    return emitOpError() << "dim " << getDim() << " is out of range for rank " << rank;
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  ArrayRef<int64_t> x = shapeOf(getInput()), ns = getNormalizedShape();
+  if (ns.size() > x.size() || x.take_back(ns.size()) != ns)
+    return emitOpError() << "normalized_shape " << formatShape(ns)
+                         << " is not the input's trailing dims " << formatShape(x);
+  if (failed(expectShape(*this, getResultGrad(), x, "result_grad", getInput())) ||
+      failed(expectShape(*this, getDx(), x, "dx", getInput())) ||
+      failed(expectShape(*this, getDweight(), ns, "dweight", getInput())) ||
+      failed(expectShape(*this, getDbias(), ns, "dbias", getInput())))
+    return failure();
+  if (getWeight() && failed(expectShape(*this, getWeight(), ns, "weight", getInput())))
+    return failure();
+  return success();
+}
+
+LogicalResult BatchNormGradOp::verify() {
+  ArrayRef<int64_t> x = shapeOf(getInput());
+  if (x.size() < 2)
+    return emitOpError() << "input rank must be >= 2";
+  int64_t c[1] = {x[1]};
+  if (failed(expectShape(*this, getResultGrad(), x, "result_grad", getInput())) ||
+      failed(expectShape(*this, getDx(), x, "dx", getInput())) ||
+      failed(expectShape(*this, getMean(), c, "mean", getInput())) ||
+      failed(expectShape(*this, getVar(), c, "var", getInput())) ||
+      failed(expectShape(*this, getDweight(), c, "dweight", getInput())) ||
+      failed(expectShape(*this, getDbias(), c, "dbias", getInput())))
+    return failure();
+  if (getWeight() && failed(expectShape(*this, getWeight(), c, "weight", getInput())))
+    return failure();
+  return success();
+}
+
+LogicalResult LinearGradWeightOp::verify() {
+  ArrayRef<int64_t> x = shapeOf(getInput()), dy = shapeOf(getResultGrad());
+  if (x.empty() || dy.size() != x.size() || x.drop_back() != dy.drop_back())
+    return emitOpError() << "input " << formatShape(x) << " and result_grad " << formatShape(dy)
+                         << " must share their leading dims";
+  int64_t w[2] = {dy.back(), x.back()};
+  int64_t b[1] = {dy.back()};
+  if (failed(expectShape(*this, getDweight(), w, "dweight", getInput())) ||
+      failed(expectShape(*this, getDbias(), b, "dbias", getInput())))
+    return failure();
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  ArrayRef<int64_t> w = shapeOf(getResult());
+  if (w.size() != 2)
+    return emitOpError() << "result must be [V, D]";
+  Shape expected(shapeOf(getIndices()));
+  expected.push_back(w[1]);
+  return expectShape(*this, getResultGrad(), expected, "result_grad", getResult());
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  return expectShape(*this, getResult(), shapeOf(getLogits()), "result", getLogits());
+}
+
+LogicalResult InsertSliceOp::verify() {
+  ArrayRef<int64_t> src = shapeOf(getSource()), dst = shapeOf(getDest());
+  if (elementOf(getSource()) != elementOf(getDest()) || getResult().getType() != getDest().getType())
+    return emitOpError() << "source, dest and result must share the element type and dest's type";
+  int64_t dim = getDim();
+  if (src.size() != dst.size() || dim < 0 || dim >= (int64_t)dst.size())
+    return emitOpError() << "dim " << dim << " is invalid for source " << formatShape(src)
+                         << " and dest " << formatShape(dst);
+  for (size_t i = 0; i < dst.size(); ++i)
+    if ((int64_t)i != dim && src[i] != dst[i])
+      return emitOpError() << "source " << formatShape(src) << " and dest " << formatShape(dst)
+                           << " differ outside dim " << dim;
+  if (getStart() < 0 || getStep() < 1 ||
+      (src[dim] > 0 && getStart() + getStep() * (src[dim] - 1) >= dst[dim]))
+    return emitOpError() << "the slice [" << getStart() << " :: " << getStep() << "] of "
+                         << src[dim] << " elements does not fit dim " << dim << " of size "
+                         << dst[dim];
+  return success();
+}
+
+LogicalResult Conv2dGradInputOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  auto out = conv2dShape(shapeOf(getResult()), shapeOf(getWeight()), std::nullopt, getStride(),
+                         getPadding(), getDilation(), getGroups(), emit);
+  if (failed(out))
+    return failure();
+  return expectShape(*this, getResultGrad(), *out, "result_grad", getResult());
+}
+
+LogicalResult Conv2dGradWeightOp::verify() {
+  auto emit = [&] { return emitOpError(); };
+  auto out = conv2dShape(shapeOf(getInput()), shapeOf(getDweight()), std::nullopt, getStride(),
+                         getPadding(), getDilation(), getGroups(), emit);
+  if (failed(out))
+    return failure();
+  int64_t b[1] = {shapeOf(getDweight())[0]};
+  if (failed(expectShape(*this, getResultGrad(), *out, "result_grad", getInput())) ||
+      failed(expectShape(*this, getDbias(), b, "dbias", getInput())))
+    return failure();
+  return success();
+}
+
+LogicalResult MaxPool2dGradOp::verify() {
+  auto out = pool2dShape(shapeOf(getInput()), getKernelSize(), getStride(), getPadding(),
+                         getDilation(), getCeilMode(), [&] { return emitOpError(); });
+  if (failed(out))
+    return failure();
+  if (getResult().getType() != getInput().getType())
+    return emitOpError() << "result must have the input's type";
+  return expectShape(*this, getResultGrad(), *out, "result_grad", getInput());
+}
+
+LogicalResult AvgPool2dGradOp::verify() {
+  int64_t ones[2] = {1, 1};
+  auto out = pool2dShape(shapeOf(getResult()), getKernelSize(), getStride(), getPadding(), ones,
+                         getCeilMode(), [&] { return emitOpError(); });
+  if (failed(out))
+    return failure();
+  return expectShape(*this, getResultGrad(), *out, "result_grad", getResult());
+}
+
+LogicalResult AdaptiveAvgPool2dGradOp::verify() {
+  ArrayRef<int64_t> dy = shapeOf(getResultGrad()), dx = shapeOf(getResult());
+  if (dy.size() != dx.size() || dx.size() < 3 || dy.drop_back(2) != dx.drop_back(2) ||
+      elementOf(getResult()) != elementOf(getResultGrad()))
+    return emitOpError() << "result " << formatShape(dx) << " and result_grad "
+                         << formatShape(dy) << " must share rank, leading dims and element type";
+  return success();
+}

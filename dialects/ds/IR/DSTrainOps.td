@@ -1,0 +1,252 @@
+//===- DSTrainOps.td - training state and gradient ops of ds --------------===//
+//
+// Ops that the training passes create: optimizer and gradient state, assignment of persistent
+// tensors, random masks, and the gradient kernels that are not compositions of forward ops.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DS_TRAIN_OPS_TD
+#define DS_TRAIN_OPS_TD
+
+def DS_StateOp : DS_Op<"state", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "Persistent training state of a parameter: its gradient or optimizer moments.";
+  let description = [{
+    Created by `ds-autodiff` (the accumulated gradient) and `ds-optimizer` (moments). Starts
+    at zero; read with `ds.get_parameter`, written with `ds.assign`. Not in the state_dict.
+    ```mlir
+    ds.state @"fc.weight.grad" of @"fc.weight" role "grad" : tensor<32x16xf32>
+    ```
+    **Constraints:** `of` names a trainable `ds.parameter`.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$of, StrAttr:$role,
+                       TypeAttrOf<AnyStaticShapeTensor>:$type);
+  let assemblyFormat = "$sym_name `of` $of `role` $role `:` $type attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def DS_AssignOp : DS_Op<"assign", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Overwrites a parameter or training state with a new value (optimizer updates).";
+  let description = [{
+    ```mlir
+    ds.assign @"fc.weight" = %new : tensor<32x16xf32>
+    ```
+    **Constraints:** the symbol names a `ds.parameter` or `ds.state` of the value's type.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$name, AnyStaticShapeTensor:$value);
+  let assemblyFormat = "$name `=` $value attr-dict `:` type($value)";
+}
+
+def DS_DropoutMaskOp : DS_Op<"dropout_mask", []> {
+  let summary = "A random dropout scale: 0 with probability p, else 1 / (1 - p).";
+  let description = [{
+    `ds-autodiff` rewrites `ds.dropout(x)` to `x * ds.dropout_mask`, so that the backward
+    reuses the mask.
+    **Constraints:** 0 < p < 1.
+  }];
+  let arguments = (ins F64Attr:$p);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "`p` `=` $p attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def DS_GeluGradOp : DS_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "`dy * gelu'(x)`.";
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$result_grad,
+                       DefaultValuedAttr<DS_GeluApproximateAttr,
+                                         "::mlir::ds::GeluApproximate::none">:$approximate);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $result_grad (`approximate` `=` $approximate^)? attr-dict `:` type($input)
+  }];
+}
+
+def DS_SoftmaxGradOp : DS_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
+  let summary = "Input gradient of softmax (or log-softmax) from its output and output gradient.";
+  let description = [{
+    softmax: `y * (dy - sum(dy * y))`; log-softmax: `dy - exp(y) * sum(dy)`, sums along `dim`.
+    **Constraints:** 0 <= dim < rank.
+  }];
+  let arguments = (ins DS_FloatTensor:$output, DS_FloatTensor:$result_grad, I64Attr:$dim,
+                       UnitAttr:$log);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $output `,` $result_grad `dim` `=` $dim (`log` $log^)? attr-dict `:` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_LayerNormGradOp : DS_Op<"layer_norm_grad", [Pure]> {
+  let summary = "Gradients of layer norm (input, weight, bias), recomputing its statistics.";
+  let description = [{
+    **Constraints:** `dx` has the input's type; `dweight` and `dbias` have `normalized_shape`;
+    the output gradient has the input's type.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$result_grad,
+                       Optional<DS_FloatTensor>:$weight, DenseI64ArrayAttr:$normalized_shape,
+                       F64Attr:$eps);
+  let results = (outs DS_FloatTensor:$dx, DS_FloatTensor:$dweight, DS_FloatTensor:$dbias);
+  let assemblyFormat = [{
+    $input `,` $result_grad (`weight` $weight^)? `normalized_shape` `=` $normalized_shape
+    `eps` `=` $eps attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_BatchNormGradOp : DS_Op<"batch_norm_grad", [Pure]> {
+  let summary = "Gradients of training batch norm (input, weight, bias).";
+  let description = [{
+    Uses the batch `mean` and biased `var` that `ds.batch_norm` returned.
+    **Constraints:** `dx` has the input's type; `dweight`, `dbias`, mean and var are `[C]`.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$result_grad,
+                       DS_FloatTensor:$mean, DS_FloatTensor:$var,
+                       Optional<DS_FloatTensor>:$weight, F64Attr:$eps);
+  let results = (outs DS_FloatTensor:$dx, DS_FloatTensor:$dweight, DS_FloatTensor:$dbias);
+  let assemblyFormat = [{
+    $input `,` $result_grad `stats` $mean `,` $var (`weight` $weight^)? `eps` `=` $eps attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_LinearGradWeightOp : DS_Op<"linear_grad_weight", [Pure]> {
+  let summary = "Weight and bias gradients of `ds.linear`: `dy^T x` and the sums of `dy`.";
+  let description = [{
+    **Constraints:** `x` is `[..., in]`, `dy` is `[..., out]` with the same leading dims;
+    `dweight` is `[out, in]` and `dbias` `[out]`.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$result_grad);
+  let results = (outs DS_FloatTensor:$dweight, DS_FloatTensor:$dbias);
+  let assemblyFormat = "$input `,` $result_grad attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_EmbeddingGradOp : DS_Op<"embedding_grad", [Pure]> {
+  let summary = "Weight gradient of `ds.embedding`: rows of dy scattered and summed.";
+  let description = [{
+    **Constraints:** the result is `[V, D]`; dy is the indices' shape followed by D.
+  }];
+  let arguments = (ins DS_FloatTensor:$result_grad, DS_IndexTensor:$indices,
+                       OptionalAttr<I64Attr>:$padding_idx);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$result_grad `[` $indices `]` attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_CrossEntropyGradOp : DS_Op<"cross_entropy_grad", [Pure]> {
+  let summary = "Logits gradient of `ds.cross_entropy`.";
+  let description = [{
+    **Constraints:** the result has the logits' type; `result_grad` has the loss's type.
+  }];
+  let arguments = (ins DS_FloatTensor:$logits, DS_IndexTensor:$target,
+                       DS_FloatTensor:$result_grad,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<DS_ReductionAttr, "::mlir::ds::Reduction::mean">:$reduction,
+                       DefaultValuedAttr<F64Attr, "0.0">:$label_smoothing);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $target `,` $result_grad attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_InsertSliceOp : DS_Op<"insert_slice", [Pure, AllTypesMatch<["dest", "result"]>]> {
+  let summary = "`dest` with a strided slice along one dimension replaced by `source`.";
+  let description = [{
+    The gradient of `ds.slice` (into zeros) and of `ds.concat`'s pieces.
+    **Constraints:** source and dest share rank and element type; along `dim`, `start +
+    step * (source size - 1) < dest size`; other dims equal; the result has dest's type.
+  }];
+  let arguments = (ins DS_Tensor:$source, DS_Tensor:$dest, I64Attr:$dim, I64Attr:$start,
+                       DefaultValuedAttr<I64Attr, "1">:$step);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = [{
+    $source `into` $dest `dim` `=` $dim `[` $start (`:` $step^)? `]` attr-dict
+    `:` type($source) `into` type($dest)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_Conv2dGradInputOp : DS_Op<"conv2d_grad_input", [Pure]> {
+  let summary = "Input gradient of `ds.conv2d` (a transposed convolution of dy).";
+  let description = [{
+    **Constraints:** as `ds.conv2d` with the result as its input and `result_grad` as its
+    output.
+  }];
+  let arguments = (ins DS_FloatTensor:$result_grad, DS_FloatTensor:$weight, DS_Dims2:$stride,
+                       DS_Dims2:$padding, DS_Dims2:$dilation,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $result_grad `,` $weight `stride` `=` $stride `padding` `=` $padding
+    `dilation` `=` $dilation attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_Conv2dGradWeightOp : DS_Op<"conv2d_grad_weight", [Pure]> {
+  let summary = "Weight and bias gradients of `ds.conv2d`.";
+  let description = [{
+    **Constraints:** as `ds.conv2d` with `dweight` as its weight; `dbias` is `[O]`.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$result_grad, DS_Dims2:$stride,
+                       DS_Dims2:$padding, DS_Dims2:$dilation,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs DS_FloatTensor:$dweight, DS_FloatTensor:$dbias);
+  let assemblyFormat = [{
+    $input `,` $result_grad `stride` `=` $stride `padding` `=` $padding
+    `dilation` `=` $dilation attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_MaxPool2dGradOp : DS_Op<"max_pool2d_grad", [Pure]> {
+  let summary = "Input gradient of `ds.max_pool2d`: dy routed to each window's first maximum.";
+  let description = [{
+    **Constraints:** `max_pool2d(input)` with these attributes has `result_grad`'s type; the
+    result has the input's type.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$result_grad,
+                       DS_Dims2:$kernel_size, DS_Dims2:$stride, DS_Dims2:$padding,
+                       DS_Dims2:$dilation, UnitAttr:$ceil_mode);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $result_grad `kernel` `=` $kernel_size `stride` `=` $stride `padding` `=` $padding
+    `dilation` `=` $dilation (`ceil_mode` $ceil_mode^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_AvgPool2dGradOp : DS_Op<"avg_pool2d_grad", [Pure]> {
+  let summary = "Input gradient of `ds.avg_pool2d`.";
+  let description = [{
+    **Constraints:** `avg_pool2d` of the result type with these attributes has
+    `result_grad`'s type.
+  }];
+  let arguments = (ins DS_FloatTensor:$result_grad, DS_Dims2:$kernel_size, DS_Dims2:$stride,
+                       DS_Dims2:$padding, UnitAttr:$ceil_mode, UnitAttr:$count_include_pad);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $result_grad `kernel` `=` $kernel_size `stride` `=` $stride `padding` `=` $padding
+    (`ceil_mode` $ceil_mode^)? (`count_include_pad` $count_include_pad^)? attr-dict
+    `:` type($result_grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_AdaptiveAvgPool2dGradOp : DS_Op<"adaptive_avg_pool2d_grad", [Pure]> {
+  let summary = "Input gradient of `ds.adaptive_avg_pool2d`.";
+  let description = [{
+    **Constraints:** same rank and leading dims; element types match.
+  }];
+  let arguments = (ins DS_FloatTensor:$result_grad);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = "$result_grad attr-dict `:` type($result_grad) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // DS_TRAIN_OPS_TD

@@ -1,0 +1,166 @@
+//===- Autodiff.cpp - the ds-autodiff pass: reverse-mode AD of the forward --===//
+#include "ds/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_DSAUTODIFF
+#include "ds/Transforms/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// The name of the gradient state of parameter `name`.
+std::string gradName(StringRef name) { return (name + "@grad").str(); }
+
+struct AutodiffPass : mlir::ds::impl::DSAutodiffBase<AutodiffPass> {
+  using DSAutodiffBase::DSAutodiffBase;
+  void runOnOperation() override;
+};
+
+/// ds.dropout(x) -> x * ds.dropout_mask, so the backward multiplies by the same mask.
+void expandDropout(func::FuncOp func) {
+  func.walk([](DropoutOp op) {
+    OpBuilder b(op);
+    Value mask = DropoutMaskOp::create(b, op.getLoc(), op.getType(), op.getPAttr());
+    Value y = MulOp::create(b, op.getLoc(), op.getType(), op.getInput(), mask);
+    op.getResult().replaceAllUsesWith(y);
+    op.erase();
+  });
+}
+} // namespace
+
+void AutodiffPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto func = module.lookupSymbol<func::FuncOp>("forward");
+  if (!func) {
+    module.emitError() << "ds-autodiff needs a func.func @forward (import a model with ds-opt "
+                          "MODEL.pt first)";
+    return signalPassFailure();
+  }
+  auto lossTy = func.getNumResults() == 1
+                    ? dyn_cast<RankedTensorType>(func.getResultTypes()[0])
+                    : RankedTensorType();
+  if (!lossTy || lossTy.getRank() != 0 || !isa<FloatType>(lossTy.getElementType())) {
+    func.emitError() << "ds-autodiff needs @forward to return one float scalar (the loss)";
+    return signalPassFailure();
+  }
+  if (gradientAccumulationSteps < 1 || dataParallelSize < 1) {
+    module.emitError() << "gradient-accumulation-steps and data-parallel-size must be >= 1";
+    return signalPassFailure();
+  }
+  expandDropout(func);
+
+  Block &body = func.getBody().front();
+  Operation *ret = body.getTerminator();
+  Value loss = ret->getOperand(0);
+
+  // Activity: values that depend on a trainable parameter.
+  llvm::DenseSet<Value> active;
+  for (Operation &op : body.without_terminator()) {
+    bool isActive = false;
+    if (auto get = dyn_cast<GetParameterOp>(op)) {
+      auto param = module.lookupSymbol<ParameterOp>(get.getNameAttr());
+      isActive = param && param.getTrainable();
+    } else {
+      for (Value v : op.getOperands())
+        isActive |= active.contains(v);
+    }
+    if (!isActive)
+      continue;
+    for (Value r : op.getResults())
+      if (isa<FloatType>(typeOf(r).getElementType()))
+        active.insert(r);
+  }
+  if (!active.contains(loss)) {
+    func.emitError() << "the loss does not depend on any trainable parameter; nothing to train";
+    return signalPassFailure();
+  }
+
+  // Reverse sweep, inserting the backward before the return.
+  OpBuilder b(ret);
+  llvm::DenseMap<Value, Value> grads;
+  auto accumulate = [&](Value v, Value g, Location loc) {
+    auto it = grads.find(v);
+    if (it == grads.end()) {
+      grads[v] = g;
+      return;
+    }
+    it->second = AddOp::create(b, loc, typeOf(v), it->second, g);
+  };
+  double scale = 1.0 / double(gradientAccumulationSteps * dataParallelSize);
+  RankedTensorType lossType = typeOf(loss);
+  auto seed = DenseElementsAttr::get(
+      lossType, FloatAttr::get(lossType.getElementType(), scale));
+  grads[loss] = ConstantOp::create(b, loss.getLoc(), seed);
+
+  llvm::MapVector<StringAttr, Value> paramGrads;
+  SmallVector<Operation *> forwardOps;
+  for (Operation &op : body.without_terminator())
+    forwardOps.push_back(&op);
+  for (Operation *op : llvm::reverse(forwardOps)) {
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      auto it = grads.find(r);
+      resultGrads.push_back(it == grads.end() ? Value() : it->second);
+      any |= it != grads.end();
+    }
+    if (!any)
+      continue;
+    if (auto get = dyn_cast<GetParameterOp>(op)) {
+      StringAttr name = get.getNameAttr().getAttr();
+      auto it = paramGrads.find(name);
+      if (it == paramGrads.end())
+        paramGrads.insert({name, resultGrads[0]});
+      else
+        it->second = AddOp::create(b, op->getLoc(), typeOf(resultGrads[0]), it->second,
+                                   resultGrads[0]);
+      continue;
+    }
+    auto iface = dyn_cast<GradientOpInterface>(op);
+    if (!iface) {
+      op->emitOpError() << "has no gradient; ds-autodiff cannot differentiate through it";
+      return signalPassFailure();
+    }
+    SmallVector<bool> needed;
+    for (Value v : op->getOperands())
+      needed.push_back(active.contains(v));
+    SmallVector<Value> operandGrads(op->getNumOperands());
+    if (failed(iface.buildGradient(b, resultGrads, needed, operandGrads))) {
+      op->emitOpError() << "failed to build its gradient";
+      return signalPassFailure();
+    }
+    for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
+      if (g && active.contains(operand))
+        accumulate(operand, g, op->getLoc());
+  }
+
+  // Gradient states, accumulated across micro-batches.
+  OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+  for (Operation &op : *module.getBody())
+    if (isa<ParameterOp, StateOp>(op))
+      mb.setInsertionPointAfter(&op);
+  for (auto param : llvm::to_vector(module.getOps<ParameterOp>())) {
+    if (!param.getTrainable())
+      continue;
+    std::string name = gradName(param.getSymName());
+    auto state = StateOp::create(mb, param.getLoc(), mb.getStringAttr(name), FlatSymbolRefAttr::get(param.getSymNameAttr()), mb.getStringAttr("grad"), TypeAttr::get(param.getType()));
+    (void)state;
+    auto it = paramGrads.find(param.getSymNameAttr());
+    if (it == paramGrads.end())
+      continue; // unused by the loss: its gradient stays zero
+    Location loc = param.getLoc();
+    RankedTensorType type = param.getTensorType();
+    Value acc = GetParameterOp::create(b, loc, type, FlatSymbolRefAttr::get(&getContext(), name));
+    Value sum = AddOp::create(b, loc, type, acc, it->second);
+    AssignOp::create(b, loc, FlatSymbolRefAttr::get(&getContext(), name), sum);
+  }
+  func.setSymName("micro_step");
+}

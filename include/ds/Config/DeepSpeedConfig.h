@@ -1,0 +1,49 @@
+//===- DeepSpeedConfig.h - DeepSpeed JSON config, validated -----*- C++ -*-===//
+#ifndef DS_CONFIG_DEEPSPEEDCONFIG_H
+#define DS_CONFIG_DEEPSPEEDCONFIG_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ds {
+
+/// `optimizer {type, params}` with DeepSpeed's defaults for its type.
+struct OptimizerConfig {
+  std::string type = "AdamW";
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0.0;
+};
+
+/// The keys of a DeepSpeed config that ds implements, after DeepSpeed's batch-size rule
+/// (two of train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps
+/// determine the third; all three agree with the data-parallel size).
+struct DeepSpeedConfig {
+  int64_t trainBatchSize = 0;
+  int64_t microBatchSize = 0;
+  int64_t gradientAccumulationSteps = 0;
+  int64_t worldSize = 1; ///< data-parallel size
+  OptimizerConfig optimizer;
+  double gradientClipping = 0.0; ///< global norm; 0 = off
+  int64_t stepsPerPrint = 10;
+  uint64_t seed = 1234;
+  std::vector<std::string> warnings; ///< keys ignored because they don't affect the numbers
+
+  /// The normalized config as JSON (all resolved values), as embedded in STEP.mlir.
+  std::string toJSON() const;
+};
+
+/// Parses and validates `text`. `worldSize` is the data-parallel size from the command line
+/// (0 = not given: derive it from the batch keys, else 1). Errors name the key, the cause and
+/// the fix (an unknown key names the nearest valid one).
+llvm::Expected<DeepSpeedConfig> parseDeepSpeedConfig(llvm::StringRef text, int64_t worldSize);
+/// Reads and parses a file; errors start with the path.
+llvm::Expected<DeepSpeedConfig> loadDeepSpeedConfig(llvm::StringRef path, int64_t worldSize);
+
+} // namespace ds
+
+#endif // DS_CONFIG_DEEPSPEEDCONFIG_H

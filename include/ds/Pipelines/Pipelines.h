@@ -1,0 +1,35 @@
+//===- Pipelines.h - pass pipelines as plain C++ functions -------*- C++ -*-===//
+#ifndef DS_PIPELINES_PIPELINES_H
+#define DS_PIPELINES_PIPELINES_H
+
+#include "ds/Config/DeepSpeedConfig.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+
+namespace mlir::ds {
+
+/// What the training pipeline needs from a DeepSpeed config.
+struct TrainingOptions {
+  int64_t gradientAccumulationSteps = 1;
+  int64_t dataParallelSize = 1;
+  ::ds::OptimizerConfig optimizer;
+  double gradientClipping = 0.0;
+
+  static TrainingOptions fromConfig(const ::ds::DeepSpeedConfig &config);
+};
+
+/// forward -> micro_step (ds-autodiff) + optimizer_step (ds-optimizer), simplified.
+void buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options);
+
+/// Builds the training step of an imported module and records `config` in it (`ds.config`).
+/// Checks that every input's leading dimension is the micro-batch size.
+LogicalResult buildTrainingStep(ModuleOp module, const ::ds::DeepSpeedConfig &config);
+
+/// STEP.mlir -> LLVM dialect calls of the runtime (ds-lower-to-runtime and clean-ups), as
+/// ds-run and ds-compile use it.
+void buildRuntimeLoweringPipeline(OpPassManager &pm);
+LogicalResult lowerStepToLLVM(ModuleOp module);
+
+} // namespace mlir::ds
+
+#endif // DS_PIPELINES_PIPELINES_H

@@ -1,0 +1,311 @@
+//===- DeepSpeedConfig.cpp - DeepSpeed JSON config, validated ---------------===//
+#include "ds/Config/DeepSpeedConfig.h"
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+#include <cmath>
+
+using namespace llvm;
+
+namespace ds {
+namespace {
+
+// Top-level keys of DeepSpeed's config (deepspeed/runtime/config.py and its sub-configs).
+const char *const kDeepSpeedKeys[] = {
+    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+    "optimizer", "scheduler", "fp16", "bf16", "amp", "torch_autocast", "gradient_clipping",
+    "prescale_gradients", "gradient_predivide_factor", "sparse_gradients", "zero_optimization",
+    "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer", "steps_per_print",
+    "wall_clock_breakdown", "memory_breakdown", "dump_state", "flops_profiler", "tensorboard",
+    "wandb", "csv_monitor", "comet", "comms_logger", "activation_checkpointing",
+    "sparse_attention", "data_efficiency", "curriculum_learning", "elasticity",
+    "communication_data_type", "seq_parallel_communication_data_type", "autotuning",
+    "checkpoint", "data_types", "aio", "compression_training", "pipeline",
+    "disable_allgather", "eigenvalue", "progressive_layer_drop", "quantize_training",
+    "load_universal_checkpoint", "graph_harvesting", "hybrid_engine", "nebula",
+    "weight_quantization", "use_data_before_expert_parallelism", "mics_shard_size",
+    "mics_hierarchical_params_gather", "zero_quantized_weights", "zero_quantized_gradients",
+    "seed", "fp32_allreduce", "timers", "compile", "tensor_parallel", "sequence_parallel_size",
+};
+// Keys that DeepSpeed documents as not affecting the numbers: accepted with a warning.
+const char *const kWarnOnlyKeys[] = {
+    "wall_clock_breakdown", "memory_breakdown", "dump_state", "flops_profiler", "tensorboard",
+    "wandb", "csv_monitor", "comet", "comms_logger", "timers", "autotuning",
+};
+// Keys ds implements in this build.
+const char *const kImplementedKeys[] = {
+    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+    "optimizer", "gradient_clipping", "steps_per_print", "seed",
+};
+const char *const kOptimizerTypes[] = {"Adam", "AdamW", "Lamb", "OneBitAdam", "ZeroOneAdam",
+                                       "OneBitLamb", "Lion", "Muon", "SGD", "Adagrad",
+                                       "MuAdam", "MuAdamW", "MuSGD"};
+const char *const kAdamParams[] = {"lr", "betas", "eps", "weight_decay", "bias_correction",
+                                   "adam_w_mode", "amsgrad", "torch_adam", "fused"};
+
+bool contains(ArrayRef<const char *> list, StringRef key) {
+  for (const char *k : list)
+    if (key == k)
+      return true;
+  return false;
+}
+
+std::string nearest(ArrayRef<const char *> list, StringRef key) {
+  std::string best;
+  unsigned bestDist = ~0u;
+  for (const char *k : list) {
+    unsigned d = key.edit_distance(k, /*AllowReplacements=*/true);
+    if (d < bestDist) {
+      bestDist = d;
+      best = k;
+    }
+  }
+  return best;
+}
+
+Error fail(const Twine &msg) { return createStringError(inconvertibleErrorCode(), msg); }
+
+/// A positive integer value (JSON number with no fraction).
+Expected<int64_t> getPositiveInt(const json::Value &v, StringRef key) {
+  std::optional<int64_t> i = v.getAsInteger();
+  if (!i) {
+    std::optional<double> d = v.getAsNumber();
+    if (d && std::floor(*d) == *d)
+      i = static_cast<int64_t>(*d);
+  }
+  if (!i || *i <= 0)
+    return fail("'" + key + "' must be a positive integer");
+  return *i;
+}
+
+Expected<double> getNumber(const json::Value &v, StringRef key) {
+  std::optional<double> d = v.getAsNumber();
+  if (!d)
+    return fail("'" + key + "' must be a number");
+  return *d;
+}
+
+Error parseOptimizer(const json::Value &v, OptimizerConfig &opt) {
+  const json::Object *obj = v.getAsObject();
+  if (!obj)
+    return fail("'optimizer' must be an object {\"type\": ..., \"params\": {...}}");
+  for (const auto &kv : *obj)
+    if (kv.first != "type" && kv.first != "params")
+      return fail("'optimizer." + kv.first.str() + "' is not a DeepSpeed key; valid: type, params");
+  std::optional<StringRef> type = obj->getString("type");
+  if (!type)
+    return fail("'optimizer.type' is missing; set it to \"AdamW\"");
+  if (!contains(kOptimizerTypes, *type)) {
+    // DeepSpeed matches optimizer names case-insensitively.
+    std::string lower = type->lower();
+    bool found = false;
+    for (const char *t : kOptimizerTypes)
+      if (StringRef(t).lower() == lower) {
+        opt.type = t;
+        found = true;
+      }
+    if (!found)
+      return fail("'optimizer.type' \"" + *type + "\" is not a DeepSpeed optimizer; did you mean \"" +
+                  nearest(kOptimizerTypes, *type) + "\"?");
+  } else {
+    opt.type = type->str();
+  }
+  if (opt.type != "AdamW")
+    return fail("'optimizer.type' \"" + opt.type +
+                "\" is a DeepSpeed optimizer that ds does not implement yet; use \"AdamW\"");
+  const json::Value *params = obj->get("params");
+  if (!params)
+    return Error::success();
+  const json::Object *p = params->getAsObject();
+  if (!p)
+    return fail("'optimizer.params' must be an object");
+  for (const auto &kv : *p) {
+    StringRef key = kv.first;
+    std::string full = ("optimizer.params." + key).str();
+    if (!contains(kAdamParams, key))
+      return fail("'" + full + "' is not a parameter of DeepSpeed's AdamW; did you mean '" +
+                  nearest(kAdamParams, key) + "'?");
+    if (key == "lr") {
+      auto d = getNumber(kv.second, full);
+      if (!d)
+        return d.takeError();
+      if (*d < 0)
+        return fail("'" + full + "' must be >= 0");
+      opt.lr = *d;
+    } else if (key == "eps") {
+      auto d = getNumber(kv.second, full);
+      if (!d)
+        return d.takeError();
+      if (*d < 0)
+        return fail("'" + full + "' must be >= 0");
+      opt.eps = *d;
+    } else if (key == "weight_decay") {
+      auto d = getNumber(kv.second, full);
+      if (!d)
+        return d.takeError();
+      opt.weightDecay = *d;
+    } else if (key == "betas") {
+      const json::Array *a = kv.second.getAsArray();
+      if (!a || a->size() != 2 || !(*a)[0].getAsNumber() || !(*a)[1].getAsNumber())
+        return fail("'" + full + "' must be a list of two numbers, e.g. [0.9, 0.999]");
+      opt.beta1 = *(*a)[0].getAsNumber();
+      opt.beta2 = *(*a)[1].getAsNumber();
+      if (opt.beta1 < 0 || opt.beta1 >= 1 || opt.beta2 < 0 || opt.beta2 >= 1)
+        return fail("'" + full + "' must be in [0, 1)");
+    } else if (key == "adam_w_mode") {
+      if (kv.second.getAsBoolean() != std::optional<bool>(true))
+        return fail("'" + full + "': false is not implemented yet for AdamW (it is always "
+                                 "decoupled weight decay); remove the key");
+    } else if (key == "bias_correction") {
+      if (kv.second.getAsBoolean() != std::optional<bool>(true))
+        return fail("'" + full + "': false is not implemented yet; remove the key");
+    } else if (key == "amsgrad") {
+      if (kv.second.getAsBoolean() != std::optional<bool>(false))
+        return fail("'" + full + "': true is not implemented yet; remove the key");
+    }
+    // torch_adam and fused choose DeepSpeed's kernel, not the numbers.
+  }
+  return Error::success();
+}
+
+} // namespace
+
+Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize) {
+  Expected<json::Value> parsed = json::parse(text);
+  if (!parsed)
+    return fail("not valid JSON: " + toString(parsed.takeError()));
+  const json::Object *root = parsed->getAsObject();
+  if (!root)
+    return fail("the config must be a JSON object");
+  DeepSpeedConfig cfg;
+  std::optional<int64_t> tbs, mb, gas;
+  for (const auto &kv : *root) {
+    StringRef key = kv.first;
+    if (!contains(kDeepSpeedKeys, key))
+      return fail("'" + key + "' is not a DeepSpeed config key; did you mean '" +
+                  nearest(kDeepSpeedKeys, key) + "'?");
+    if (contains(kWarnOnlyKeys, key)) {
+      cfg.warnings.push_back(("'" + key + "' is ignored by ds (it does not change the numbers)").str());
+      continue;
+    }
+    if (!contains(kImplementedKeys, key))
+      return fail("'" + key + "' is a DeepSpeed key that ds does not implement yet; remove it");
+    const json::Value &v = kv.second;
+    if (key == "train_batch_size" || key == "train_micro_batch_size_per_gpu" ||
+        key == "gradient_accumulation_steps") {
+      auto i = getPositiveInt(v, key);
+      if (!i)
+        return i.takeError();
+      (key == "train_batch_size" ? tbs : key == "gradient_accumulation_steps" ? gas : mb) = *i;
+    } else if (key == "optimizer") {
+      if (Error e = parseOptimizer(v, cfg.optimizer))
+        return std::move(e);
+    } else if (key == "gradient_clipping") {
+      auto d = getNumber(v, key);
+      if (!d)
+        return d.takeError();
+      if (*d < 0)
+        return fail("'gradient_clipping' must be >= 0 (0 turns clipping off)");
+      cfg.gradientClipping = *d;
+    } else if (key == "steps_per_print") {
+      auto i = getPositiveInt(v, key);
+      if (!i)
+        return i.takeError();
+      cfg.stepsPerPrint = *i;
+    } else if (key == "seed") {
+      std::optional<int64_t> i = v.getAsInteger();
+      if (!i || *i < 0)
+        return fail("'seed' must be a non-negative integer");
+      cfg.seed = static_cast<uint64_t>(*i);
+    }
+  }
+
+  // DeepSpeed's rule (runtime/config.py, _configure_train_batch_size).
+  if (worldSize < 0)
+    return fail("--world-size must be >= 1");
+  if (tbs && mb && gas) {
+    int64_t perRank = *mb * *gas;
+    if (worldSize == 0) {
+      if (*tbs % perRank != 0)
+        return fail(formatv("train_batch_size {0} is not a multiple of "
+                            "train_micro_batch_size_per_gpu {1} x gradient_accumulation_steps {2}",
+                            *tbs, *mb, *gas));
+      worldSize = *tbs / perRank;
+    } else if (*tbs != perRank * worldSize) {
+      return fail(formatv("train_batch_size {0} != train_micro_batch_size_per_gpu {1} x "
+                          "gradient_accumulation_steps {2} x world size {3}; fix one of them",
+                          *tbs, *mb, *gas, worldSize));
+    }
+  } else {
+    if (worldSize == 0)
+      worldSize = 1;
+    if (tbs && mb) {
+      if (*tbs % (*mb * worldSize) != 0)
+        return fail(formatv("train_batch_size {0} is not divisible by "
+                            "train_micro_batch_size_per_gpu {1} x world size {2}",
+                            *tbs, *mb, worldSize));
+      gas = *tbs / (*mb * worldSize);
+    } else if (tbs && gas) {
+      if (*tbs % (*gas * worldSize) != 0)
+        return fail(formatv("train_batch_size {0} is not divisible by "
+                            "gradient_accumulation_steps {1} x world size {2}",
+                            *tbs, *gas, worldSize));
+      mb = *tbs / (*gas * worldSize);
+    } else if (mb && gas) {
+      tbs = *mb * *gas * worldSize;
+    } else if (tbs) {
+      gas = 1;
+      if (*tbs % worldSize != 0)
+        return fail(formatv("train_batch_size {0} is not divisible by world size {1}", *tbs,
+                            worldSize));
+      mb = *tbs / worldSize;
+    } else if (mb) {
+      gas = 1;
+      tbs = *mb * worldSize;
+    } else {
+      return fail("set train_batch_size or train_micro_batch_size_per_gpu (DeepSpeed needs "
+                  "one of them)");
+    }
+  }
+  cfg.trainBatchSize = *tbs;
+  cfg.microBatchSize = *mb;
+  cfg.gradientAccumulationSteps = *gas;
+  cfg.worldSize = worldSize;
+  return cfg;
+}
+
+Expected<DeepSpeedConfig> loadDeepSpeedConfig(StringRef path, int64_t worldSize) {
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buf = MemoryBuffer::getFile(path);
+  if (!buf)
+    return fail(path + ": cannot read the config: " + buf.getError().message());
+  Expected<DeepSpeedConfig> cfg = parseDeepSpeedConfig((*buf)->getBuffer(), worldSize);
+  if (!cfg)
+    return fail(path + ": " + toString(cfg.takeError()));
+  return cfg;
+}
+
+std::string DeepSpeedConfig::toJSON() const {
+  json::Object opt{{"type", optimizer.type},
+                   {"params", json::Object{{"lr", optimizer.lr},
+                                           {"betas", json::Array{optimizer.beta1, optimizer.beta2}},
+                                           {"eps", optimizer.eps},
+                                           {"weight_decay", optimizer.weightDecay}}}};
+  json::Object root{{"train_batch_size", trainBatchSize},
+                    {"train_micro_batch_size_per_gpu", microBatchSize},
+                    {"gradient_accumulation_steps", gradientAccumulationSteps},
+                    {"world_size", worldSize},
+                    {"optimizer", std::move(opt)},
+                    {"gradient_clipping", gradientClipping},
+                    {"steps_per_print", stepsPerPrint},
+                    {"seed", static_cast<int64_t>(seed)}};
+  std::string out;
+  raw_string_ostream os(out);
+  os << json::Value(std::move(root));
+  return out;
+}
+
+} // namespace ds

@@ -1,0 +1,905 @@
+//===- LowerToRuntime.cpp - ds-lower-to-runtime: dsrt calls in LLVM dialect -===//
+//
+// Every ds tensor becomes a `dsrt_tensor *`. Results are allocated from the device arena just
+// before their kernel and freed right after their last use; reshapes and parameter reads are
+// views. The same schedule is simulated here to compute the exact peak bytes (the plan).
+//
+//===----------------------------------------------------------------------===//
+#include "ds/Transforms/Passes.h"
+
+#include "ds/IR/DSShapes.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_DSLOWERTORUNTIME
+#include "ds/Transforms/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// dsrt_dtype codes (runtime/include/dsrt/dsrt.h).
+FailureOr<int32_t> dtypeCode(Type t) {
+  if (t.isF32())
+    return 0;
+  if (t.isF64())
+    return 1;
+  if (t.isInteger(64))
+    return 2;
+  if (t.isInteger(32))
+    return 3;
+  if (t.isInteger(1))
+    return 4;
+  if (t.isBF16())
+    return 5;
+  if (t.isF16())
+    return 6;
+  return failure();
+}
+const char *dtypeName(int32_t code) {
+  static const char *names[] = {"f32", "f64", "i64", "i32", "i1", "bf16", "f16"};
+  return names[code];
+}
+int64_t dtypeBytes(int32_t code) {
+  static const int64_t bytes[] = {4, 8, 8, 4, 1, 2, 2};
+  return bytes[code];
+}
+int64_t tensorBytes(RankedTensorType t) {
+  return numElements(t.getShape()) * dtypeBytes(*dtypeCode(t.getElementType()));
+}
+
+/// Simulates the runtime arena: storages with reference counts, exactly as dsrt counts them.
+struct ArenaModel {
+  struct Storage {
+    int64_t bytes = 0;
+    int refs = 0;
+    bool counted = true;
+    std::string what;
+  };
+  std::vector<Storage> storages;
+  int64_t inUse = 0, peak = 0;
+
+  int alloc(int64_t bytes, std::string what, bool counted = true) {
+    storages.push_back({bytes, 1, counted, std::move(what)});
+    if (counted) {
+      inUse += bytes;
+      peak = std::max(peak, inUse);
+    }
+    return storages.size() - 1;
+  }
+  void retain(int s) { ++storages[s].refs; }
+  void release(int s) {
+    if (--storages[s].refs == 0 && storages[s].counted)
+      inUse -= storages[s].bytes;
+  }
+};
+
+/// Lowers the ds functions of one module.
+class Lowering {
+public:
+  Lowering(ModuleOp module)
+      : module(module), ctx(module.getContext()), b(ctx), loc(module.getLoc()) {
+    ptrTy = LLVM::LLVMPointerType::get(ctx);
+    i32Ty = IntegerType::get(ctx, 32);
+    i64Ty = IntegerType::get(ctx, 64);
+    f64Ty = Float64Type::get(ctx);
+    voidTy = LLVM::LLVMVoidType::get(ctx);
+  }
+
+  LogicalResult run();
+
+private:
+  // --- slots -----------------------------------------------------------------------------
+  struct Slot {
+    std::string name, kind, of;
+    SmallVector<std::string> aliases;
+    RankedTensorType type;
+  };
+  LogicalResult collectSlots();
+
+  // --- emission helpers ------------------------------------------------------------------
+  LLVM::LLVMFuncOp runtimeFunc(StringRef name, Type result, ArrayRef<Type> args);
+  Value call(StringRef name, ArrayRef<Value> args, Type result = {});
+  Value i32(int64_t v) { return LLVM::ConstantOp::create(b, loc, i32Ty, b.getI32IntegerAttr(v)); }
+  Value i64(int64_t v) { return LLVM::ConstantOp::create(b, loc, i64Ty, b.getI64IntegerAttr(v)); }
+  Value f64(double v) { return LLVM::ConstantOp::create(b, loc, f64Ty, b.getF64FloatAttr(v)); }
+  Value null() { return LLVM::ZeroOp::create(b, loc, ptrTy); }
+  Value i64Array(ArrayRef<int64_t> values);
+  Value alloc(Value result, const std::string &what);
+  Value allocType(RankedTensorType type, const std::string &what, int &storage);
+
+  // --- functions ---------------------------------------------------------------------------
+  LogicalResult lowerFunc(func::FuncOp func, StringRef newName, bool isMicroStep);
+  LogicalResult lowerOp(Operation *op);
+  void emitInitSlots();
+  void emitMetadata();
+
+  ModuleOp module;
+  MLIRContext *ctx;
+  OpBuilder b;
+  Location loc;
+  Type ptrTy, i32Ty, i64Ty, f64Ty, voidTy;
+  Value ctxArg;
+
+  std::vector<Slot> slots;
+  llvm::StringMap<int> slotIndex;
+  llvm::StringMap<LLVM::LLVMFuncOp> funcs;
+  llvm::DenseMap<Attribute, LLVM::GlobalOp> arrayGlobals;
+  int globalCounter = 0;
+
+  // Per function: lowered values, their storages in the arena model, fused transposes.
+  llvm::DenseMap<Value, Value> lowered;
+  llvm::DenseMap<Value, int> storageOf;
+  llvm::DenseSet<Operation *> fusedTransposes;
+  ArenaModel arena;
+  std::vector<int> slotStorage;
+  int64_t persistentBytes = 0, inputBytes = 0;
+  int64_t microPeak = 0, optimizerPeak = 0;
+  std::vector<std::pair<int64_t, std::string>> temporaries;
+};
+
+LogicalResult Lowering::collectSlots() {
+  for (Operation &op : *module.getBody()) {
+    Slot s;
+    if (auto p = dyn_cast<ParameterOp>(op)) {
+      s.name = p.getSymName().str();
+      s.kind = p.getTrainable() ? "parameter" : "buffer";
+      if (auto aliases = p.getAliases())
+        for (Attribute a : *aliases)
+          s.aliases.push_back(cast<StringAttr>(a).getValue().str());
+      s.type = p.getTensorType();
+    } else if (auto st = dyn_cast<StateOp>(op)) {
+      s.name = st.getSymName().str();
+      s.kind = st.getRole() == "grad" ? "gradient" : "state";
+      s.of = st.getOf().str();
+      s.type = st.getTensorType();
+    } else {
+      continue;
+    }
+    if (failed(dtypeCode(s.type.getElementType())))
+      return op.emitError() << "ds-lower-to-runtime: unsupported element type "
+                            << s.type.getElementType();
+    slotIndex[s.name] = slots.size();
+    slots.push_back(std::move(s));
+  }
+  return success();
+}
+
+LLVM::LLVMFuncOp Lowering::runtimeFunc(StringRef name, Type result, ArrayRef<Type> args) {
+  auto it = funcs.find(name);
+  if (it != funcs.end())
+    return it->second;
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(module.getBody());
+  auto fn = LLVM::LLVMFuncOp::create(b, module.getLoc(), name,
+                                     LLVM::LLVMFunctionType::get(result ? result : voidTy, args));
+  fn.setLinkage(LLVM::Linkage::External);
+  funcs[name] = fn;
+  return fn;
+}
+
+Value Lowering::call(StringRef name, ArrayRef<Value> args, Type result) {
+  SmallVector<Type> types;
+  for (Value a : args)
+    types.push_back(a.getType());
+  auto fn = runtimeFunc(name, result, types);
+  auto c = LLVM::CallOp::create(b, loc, fn, args);
+  return result ? c.getResult() : Value();
+}
+
+Value Lowering::i64Array(ArrayRef<int64_t> values) {
+  SmallVector<int64_t> v(values);
+  if (v.empty())
+    v.push_back(0); // a valid pointer for rank 0
+  auto attrType = RankedTensorType::get({(int64_t)v.size()}, i64Ty);
+  auto attr = DenseElementsAttr::get(attrType, ArrayRef<int64_t>(v));
+  LLVM::GlobalOp &global = arrayGlobals[attr];
+  if (!global) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    global = LLVM::GlobalOp::create(b, module.getLoc(),
+                                    LLVM::LLVMArrayType::get(i64Ty, v.size()),
+                                    /*isConstant=*/true, LLVM::Linkage::Internal,
+                                    ("__ds_i64_" + Twine(globalCounter++)).str(), attr);
+  }
+  return LLVM::AddressOfOp::create(b, loc, global);
+}
+
+Value Lowering::allocType(RankedTensorType type, const std::string &what, int &storage) {
+  int32_t code = *dtypeCode(type.getElementType());
+  storage = arena.alloc(tensorBytes(type), what);
+  temporaries.push_back({tensorBytes(type), what});
+  return call("dsrt_tensor_alloc", {ctxArg, i32(code), i32(type.getRank()),
+                                    i64Array(type.getShape())},
+              ptrTy);
+}
+
+Value Lowering::alloc(Value result, const std::string &what) {
+  int storage;
+  Value t = allocType(typeOf(result), what, storage);
+  lowered[result] = t;
+  storageOf[result] = storage;
+  return t;
+}
+
+std::string describe(Operation *op) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << op->getName().getStringRef() << " result " << formatShape(typeOf(op->getResult(0)).getShape());
+  if (auto fl = dyn_cast<FileLineColLoc>(op->getLoc()))
+    os << " at " << fl.getFilename().getValue() << ":" << fl.getLine();
+  return s;
+}
+
+/// Whether `v` is a transpose of the last two dims that can fold into a matmul operand.
+bool isLast2Transpose(Value v) {
+  auto t = v.getDefiningOp<TransposeOp>();
+  if (!t || !t->hasOneUse())
+    return false;
+  ArrayRef<int64_t> perm = t.getPermutation();
+  int64_t r = perm.size();
+  if (r < 2)
+    return false;
+  for (int64_t i = 0; i < r - 2; ++i)
+    if (perm[i] != i)
+      return false;
+  return perm[r - 2] == r - 1 && perm[r - 1] == r - 2;
+}
+
+LogicalResult Lowering::lowerOp(Operation *op) {
+  loc = op->getLoc();
+  auto get = [&](Value v) -> Value {
+    if (!v)
+      return null();
+    return lowered.lookup(v);
+  };
+  auto dims2 = [](ArrayRef<int64_t> a) { return std::make_pair(a[0], a[1]); };
+
+  if (auto c = dyn_cast<ConstantOp>(op)) {
+    auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+    RankedTensorType type = typeOf(c.getResult());
+    if (!attr)
+      return op->emitError() << "ds-lower-to-runtime: constant must be dense";
+    if (attr.isSplat()) {
+      Value t = alloc(c.getResult(), describe(op));
+      double v = isa<FloatType>(type.getElementType())
+                     ? attr.getSplatValue<APFloat>().convertToDouble()
+                     : (double)attr.getSplatValue<APInt>().getSExtValue();
+      if (type.getElementType().isInteger(1))
+        v = attr.getSplatValue<bool>() ? 1.0 : 0.0;
+      call("dsrt_fill", {ctxArg, t, f64(v)});
+      return success();
+    }
+    // Non-splat: bytes in a global, borrowed (not counted in the arena).
+    DenseElementsAttr data = attr;
+    Type elem = type.getElementType();
+    if (elem.isInteger(1)) {
+      SmallVector<int8_t> bytes;
+      for (bool v : attr.getValues<bool>())
+        bytes.push_back(v);
+      data = DenseElementsAttr::get(RankedTensorType::get({(int64_t)bytes.size()},
+                                                          IntegerType::get(ctx, 8)),
+                                    ArrayRef<int8_t>(bytes));
+      elem = IntegerType::get(ctx, 8);
+    } else {
+      data = attr.reshape(RankedTensorType::get({type.getNumElements()}, elem));
+    }
+    LLVM::GlobalOp global;
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(module.getBody());
+      global = LLVM::GlobalOp::create(b, module.getLoc(),
+                                      LLVM::LLVMArrayType::get(elem, type.getNumElements()),
+                                      true, LLVM::Linkage::Internal,
+                                      ("__ds_const_" + Twine(globalCounter++)).str(), data);
+    }
+    Value addr = LLVM::AddressOfOp::create(b, loc, global);
+    Value t = call("dsrt_tensor_borrow", {ctxArg, i32(*dtypeCode(type.getElementType())),
+                                          i32(type.getRank()), i64Array(type.getShape()), addr},
+                   ptrTy);
+    lowered[c.getResult()] = t;
+    storageOf[c.getResult()] = arena.alloc(tensorBytes(type), "constant", /*counted=*/false);
+    return success();
+  }
+  if (auto g = dyn_cast<GetParameterOp>(op)) {
+    int idx = slotIndex.lookup(g.getName());
+    lowered[g.getResult()] = call("dsrt_slot_get", {ctxArg, i32(idx)}, ptrTy);
+    storageOf[g.getResult()] = slotStorage[idx];
+    arena.retain(slotStorage[idx]);
+    return success();
+  }
+  auto assignSlot = [&](StringRef name, Value v) {
+    int idx = slotIndex.lookup(name);
+    call("dsrt_slot_set", {ctxArg, i32(idx), get(v)});
+    int s = storageOf.lookup(v);
+    arena.retain(s);
+    arena.release(slotStorage[idx]);
+    slotStorage[idx] = s;
+  };
+  if (auto a = dyn_cast<AssignOp>(op)) {
+    assignSlot(a.getName(), a.getValue());
+    return success();
+  }
+  if (auto a = dyn_cast<AssignBufferOp>(op)) {
+    assignSlot(a.getName(), a.getValue());
+    return success();
+  }
+  if (auto r = dyn_cast<ReshapeOp>(op)) {
+    RankedTensorType type = typeOf(r.getResult());
+    lowered[r.getResult()] = call("dsrt_tensor_view", {ctxArg, get(r.getInput()),
+                                                       i32(type.getRank()),
+                                                       i64Array(type.getShape())},
+                                  ptrTy);
+    int s = storageOf.lookup(r.getInput());
+    storageOf[r.getResult()] = s;
+    arena.retain(s);
+    return success();
+  }
+  if (auto t = dyn_cast<TransposeOp>(op); t && fusedTransposes.contains(op))
+    return success(); // folded into its matmul
+
+  // Everything else: allocate the results, then one kernel call.
+  if (auto s = dyn_cast<InsertSliceOp>(op)) {
+    Value dest = s.getDest();
+    auto destConst = dest.getDefiningOp<ConstantOp>();
+    Value out;
+    if (destConst && dest.hasOneUse() && cast<DenseElementsAttr>(destConst.getValue()).isSplat()) {
+      // Write into the freshly filled splat instead of copying it.
+      RankedTensorType type = typeOf(s.getResult());
+      out = call("dsrt_tensor_view", {ctxArg, get(dest), i32(type.getRank()),
+                                      i64Array(type.getShape())},
+                 ptrTy);
+      lowered[s.getResult()] = out;
+      storageOf[s.getResult()] = storageOf.lookup(dest);
+      arena.retain(storageOf.lookup(dest));
+    } else {
+      out = alloc(s.getResult(), describe(op));
+      call("dsrt_copy", {ctxArg, out, get(dest)});
+    }
+    call("dsrt_insert_slice", {ctxArg, out, get(s.getSource()), i64(s.getDim()),
+                               i64(s.getStart()), i64(s.getStep())});
+    return success();
+  }
+
+  SmallVector<Value> outs;
+  for (Value r : op->getResults()) {
+    if (r.use_empty() &&
+        isa<LayerNormGradOp, LinearGradWeightOp, Conv2dGradWeightOp>(op) && r != op->getResult(0)) {
+      outs.push_back(null()); // the kernel skips an unused optional gradient
+      continue;
+    }
+    outs.push_back(alloc(r, describe(op)));
+  }
+  Value out = outs.empty() ? Value() : outs[0];
+  auto unaryCode = [&](Operation *o) -> int {
+    return llvm::TypeSwitch<Operation *, int>(o)
+        .Case<NegOp>([](auto) { return 0; })
+        .Case<ExpOp>([](auto) { return 1; })
+        .Case<LogOp>([](auto) { return 2; })
+        .Case<SqrtOp>([](auto) { return 3; })
+        .Case<RsqrtOp>([](auto) { return 4; })
+        .Case<TanhOp>([](auto) { return 5; })
+        .Case<SigmoidOp>([](auto) { return 6; })
+        .Case<ReluOp>([](auto) { return 7; })
+        .Default([](auto) { return -1; });
+  };
+  auto binaryCode = [&](Operation *o) -> int {
+    return llvm::TypeSwitch<Operation *, int>(o)
+        .Case<AddOp>([](auto) { return 0; })
+        .Case<SubOp>([](auto) { return 1; })
+        .Case<MulOp>([](auto) { return 2; })
+        .Case<DivOp>([](auto) { return 3; })
+        .Case<PowOp>([](auto) { return 4; })
+        .Case<MaximumOp>([](auto) { return 5; })
+        .Case<MinimumOp>([](auto) { return 6; })
+        .Default([](auto) { return -1; });
+  };
+  if (int code = unaryCode(op); code >= 0) {
+    call("dsrt_unary", {ctxArg, i32(code), out, get(op->getOperand(0))});
+    return success();
+  }
+  if (int code = binaryCode(op); code >= 0) {
+    call("dsrt_binary", {ctxArg, i32(code), out, get(op->getOperand(0)), get(op->getOperand(1))});
+    return success();
+  }
+  auto reduceMask = [](ArrayRef<int64_t> dims) {
+    uint64_t m = 0;
+    for (int64_t d : dims)
+      m |= uint64_t(1) << d;
+    return (int64_t)m;
+  };
+
+  LogicalResult result =
+      llvm::TypeSwitch<Operation *, LogicalResult>(op)
+          .Case<ConvertOp>([&](auto o) {
+            call("dsrt_convert", {ctxArg, out, get(o.getInput())});
+            return success();
+          })
+          .Case<GeluOp>([&](auto o) {
+            int code = o.getApproximate() == GeluApproximate::tanh ? 9 : 8;
+            call("dsrt_unary", {ctxArg, i32(code), out, get(o.getInput())});
+            return success();
+          })
+          .Case<GeluGradOp>([&](auto o) {
+            int code = o.getApproximate() == GeluApproximate::tanh ? 8 : 7;
+            call("dsrt_binary", {ctxArg, i32(code), out, get(o.getInput()), get(o.getResultGrad())});
+            return success();
+          })
+          .Case<CmpOp>([&](auto o) {
+            call("dsrt_cmp", {ctxArg, i32((int)o.getPredicate()), out, get(o.getLhs()),
+                              get(o.getRhs())});
+            return success();
+          })
+          .Case<WhereOp>([&](auto o) {
+            call("dsrt_where", {ctxArg, out, get(o.getCond()), get(o.getOnTrue()),
+                                get(o.getOnFalse())});
+            return success();
+          })
+          .Case<SumOp, MeanOp, AmaxOp>([&](auto o) {
+            int kind = isa<SumOp>(op) ? 0 : isa<MeanOp>(op) ? 1 : 2;
+            call("dsrt_reduce", {ctxArg, i32(kind), out, get(o.getInput()),
+                                 i64(reduceMask(o.getDims()))});
+            return success();
+          })
+          .Case<SoftmaxOp, LogSoftmaxOp>([&](auto o) {
+            call("dsrt_softmax", {ctxArg, out, get(o.getInput()), i64(o.getDim()),
+                                  i32(isa<LogSoftmaxOp>(op))});
+            return success();
+          })
+          .Case<SoftmaxGradOp>([&](auto o) {
+            call("dsrt_softmax_grad", {ctxArg, out, get(o.getOutput()), get(o.getResultGrad()),
+                                       i64(o.getDim()), i32(o.getLog())});
+            return success();
+          })
+          .Case<LayerNormOp>([&](auto o) {
+            call("dsrt_layer_norm", {ctxArg, out, get(o.getInput()), get(o.getWeight()),
+                                     get(o.getBias()), i64(numElements(o.getNormalizedShape())),
+                                     f64(o.getEps().convertToDouble())});
+            return success();
+          })
+          .Case<LayerNormGradOp>([&](auto o) {
+            call("dsrt_layer_norm_grad",
+                 {ctxArg, outs[0], outs[1], outs[2], get(o.getInput()), get(o.getWeight()),
+                  get(o.getResultGrad()), i64(numElements(o.getNormalizedShape())),
+                  f64(o.getEps().convertToDouble())});
+            return success();
+          })
+          .Case<BatchNormOp>([&](auto o) {
+            call("dsrt_batch_norm", {ctxArg, outs[0], outs[1], outs[2], get(o.getInput()),
+                                     get(o.getWeight()), get(o.getBias()),
+                                     f64(o.getEps().convertToDouble())});
+            return success();
+          })
+          .Case<BatchNormGradOp>([&](auto o) {
+            call("dsrt_batch_norm_grad",
+                 {ctxArg, outs[0], outs[1], outs[2], get(o.getInput()), get(o.getWeight()),
+                  get(o.getMean()), get(o.getVar()), get(o.getResultGrad()),
+                  f64(o.getEps().convertToDouble())});
+            return success();
+          })
+          .Case<BatchNormInferenceOp>([&](auto o) {
+            call("dsrt_batch_norm_inference",
+                 {ctxArg, out, get(o.getInput()), get(o.getWeight()), get(o.getBias()),
+                  get(o.getRunningMean()), get(o.getRunningVar()),
+                  f64(o.getEps().convertToDouble())});
+            return success();
+          })
+          .Case<MatmulOp>([&](auto o) {
+            Value a = o.getLhs(), c = o.getRhs();
+            bool ta = fusedTransposes.contains(a.getDefiningOp());
+            bool tb = fusedTransposes.contains(c.getDefiningOp());
+            if (ta)
+              a = a.template getDefiningOp<TransposeOp>().getInput();
+            if (tb)
+              c = c.template getDefiningOp<TransposeOp>().getInput();
+            call("dsrt_matmul", {ctxArg, out, get(a), get(c), i32(ta), i32(tb)});
+            return success();
+          })
+          .Case<LinearOp>([&](auto o) {
+            call("dsrt_linear", {ctxArg, out, get(o.getInput()), get(o.getWeight()),
+                                 get(o.getBias())});
+            return success();
+          })
+          .Case<LinearGradWeightOp>([&](auto o) {
+            call("dsrt_linear_grad_weight",
+                 {ctxArg, outs[0], outs[1], get(o.getInput()), get(o.getResultGrad())});
+            return success();
+          })
+          .Case<EmbeddingOp>([&](auto o) {
+            call("dsrt_embedding", {ctxArg, out, get(o.getWeight()), get(o.getIndices())});
+            return success();
+          })
+          .Case<EmbeddingGradOp>([&](auto o) {
+            int64_t pad = o.getPaddingIdx() ? (int64_t)*o.getPaddingIdx() : -1;
+            call("dsrt_embedding_grad", {ctxArg, out, get(o.getResultGrad()),
+                                         get(o.getIndices()), i64(pad)});
+            return success();
+          })
+          .Case<CrossEntropyOp>([&](auto o) {
+            call("dsrt_cross_entropy",
+                 {ctxArg, out, get(o.getLogits()), get(o.getTarget()), i64(o.getIgnoreIndex()),
+                  i32((int)o.getReduction()), f64(o.getLabelSmoothing().convertToDouble())});
+            return success();
+          })
+          .Case<CrossEntropyGradOp>([&](auto o) {
+            call("dsrt_cross_entropy_grad",
+                 {ctxArg, out, get(o.getLogits()), get(o.getTarget()), get(o.getResultGrad()),
+                  i64(o.getIgnoreIndex()), i32((int)o.getReduction()),
+                  f64(o.getLabelSmoothing().convertToDouble())});
+            return success();
+          })
+          .Case<TransposeOp>([&](auto o) {
+            call("dsrt_transpose", {ctxArg, out, get(o.getInput()),
+                                    i64Array(o.getPermutation())});
+            return success();
+          })
+          .Case<BroadcastToOp>([&](auto o) {
+            call("dsrt_broadcast", {ctxArg, out, get(o.getInput())});
+            return success();
+          })
+          .Case<SliceOp>([&](auto o) {
+            call("dsrt_slice", {ctxArg, out, get(o.getInput()), i64(o.getDim()),
+                                i64(o.getStart()), i64(o.getStep())});
+            return success();
+          })
+          .Case<ConcatOp>([&](auto o) {
+            int64_t offset = 0;
+            for (Value in : o.getInputs()) {
+              call("dsrt_insert_slice", {ctxArg, out, get(in), i64(o.getDim()), i64(offset),
+                                         i64(1)});
+              offset += typeOf(in).getShape()[o.getDim()];
+            }
+            return success();
+          })
+          .Case<DropoutMaskOp>([&](auto o) {
+            call("dsrt_dropout_mask", {ctxArg, out, f64(o.getP().convertToDouble())});
+            return success();
+          })
+          .Case<DropoutOp>([&](auto o) {
+            int storage;
+            Value mask = allocType(typeOf(o.getResult()), describe(op), storage);
+            call("dsrt_dropout_mask", {ctxArg, mask, f64(o.getP().convertToDouble())});
+            call("dsrt_binary", {ctxArg, i32(2), out, get(o.getInput()), mask});
+            call("dsrt_tensor_free", {ctxArg, mask});
+            arena.release(storage);
+            return success();
+          })
+          .Case<Conv2dOp>([&](auto o) {
+            auto [sh, sw] = dims2(o.getStride());
+            auto [ph, pw] = dims2(o.getPadding());
+            auto [dh, dw] = dims2(o.getDilation());
+            call("dsrt_conv2d", {ctxArg, out, get(o.getInput()), get(o.getWeight()),
+                                 get(o.getBias()), i64(sh), i64(sw), i64(ph), i64(pw), i64(dh),
+                                 i64(dw), i64(o.getGroups())});
+            return success();
+          })
+          .Case<Conv2dGradInputOp>([&](auto o) {
+            auto [sh, sw] = dims2(o.getStride());
+            auto [ph, pw] = dims2(o.getPadding());
+            auto [dh, dw] = dims2(o.getDilation());
+            call("dsrt_conv2d_grad_input", {ctxArg, out, get(o.getResultGrad()),
+                                            get(o.getWeight()), i64(sh), i64(sw), i64(ph),
+                                            i64(pw), i64(dh), i64(dw), i64(o.getGroups())});
+            return success();
+          })
+          .Case<Conv2dGradWeightOp>([&](auto o) {
+            auto [sh, sw] = dims2(o.getStride());
+            auto [ph, pw] = dims2(o.getPadding());
+            auto [dh, dw] = dims2(o.getDilation());
+            call("dsrt_conv2d_grad_weight",
+                 {ctxArg, outs[0], outs[1], get(o.getInput()), get(o.getResultGrad()), i64(sh),
+                  i64(sw), i64(ph), i64(pw), i64(dh), i64(dw), i64(o.getGroups())});
+            return success();
+          })
+          .Case<MaxPool2dOp>([&](auto o) {
+            auto [kh, kw] = dims2(o.getKernelSize());
+            auto [sh, sw] = dims2(o.getStride());
+            auto [ph, pw] = dims2(o.getPadding());
+            auto [dh, dw] = dims2(o.getDilation());
+            call("dsrt_max_pool2d", {ctxArg, out, get(o.getInput()), i64(kh), i64(kw), i64(sh),
+                                     i64(sw), i64(ph), i64(pw), i64(dh), i64(dw)});
+            return success();
+          })
+          .Case<MaxPool2dGradOp>([&](auto o) {
+            auto [kh, kw] = dims2(o.getKernelSize());
+            auto [sh, sw] = dims2(o.getStride());
+            auto [ph, pw] = dims2(o.getPadding());
+            auto [dh, dw] = dims2(o.getDilation());
+            call("dsrt_max_pool2d_grad", {ctxArg, out, get(o.getInput()), get(o.getResultGrad()),
+                                          i64(kh), i64(kw), i64(sh), i64(sw), i64(ph), i64(pw),
+                                          i64(dh), i64(dw)});
+            return success();
+          })
+          .Case<AvgPool2dOp>([&](auto o) {
+            auto [kh, kw] = dims2(o.getKernelSize());
+            auto [sh, sw] = dims2(o.getStride());
+            auto [ph, pw] = dims2(o.getPadding());
+            call("dsrt_avg_pool2d", {ctxArg, out, get(o.getInput()), i64(kh), i64(kw), i64(sh),
+                                     i64(sw), i64(ph), i64(pw), i32(o.getCountIncludePad())});
+            return success();
+          })
+          .Case<AvgPool2dGradOp>([&](auto o) {
+            auto [kh, kw] = dims2(o.getKernelSize());
+            auto [sh, sw] = dims2(o.getStride());
+            auto [ph, pw] = dims2(o.getPadding());
+            call("dsrt_avg_pool2d_grad", {ctxArg, out, get(o.getResultGrad()), i64(kh), i64(kw),
+                                          i64(sh), i64(sw), i64(ph), i64(pw),
+                                          i32(o.getCountIncludePad())});
+            return success();
+          })
+          .Case<AdaptiveAvgPool2dOp>([&](auto o) {
+            call("dsrt_adaptive_avg_pool2d", {ctxArg, out, get(o.getInput())});
+            return success();
+          })
+          .Case<AdaptiveAvgPool2dGradOp>([&](auto o) {
+            call("dsrt_adaptive_avg_pool2d_grad", {ctxArg, out, get(o.getResultGrad())});
+            return success();
+          })
+          .Default([&](Operation *o) {
+            return o->emitError() << "ds-lower-to-runtime: no runtime kernel for '"
+                                  << o->getName() << "'";
+          });
+  return result;
+}
+
+LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isMicroStep) {
+  lowered.clear();
+  storageOf.clear();
+  fusedTransposes.clear();
+  Block &body = func.getBody().front();
+
+  // Splat constants are filled arena tensors: give each use its own, created right before the
+  // use, so that none is live longer than needed (canonicalization hoists them all to the top).
+  for (auto c : llvm::to_vector(body.getOps<ConstantOp>())) {
+    auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (!attr || !attr.isSplat() || c->use_empty())
+      continue;
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : c->getUses())
+      uses.push_back(&use);
+    for (OpOperand *use : uses) {
+      OpBuilder cb(use->getOwner());
+      use->set(cb.clone(*c)->getResult(0));
+    }
+    c.erase();
+  }
+
+  // Transposes that fold into matmul operands.
+  func.walk([&](MatmulOp m) {
+    for (Value v : {m.getLhs(), m.getRhs()})
+      if (isLast2Transpose(v))
+        fusedTransposes.insert(v.getDefiningOp());
+  });
+
+  // Last use of each value, counting a fused transpose's input as used by its matmul.
+  llvm::DenseMap<Value, Operation *> lastUse;
+  for (Operation &op : body) {
+    for (Value v : op.getOperands()) {
+      if (auto t = v.getDefiningOp<TransposeOp>(); t && fusedTransposes.contains(t))
+        v = t.getInput();
+      lastUse[v] = &op;
+    }
+  }
+
+  // Signature: micro_step(ctx, inputs**) -> dsrt_tensor*; optimizer_step(ctx, lr, step).
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToEnd(module.getBody());
+  SmallVector<Type> argTypes = {ptrTy};
+  if (isMicroStep)
+    argTypes.push_back(ptrTy);
+  else
+    argTypes.append(func.getNumArguments(), ptrTy);
+  Type resultType = func.getNumResults() ? ptrTy : voidTy;
+  auto fn = LLVM::LLVMFuncOp::create(b, func.getLoc(), newName,
+                                     LLVM::LLVMFunctionType::get(resultType, argTypes));
+  Block *entry = fn.addEntryBlock(b);
+  b.setInsertionPointToStart(entry);
+  ctxArg = entry->getArgument(0);
+  loc = func.getLoc();
+
+  // Arguments: inputs owned by the caller (their storages are counted by the caller).
+  for (auto [i, arg] : llvm::enumerate(func.getArguments())) {
+    Value t;
+    if (isMicroStep) {
+      Value slot = LLVM::GEPOp::create(b, loc, ptrTy, ptrTy, entry->getArgument(1),
+                                       ArrayRef<LLVM::GEPArg>{(int32_t)i});
+      t = LLVM::LoadOp::create(b, loc, ptrTy, slot);
+    } else {
+      t = entry->getArgument(1 + i);
+    }
+    lowered[arg] = t;
+    storageOf[arg] = arena.alloc(0, "argument", /*counted=*/false);
+    arena.retain(storageOf[arg]); // never released by the callee
+  }
+
+  Value returned;
+  for (Operation &op : body) {
+    if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      loc = ret.getLoc();
+      if (ret.getNumOperands())
+        returned = ret.getOperand(0);
+      break;
+    }
+    if (failed(lowerOp(&op)))
+      return failure();
+    // Free what dies here: operands at their last use, results nobody uses.
+    SmallVector<Value> dying;
+    for (Value v : op.getOperands()) {
+      if (auto t = v.getDefiningOp<TransposeOp>(); t && fusedTransposes.contains(t))
+        v = t.getInput();
+      if (lastUse.lookup(v) == &op && !isa<BlockArgument>(v) && !llvm::is_contained(dying, v))
+        dying.push_back(v);
+    }
+    for (Value r : op.getResults())
+      if (!lastUse.count(r) && lowered.lookup(r))
+        dying.push_back(r);
+    for (Value v : dying) {
+      if (func.getBody().front().getTerminator()->getNumOperands() &&
+          v == func.getBody().front().getTerminator()->getOperand(0))
+        continue;
+      Value h = lowered.lookup(v);
+      if (!h)
+        continue;
+      call("dsrt_tensor_free", {ctxArg, h});
+      arena.release(storageOf.lookup(v));
+    }
+  }
+  if (returned) {
+    LLVM::ReturnOp::create(b, loc, ValueRange{lowered.lookup(returned)});
+  } else {
+    LLVM::ReturnOp::create(b, loc, ValueRange{});
+  }
+  return success();
+}
+
+void Lowering::emitInitSlots() {
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToEnd(module.getBody());
+  loc = module.getLoc();
+  auto fn = LLVM::LLVMFuncOp::create(b, loc, "ds_init_slots",
+                                     LLVM::LLVMFunctionType::get(voidTy, {ptrTy}));
+  Block *entry = fn.addEntryBlock(b);
+  b.setInsertionPointToStart(entry);
+  ctxArg = entry->getArgument(0);
+  for (auto [i, s] : llvm::enumerate(slots))
+    call("dsrt_slot_define", {ctxArg, i32(i), i32(*dtypeCode(s.type.getElementType())),
+                              i32(s.type.getRank()), i64Array(s.type.getShape())});
+  LLVM::ReturnOp::create(b, loc, ValueRange{});
+}
+
+LogicalResult Lowering::run() {
+  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+  auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
+  if (!micro || !opt)
+    return module.emitError() << "ds-lower-to-runtime needs @micro_step and @optimizer_step "
+                                 "(run ds-autodiff and ds-optimizer first)";
+  if (failed(collectSlots()))
+    return failure();
+  for (Type t : micro.getArgumentTypes()) {
+    auto rt = dyn_cast<RankedTensorType>(t);
+    if (!rt || failed(dtypeCode(rt.getElementType())))
+      return micro.emitError() << "ds-lower-to-runtime: unsupported input type " << t;
+    inputBytes += tensorBytes(rt);
+  }
+
+  // Persistent slots, then the two functions, simulated in the driver's order.
+  for (Slot &s : slots) {
+    slotStorage.push_back(arena.alloc(tensorBytes(s.type), "slot " + s.name));
+    persistentBytes += tensorBytes(s.type);
+  }
+  emitInitSlots();
+
+  int64_t base = arena.inUse;
+  int inputsStorage = arena.alloc(inputBytes, "inputs");
+  arena.peak = arena.inUse;
+  temporaries.clear();
+  if (failed(lowerFunc(micro, "ds_micro_step", true)))
+    return failure();
+  microPeak = arena.peak;
+  arena.release(inputsStorage);
+  // The returned loss is freed by the driver.
+  arena.inUse = base;
+  arena.peak = base;
+  int scalars = arena.alloc(8, "lr and step");
+  if (failed(lowerFunc(opt, "ds_optimizer_step", false)))
+    return failure();
+  optimizerPeak = arena.peak;
+  arena.release(scalars);
+
+  emitMetadata();
+  // The ds-level program is now fully described by the LLVM functions and the metadata.
+  for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
+    if (isa<func::FuncOp, ParameterOp, StateOp>(op))
+      op.erase();
+  for (StringRef attr : {"ds.config", "ds.weights", "ds.mesh"})
+    module->removeAttr(attr);
+  return success();
+}
+
+void Lowering::emitMetadata() {
+  llvm::json::Array inputs;
+  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+  for (auto [i, t] : llvm::enumerate(micro.getArgumentTypes())) {
+    auto rt = cast<RankedTensorType>(t);
+    auto name = micro.getArgAttrOfType<StringAttr>(i, kInputNameAttrName);
+    inputs.push_back(llvm::json::Object{
+        {"name", name ? name.getValue().str() : ("input" + Twine(i)).str()},
+        {"dtype", dtypeName(*dtypeCode(rt.getElementType()))},
+        {"dims", llvm::json::Array(rt.getShape())}});
+  }
+  llvm::json::Array slotArray;
+  std::vector<std::pair<int64_t, std::string>> largest;
+  for (Slot &s : slots) {
+    llvm::json::Object o{{"name", s.name},
+                         {"kind", s.kind},
+                         {"dtype", dtypeName(*dtypeCode(s.type.getElementType()))},
+                         {"dims", llvm::json::Array(s.type.getShape())}};
+    if (!s.aliases.empty())
+      o["aliases"] = llvm::json::Array(s.aliases);
+    if (!s.of.empty())
+      o["of"] = s.of;
+    slotArray.push_back(std::move(o));
+    largest.push_back({tensorBytes(s.type), s.kind + " " + s.name});
+  }
+  for (auto &t : temporaries)
+    largest.push_back({t.first, "activation: " + t.second});
+  std::stable_sort(largest.begin(), largest.end(),
+                   [](auto &x, auto &y) { return x.first > y.first; });
+  llvm::json::Array buffers;
+  for (size_t i = 0; i < largest.size() && i < 8; ++i)
+    buffers.push_back(llvm::json::Object{{"name", largest[i].second}, {"bytes", largest[i].first}});
+
+  llvm::json::Value config = llvm::json::Object{};
+  if (auto cfg = module->getAttrOfType<StringAttr>("ds.config")) {
+    if (auto parsed = llvm::json::parse(cfg.getValue()))
+      config = std::move(*parsed);
+    else
+      llvm::consumeError(parsed.takeError());
+  }
+  llvm::json::Object root{
+      {"inputs", std::move(inputs)},
+      {"slots", std::move(slotArray)},
+      {"config", std::move(config)},
+      {"plan", llvm::json::Object{{"peak_bytes", std::max(microPeak, optimizerPeak)},
+                                  {"persistent_bytes", persistentBytes},
+                                  {"input_bytes", inputBytes},
+                                  {"micro_step_peak_bytes", microPeak},
+                                  {"optimizer_step_peak_bytes", optimizerPeak},
+                                  {"buffers", std::move(buffers)}}}};
+  if (auto w = module->getAttrOfType<StringAttr>("ds.weights"))
+    root["weights"] = w.getValue().str();
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::json::Value(std::move(root));
+  text.push_back('\0');
+
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToEnd(module.getBody());
+  loc = module.getLoc();
+  auto global = LLVM::GlobalOp::create(
+      b, loc, LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), text.size()), true,
+      LLVM::Linkage::Internal, "__ds_metadata", b.getStringAttr(text));
+  auto fn = LLVM::LLVMFuncOp::create(b, loc, "ds_metadata", LLVM::LLVMFunctionType::get(ptrTy, {}));
+  Block *entry = fn.addEntryBlock(b);
+  b.setInsertionPointToStart(entry);
+  Value addr = LLVM::AddressOfOp::create(b, loc, global);
+  LLVM::ReturnOp::create(b, loc, ValueRange{addr});
+}
+
+struct LowerToRuntimePass : mlir::ds::impl::DSLowerToRuntimeBase<LowerToRuntimePass> {
+  using DSLowerToRuntimeBase::DSLowerToRuntimeBase;
+  void runOnOperation() override {
+    Lowering lowering(getOperation());
+    if (failed(lowering.run()))
+      signalPassFailure();
+  }
+};
+} // namespace

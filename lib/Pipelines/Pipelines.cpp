@@ -1,0 +1,70 @@
+//===- Pipelines.cpp - the training and lowering pipelines -----------------===//
+#include "ds/Pipelines/Pipelines.h"
+
+#include "ds/IR/DSDialect.h"
+#include "ds/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config) {
+  TrainingOptions o;
+  o.gradientAccumulationSteps = config.gradientAccumulationSteps;
+  o.dataParallelSize = config.worldSize;
+  o.optimizer = config.optimizer;
+  o.gradientClipping = config.gradientClipping;
+  return o;
+}
+
+void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options) {
+  DSAutodiffOptions ad;
+  ad.gradientAccumulationSteps = options.gradientAccumulationSteps;
+  ad.dataParallelSize = options.dataParallelSize;
+  pm.addPass(createDSAutodiff(ad));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  DSOptimizerOptions opt;
+  opt.type = options.optimizer.type;
+  opt.beta1 = options.optimizer.beta1;
+  opt.beta2 = options.optimizer.beta2;
+  opt.eps = options.optimizer.eps;
+  opt.weightDecay = options.optimizer.weightDecay;
+  opt.gradientClipping = options.gradientClipping;
+  pm.addPass(createDSOptimizer(opt));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+LogicalResult mlir::ds::buildTrainingStep(ModuleOp module, const ::ds::DeepSpeedConfig &config) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward)
+    return module.emitError() << "no func.func @forward to train";
+  for (auto [i, type] : llvm::enumerate(forward.getArgumentTypes())) {
+    auto rt = dyn_cast<RankedTensorType>(type);
+    auto name = forward.getArgAttrOfType<StringAttr>(i, kInputNameAttrName);
+    if (!rt || rt.getRank() == 0 || rt.getShape()[0] != config.microBatchSize)
+      return forward.emitError()
+             << "input '" << (name ? name.getValue() : StringRef("?")) << "' has type " << type
+             << " but train_micro_batch_size_per_gpu is " << config.microBatchSize
+             << "; its leading dimension must be the micro-batch size (fix --input or the "
+                "config)";
+  }
+  module->setAttr("ds.config", StringAttr::get(module.getContext(), config.toJSON()));
+  PassManager pm(module.getContext());
+  buildTrainingPipeline(pm, TrainingOptions::fromConfig(config));
+  return pm.run(module);
+}
+
+void mlir::ds::buildRuntimeLoweringPipeline(OpPassManager &pm) {
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createDSLowerToRuntime());
+}
+
+LogicalResult mlir::ds::lowerStepToLLVM(ModuleOp module) {
+  PassManager pm(module.getContext());
+  buildRuntimeLoweringPipeline(pm);
+  return pm.run(module);
+}

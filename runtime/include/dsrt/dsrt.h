@@ -1,0 +1,251 @@
+/* dsrt: the ds runtime's C ABI (no LLVM, no LibTorch behind it). */
+#ifndef DSRT_DSRT_H
+#define DSRT_DSRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*===--------------------------------------------------------------------===*
+ * Objects
+ *===--------------------------------------------------------------------===*/
+
+/** One rank's execution context: a device (its arena and budget), a compute stream, threads,
+ *  the random generator, and the persistent slots (parameters, buffers, gradients, optimizer
+ *  state). Equivalent to: a CUDA context + stream, or a torch device + allocator. */
+typedef struct dsrt_context dsrt_context;
+
+/** Reference-counted memory of one tensor, allocated from the context's device arena (or
+ *  borrowed constant memory). Views (reshape, parameter reads) share it. */
+typedef struct dsrt_storage dsrt_storage;
+
+/** Element types. DSRT_I1 is stored as one byte per element (0 or 1). */
+typedef enum dsrt_dtype {
+  DSRT_F32 = 0,
+  DSRT_F64 = 1,
+  DSRT_I64 = 2,
+  DSRT_I32 = 3,
+  DSRT_I1 = 4,
+  DSRT_BF16 = 5,
+  DSRT_F16 = 6,
+} dsrt_dtype;
+
+#define DSRT_MAX_RANK 8
+
+/** A dense row-major tensor: a shape over (part of) a storage. Equivalent to: at::Tensor
+ *  restricted to contiguous layouts. Kernels read shapes from here; outputs are allocated by
+ *  the caller (the compiled program) before the kernel runs. */
+typedef struct dsrt_tensor {
+  void *data;
+  int64_t numel;
+  int32_t dtype;
+  int32_t rank;
+  int64_t dims[DSRT_MAX_RANK];
+  dsrt_storage *storage;
+} dsrt_tensor;
+
+/** Bytes of one element of `dtype`. */
+size_t dsrt_dtype_size(int32_t dtype);
+
+/*===--------------------------------------------------------------------===*
+ * Context, arena, tensors
+ *===--------------------------------------------------------------------===*/
+
+/** Creates a context. `device_budget` is the arena's byte limit (0 = unlimited); `threads`
+ *  the compute threads (0 = default: max(1, cores / local ranks)); `seed` seeds dropout. */
+dsrt_context *dsrt_context_create(uint64_t device_budget, int32_t threads, uint64_t seed);
+void dsrt_context_destroy(dsrt_context *ctx);
+/** Device bytes in use now and at most since creation (or the last reset). */
+uint64_t dsrt_device_bytes(dsrt_context *ctx);
+uint64_t dsrt_device_peak_bytes(dsrt_context *ctx);
+void dsrt_reset_peak(dsrt_context *ctx);
+
+/** A new tensor with fresh arena memory (uninitialized). Exits with a message naming the
+ *  need when the arena budget would be exceeded. `dims` has `rank` entries. */
+dsrt_tensor *dsrt_tensor_alloc(dsrt_context *ctx, int32_t dtype, int32_t rank,
+                               const int64_t *dims);
+/** A tensor over constant memory that the runtime never frees or counts (compiled-in
+ *  constants). */
+dsrt_tensor *dsrt_tensor_borrow(dsrt_context *ctx, int32_t dtype, int32_t rank,
+                                const int64_t *dims, const void *data);
+/** A view of `t`'s storage with a new shape of the same element count (retains it). */
+dsrt_tensor *dsrt_tensor_view(dsrt_context *ctx, dsrt_tensor *t, int32_t rank,
+                              const int64_t *dims);
+/** Drops this handle; the storage is returned to the arena when its last view goes. */
+void dsrt_tensor_free(dsrt_context *ctx, dsrt_tensor *t);
+
+/*===--------------------------------------------------------------------===*
+ * Persistent slots: parameters, buffers, gradients, optimizer state
+ *===--------------------------------------------------------------------===*/
+
+/** Declares slot `index` (0-based, dense) with its shape; allocates and zero-fills it. */
+void dsrt_slot_define(dsrt_context *ctx, int32_t index, int32_t dtype, int32_t rank,
+                      const int64_t *dims);
+/** A view of the slot's current value (retained; free it like any tensor). */
+dsrt_tensor *dsrt_slot_get(dsrt_context *ctx, int32_t index);
+/** Makes `t` the slot's value (the slot retains t's storage; the old one is released). The
+ *  shapes must agree. */
+void dsrt_slot_set(dsrt_context *ctx, int32_t index, dsrt_tensor *t);
+
+/*===--------------------------------------------------------------------===*
+ * Kernels. Stream-ordered: each call is enqueued on the context's compute stream; the CPU
+ * backend runs it before returning. `out` arguments are allocated by the caller with the
+ * result shape; attribute arguments follow the ds dialect's op of the same name.
+ *===--------------------------------------------------------------------===*/
+
+enum dsrt_unary_op {
+  DSRT_NEG = 0, DSRT_EXP, DSRT_LOG, DSRT_SQRT, DSRT_RSQRT, DSRT_TANH, DSRT_SIGMOID,
+  DSRT_RELU, DSRT_GELU_ERF, DSRT_GELU_TANH,
+};
+enum dsrt_binary_op {
+  DSRT_ADD = 0, DSRT_SUB, DSRT_MUL, DSRT_DIV, DSRT_POW, DSRT_MAX, DSRT_MIN,
+  /** Backward helpers: out = dy * f'(x) with `a` = x (forward input), `b` = dy. */
+  DSRT_GELU_ERF_GRAD, DSRT_GELU_TANH_GRAD,
+};
+enum dsrt_cmp_pred { DSRT_EQ = 0, DSRT_NE, DSRT_LT, DSRT_LE, DSRT_GT, DSRT_GE };
+enum dsrt_reduce_kind { DSRT_SUM = 0, DSRT_MEAN, DSRT_AMAX };
+enum dsrt_reduction { DSRT_REDUCTION_NONE = 0, DSRT_REDUCTION_MEAN, DSRT_REDUCTION_SUM };
+
+void dsrt_fill(dsrt_context *ctx, dsrt_tensor *out, double value);
+/** out = in (same numel; copies bytes). */
+void dsrt_copy(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in);
+/** Element type conversion (same shape). */
+void dsrt_convert(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in);
+void dsrt_unary(dsrt_context *ctx, int32_t op, dsrt_tensor *out, const dsrt_tensor *in);
+/** Elementwise with PyTorch broadcasting (shapes aligned from the right). */
+void dsrt_binary(dsrt_context *ctx, int32_t op, dsrt_tensor *out, const dsrt_tensor *a,
+                 const dsrt_tensor *b);
+void dsrt_cmp(dsrt_context *ctx, int32_t pred, dsrt_tensor *out, const dsrt_tensor *a,
+              const dsrt_tensor *b);
+void dsrt_where(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *cond,
+                const dsrt_tensor *a, const dsrt_tensor *b);
+/** Reduces the input dimensions whose bit is set in `dim_mask` (bit i = dim i). */
+void dsrt_reduce(dsrt_context *ctx, int32_t kind, dsrt_tensor *out, const dsrt_tensor *in,
+                 uint64_t dim_mask);
+/** Softmax (or log-softmax with `log`) along `dim`. */
+void dsrt_softmax(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in, int64_t dim,
+                  int32_t log);
+/** dx from the forward output y and dy. */
+void dsrt_softmax_grad(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor *y,
+                       const dsrt_tensor *dy, int64_t dim, int32_t log);
+/** Layer norm over the trailing `norm_numel` elements; weight/bias may be NULL. */
+void dsrt_layer_norm(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
+                     const dsrt_tensor *weight, const dsrt_tensor *bias, int64_t norm_numel,
+                     double eps);
+/** Gradients of layer norm, recomputing the statistics from x; dweight/dbias may be NULL. */
+void dsrt_layer_norm_grad(dsrt_context *ctx, dsrt_tensor *dx, dsrt_tensor *dweight,
+                          dsrt_tensor *dbias, const dsrt_tensor *x, const dsrt_tensor *weight,
+                          const dsrt_tensor *dy, int64_t norm_numel, double eps);
+/** Training batch norm over dim 1: out, the batch mean and the biased variance. */
+void dsrt_batch_norm(dsrt_context *ctx, dsrt_tensor *out, dsrt_tensor *mean, dsrt_tensor *var,
+                     const dsrt_tensor *x, const dsrt_tensor *weight, const dsrt_tensor *bias,
+                     double eps);
+void dsrt_batch_norm_grad(dsrt_context *ctx, dsrt_tensor *dx, dsrt_tensor *dweight,
+                          dsrt_tensor *dbias, const dsrt_tensor *x, const dsrt_tensor *weight,
+                          const dsrt_tensor *mean, const dsrt_tensor *var,
+                          const dsrt_tensor *dy, double eps);
+void dsrt_batch_norm_inference(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
+                               const dsrt_tensor *weight, const dsrt_tensor *bias,
+                               const dsrt_tensor *mean, const dsrt_tensor *var, double eps);
+/** Batched matmul with broadcast batch dims; `trans_a`/`trans_b` use the operand's last two
+ *  dims transposed (the operand tensor is given untransposed). */
+void dsrt_matmul(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a,
+                 const dsrt_tensor *b, int32_t trans_a, int32_t trans_b);
+/** out[..., o] = sum_i x[..., i] w[o, i] (+ bias[o]); bias may be NULL. */
+void dsrt_linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
+                 const dsrt_tensor *w, const dsrt_tensor *bias);
+/** dw[o, i] = sum over leading dims of dy[..., o] x[..., i]; db[o] = sum dy[..., o] (may be
+ *  NULL). */
+void dsrt_linear_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, dsrt_tensor *db,
+                             const dsrt_tensor *x, const dsrt_tensor *dy);
+void dsrt_embedding(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *weight,
+                    const dsrt_tensor *indices);
+/** dweight (zeroed here) += scatter of dy rows; rows equal to padding_idx (if >= 0) skipped. */
+void dsrt_embedding_grad(dsrt_context *ctx, dsrt_tensor *dweight, const dsrt_tensor *dy,
+                         const dsrt_tensor *indices, int64_t padding_idx);
+void dsrt_cross_entropy(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *logits,
+                        const dsrt_tensor *target, int64_t ignore_index, int32_t reduction,
+                        double label_smoothing);
+void dsrt_cross_entropy_grad(dsrt_context *ctx, dsrt_tensor *dlogits,
+                             const dsrt_tensor *logits, const dsrt_tensor *target,
+                             const dsrt_tensor *dy, int64_t ignore_index, int32_t reduction,
+                             double label_smoothing);
+/** out dim i = in dim perm[i]. */
+void dsrt_transpose(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in,
+                    const int64_t *perm);
+void dsrt_broadcast(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in);
+/** out = in[..., start : start + step * out.dims[dim] : step, ...] along `dim`. */
+void dsrt_slice(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in, int64_t dim,
+                int64_t start, int64_t step);
+/** out[..., start::step (in.dims[dim] entries), ...] = in along `dim`; the rest of out is
+ *  left as it is (concat, slice gradients). */
+void dsrt_insert_slice(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in,
+                       int64_t dim, int64_t start, int64_t step);
+/** Scale tensor for dropout: each element is 0 with probability p, else 1 / (1 - p). */
+void dsrt_dropout_mask(dsrt_context *ctx, dsrt_tensor *out, double p);
+
+void dsrt_conv2d(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
+                 const dsrt_tensor *w, const dsrt_tensor *bias, int64_t stride_h,
+                 int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,
+                 int64_t groups);
+void dsrt_conv2d_grad_input(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor *dy,
+                            const dsrt_tensor *w, int64_t stride_h, int64_t stride_w,
+                            int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,
+                            int64_t groups);
+/** dbias may be NULL. */
+void dsrt_conv2d_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, dsrt_tensor *dbias,
+                             const dsrt_tensor *x, const dsrt_tensor *dy, int64_t stride_h,
+                             int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h,
+                             int64_t dil_w, int64_t groups);
+void dsrt_max_pool2d(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x, int64_t kh,
+                     int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh,
+                     int64_t dw);
+/** dx (zeroed here) gets dy at the first maximum of each window, recomputed from x. */
+void dsrt_max_pool2d_grad(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor *x,
+                          const dsrt_tensor *dy, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                          int64_t ph, int64_t pw, int64_t dh, int64_t dw);
+void dsrt_avg_pool2d(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x, int64_t kh,
+                     int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                     int32_t count_include_pad);
+void dsrt_avg_pool2d_grad(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor *dy,
+                          int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
+                          int64_t pw, int32_t count_include_pad);
+/** Over the last two dims of a rank-3 or rank-4 tensor, PyTorch's adaptive windows. */
+void dsrt_adaptive_avg_pool2d(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x);
+void dsrt_adaptive_avg_pool2d_grad(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor *dy);
+
+/*===--------------------------------------------------------------------===*
+ * The training driver shared by ds-run (JIT) and compiled executables
+ *===--------------------------------------------------------------------===*/
+
+/** The entry points and description of one compiled training step. */
+typedef struct dsrt_program {
+  /** JSON: {"inputs":[{name,dtype,dims}], "slots":[{name,kind,dtype,dims,aliases}],
+   *  "config":{...DeepSpeed config...}, "plan":{...}}. */
+  const char *metadata;
+  /** Defines every slot (dsrt_slot_define), in the metadata's order. */
+  void (*init_slots)(dsrt_context *ctx);
+  /** Forward and backward of one micro-batch: accumulates gradients into their slots and
+   *  returns the loss (a new scalar tensor the caller frees). `inputs` follow the metadata. */
+  dsrt_tensor *(*micro_step)(dsrt_context *ctx, dsrt_tensor **inputs);
+  /** The optimizer update from the accumulated gradients, which it then zeroes. `lr` and
+   *  `step` are f32 scalars. */
+  void (*optimizer_step)(dsrt_context *ctx, dsrt_tensor *lr, dsrt_tensor *step);
+} dsrt_program;
+
+/** Makes idle OpenMP threads sleep instead of spin: when OMP_WAIT_POLICY is unset, sets it to
+ *  PASSIVE and re-executes /proc/self/exe with `argv` (OpenMP reads it only at start-up). Call
+ *  first thing in main. */
+void dsrt_ensure_passive_wait(char **argv);
+
+/** Runs training with ds-run's command-line flags; returns the process exit code. */
+int dsrt_driver_main(int argc, char **argv, const dsrt_program *program);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DSRT_DSRT_H */

@@ -1,0 +1,164 @@
+//===- io.h - files and logs shared by the driver and ds-reference -*- C++ -*-===//
+//
+// .npy and safetensors readers/writers, a minimal JSON parser, the data order and the
+// JSONL log format. C++17, no LLVM, no LibTorch, no exceptions: the training driver and
+// the LibTorch oracle (ds-reference) both use this code, so their data order and logs
+// cannot drift apart.
+//
+#ifndef DSRT_IO_H
+#define DSRT_IO_H
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dsrt::io {
+
+//===----------------------------------------------------------------------===//
+// Element types
+//===----------------------------------------------------------------------===//
+
+/// dsrt_dtype values (DSRT_F32 ... DSRT_F16), plus kU8 for numpy's uint8 which has no
+/// runtime type (the driver accepts it for i1 inputs).
+enum : int32_t { kU8 = 100 };
+
+/// Bytes of one element (0 for an unknown type).
+size_t elementSize(int32_t dtype);
+/// "f32", "f64", "i64", "i32", "i1", "bf16", "f16", "u8"; "?" if unknown.
+const char *dtypeName(int32_t dtype);
+/// Inverse of dtypeName; -1 if unknown.
+int32_t dtypeFromName(const std::string &name);
+/// Safetensors names: F32 F64 I64 I32 BOOL BF16 F16 U8; -1 / "" if unknown.
+int32_t dtypeFromSafetensors(const std::string &name);
+const char *dtypeToSafetensors(int32_t dtype);
+
+/// A dense, C-order, little-endian array in host memory.
+struct Array {
+  int32_t dtype = -1;
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> data;
+
+  int64_t numel() const;
+  /// "[4, 16] i64".
+  std::string describe() const;
+};
+std::string formatDims(const std::vector<int64_t> &dims);
+
+//===----------------------------------------------------------------------===//
+// .npy (format versions 1 to 3; <f4 <f8 <i8 <i4 <f2 |b1 |u1; C order)
+//===----------------------------------------------------------------------===//
+
+/// Reads `path`. On failure returns false and sets `err` to a message naming the file.
+bool readNpy(const std::string &path, Array &out, std::string &err);
+/// Writes a version 1.0 file.
+bool writeNpy(const std::string &path, const Array &a, std::string &err);
+
+//===----------------------------------------------------------------------===//
+// safetensors
+//===----------------------------------------------------------------------===//
+
+using NamedArray = std::pair<std::string, Array>;
+
+/// Reads every tensor of `path` in header order (`__metadata__` skipped).
+bool readSafetensors(const std::string &path, std::vector<NamedArray> &out, std::string &err);
+/// One entry to write; `data` points to `bytes` bytes that live until the call returns.
+struct SafetensorsEntry {
+  std::string name;
+  int32_t dtype;
+  std::vector<int64_t> dims;
+  const void *data;
+  size_t bytes;
+};
+/// Writes atomically (a temporary file renamed over `path`).
+bool writeSafetensors(const std::string &path, const std::vector<SafetensorsEntry> &entries,
+                      std::string &err);
+
+//===----------------------------------------------------------------------===//
+// JSON
+//===----------------------------------------------------------------------===//
+
+/// A parsed JSON value. Objects keep their keys in file order.
+struct Json {
+  enum Kind { Null, Bool, Number, String, Array, Object };
+  Kind kind = Null;
+  bool boolean = false;
+  double number = 0;
+  std::string text; ///< a String's value; a Number's spelling as written
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> members;
+
+  /// The member `key` of an object, or nullptr.
+  const Json *get(const std::string &key) const;
+  bool isNumber() const { return kind == Number; }
+  bool isString() const { return kind == String; }
+  bool isArray() const { return kind == Array; }
+  bool isObject() const { return kind == Object; }
+  /// Compact JSON text of this value.
+  std::string dump() const;
+};
+
+/// Parses `text`; on failure sets `err` to "line L column C: cause".
+bool parseJson(const std::string &text, Json &out, std::string &err);
+/// `s` as a JSON string literal, quotes included.
+std::string jsonQuote(const std::string &s);
+/// A double with 9 significant digits (%.9g); non-finite values as null.
+std::string formatFloat(double v);
+
+bool readFile(const std::string &path, std::string &out, std::string &err);
+
+//===----------------------------------------------------------------------===//
+// Data order, sizes, logs
+//===----------------------------------------------------------------------===//
+
+/// First sample of micro-batch `k` (from 0) of data-parallel rank `rank` in optimizer step
+/// `step` (from 1): (step-1)*G + (rank*gas + k)*mb, with G = train_batch_size.
+int64_t sampleOffset(int64_t step, int64_t rank, int64_t k, int64_t G, int64_t mb,
+                     int64_t gas);
+/// How many whole optimizer steps `samples` samples feed.
+int64_t stepsThatFit(int64_t samples, int64_t G);
+
+/// Parses "1024", "64K", "64KiB", "1.5G", "2MiB" (K/M/G/T = KiB/MiB/GiB/TiB, powers of 1024;
+/// a trailing "B" is allowed). False on anything else.
+bool parseBytes(const std::string &text, uint64_t &out);
+/// "12.3 MiB".
+std::string formatBytes(uint64_t bytes);
+/// Peak resident memory of this process (getrusage ru_maxrss * 1024).
+uint64_t hostPeakBytes();
+
+/// One rank's memory in a log line.
+struct RankStats {
+  int64_t rank = 0;
+  uint64_t devicePeakBytes = 0;
+  uint64_t hostPeakBytes = 0;
+  uint64_t modelStateBytes = 0;
+};
+
+/// One optimizer step's record: one line of LOG.jsonl.
+struct LogRecord {
+  int64_t step = 0;
+  double loss = 0;
+  double lr = 0;
+  double stepMs = 0;
+  double samplesPerS = 0;
+  uint64_t devicePeakBytes = 0;
+  uint64_t hostPeakBytes = 0;
+  std::vector<RankStats> ranks;
+};
+
+/// The JSON object of one log line, without the newline.
+std::string formatLogLine(const LogRecord &r);
+/// Appends formatLogLine(r) and a newline to `f` and flushes it.
+bool writeLogLine(std::FILE *f, const LogRecord &r);
+/// The terminal progress line: "step 10/20 loss 4.1589 samples/s 812.3 device 1.2 MiB host
+/// 45.6 MiB".
+std::string formatProgress(const LogRecord &r, int64_t steps);
+
+/// The mean over the step's micro-batches: the (double) losses summed in order, divided by
+/// their count in double, then rounded to float.
+float meanLoss(const std::vector<float> &losses);
+
+} // namespace dsrt::io
+
+#endif // DSRT_IO_H

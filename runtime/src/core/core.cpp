@@ -1,0 +1,399 @@
+// dsrt core: contexts, the device arena, tensor handles and persistent slots.
+#include "internal.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+using namespace dsrt;
+
+void dsrt::fail(const char *kernel, const char *fmt, ...) {
+  std::fprintf(stderr, "dsrt: %s: ", kernel);
+  va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  std::fputc('\n', stderr);
+  std::fflush(stderr);
+  std::abort();
+}
+
+const char *dsrt::dtypeName(int32_t dtype) {
+  switch (dtype) {
+  case DSRT_F32:
+    return "f32";
+  case DSRT_F64:
+    return "f64";
+  case DSRT_I64:
+    return "i64";
+  case DSRT_I32:
+    return "i32";
+  case DSRT_I1:
+    return "i1";
+  case DSRT_BF16:
+    return "bf16";
+  case DSRT_F16:
+    return "f16";
+  default:
+    return "?";
+  }
+}
+
+std::string dsrt::shapeString(int32_t rank, const int64_t *dims) {
+  if (rank == 0)
+    return "scalar";
+  std::string s;
+  for (int32_t i = 0; i < rank; ++i) {
+    if (i)
+      s += 'x';
+    s += std::to_string(dims[i]);
+  }
+  return s;
+}
+
+std::string dsrt::shapeString(const dsrt_tensor *t) { return shapeString(t->rank, t->dims); }
+
+void dsrt::checkDtype(const char *kernel, const dsrt_tensor *t, int32_t dtype, const char *what) {
+  if (t->dtype != dtype)
+    fail(kernel, "%s is %s, expected %s", what, dtypeName(t->dtype), dtypeName(dtype));
+}
+
+void dsrt::checkSameShape(const char *kernel, const dsrt_tensor *a, const dsrt_tensor *b) {
+  bool same = a->rank == b->rank;
+  for (int i = 0; same && i < a->rank; ++i)
+    same = a->dims[i] == b->dims[i];
+  if (!same)
+    fail(kernel, "shapes %s and %s differ", shapeString(a).c_str(), shapeString(b).c_str());
+}
+
+void dsrt::contiguousStrides(int rank, const int64_t *dims, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    strides[i] = s;
+    s *= dims[i];
+  }
+}
+
+dsrt::Broadcast::Broadcast(const char *kernel, const dsrt_tensor *out,
+                           const dsrt_tensor *const *ins, int nin_)
+    : nin(nin_) {
+  int64_t st[3][DSRT_MAX_RANK];
+  for (int k = 0; k < nin; ++k) {
+    const dsrt_tensor *in = ins[k];
+    if (in->rank > out->rank)
+      fail(kernel, "operand %s has more dims than the result %s", shapeString(in).c_str(),
+           shapeString(out).c_str());
+    int64_t s = 1;
+    for (int d = out->rank - 1, e = in->rank - 1; d >= 0; --d, --e) {
+      int64_t id = e >= 0 ? in->dims[e] : 1;
+      if (id == out->dims[d]) {
+        st[k][d] = id == 1 ? 0 : s;
+      } else if (id == 1) {
+        st[k][d] = 0;
+      } else {
+        fail(kernel, "operand %s does not broadcast to %s", shapeString(in).c_str(),
+             shapeString(out).c_str());
+      }
+      s *= id;
+    }
+  }
+  // Drop size-1 dims and merge neighbours that are contiguous in every operand.
+  nd = 0;
+  for (int d = 0; d < out->rank; ++d) {
+    if (out->dims[d] == 1)
+      continue;
+    if (nd > 0) {
+      bool merge = true;
+      for (int k = 0; k < nin; ++k)
+        merge = merge && strides[k][nd - 1] == st[k][d] * out->dims[d];
+      if (merge) {
+        dims[nd - 1] *= out->dims[d];
+        for (int k = 0; k < nin; ++k)
+          strides[k][nd - 1] = st[k][d];
+        continue;
+      }
+    }
+    dims[nd] = out->dims[d];
+    for (int k = 0; k < nin; ++k)
+      strides[k][nd] = st[k][d];
+    ++nd;
+  }
+}
+
+namespace {
+template <class T>
+void copyRows(int nd, const int64_t *dims, const T *src, const int64_t *ss, T *dst,
+              const int64_t *ds, int64_t total) {
+  int64_t inner = dims[nd - 1];
+  int64_t rows = total / inner;
+  int64_t si = ss[nd - 1], di = ds[nd - 1];
+#pragma omp parallel for schedule(static) if (total > kParallelGrain && rows > 1)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t so = 0, dof = 0, rem = r;
+    for (int d = nd - 2; d >= 0; --d) {
+      int64_t i = rem % dims[d];
+      rem /= dims[d];
+      so += i * ss[d];
+      dof += i * ds[d];
+    }
+    const T *s = src + so;
+    T *o = dst + dof;
+    if (si == 1 && di == 1)
+      std::memcpy(o, s, inner * sizeof(T));
+    else if (di == 1)
+      for (int64_t j = 0; j < inner; ++j)
+        o[j] = s[j * si];
+    else
+      for (int64_t j = 0; j < inner; ++j)
+        o[j * di] = s[j * si];
+  }
+}
+} // namespace
+
+void dsrt::stridedCopy(int rank, const int64_t *dims, size_t elemSize, const void *src,
+                       const int64_t *srcStrides, void *dst, const int64_t *dstStrides) {
+  int64_t d[DSRT_MAX_RANK], ss[DSRT_MAX_RANK], ds[DSRT_MAX_RANK];
+  int nd = 0;
+  int64_t total = 1;
+  for (int i = 0; i < rank; ++i) {
+    total *= dims[i];
+    if (dims[i] == 1)
+      continue;
+    if (nd > 0 && ss[nd - 1] == srcStrides[i] * dims[i] && ds[nd - 1] == dstStrides[i] * dims[i]) {
+      d[nd - 1] *= dims[i];
+      ss[nd - 1] = srcStrides[i];
+      ds[nd - 1] = dstStrides[i];
+      continue;
+    }
+    d[nd] = dims[i];
+    ss[nd] = srcStrides[i];
+    ds[nd] = dstStrides[i];
+    ++nd;
+  }
+  if (total == 0)
+    return;
+  if (nd == 0) {
+    d[0] = 1;
+    ss[0] = ds[0] = 1;
+    nd = 1;
+  }
+  switch (elemSize) {
+  case 1:
+    copyRows(nd, d, (const uint8_t *)src, ss, (uint8_t *)dst, ds, total);
+    return;
+  case 2:
+    copyRows(nd, d, (const uint16_t *)src, ss, (uint16_t *)dst, ds, total);
+    return;
+  case 4:
+    copyRows(nd, d, (const uint32_t *)src, ss, (uint32_t *)dst, ds, total);
+    return;
+  case 8:
+    copyRows(nd, d, (const uint64_t *)src, ss, (uint64_t *)dst, ds, total);
+    return;
+  default:
+    fail("strided_copy", "element size %zu", elemSize);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Context and arena
+//===----------------------------------------------------------------------===//
+
+extern "C" size_t dsrt_dtype_size(int32_t dtype) {
+  switch (dtype) {
+  case DSRT_F32:
+    return 4;
+  case DSRT_F64:
+    return 8;
+  case DSRT_I64:
+    return 8;
+  case DSRT_I32:
+    return 4;
+  case DSRT_I1:
+    return 1;
+  case DSRT_BF16:
+    return 2;
+  case DSRT_F16:
+    return 2;
+  default:
+    fail("dtype_size", "unknown dtype %d", dtype);
+  }
+}
+
+extern "C" dsrt_context *dsrt_context_create(uint64_t device_budget, int32_t threads,
+                                             uint64_t seed) {
+  auto *ctx = new dsrt_context();
+  ctx->budget = device_budget;
+  if (threads <= 0) {
+    int localRanks = 1;
+    if (const char *s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
+      localRanks = std::max(1, std::atoi(s));
+    int cores = (int)std::thread::hardware_concurrency();
+    threads = std::max(1, cores / localRanks);
+  }
+  ctx->threads = threads;
+  omp_set_num_threads(threads);
+  ctx->rng.seed(seed);
+  return ctx;
+}
+
+static void releaseStorage(dsrt_context *ctx, dsrt_storage *s) {
+  if (!s || --s->refs > 0)
+    return;
+  if (!s->borrowed) {
+    ctx->inUse -= s->bytes;
+    std::free(s->data);
+  }
+  delete s;
+}
+
+extern "C" void dsrt_context_destroy(dsrt_context *ctx) {
+  if (!ctx)
+    return;
+  for (auto &slot : ctx->slots)
+    releaseStorage(ctx, slot.storage);
+  ctx->slots.clear();
+  ctx->primitives.clear();
+  ctx->dnnl.reset();
+  delete ctx;
+}
+
+extern "C" uint64_t dsrt_device_bytes(dsrt_context *ctx) { return ctx->inUse; }
+extern "C" uint64_t dsrt_device_peak_bytes(dsrt_context *ctx) { return ctx->peak; }
+extern "C" void dsrt_reset_peak(dsrt_context *ctx) { ctx->peak = ctx->inUse; }
+
+static dsrt_tensor *newHandle(const char *kernel, int32_t dtype, int32_t rank,
+                              const int64_t *dims) {
+  if (rank < 0 || rank > DSRT_MAX_RANK)
+    fail(kernel, "rank %d out of range", rank);
+  auto *t = new dsrt_tensor();
+  t->dtype = dtype;
+  t->rank = rank;
+  t->numel = 1;
+  for (int32_t i = 0; i < rank; ++i) {
+    if (dims[i] < 0)
+      fail(kernel, "negative dim %lld", (long long)dims[i]);
+    t->dims[i] = dims[i];
+    t->numel *= dims[i];
+  }
+  return t;
+}
+
+extern "C" dsrt_tensor *dsrt_tensor_alloc(dsrt_context *ctx, int32_t dtype, int32_t rank,
+                                          const int64_t *dims) {
+  dsrt_tensor *t = newHandle("tensor_alloc", dtype, rank, dims);
+  uint64_t bytes = (uint64_t)t->numel * dsrt_dtype_size(dtype);
+  if (ctx->budget && ctx->inUse + bytes > ctx->budget) {
+    std::fprintf(stderr,
+                 "dsrt: device memory budget exceeded: a %s %s tensor needs %llu bytes, %llu "
+                 "in use, budget %llu (raise --device-memory or shard/offload)\n",
+                 shapeString(rank, dims).c_str(), dtypeName(dtype), (unsigned long long)bytes,
+                 (unsigned long long)ctx->inUse, (unsigned long long)ctx->budget);
+    std::fflush(stderr);
+    std::exit(1);
+  }
+  auto *s = new dsrt_storage();
+  // The count is exact (the compiler predicts it); the allocation is padded to the alignment.
+  size_t real = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+  s->data = std::aligned_alloc(64, real);
+  if (!s->data) {
+    std::fprintf(stderr, "dsrt: out of host memory allocating %llu bytes\n",
+                 (unsigned long long)bytes);
+    std::exit(1);
+  }
+  s->bytes = bytes;
+  ctx->inUse += bytes;
+  ctx->peak = std::max(ctx->peak, ctx->inUse);
+  t->storage = s;
+  t->data = s->data;
+  return t;
+}
+
+extern "C" dsrt_tensor *dsrt_tensor_borrow(dsrt_context *, int32_t dtype, int32_t rank,
+                                           const int64_t *dims, const void *data) {
+  dsrt_tensor *t = newHandle("tensor_borrow", dtype, rank, dims);
+  auto *s = new dsrt_storage();
+  s->data = const_cast<void *>(data);
+  s->borrowed = true;
+  t->storage = s;
+  t->data = s->data;
+  return t;
+}
+
+extern "C" dsrt_tensor *dsrt_tensor_view(dsrt_context *, dsrt_tensor *src, int32_t rank,
+                                         const int64_t *dims) {
+  dsrt_tensor *t = newHandle("tensor_view", src->dtype, rank, dims);
+  if (t->numel != src->numel)
+    fail("tensor_view", "cannot view %s as %s", shapeString(src).c_str(),
+         shapeString(rank, dims).c_str());
+  t->data = src->data;
+  t->storage = src->storage;
+  if (t->storage)
+    ++t->storage->refs;
+  return t;
+}
+
+extern "C" void dsrt_tensor_free(dsrt_context *ctx, dsrt_tensor *t) {
+  if (!t)
+    return;
+  releaseStorage(ctx, t->storage);
+  delete t;
+}
+
+//===----------------------------------------------------------------------===//
+// Slots
+//===----------------------------------------------------------------------===//
+
+static dsrt_context::Slot &slotAt(dsrt_context *ctx, int32_t index, const char *kernel) {
+  if (index < 0 || (size_t)index >= ctx->slots.size() || !ctx->slots[index].storage)
+    fail(kernel, "slot %d is not defined", index);
+  return ctx->slots[index];
+}
+
+extern "C" void dsrt_slot_define(dsrt_context *ctx, int32_t index, int32_t dtype, int32_t rank,
+                                 const int64_t *dims) {
+  if (index < 0)
+    fail("slot_define", "negative slot index %d", index);
+  if ((size_t)index >= ctx->slots.size())
+    ctx->slots.resize(index + 1);
+  dsrt_tensor *t = dsrt_tensor_alloc(ctx, dtype, rank, dims);
+  std::memset(t->data, 0, t->numel * dsrt_dtype_size(dtype));
+  dsrt_context::Slot &slot = ctx->slots[index];
+  releaseStorage(ctx, slot.storage);
+  slot.storage = t->storage;
+  slot.dtype = dtype;
+  slot.rank = rank;
+  for (int i = 0; i < rank; ++i)
+    slot.dims[i] = dims[i];
+  delete t; // the slot keeps the handle's reference
+}
+
+extern "C" dsrt_tensor *dsrt_slot_get(dsrt_context *ctx, int32_t index) {
+  dsrt_context::Slot &slot = slotAt(ctx, index, "slot_get");
+  dsrt_tensor *t = newHandle("slot_get", slot.dtype, slot.rank, slot.dims);
+  t->storage = slot.storage;
+  t->data = slot.storage->data;
+  ++slot.storage->refs;
+  return t;
+}
+
+extern "C" void dsrt_slot_set(dsrt_context *ctx, int32_t index, dsrt_tensor *t) {
+  dsrt_context::Slot &slot = slotAt(ctx, index, "slot_set");
+  int64_t numel = 1;
+  for (int i = 0; i < slot.rank; ++i)
+    numel *= slot.dims[i];
+  if (t->dtype != slot.dtype || t->numel != numel)
+    fail("slot_set", "slot %d holds a %s %s tensor, got %s %s", index,
+         shapeString(slot.rank, slot.dims).c_str(), dtypeName(slot.dtype), shapeString(t).c_str(),
+         dtypeName(t->dtype));
+  if (t->data != t->storage->data)
+    fail("slot_set", "slot %d: the tensor does not start at its storage", index);
+  ++t->storage->refs;
+  releaseStorage(ctx, slot.storage);
+  slot.storage = t->storage;
+}

@@ -1,0 +1,145 @@
+// dsrt internals shared by the core and the CPU kernels (not installed).
+#ifndef DSRT_INTERNAL_H
+#define DSRT_INTERNAL_H
+
+#include "dsrt/dsrt.h"
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+struct dsrt_storage {
+  void *data = nullptr;
+  uint64_t bytes = 0; // counted bytes: numel * dtype size
+  int64_t refs = 1;
+  bool borrowed = false;
+};
+
+struct dsrt_context {
+  uint64_t budget = 0;
+  uint64_t inUse = 0;
+  uint64_t peak = 0;
+  int32_t threads = 1;
+  std::mt19937_64 rng;
+  struct Slot {
+    dsrt_storage *storage = nullptr;
+    int32_t dtype = 0;
+    int32_t rank = 0;
+    int64_t dims[DSRT_MAX_RANK] = {};
+  };
+  std::vector<Slot> slots;
+  /// oneDNN engine/stream and primitives keyed by kernel + shape, so repeated steps reuse them.
+  /// Type-erased so that only the files that use oneDNN include its headers.
+  std::shared_ptr<void> dnnl;
+  std::unordered_map<std::string, std::shared_ptr<void>> primitives;
+};
+
+namespace dsrt {
+
+/// Programming errors (compiler bugs): prints `dsrt: <kernel>: <what>` and aborts.
+[[noreturn]] void fail(const char *kernel, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+const char *dtypeName(int32_t dtype);
+std::string shapeString(int32_t rank, const int64_t *dims);
+std::string shapeString(const dsrt_tensor *t);
+
+inline bool isFloat(int32_t dt) { return dt == DSRT_F32 || dt == DSRT_F64; }
+
+void checkDtype(const char *kernel, const dsrt_tensor *t, int32_t dtype, const char *what);
+void checkSameShape(const char *kernel, const dsrt_tensor *a, const dsrt_tensor *b);
+
+/// Calls f with a value of the C++ type of `dtype` (f32, f64, i64, i32, i1 as uint8).
+template <class F> void dispatchAll(const char *kernel, int32_t dtype, F &&f) {
+  switch (dtype) {
+  case DSRT_F32:
+    f(float());
+    return;
+  case DSRT_F64:
+    f(double());
+    return;
+  case DSRT_I64:
+    f(int64_t());
+    return;
+  case DSRT_I32:
+    f(int32_t());
+    return;
+  case DSRT_I1:
+    f(uint8_t());
+    return;
+  default:
+    fail(kernel, "unsupported dtype %s", dtypeName(dtype));
+  }
+}
+template <class F> void dispatchFloat(const char *kernel, int32_t dtype, F &&f) {
+  switch (dtype) {
+  case DSRT_F32:
+    f(float());
+    return;
+  case DSRT_F64:
+    f(double());
+    return;
+  default:
+    fail(kernel, "unsupported dtype %s (needs f32 or f64)", dtypeName(dtype));
+  }
+}
+
+/// Up to three operands broadcast (aligned from the right) to an output shape, coalesced.
+/// strides are in elements, 0 on broadcast dims.
+struct Broadcast {
+  int nd = 0;
+  int64_t dims[DSRT_MAX_RANK];
+  int64_t strides[3][DSRT_MAX_RANK];
+  int nin = 0;
+  Broadcast(const char *kernel, const dsrt_tensor *out, const dsrt_tensor *const *ins, int nin);
+  /// Calls row(outOffset, inOffsets[3], innerStrides[3], n) for every innermost row, in
+  /// parallel over rows.
+  template <class Row> void forEachRow(int64_t total, Row &&row) const;
+};
+
+/// A strided copy of `dims` elements of `elemSize` bytes (strides in elements).
+void stridedCopy(int rank, const int64_t *dims, size_t elemSize, const void *src,
+                 const int64_t *srcStrides, void *dst, const int64_t *dstStrides);
+
+/// Row-major contiguous strides of a shape.
+void contiguousStrides(int rank, const int64_t *dims, int64_t *strides);
+
+/// Parallel-for threshold: loops with less work than this run on one thread.
+constexpr int64_t kParallelGrain = 32768;
+
+} // namespace dsrt
+
+template <class Row> void dsrt::Broadcast::forEachRow(int64_t total, Row &&row) const {
+  if (total == 0)
+    return;
+  int64_t inner = nd ? dims[nd - 1] : 1;
+  int64_t rows = total / inner;
+  int64_t is[3] = {0, 0, 0};
+  for (int k = 0; k < nin; ++k)
+    is[k] = nd ? strides[k][nd - 1] : 0;
+  // Long rows are cut into chunks so that a few big rows still spread over the threads.
+  const int64_t chunk = inner > 16384 ? 16384 : inner;
+  const int64_t chunks = (inner + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (total > kParallelGrain && rows * chunks > 1)
+  for (int64_t rc = 0; rc < rows * chunks; ++rc) {
+    int64_t r = rc / chunks, c = rc % chunks;
+    int64_t off[3] = {0, 0, 0};
+    int64_t rem = r;
+    for (int d = nd - 2; d >= 0; --d) {
+      int64_t i = rem % dims[d];
+      rem /= dims[d];
+      for (int k = 0; k < nin; ++k)
+        off[k] += i * strides[k][d];
+    }
+    int64_t b = c * chunk;
+    for (int k = 0; k < nin; ++k)
+      off[k] += b * is[k];
+    int64_t n = inner - b < chunk ? inner - b : chunk;
+    row(r * inner + b, off, is, n);
+  }
+}
+
+#endif // DSRT_INTERNAL_H

@@ -1,0 +1,282 @@
+// CPU kernels: layer norm and batch norm, forward and backward.
+#include "../core/internal.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+using namespace dsrt;
+
+namespace {
+
+const float *optData(const char *kernel, const dsrt_tensor *t, int64_t n, const char *what) {
+  if (!t)
+    return nullptr;
+  checkDtype(kernel, t, DSRT_F32, what);
+  if (t->numel != n)
+    fail(kernel, "%s has %lld elements, expected %lld", what, (long long)t->numel, (long long)n);
+  return (const float *)t->data;
+}
+
+/// Mean and 1/sqrt(biased var + eps) of n floats (two passes, in double).
+inline void moments(const float *x, int64_t n, double eps, double &mean, double &rstd) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i)
+    s += x[i];
+  mean = n ? s / n : 0;
+  double v = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double d = x[i] - mean;
+    v += d * d;
+  }
+  v = n ? v / n : 0;
+  rstd = 1.0 / std::sqrt(v + eps);
+}
+
+} // namespace
+
+extern "C" void dsrt_layer_norm(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x,
+                                const dsrt_tensor *weight, const dsrt_tensor *bias,
+                                int64_t norm_numel, double eps) {
+  const char *k = "layer_norm";
+  checkDtype(k, x, DSRT_F32, "input");
+  checkDtype(k, out, DSRT_F32, "result");
+  if (out->numel != x->numel || norm_numel <= 0 || x->numel % norm_numel)
+    fail(k, "bad shapes x %s, out %s, norm_numel %lld", shapeString(x).c_str(),
+         shapeString(out).c_str(), (long long)norm_numel);
+  const float *w = optData(k, weight, norm_numel, "weight");
+  const float *b = optData(k, bias, norm_numel, "bias");
+  int64_t N = norm_numel, rows = x->numel / N;
+  const float *X = (const float *)x->data;
+  float *Y = (float *)out->data;
+#pragma omp parallel for schedule(static) if (x->numel > kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = X + r * N;
+    float *yr = Y + r * N;
+    double mean, rstd;
+    moments(xr, N, eps, mean, rstd);
+    float m = (float)mean, s = (float)rstd;
+    for (int64_t i = 0; i < N; ++i) {
+      float v = (xr[i] - m) * s;
+      if (w)
+        v *= w[i];
+      if (b)
+        v += b[i];
+      yr[i] = v;
+    }
+  }
+}
+
+extern "C" void dsrt_layer_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tensor *dweight,
+                                     dsrt_tensor *dbias, const dsrt_tensor *x,
+                                     const dsrt_tensor *weight, const dsrt_tensor *dy,
+                                     int64_t norm_numel, double eps) {
+  const char *k = "layer_norm_grad";
+  checkDtype(k, x, DSRT_F32, "input");
+  checkDtype(k, dy, DSRT_F32, "dy");
+  if (dy->numel != x->numel || norm_numel <= 0 || x->numel % norm_numel ||
+      (dx && dx->numel != x->numel))
+    fail(k, "bad shapes x %s, dy %s, norm_numel %lld", shapeString(x).c_str(),
+         shapeString(dy).c_str(), (long long)norm_numel);
+  if (dx)
+    checkDtype(k, dx, DSRT_F32, "dx");
+  const float *w = optData(k, weight, norm_numel, "weight");
+  float *dW = (float *)optData(k, dweight, norm_numel, "dweight");
+  float *dB = (float *)optData(k, dbias, norm_numel, "dbias");
+  int64_t N = norm_numel, rows = x->numel / N;
+  const float *X = (const float *)x->data, *DY = (const float *)dy->data;
+  float *DX = dx ? (float *)dx->data : nullptr;
+  int threads = omp_get_max_threads();
+  bool par = x->numel > kParallelGrain;
+  int nt = par ? threads : 1;
+  // Per-thread partial sums for dweight / dbias, combined in thread order.
+  std::vector<double> partW(dW ? (size_t)nt * N : 0, 0.0), partB(dB ? (size_t)nt * N : 0, 0.0);
+#pragma omp parallel num_threads(nt)
+  {
+    int t = omp_get_thread_num();
+    double *pw = dW ? partW.data() + (size_t)t * N : nullptr;
+    double *pb = dB ? partB.data() + (size_t)t * N : nullptr;
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *xr = X + r * N, *dyr = DY + r * N;
+      double mean, rstd;
+      moments(xr, N, eps, mean, rstd);
+      double sumG = 0, sumGX = 0;
+      for (int64_t i = 0; i < N; ++i) {
+        double xhat = (xr[i] - mean) * rstd;
+        double g = dyr[i] * (w ? w[i] : 1.f);
+        sumG += g;
+        sumGX += g * xhat;
+        if (pw)
+          pw[i] += (double)dyr[i] * xhat;
+        if (pb)
+          pb[i] += dyr[i];
+      }
+      if (DX) {
+        float *dxr = DX + r * N;
+        double invN = 1.0 / N;
+        for (int64_t i = 0; i < N; ++i) {
+          double xhat = (xr[i] - mean) * rstd;
+          double g = dyr[i] * (w ? w[i] : 1.f);
+          dxr[i] = (float)(rstd * (g - invN * sumG - xhat * invN * sumGX));
+        }
+      }
+    }
+  }
+  for (int64_t i = 0; i < N; ++i) {
+    double sw = 0, sb = 0;
+    for (int t = 0; t < nt; ++t) {
+      if (dW)
+        sw += partW[(size_t)t * N + i];
+      if (dB)
+        sb += partB[(size_t)t * N + i];
+    }
+    if (dW)
+      dW[i] = (float)sw;
+    if (dB)
+      dB[i] = (float)sb;
+  }
+}
+
+namespace {
+
+struct BNShape {
+  int64_t N, C, S; // batch, channels, spatial
+};
+
+BNShape bnShape(const char *k, const dsrt_tensor *x) {
+  checkDtype(k, x, DSRT_F32, "input");
+  if (x->rank < 2)
+    fail(k, "input %s needs rank >= 2", shapeString(x).c_str());
+  BNShape s{x->dims[0], x->dims[1], 1};
+  for (int d = 2; d < x->rank; ++d)
+    s.S *= x->dims[d];
+  return s;
+}
+
+} // namespace
+
+extern "C" void dsrt_batch_norm(dsrt_context *, dsrt_tensor *out, dsrt_tensor *mean,
+                                dsrt_tensor *var, const dsrt_tensor *x, const dsrt_tensor *weight,
+                                const dsrt_tensor *bias, double eps) {
+  const char *k = "batch_norm";
+  BNShape s = bnShape(k, x);
+  checkSameShape(k, out, x);
+  const float *w = optData(k, weight, s.C, "weight");
+  const float *b = optData(k, bias, s.C, "bias");
+  float *M = (float *)optData(k, mean, s.C, "mean");
+  float *V = (float *)optData(k, var, s.C, "var");
+  const float *X = (const float *)x->data;
+  float *Y = (float *)out->data;
+  int64_t count = s.N * s.S;
+#pragma omp parallel for schedule(static) if (x->numel > kParallelGrain)
+  for (int64_t c = 0; c < s.C; ++c) {
+    double sum = 0;
+    for (int64_t n = 0; n < s.N; ++n) {
+      const float *p = X + (n * s.C + c) * s.S;
+      for (int64_t i = 0; i < s.S; ++i)
+        sum += p[i];
+    }
+    double mu = count ? sum / count : 0;
+    double sq = 0;
+    for (int64_t n = 0; n < s.N; ++n) {
+      const float *p = X + (n * s.C + c) * s.S;
+      for (int64_t i = 0; i < s.S; ++i) {
+        double d = p[i] - mu;
+        sq += d * d;
+      }
+    }
+    double v = count ? sq / count : 0;
+    if (M)
+      M[c] = (float)mu;
+    if (V)
+      V[c] = (float)v;
+    double rstd = 1.0 / std::sqrt(v + eps);
+    float scale = (float)(rstd * (w ? w[c] : 1.f));
+    float shift = (float)((b ? b[c] : 0.f) - mu * rstd * (w ? w[c] : 1.f));
+    for (int64_t n = 0; n < s.N; ++n) {
+      const float *p = X + (n * s.C + c) * s.S;
+      float *q = Y + (n * s.C + c) * s.S;
+      for (int64_t i = 0; i < s.S; ++i)
+        q[i] = p[i] * scale + shift;
+    }
+  }
+}
+
+extern "C" void dsrt_batch_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tensor *dweight,
+                                     dsrt_tensor *dbias, const dsrt_tensor *x,
+                                     const dsrt_tensor *weight, const dsrt_tensor *mean,
+                                     const dsrt_tensor *var, const dsrt_tensor *dy, double eps) {
+  const char *k = "batch_norm_grad";
+  BNShape s = bnShape(k, x);
+  checkSameShape(k, dy, x);
+  if (dx)
+    checkSameShape(k, dx, x);
+  const float *w = optData(k, weight, s.C, "weight");
+  const float *M = optData(k, mean, s.C, "mean");
+  const float *V = optData(k, var, s.C, "var");
+  if (!M || !V)
+    fail(k, "mean and var are required");
+  float *dW = (float *)optData(k, dweight, s.C, "dweight");
+  float *dB = (float *)optData(k, dbias, s.C, "dbias");
+  const float *X = (const float *)x->data, *DY = (const float *)dy->data;
+  float *DX = dx ? (float *)dx->data : nullptr;
+  int64_t count = s.N * s.S;
+#pragma omp parallel for schedule(static) if (x->numel > kParallelGrain)
+  for (int64_t c = 0; c < s.C; ++c) {
+    double mu = M[c], rstd = 1.0 / std::sqrt((double)V[c] + eps);
+    double sumDy = 0, sumDyXhat = 0;
+    for (int64_t n = 0; n < s.N; ++n) {
+      const float *p = X + (n * s.C + c) * s.S, *g = DY + (n * s.C + c) * s.S;
+      for (int64_t i = 0; i < s.S; ++i) {
+        sumDy += g[i];
+        sumDyXhat += g[i] * ((p[i] - mu) * rstd);
+      }
+    }
+    if (dW)
+      dW[c] = (float)sumDyXhat;
+    if (dB)
+      dB[c] = (float)sumDy;
+    if (DX) {
+      double wc = w ? w[c] : 1.0;
+      double meanDy = count ? sumDy / count : 0, meanDyXhat = count ? sumDyXhat / count : 0;
+      for (int64_t n = 0; n < s.N; ++n) {
+        const float *p = X + (n * s.C + c) * s.S, *g = DY + (n * s.C + c) * s.S;
+        float *q = DX + (n * s.C + c) * s.S;
+        for (int64_t i = 0; i < s.S; ++i) {
+          double xhat = (p[i] - mu) * rstd;
+          q[i] = (float)((g[i] - meanDy - xhat * meanDyXhat) * rstd * wc);
+        }
+      }
+    }
+  }
+}
+
+extern "C" void dsrt_batch_norm_inference(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x,
+                                          const dsrt_tensor *weight, const dsrt_tensor *bias,
+                                          const dsrt_tensor *mean, const dsrt_tensor *var,
+                                          double eps) {
+  const char *k = "batch_norm_inference";
+  BNShape s = bnShape(k, x);
+  checkSameShape(k, out, x);
+  const float *w = optData(k, weight, s.C, "weight");
+  const float *b = optData(k, bias, s.C, "bias");
+  const float *M = optData(k, mean, s.C, "mean");
+  const float *V = optData(k, var, s.C, "var");
+  if (!M || !V)
+    fail(k, "mean and var are required");
+  const float *X = (const float *)x->data;
+  float *Y = (float *)out->data;
+#pragma omp parallel for schedule(static) if (x->numel > kParallelGrain)
+  for (int64_t nc = 0; nc < s.N * s.C; ++nc) {
+    int64_t c = nc % s.C;
+    double rstd = 1.0 / std::sqrt((double)V[c] + eps);
+    float scale = (float)(rstd * (w ? w[c] : 1.f));
+    float shift = (float)((b ? b[c] : 0.f) - M[c] * rstd * (w ? w[c] : 1.f));
+    const float *p = X + nc * s.S;
+    float *q = Y + nc * s.S;
+    for (int64_t i = 0; i < s.S; ++i)
+      q[i] = p[i] * scale + shift;
+  }
+}

@@ -1,0 +1,198 @@
+// CPU kernels: sum / mean / amax over a set of dimensions.
+#include "../core/internal.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+using namespace dsrt;
+
+namespace {
+
+struct Group {
+  int64_t size, stride;
+};
+
+inline int64_t offsetOf(const std::vector<Group> &g, int64_t idx) {
+  int64_t off = 0;
+  for (int d = (int)g.size() - 1; d >= 0; --d) {
+    off += (idx % g[d].size) * g[d].stride;
+    idx /= g[d].size;
+  }
+  return off;
+}
+
+template <class T, class O>
+void reduceTyped(int32_t kind, O *out, const T *in, const dsrt_tensor *x, uint64_t mask) {
+  const bool isMax = kind == DSRT_AMAX;
+  // amax keeps the element type; sums accumulate in double / int64.
+  using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+  const Acc init = isMax ? (std::is_floating_point_v<T> ? -std::numeric_limits<Acc>::infinity()
+                                                        : std::numeric_limits<Acc>::lowest())
+                         : Acc(0);
+  auto combine = [isMax](Acc a, Acc b) -> Acc {
+    if (!isMax)
+      return a + b;
+    if constexpr (std::is_floating_point_v<Acc>)
+      if (std::isnan(a) || std::isnan(b))
+        return a + b;
+    return a > b ? a : b;
+  };
+
+  // Coalesce the input dims into alternating kept / reduced groups.
+  std::vector<Group> kept, red;
+  int64_t strides[DSRT_MAX_RANK];
+  contiguousStrides(x->rank, x->dims, strides);
+  bool lastReduced = false;
+  bool haveLast = false;
+  for (int d = 0; d < x->rank; ++d) {
+    if (x->dims[d] == 1)
+      continue;
+    bool r = (mask >> d) & 1;
+    std::vector<Group> &g = r ? red : kept;
+    if (haveLast && lastReduced == r) {
+      g.back().size *= x->dims[d];
+      g.back().stride = strides[d];
+    } else {
+      g.push_back({x->dims[d], strides[d]});
+    }
+    haveLast = true;
+    lastReduced = r;
+  }
+  int64_t nOut = 1, nRed = 1;
+  for (auto &g : kept)
+    nOut *= g.size;
+  for (auto &g : red)
+    nRed *= g.size;
+  if (x->numel == 0) {
+    for (int64_t o = 0; o < nOut; ++o)
+      out[o] = kind == DSRT_MEAN ? O(NAN) : O(init);
+    return;
+  }
+  auto finish = [&](Acc acc) -> O {
+    if (kind == DSRT_MEAN)
+      return O(acc / Acc(nRed));
+    if constexpr (std::is_same_v<O, uint8_t>)
+      return acc != 0;
+    else
+      return O(acc);
+  };
+  const int threads = omp_get_max_threads();
+
+  if (red.empty() || !lastReduced) {
+    // The innermost group is kept: accumulate contiguous rows of I outputs.
+    int64_t I = kept.empty() ? 1 : kept.back().size;
+    std::vector<Group> keptOuter(kept.begin(), kept.end() - (kept.empty() ? 0 : 1));
+    int64_t nOuter = nOut / I;
+    int64_t chunk = 256;
+    if (nOuter * ((I + chunk - 1) / chunk) < threads)
+      chunk = std::max<int64_t>(16, ((I + threads - 1) / threads + 15) / 16 * 16);
+    int64_t chunks = (I + chunk - 1) / chunk;
+#pragma omp parallel for schedule(static) if (x->numel > kParallelGrain)
+    for (int64_t kc = 0; kc < nOuter * chunks; ++kc) {
+      int64_t ko = kc / chunks, c0 = (kc % chunks) * chunk;
+      int64_t len = std::min(chunk, I - c0);
+      Acc acc[4096];
+      Acc *a = acc;
+      std::vector<Acc> big;
+      if (len > 4096) {
+        big.resize(len);
+        a = big.data();
+      }
+      for (int64_t i = 0; i < len; ++i)
+        a[i] = init;
+      const T *base = in + offsetOf(keptOuter, ko) + c0;
+      for (int64_t r = 0; r < nRed; ++r) {
+        const T *p = base + offsetOf(red, r);
+        if (isMax)
+          for (int64_t i = 0; i < len; ++i)
+            a[i] = combine(a[i], Acc(p[i]));
+        else
+          for (int64_t i = 0; i < len; ++i)
+            a[i] += Acc(p[i]);
+      }
+      O *o = out + ko * I + c0;
+      for (int64_t i = 0; i < len; ++i)
+        o[i] = finish(a[i]);
+    }
+    return;
+  }
+
+  // The innermost group is reduced: each output sums rows of L contiguous elements.
+  int64_t L = red.back().size;
+  std::vector<Group> redOuter(red.begin(), red.end() - 1);
+  auto rangeAcc = [&](const T *base, int64_t begin, int64_t end) -> Acc {
+    Acc acc = init;
+    int64_t ro = begin / L, j = begin % L;
+    while (begin < end) {
+      const T *p = base + offsetOf(redOuter, ro);
+      int64_t stop = std::min(L, j + (end - begin));
+      begin += stop - j;
+      if (isMax) {
+        for (; j < stop; ++j)
+          acc = combine(acc, Acc(p[j]));
+      } else {
+        Acc s = 0;
+        for (; j < stop; ++j)
+          s += Acc(p[j]);
+        acc += s;
+      }
+      j = 0;
+      ++ro;
+    }
+    return acc;
+  };
+  if (nOut >= threads || x->numel <= kParallelGrain) {
+#pragma omp parallel for schedule(static) if (x->numel > kParallelGrain)
+    for (int64_t o = 0; o < nOut; ++o)
+      out[o] = finish(rangeAcc(in + offsetOf(kept, o), 0, nRed));
+    return;
+  }
+  // Few outputs: split each reduction over the threads, combining partials in order.
+  for (int64_t o = 0; o < nOut; ++o) {
+    const T *base = in + offsetOf(kept, o);
+    std::vector<Acc> part(threads, init);
+#pragma omp parallel num_threads(threads)
+    {
+      int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      int64_t b = nRed * t / nt, e = nRed * (t + 1) / nt;
+      part[t] = rangeAcc(base, b, e);
+    }
+    Acc acc = init;
+    for (Acc p : part)
+      acc = combine(acc, p);
+    out[o] = finish(acc);
+  }
+}
+
+} // namespace
+
+extern "C" void dsrt_reduce(dsrt_context *, int32_t kind, dsrt_tensor *out, const dsrt_tensor *in,
+                            uint64_t dim_mask) {
+  if (kind < DSRT_SUM || kind > DSRT_AMAX)
+    fail("reduce", "unknown kind %d", kind);
+  int64_t nOut = 1;
+  for (int d = 0; d < in->rank; ++d)
+    if (!((dim_mask >> d) & 1))
+      nOut *= in->dims[d];
+  if (in->rank < 64 && (dim_mask >> in->rank))
+    fail("reduce", "mask 0x%llx names dims beyond rank %d", (unsigned long long)dim_mask, in->rank);
+  if (out->numel != nOut)
+    fail("reduce", "result %s does not match %s reduced by mask 0x%llx", shapeString(out).c_str(),
+         shapeString(in).c_str(), (unsigned long long)dim_mask);
+  if (kind == DSRT_MEAN && (!isFloat(in->dtype) || !isFloat(out->dtype)))
+    fail("reduce", "mean needs a floating-point dtype");
+  if (kind == DSRT_AMAX && out->dtype != in->dtype)
+    fail("reduce", "amax result is %s, operand %s", dtypeName(out->dtype), dtypeName(in->dtype));
+  dispatchAll("reduce", in->dtype, [&](auto itag) {
+    using T = decltype(itag);
+    dispatchAll("reduce", out->dtype, [&](auto otag) {
+      using O = decltype(otag);
+      reduceTyped<T, O>(kind, (O *)out->data, (const T *)in->data, in, dim_mask);
+    });
+  });
+}

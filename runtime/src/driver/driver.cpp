@@ -1,0 +1,668 @@
+//===- driver.cpp - the training loop behind ds-run and compiled executables ===//
+//
+// Reads the program's metadata, checks the data, weights, config and memory plan against it,
+// then runs `--steps` optimizer steps of gas micro-batches each and writes LOG.jsonl. The data
+// order, loss formula and log format come from dsrt/io.h, which ds-reference shares.
+//
+#include "dsrt/dsrt.h"
+#include "dsrt/io.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+using dsrt::io::Array;
+using dsrt::io::Json;
+
+namespace {
+
+const char *const kUsage =
+    "usage: %s --data NAME=FILE.npy ... --steps N [options]\n"
+    "  --data NAME=FILE.npy     training data for forward input NAME (first dim = samples;\n"
+    "                           repeat for every input)\n"
+    "  --steps N                optimizer steps to run (required)\n"
+    "  --log FILE               write one JSON line per step (rank 0)\n"
+    "  --weights FILE           initial weights (.safetensors; default: beside STEP.mlir)\n"
+    "  --config FILE            DeepSpeed config; must agree with the compiled one\n"
+    "  --device-memory BYTES    device arena budget (e.g. 512MiB, 2G; default unlimited)\n"
+    "  --threads N              compute threads per rank (default max(1, cores / ranks))\n"
+    "  --save-weights FILE      write parameters and buffers after the last step\n"
+    "  --dump-grads FILE        write step 1's gradients (before the optimizer)\n"
+    "  --help                   show this help\n";
+
+const char *const kFlags = "--data, --steps, --log, --weights, --config, --device-memory, "
+                           "--threads, --save-weights, --dump-grads, --help";
+
+struct InputSpec {
+  std::string name;
+  int32_t dtype = -1;
+  std::vector<int64_t> dims;
+};
+
+struct SlotSpec {
+  std::string name, kind, of;
+  int32_t dtype = -1;
+  std::vector<int64_t> dims;
+  std::vector<std::string> aliases;
+  uint64_t bytes() const {
+    int64_t n = 1;
+    for (int64_t d : dims)
+      n *= d;
+    return static_cast<uint64_t>(n) * dsrt::io::elementSize(dtype);
+  }
+};
+
+struct Options {
+  std::vector<std::pair<std::string, std::string>> data;
+  int64_t steps = -1;
+  std::string log, weights, config, saveWeights, dumpGrads;
+  uint64_t deviceMemory = 0;
+  int32_t threads = 0;
+  bool help = false;
+};
+
+class Driver {
+public:
+  Driver(int argc, char **argv, const dsrt_program *program)
+      : argc(argc), argv(argv), program(program) {
+    tool = argc > 0 && argv[0] ? argv[0] : "ds-run";
+    size_t slash = tool.rfind('/');
+    if (slash != std::string::npos)
+      tool = tool.substr(slash + 1);
+  }
+
+  int run();
+
+private:
+  int argc;
+  char **argv;
+  const dsrt_program *program;
+  std::string tool;
+  Options opt;
+  Json meta;
+  std::vector<InputSpec> inputs;
+  std::vector<SlotSpec> slots;
+  int64_t G = 0, mb = 0, gas = 0, dp = 1, stepsPerPrint = 10;
+  uint64_t seed = 1234;
+  double lr = 0;
+  std::vector<Array> data; // parallel to `inputs`
+  dsrt_context *ctx = nullptr;
+
+  int fail(const std::string &msg) {
+    std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), msg.c_str());
+    return 1;
+  }
+  bool parseFlags(std::string &err);
+  bool readMetadata(std::string &err);
+  bool checkConfigFile(std::string &err);
+  bool loadData(std::string &err);
+  bool checkPlan(std::string &err);
+  bool loadWeights(const std::string &path, std::string &err);
+  bool writeSlots(const std::string &path, bool gradients, std::string &err);
+  int train();
+};
+
+bool parseInt(const std::string &s, int64_t &out) {
+  if (s.empty())
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (errno || !end || *end)
+    return false;
+  out = v;
+  return true;
+}
+
+bool Driver::parseFlags(std::string &err) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      opt.help = true;
+      continue;
+    }
+    if (a.rfind("--", 0) != 0) {
+      err = "unexpected argument '" + a + "' (valid flags: " + kFlags + ")";
+      return false;
+    }
+    std::string name = a, value;
+    bool hasValue = false;
+    size_t eq = a.find('=');
+    if (eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+      hasValue = true;
+    }
+    static const char *known[] = {"--data",          "--steps",   "--log",
+                                  "--weights",       "--config",  "--device-memory",
+                                  "--threads",       "--save-weights", "--dump-grads"};
+    if (std::find_if(std::begin(known), std::end(known),
+                     [&](const char *k) { return name == k; }) == std::end(known)) {
+      err = "unknown flag '" + name + "' (valid flags: " + kFlags + ")";
+      return false;
+    }
+    if (!hasValue) {
+      if (i + 1 >= argc) {
+        err = name + " needs a value (see --help)";
+        return false;
+      }
+      value = argv[++i];
+    }
+    if (name == "--data") {
+      size_t e = value.find('=');
+      if (e == std::string::npos || e == 0 || e + 1 == value.size()) {
+        err = "--data takes NAME=FILE.npy, got '" + value + "'";
+        return false;
+      }
+      opt.data.emplace_back(value.substr(0, e), value.substr(e + 1));
+    } else if (name == "--steps") {
+      if (!parseInt(value, opt.steps) || opt.steps <= 0) {
+        err = "--steps takes a positive integer, got '" + value + "'";
+        return false;
+      }
+    } else if (name == "--threads") {
+      int64_t t;
+      if (!parseInt(value, t) || t <= 0 || t > 4096) {
+        err = "--threads takes a positive integer, got '" + value + "'";
+        return false;
+      }
+      opt.threads = static_cast<int32_t>(t);
+    } else if (name == "--device-memory") {
+      if (!dsrt::io::parseBytes(value, opt.deviceMemory)) {
+        err = "--device-memory takes a byte count such as 1073741824, 512M, 2GiB; got '" +
+              value + "'";
+        return false;
+      }
+    } else if (name == "--log") {
+      opt.log = value;
+    } else if (name == "--weights") {
+      opt.weights = value;
+    } else if (name == "--config") {
+      opt.config = value;
+    } else if (name == "--save-weights") {
+      opt.saveWeights = value;
+    } else if (name == "--dump-grads") {
+      opt.dumpGrads = value;
+    }
+  }
+  return true;
+}
+
+bool dimsOf(const Json *j, std::vector<int64_t> &dims) {
+  if (!j || !j->isArray())
+    return false;
+  dims.clear();
+  for (const Json &d : j->items) {
+    if (!d.isNumber())
+      return false;
+    dims.push_back(static_cast<int64_t>(d.number));
+  }
+  return true;
+}
+
+bool Driver::readMetadata(std::string &err) {
+  std::string jerr;
+  if (!program || !program->metadata || !dsrt::io::parseJson(program->metadata, meta, jerr)) {
+    err = "the program's metadata is not valid JSON (" + jerr + "); recompile it";
+    return false;
+  }
+  auto bad = [&](const std::string &what) {
+    err = "the program's metadata is malformed: " + what + "; recompile it";
+    return false;
+  };
+  const Json *ins = meta.get("inputs");
+  if (!ins || !ins->isArray())
+    return bad("no \"inputs\" list");
+  for (const Json &j : ins->items) {
+    InputSpec in;
+    const Json *n = j.get("name"), *dt = j.get("dtype");
+    if (!n || !n->isString() || !dt || !dt->isString() || !dimsOf(j.get("dims"), in.dims))
+      return bad("an input lacks name, dtype or dims");
+    in.name = n->text;
+    in.dtype = dsrt::io::dtypeFromName(dt->text);
+    if (in.dtype < 0 || in.dims.empty())
+      return bad("input '" + in.name + "' has dtype " + dt->text + " or no batch dimension");
+    inputs.push_back(std::move(in));
+  }
+  const Json *ss = meta.get("slots");
+  if (!ss || !ss->isArray())
+    return bad("no \"slots\" list");
+  for (const Json &j : ss->items) {
+    SlotSpec s;
+    const Json *n = j.get("name"), *k = j.get("kind"), *dt = j.get("dtype");
+    if (!n || !n->isString() || !k || !k->isString() || !dt || !dt->isString() ||
+        !dimsOf(j.get("dims"), s.dims))
+      return bad("a slot lacks name, kind, dtype or dims");
+    s.name = n->text;
+    s.kind = k->text;
+    s.dtype = dsrt::io::dtypeFromName(dt->text);
+    if (s.dtype < 0)
+      return bad("slot '" + s.name + "' has dtype " + dt->text);
+    if (const Json *of = j.get("of"); of && of->isString())
+      s.of = of->text;
+    if (const Json *al = j.get("aliases"); al && al->isArray())
+      for (const Json &a : al->items)
+        if (a.isString())
+          s.aliases.push_back(a.text);
+    slots.push_back(std::move(s));
+  }
+  const Json *cfg = meta.get("config");
+  if (!cfg || !cfg->isObject())
+    return bad("no \"config\" object");
+  auto num = [&](const char *key, double &out) {
+    const Json *v = cfg->get(key);
+    if (!v || !v->isNumber())
+      return false;
+    out = v->number;
+    return true;
+  };
+  double g, m, a, w = 1, spp = 10, sd = 1234;
+  if (!num("train_batch_size", g) || !num("train_micro_batch_size_per_gpu", m) ||
+      !num("gradient_accumulation_steps", a))
+    return bad("the config lacks the batch sizes");
+  num("world_size", w);
+  num("steps_per_print", spp);
+  num("seed", sd);
+  G = static_cast<int64_t>(g);
+  mb = static_cast<int64_t>(m);
+  gas = static_cast<int64_t>(a);
+  dp = static_cast<int64_t>(w);
+  stepsPerPrint = static_cast<int64_t>(spp);
+  seed = static_cast<uint64_t>(sd);
+  if (G <= 0 || mb <= 0 || gas <= 0 || dp <= 0 || G != mb * gas * dp)
+    return bad("train_batch_size " + std::to_string(G) + " != micro-batch " +
+               std::to_string(mb) + " x accumulation " + std::to_string(gas) + " x world " +
+               std::to_string(dp));
+  const Json *optim = cfg->get("optimizer");
+  const Json *params = optim ? optim->get("params") : nullptr;
+  const Json *lrj = params ? params->get("lr") : nullptr;
+  if (!lrj || !lrj->isNumber())
+    return bad("the config has no optimizer.params.lr");
+  lr = lrj->number;
+  for (const InputSpec &in : inputs)
+    if (in.dims[0] != mb)
+      return bad("input '" + in.name + "' has batch dimension " + std::to_string(in.dims[0]) +
+                 " but the micro-batch is " + std::to_string(mb));
+  return true;
+}
+
+/// Compares the keys that both configs set; `path` is the dotted key so far.
+bool sameConfig(const Json &user, const Json &compiled, const std::string &path,
+                std::string &diff) {
+  if (user.isObject() && compiled.isObject()) {
+    for (const auto &m : user.members) {
+      const Json *c = compiled.get(m.first);
+      if (!c)
+        continue; // keys the compiler ignored (with a warning) or derived under another name
+      if (!sameConfig(m.second, *c, path.empty() ? m.first : path + "." + m.first, diff))
+        return false;
+    }
+    return true;
+  }
+  bool same;
+  if (user.isNumber() && compiled.isNumber()) {
+    double a = user.number, b = compiled.number;
+    same = a == b || std::fabs(a - b) <= 1e-12 * std::max(std::fabs(a), std::fabs(b));
+  } else if (user.isString() && compiled.isString()) {
+    std::string a = user.text, b = compiled.text;
+    std::transform(a.begin(), a.end(), a.begin(), ::tolower);
+    std::transform(b.begin(), b.end(), b.begin(), ::tolower);
+    same = a == b;
+  } else if (user.isArray() && compiled.isArray() && user.items.size() == compiled.items.size()) {
+    same = true;
+    for (size_t i = 0; i < user.items.size() && same; ++i) {
+      std::string sub;
+      same = sameConfig(user.items[i], compiled.items[i], path, sub);
+    }
+  } else {
+    same = user.kind == compiled.kind && user.dump() == compiled.dump();
+  }
+  if (!same)
+    diff = "key '" + path + "' is " + user.dump() + " there but " + compiled.dump() +
+           " in the compiled program";
+  return same;
+}
+
+bool Driver::checkConfigFile(std::string &err) {
+  std::string text, e;
+  if (!dsrt::io::readFile(opt.config, text, e)) {
+    err = "--config: " + e;
+    return false;
+  }
+  Json user;
+  if (!dsrt::io::parseJson(text, user, e) || !user.isObject()) {
+    err = "--config '" + opt.config + "' is not a JSON object" + (e.empty() ? "" : ": " + e);
+    return false;
+  }
+  std::string diff;
+  if (!sameConfig(user, *meta.get("config"), "", diff)) {
+    err = "--config '" + opt.config + "' disagrees with the config compiled into the program: " +
+          diff + "; recompile with this config or drop --config";
+    return false;
+  }
+  return true;
+}
+
+bool Driver::loadData(std::string &err) {
+  for (const auto &d : opt.data)
+    if (std::none_of(inputs.begin(), inputs.end(),
+                     [&](const InputSpec &in) { return in.name == d.first; })) {
+      std::string names;
+      for (const InputSpec &in : inputs)
+        names += (names.empty() ? "" : ", ") + in.name;
+      err = "--data " + d.first + ": the step has no input named '" + d.first +
+            "' (its inputs: " + names + ")";
+      return false;
+    }
+  data.resize(inputs.size());
+  int64_t fit = INT64_MAX;
+  std::string fitName;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const InputSpec &in = inputs[i];
+    std::vector<std::pair<std::string, std::string>> given;
+    for (const auto &d : opt.data)
+      if (d.first == in.name)
+        given.push_back(d);
+    std::vector<int64_t> sample(in.dims.begin() + 1, in.dims.end());
+    std::string want = "samples of shape " + dsrt::io::formatDims(sample) + " " +
+                       dsrt::io::dtypeName(in.dtype);
+    if (given.empty()) {
+      err = "no data for input '" + in.name + "': pass --data " + in.name +
+            "=FILE.npy with " + want;
+      return false;
+    }
+    if (given.size() > 1) {
+      err = "--data " + in.name + " is given twice";
+      return false;
+    }
+    const std::string &path = given[0].second;
+    Array &a = data[i];
+    std::string e;
+    if (!dsrt::io::readNpy(path, a, e)) {
+      err = "--data " + in.name + ": " + e;
+      return false;
+    }
+    bool dtypeOk = a.dtype == in.dtype || (a.dtype == dsrt::io::kU8 && in.dtype == DSRT_I1);
+    bool shapeOk = a.dims.size() == in.dims.size() &&
+                   std::equal(a.dims.begin() + 1, a.dims.end(), in.dims.begin() + 1);
+    if (!dtypeOk || !shapeOk) {
+      err = "--data " + in.name + "=" + path + ": input '" + in.name + "' expects " + want +
+            " (array [N" + (sample.empty() ? "" : ", ") +
+            dsrt::io::formatDims(sample).substr(1) + " " + dsrt::io::dtypeName(in.dtype) +
+            "), found " + a.describe();
+      return false;
+    }
+    if (a.dtype == dsrt::io::kU8) {
+      for (uint8_t &b : a.data)
+        b = b != 0;
+      a.dtype = DSRT_I1;
+    }
+    int64_t f = dsrt::io::stepsThatFit(a.dims[0], G);
+    if (f < fit) {
+      fit = f;
+      fitName = in.name + "=" + path + " has " + std::to_string(a.dims[0]) + " samples";
+    }
+  }
+  if (!inputs.empty() && opt.steps > fit) {
+    err = "not enough data: --data " + fitName + ", but " + std::to_string(opt.steps) +
+          " steps of train_batch_size " + std::to_string(G) + " need " +
+          std::to_string(opt.steps * G) + "; it fits " + std::to_string(fit) +
+          " steps (lower --steps or add samples)";
+    return false;
+  }
+  return true;
+}
+
+bool Driver::checkPlan(std::string &err) {
+  const Json *plan = meta.get("plan");
+  if (!opt.deviceMemory || !plan)
+    return true;
+  const Json *peak = plan->get("peak_bytes");
+  if (!peak || !peak->isNumber())
+    return true;
+  uint64_t need = static_cast<uint64_t>(peak->number);
+  if (need <= opt.deviceMemory)
+    return true;
+  std::string largest;
+  if (const Json *bufs = plan->get("buffers"); bufs && bufs->isArray()) {
+    size_t shown = 0;
+    for (const Json &b : bufs->items) {
+      const Json *n = b.get("name"), *by = b.get("bytes");
+      if (!n || !by || shown == 5)
+        continue;
+      largest += std::string(shown++ ? ", " : "") + n->text + " " +
+                 dsrt::io::formatBytes(static_cast<uint64_t>(by->number));
+    }
+  }
+  err = "the compiled plan needs " + std::to_string(need) + " bytes (" +
+        dsrt::io::formatBytes(need) + ") of device memory but --device-memory allows " +
+        std::to_string(opt.deviceMemory) + " (" + dsrt::io::formatBytes(opt.deviceMemory) +
+        ")" + (largest.empty() ? "" : "; largest buffers: " + largest) +
+        "; raise --device-memory to at least " + std::to_string(need) +
+        " or lower train_micro_batch_size_per_gpu";
+  return false;
+}
+
+bool Driver::loadWeights(const std::string &path, std::string &err) {
+  std::vector<dsrt::io::NamedArray> file;
+  std::string e;
+  if (!dsrt::io::readSafetensors(path, file, e)) {
+    err = "initial weights: " + e + " (pass --weights FILE.safetensors)";
+    return false;
+  }
+  std::map<std::string, const Array *> byName;
+  for (const auto &n : file)
+    byName[n.first] = &n.second;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const SlotSpec &s = slots[i];
+    if (s.kind != "parameter" && s.kind != "buffer")
+      continue;
+    const Array *a = nullptr;
+    std::string key = s.name;
+    for (size_t k = 0; k <= s.aliases.size() && !a; ++k) {
+      const std::string &n = k == 0 ? s.name : s.aliases[k - 1];
+      auto it = byName.find(n);
+      if (it != byName.end()) {
+        a = it->second;
+        key = n;
+      }
+    }
+    if (!a) {
+      err = "weights '" + path + "' have no tensor '" + s.name + "' (" + s.kind + " " +
+            dsrt::io::formatDims(s.dims) + " " + dsrt::io::dtypeName(s.dtype) +
+            "); save the model's full state_dict";
+      return false;
+    }
+    if (a->dims != s.dims || a->dtype != s.dtype) {
+      err = "weights '" + path + "': tensor '" + key + "' is " + a->describe() + " but the " +
+            s.kind + " is " + dsrt::io::formatDims(s.dims) + " " +
+            dsrt::io::dtypeName(s.dtype) + "; use the weights of the compiled model";
+      return false;
+    }
+    dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
+    if (!a->data.empty())
+      std::memcpy(t->data, a->data.data(), a->data.size());
+    dsrt_tensor_free(ctx, t);
+  }
+  return true;
+}
+
+/// Writes parameters and buffers (each under its name and aliases), or gradients (under
+/// their parameter's name).
+bool Driver::writeSlots(const std::string &path, bool gradients, std::string &err) {
+  std::vector<dsrt::io::SafetensorsEntry> entries;
+  std::vector<dsrt_tensor *> held;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const SlotSpec &s = slots[i];
+    bool want = gradients ? s.kind == "gradient" : (s.kind == "parameter" || s.kind == "buffer");
+    if (!want)
+      continue;
+    dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
+    held.push_back(t);
+    size_t bytes = static_cast<size_t>(t->numel) * dsrt::io::elementSize(t->dtype);
+    std::vector<int64_t> dims(t->dims, t->dims + t->rank);
+    if (gradients) {
+      entries.push_back({s.of.empty() ? s.name : s.of, t->dtype, dims, t->data, bytes});
+    } else {
+      entries.push_back({s.name, t->dtype, dims, t->data, bytes});
+      for (const std::string &a : s.aliases)
+        entries.push_back({a, t->dtype, dims, t->data, bytes});
+    }
+  }
+  bool ok = dsrt::io::writeSafetensors(path, entries, err);
+  for (dsrt_tensor *t : held)
+    dsrt_tensor_free(ctx, t);
+  return ok;
+}
+
+float scalarValue(const dsrt_tensor *t) {
+  if (t->dtype == DSRT_F64)
+    return static_cast<float>(*static_cast<const double *>(t->data));
+  return *static_cast<const float *>(t->data);
+}
+
+dsrt_tensor *scalarTensor(dsrt_context *ctx, float v) {
+  int64_t none = 0;
+  dsrt_tensor *t = dsrt_tensor_alloc(ctx, DSRT_F32, 0, &none);
+  *static_cast<float *>(t->data) = v;
+  return t;
+}
+
+int Driver::train() {
+  std::FILE *log = nullptr;
+  if (!opt.log.empty()) {
+    log = std::fopen(opt.log.c_str(), "w");
+    if (!log)
+      return fail("cannot write --log '" + opt.log + "': " + std::strerror(errno));
+  }
+  uint64_t modelState = 0;
+  for (const SlotSpec &s : slots)
+    if (s.kind == "parameter" || s.kind == "gradient" || s.kind == "state")
+      modelState += s.bytes();
+
+  std::vector<size_t> rowBytes(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    int64_t n = 1;
+    for (size_t d = 1; d < inputs[i].dims.size(); ++d)
+      n *= inputs[i].dims[d];
+    rowBytes[i] = static_cast<size_t>(n) * dsrt::io::elementSize(inputs[i].dtype);
+  }
+
+  int rc = 0;
+  for (int64_t step = 1; step <= opt.steps && rc == 0; ++step) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> losses;
+    for (int64_t k = 0; k < gas; ++k) {
+      int64_t first = dsrt::io::sampleOffset(step, /*rank=*/0, k, G, mb, gas);
+      std::vector<dsrt_tensor *> ts(inputs.size());
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        ts[i] = dsrt_tensor_alloc(ctx, inputs[i].dtype,
+                                  static_cast<int32_t>(inputs[i].dims.size()),
+                                  inputs[i].dims.data());
+        std::memcpy(ts[i]->data, data[i].data.data() + first * rowBytes[i], mb * rowBytes[i]);
+      }
+      dsrt_tensor *loss = program->micro_step(ctx, ts.data());
+      losses.push_back(scalarValue(loss));
+      dsrt_tensor_free(ctx, loss);
+      for (dsrt_tensor *t : ts)
+        dsrt_tensor_free(ctx, t);
+    }
+    float mean = dsrt::io::meanLoss(losses); // dp == 1 here: dp * gas micro-batches
+    if (!std::isfinite(mean)) {
+      rc = fail("step " + std::to_string(step) + ": loss is " + (std::isnan(mean) ? "nan" : "inf") +
+                "; lower the learning rate or enable gradient_clipping");
+      break;
+    }
+    if (step == 1 && !opt.dumpGrads.empty()) {
+      std::string e;
+      if (!writeSlots(opt.dumpGrads, /*gradients=*/true, e)) {
+        rc = fail("--dump-grads: " + e);
+        break;
+      }
+    }
+    dsrt_tensor *lrT = scalarTensor(ctx, static_cast<float>(lr));
+    dsrt_tensor *stepT = scalarTensor(ctx, static_cast<float>(step));
+    program->optimizer_step(ctx, lrT, stepT);
+    dsrt_tensor_free(ctx, lrT);
+    dsrt_tensor_free(ctx, stepT);
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count();
+
+    dsrt::io::LogRecord r;
+    r.step = step;
+    r.loss = mean;
+    r.lr = lr;
+    r.stepMs = ms;
+    r.samplesPerS = ms > 0 ? static_cast<double>(G) * 1000.0 / ms : 0.0;
+    r.devicePeakBytes = dsrt_device_peak_bytes(ctx);
+    r.hostPeakBytes = dsrt::io::hostPeakBytes();
+    r.ranks.push_back({0, r.devicePeakBytes, r.hostPeakBytes, modelState});
+    if (log && !dsrt::io::writeLogLine(log, r)) {
+      rc = fail("cannot write --log '" + opt.log + "': " + std::strerror(errno));
+      break;
+    }
+    if ((stepsPerPrint > 0 && step % stepsPerPrint == 0) || step == opt.steps) {
+      std::printf("%s\n", dsrt::io::formatProgress(r, opt.steps).c_str());
+      std::fflush(stdout);
+    }
+  }
+  if (log)
+    std::fclose(log);
+  if (rc == 0 && !opt.saveWeights.empty()) {
+    std::string e;
+    if (!writeSlots(opt.saveWeights, /*gradients=*/false, e))
+      rc = fail("--save-weights: " + e);
+  }
+  return rc;
+}
+
+int Driver::run() {
+  std::string err;
+  if (!parseFlags(err))
+    return fail(err);
+  if (opt.help) {
+    std::printf(kUsage, tool.c_str());
+    return 0;
+  }
+  if (opt.steps < 0)
+    return fail("--steps N is required (the number of optimizer steps to run)");
+  if (!readMetadata(err))
+    return fail(err);
+  if (dp > 1)
+    return fail("this program was compiled for world_size " + std::to_string(dp) +
+                " (data-parallel ranks); the run needs `mpirun -np " + std::to_string(dp) +
+                "`, which this build does not support yet (recompile with world_size 1)");
+  if (!opt.config.empty() && !checkConfigFile(err))
+    return fail(err);
+  if (!loadData(err))
+    return fail(err);
+  std::string weights = opt.weights;
+  if (weights.empty())
+    if (const Json *w = meta.get("weights"); w && w->isString())
+      weights = w->text;
+  if (weights.empty())
+    return fail("no initial weights: pass --weights FILE.safetensors");
+  // Before anything allocates from the arena, so that an oversized plan fails fast.
+  if (!checkPlan(err))
+    return fail(err);
+
+  ctx = dsrt_context_create(opt.deviceMemory, opt.threads, seed);
+  program->init_slots(ctx);
+  int rc = loadWeights(weights, err) ? train() : fail(err);
+  dsrt_context_destroy(ctx);
+  ctx = nullptr;
+  return rc;
+}
+
+} // namespace
+
+extern "C" int dsrt_driver_main(int argc, char **argv, const dsrt_program *program) {
+  return Driver(argc, argv, program).run();
+}

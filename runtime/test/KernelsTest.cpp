@@ -1,0 +1,907 @@
+// Conformance of every dsrt CPU kernel against LibTorch (forward, and gradients via autograd).
+#include "dsrt/dsrt.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+using torch::Tensor;
+namespace F = torch::nn::functional;
+
+int32_t toDtype(at::ScalarType s) {
+  switch (s) {
+  case at::kFloat:
+    return DSRT_F32;
+  case at::kDouble:
+    return DSRT_F64;
+  case at::kLong:
+    return DSRT_I64;
+  case at::kInt:
+    return DSRT_I32;
+  case at::kBool:
+    return DSRT_I1;
+  default:
+    throw std::runtime_error("unsupported dtype");
+  }
+}
+
+at::ScalarType toScalar(int32_t d) {
+  switch (d) {
+  case DSRT_F32:
+    return at::kFloat;
+  case DSRT_F64:
+    return at::kDouble;
+  case DSRT_I64:
+    return at::kLong;
+  case DSRT_I32:
+    return at::kInt;
+  case DSRT_I1:
+    return at::kBool;
+  default:
+    throw std::runtime_error("unsupported dtype");
+  }
+}
+
+class Kernels : public ::testing::Test {
+protected:
+  void SetUp() override {
+    torch::manual_seed(1234);
+    ctx = dsrt_context_create(0, 2, 42);
+  }
+  void TearDown() override {
+    for (dsrt_tensor *t : owned)
+      dsrt_tensor_free(ctx, t);
+    EXPECT_EQ(dsrt_device_bytes(ctx), 0u) << "tensors leaked";
+    dsrt_context_destroy(ctx);
+  }
+
+  /// A runtime copy of a torch tensor (freed at tear-down).
+  dsrt_tensor *rt(const Tensor &t0) {
+    Tensor t = t0.detach().contiguous();
+    std::vector<int64_t> dims(t.sizes().begin(), t.sizes().end());
+    dsrt_tensor *r =
+        dsrt_tensor_alloc(ctx, toDtype(t.scalar_type()), (int32_t)dims.size(), dims.data());
+    if (t.numel())
+      std::memcpy(r->data, t.data_ptr(), t.numel() * t.element_size());
+    owned.push_back(r);
+    return r;
+  }
+  /// An uninitialized runtime tensor (freed at tear-down).
+  dsrt_tensor *empty(at::IntArrayRef dims, at::ScalarType s = at::kFloat) {
+    std::vector<int64_t> d(dims.begin(), dims.end());
+    dsrt_tensor *r = dsrt_tensor_alloc(ctx, toDtype(s), (int32_t)d.size(), d.data());
+    // Poison so that kernels that forget an element show up.
+    if (r->numel && (s == at::kFloat || s == at::kDouble))
+      std::memset(r->data, 0x7f, r->numel * dsrt_dtype_size(r->dtype));
+    owned.push_back(r);
+    return r;
+  }
+  dsrt_tensor *emptyLike(const Tensor &t) { return empty(t.sizes(), t.scalar_type()); }
+  static Tensor tt(const dsrt_tensor *r) {
+    std::vector<int64_t> dims(r->dims, r->dims + r->rank);
+    return torch::from_blob(r->data, dims, toScalar(r->dtype)).clone();
+  }
+
+  dsrt_context *ctx = nullptr;
+  std::vector<dsrt_tensor *> owned;
+};
+
+::testing::AssertionResult close(const Tensor &got, const Tensor &want0, double rtol = 1e-5,
+                                 double atol = 1e-6) {
+  Tensor want = want0.detach();
+  if (got.sizes() != want.sizes() && got.numel() != want.numel())
+    return ::testing::AssertionFailure() << "shape " << got.sizes() << " vs " << want.sizes();
+  Tensor g = got.reshape(want.sizes());
+  if (g.scalar_type() != want.scalar_type())
+    return ::testing::AssertionFailure()
+           << "dtype " << g.scalar_type() << " vs " << want.scalar_type();
+  if (!g.is_floating_point())
+    return torch::equal(g, want) ? ::testing::AssertionSuccess()
+                                 : ::testing::AssertionFailure() << "got\n"
+                                                                 << g << "\nwant\n"
+                                                                 << want;
+  if (torch::allclose(g, want, rtol, atol, /*equal_nan=*/true))
+    return ::testing::AssertionSuccess();
+  Tensor diff = (g.to(at::kDouble) - want.to(at::kDouble)).abs().nan_to_num(1e30);
+  Tensor excess = diff - (atol + rtol * want.to(at::kDouble).abs());
+  int64_t i = excess.flatten().argmax().item<int64_t>();
+  int64_t bad = (excess > 0).sum().item<int64_t>();
+  return ::testing::AssertionFailure()
+         << bad << " of " << want.numel() << " elements off; worst at flat " << i << ": got "
+         << g.flatten()[i].item<double>() << " want " << want.flatten()[i].item<double>();
+}
+
+/// For results of long sums (GEMM, reductions of products): the absolute tolerance scales with
+/// the largest magnitude, since a different summation order errs relative to the summands.
+::testing::AssertionResult closeSum(const Tensor &got, const Tensor &want) {
+  double scale = want.numel() ? want.detach().abs().max().item<double>() : 0.0;
+  return close(got, want, 1e-5, 1e-6 + 2e-6 * scale);
+}
+
+Tensor randn(at::IntArrayRef s) { return torch::randn(s); }
+
+//===----------------------------------------------------------------------===//
+// Arena, tensors, slots
+//===----------------------------------------------------------------------===//
+
+TEST(Arena, ExactBytesViewsPeakAndSlots) {
+  dsrt_context *ctx = dsrt_context_create(0, 1, 0);
+  int64_t d35[] = {3, 5}, d7[] = {7}, d15[] = {15};
+  dsrt_tensor *a = dsrt_tensor_alloc(ctx, DSRT_F32, 2, d35);
+  EXPECT_EQ(dsrt_device_bytes(ctx), 60u);
+  EXPECT_EQ((uintptr_t)a->data % 64, 0u);
+  dsrt_tensor *b = dsrt_tensor_alloc(ctx, DSRT_I1, 1, d7);
+  EXPECT_EQ(dsrt_device_bytes(ctx), 67u);
+  dsrt_tensor *c = dsrt_tensor_alloc(ctx, DSRT_I64, 1, d7);
+  EXPECT_EQ(dsrt_device_bytes(ctx), 123u);
+  EXPECT_EQ(dsrt_device_peak_bytes(ctx), 123u);
+  dsrt_tensor *v = dsrt_tensor_view(ctx, a, 1, d15);
+  EXPECT_EQ(v->data, a->data);
+  EXPECT_EQ(v->numel, 15);
+  EXPECT_EQ(dsrt_device_bytes(ctx), 123u);
+  dsrt_tensor_free(ctx, a);
+  EXPECT_EQ(dsrt_device_bytes(ctx), 123u) << "the view keeps the storage";
+  dsrt_tensor_free(ctx, v);
+  EXPECT_EQ(dsrt_device_bytes(ctx), 63u);
+  dsrt_tensor_free(ctx, c);
+  EXPECT_EQ(dsrt_device_peak_bytes(ctx), 123u);
+  dsrt_reset_peak(ctx);
+  EXPECT_EQ(dsrt_device_peak_bytes(ctx), 7u);
+  float constant[15] = {1};
+  dsrt_tensor *k = dsrt_tensor_borrow(ctx, DSRT_F32, 2, d35, constant);
+  EXPECT_EQ(dsrt_device_bytes(ctx), 7u);
+  EXPECT_EQ(k->data, (void *)constant);
+  dsrt_tensor_free(ctx, k);
+  dsrt_tensor_free(ctx, b);
+  EXPECT_EQ(dsrt_device_bytes(ctx), 0u);
+
+  // Slots: zero-filled, counted, replaced by slot_set.
+  dsrt_slot_define(ctx, 0, DSRT_F32, 2, d35);
+  dsrt_slot_define(ctx, 1, DSRT_I64, 1, d7);
+  EXPECT_EQ(dsrt_device_bytes(ctx), 116u);
+  dsrt_tensor *s0 = dsrt_slot_get(ctx, 0);
+  EXPECT_EQ(s0->rank, 2);
+  EXPECT_EQ(s0->dims[1], 5);
+  for (int i = 0; i < 15; ++i)
+    EXPECT_EQ(((float *)s0->data)[i], 0.f);
+  dsrt_tensor *n = dsrt_tensor_alloc(ctx, DSRT_F32, 1, d15);
+  ((float *)n->data)[3] = 7.f;
+  dsrt_slot_set(ctx, 0, n);
+  EXPECT_EQ(dsrt_device_bytes(ctx), 176u) << "old value still held by s0";
+  dsrt_tensor_free(ctx, s0);
+  EXPECT_EQ(dsrt_device_bytes(ctx), 116u);
+  dsrt_tensor_free(ctx, n);
+  EXPECT_EQ(dsrt_device_bytes(ctx), 116u) << "the slot holds the new value";
+  dsrt_tensor *s0b = dsrt_slot_get(ctx, 0);
+  EXPECT_EQ(((float *)s0b->data)[3], 7.f);
+  EXPECT_EQ(s0b->rank, 2) << "slot shape kept";
+  dsrt_tensor_free(ctx, s0b);
+  dsrt_context_destroy(ctx);
+}
+
+TEST(Arena, BudgetOverflowExitsWithMessage) {
+  auto overflow = [] {
+    dsrt_context *ctx = dsrt_context_create(500, 1, 0);
+    int64_t d[] = {4, 20};
+    dsrt_tensor_alloc(ctx, DSRT_F32, 2, d); // 320 bytes
+    int64_t e[] = {10, 10};
+    dsrt_tensor_alloc(ctx, DSRT_F32, 2, e); // 400 more
+  };
+  EXPECT_EXIT(
+      overflow(), ::testing::ExitedWithCode(1),
+      "dsrt: device memory budget exceeded: a 10x10 f32 tensor needs 400 bytes, 320 in use, "
+      "budget 500 \\(raise --device-memory or shard/offload\\)");
+}
+
+TEST(Arena, BudgetAllowsExactFit) {
+  dsrt_context *ctx = dsrt_context_create(400, 1, 0);
+  int64_t e[] = {10, 10};
+  dsrt_tensor *t = dsrt_tensor_alloc(ctx, DSRT_F32, 2, e);
+  EXPECT_EQ(dsrt_device_bytes(ctx), 400u);
+  dsrt_tensor_free(ctx, t);
+  dsrt_context_destroy(ctx);
+}
+
+TEST(Arena, SlotSetMismatchAborts) {
+  auto mismatch = [] {
+    dsrt_context *ctx = dsrt_context_create(0, 1, 0);
+    int64_t d[] = {4};
+    int64_t e[] = {5};
+    dsrt_slot_define(ctx, 0, DSRT_F32, 1, d);
+    dsrt_slot_set(ctx, 0, dsrt_tensor_alloc(ctx, DSRT_F32, 1, e));
+  };
+  EXPECT_DEATH(mismatch(), "dsrt: slot_set: slot 0 holds a 4 f32 tensor");
+}
+
+TEST_F(Kernels, KernelShapeErrorAborts) {
+  dsrt_tensor *a = rt(randn({2, 3})), *b = rt(randn({4})), *o = empty({2, 3});
+  EXPECT_DEATH(dsrt_binary(ctx, DSRT_ADD, o, a, b), "dsrt: binary: operand 4 does not broadcast");
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+TEST_F(Kernels, Unary) {
+  for (auto s : {at::kFloat, at::kDouble}) {
+    for (const std::vector<int64_t> &shape : {std::vector<int64_t>{3, 7}, {50000}}) {
+      Tensor x = torch::randn(shape, s) * 3;
+      Tensor xp = x.abs() + 0.1;
+      struct Case {
+        int op;
+        Tensor in, want;
+      } cases[] = {
+          {DSRT_NEG, x, -x},
+          {DSRT_EXP, x, x.exp()},
+          {DSRT_LOG, xp, xp.log()},
+          {DSRT_SQRT, xp, xp.sqrt()},
+          {DSRT_RSQRT, xp, xp.rsqrt()},
+          {DSRT_TANH, x, x.tanh()},
+          {DSRT_SIGMOID, x, x.sigmoid()},
+          {DSRT_RELU, x, x.relu()},
+          {DSRT_GELU_ERF, x, torch::gelu(x)},
+          {DSRT_GELU_TANH, x, torch::gelu(x, "tanh")},
+      };
+      for (auto &c : cases) {
+        dsrt_tensor *o = emptyLike(c.in);
+        dsrt_unary(ctx, c.op, o, rt(c.in));
+        EXPECT_TRUE(close(tt(o), c.want)) << "op " << c.op << " dtype " << s;
+      }
+    }
+  }
+  Tensor xi = torch::randint(-5, 5, {9}, at::kLong);
+  dsrt_tensor *o = emptyLike(xi);
+  dsrt_unary(ctx, DSRT_NEG, o, rt(xi));
+  EXPECT_TRUE(close(tt(o), -xi));
+}
+
+struct ShapePair {
+  std::vector<int64_t> a, b;
+};
+const std::vector<ShapePair> kBroadcastShapes = {
+    {{2, 3, 4}, {2, 3, 4}},
+    {{2, 3, 4}, {4}},
+    {{2, 1, 4}, {3, 1}},
+    {{5}, {}},
+    {{}, {5}},
+    {{3, 1, 5}, {1, 4, 1}},
+    {{7, 1}, {1, 13}},
+    {{64, 1024}, {1024}},
+    {{1, 1024}, {64, 1}},
+    {{}, {}},
+    {{40000}, {40000}},
+    {{4, 1, 3, 1}, {2, 1, 5}},
+};
+
+TEST_F(Kernels, BinaryFloat) {
+  for (const auto &sp : kBroadcastShapes) {
+    Tensor a = randn(sp.a), b = randn(sp.b);
+    if (a.numel() > 2)
+      a.view(-1)[1] = NAN;
+    Tensor pa = a.abs() + 0.5;
+    std::vector<int64_t> os = at::infer_size(sp.a, sp.b);
+    struct Case {
+      int op;
+      Tensor x, y, want;
+    } cases[] = {
+        {DSRT_ADD, a, b, a + b},
+        {DSRT_SUB, a, b, a - b},
+        {DSRT_MUL, a, b, a * b},
+        {DSRT_DIV, a, b, a / b},
+        {DSRT_POW, pa, b, torch::pow(pa, b)},
+        {DSRT_MAX, a, b, torch::maximum(a, b)},
+        {DSRT_MIN, a, b, torch::minimum(a, b)},
+    };
+    for (auto &c : cases) {
+      dsrt_tensor *o = empty(os);
+      dsrt_binary(ctx, c.op, o, rt(c.x), rt(c.y));
+      EXPECT_TRUE(close(tt(o), c.want))
+          << "op " << c.op << " shapes " << a.sizes() << " " << b.sizes();
+    }
+  }
+  Tensor a = torch::randn({4, 5}, torch::kDouble), b = torch::randn({5}, torch::kDouble);
+  dsrt_tensor *o = empty({4, 5}, at::kDouble);
+  dsrt_binary(ctx, DSRT_MUL, o, rt(a), rt(b));
+  EXPECT_TRUE(close(tt(o), a * b));
+  // x^2 (the common case) and fractional powers of a scalar exponent.
+  for (double e : {2.0, 0.5, 3.0, -1.0}) {
+    Tensor x = randn({33}).abs() + 0.1, y = torch::full({}, e);
+    dsrt_tensor *r = empty({33});
+    dsrt_binary(ctx, DSRT_POW, r, rt(x), rt(y));
+    EXPECT_TRUE(close(tt(r), torch::pow(x, e)));
+  }
+}
+
+TEST_F(Kernels, GeluGradients) {
+  for (const char *approx : {"none", "tanh"}) {
+    for (const auto &sp : std::vector<ShapePair>{{{3, 5}, {3, 5}}, {{50000}, {50000}}}) {
+      Tensor x = (randn(sp.a) * 3).requires_grad_(), dy = randn(sp.b);
+      torch::gelu(x, approx).backward(dy);
+      dsrt_tensor *o = empty(sp.a);
+      dsrt_binary(ctx, std::string(approx) == "none" ? DSRT_GELU_ERF_GRAD : DSRT_GELU_TANH_GRAD, o,
+                  rt(x), rt(dy));
+      // The tanh form cancels (1 + tanh) near -1 in float; ATen's vectorized tanh rounds
+      // differently from libm's, so allow 1e-5 absolute there.
+      EXPECT_TRUE(close(tt(o), x.grad(), 1e-5, 1e-5)) << approx;
+    }
+  }
+}
+
+TEST_F(Kernels, BinaryInteger) {
+  for (auto s : {at::kLong, at::kInt}) {
+    for (const auto &sp : kBroadcastShapes) {
+      Tensor a = torch::randint(-9, 9, sp.a, s), b = torch::randint(-9, 9, sp.b, s);
+      Tensor e = torch::randint(0, 4, sp.b, s);
+      std::vector<int64_t> os = at::infer_size(sp.a, sp.b);
+      struct Case {
+        int op;
+        Tensor y, want;
+      } cases[] = {{DSRT_ADD, b, a + b},
+                   {DSRT_SUB, b, a - b},
+                   {DSRT_MUL, b, a * b},
+                   {DSRT_POW, e, torch::pow(a, e)},
+                   {DSRT_MAX, b, torch::maximum(a, b)},
+                   {DSRT_MIN, b, torch::minimum(a, b)}};
+      for (auto &c : cases) {
+        dsrt_tensor *o = empty(os, s);
+        dsrt_binary(ctx, c.op, o, rt(a), rt(c.y));
+        EXPECT_TRUE(close(tt(o), c.want)) << "op " << c.op << " dtype " << s;
+      }
+    }
+  }
+  Tensor a = torch::randint(0, 2, {6, 1}).to(at::kBool),
+         b = torch::randint(0, 2, {5}).to(at::kBool);
+  dsrt_tensor *o = empty({6, 5}, at::kBool);
+  dsrt_binary(ctx, DSRT_MUL, o, rt(a), rt(b));
+  EXPECT_TRUE(close(tt(o), a.logical_and(b)));
+}
+
+TEST_F(Kernels, CmpAndWhere) {
+  for (auto s : {at::kFloat, at::kLong, at::kInt, at::kDouble}) {
+    for (const auto &sp : kBroadcastShapes) {
+      Tensor a = torch::randint(-3, 3, sp.a).to(s), b = torch::randint(-3, 3, sp.b).to(s);
+      std::vector<int64_t> os = at::infer_size(sp.a, sp.b);
+      Tensor wants[] = {a == b, a != b, a<b, a <= b, a> b, a >= b};
+      for (int p = DSRT_EQ; p <= DSRT_GE; ++p) {
+        dsrt_tensor *o = empty(os, at::kBool);
+        dsrt_cmp(ctx, p, o, rt(a), rt(b));
+        EXPECT_TRUE(close(tt(o), wants[p])) << "pred " << p;
+      }
+      Tensor cond = torch::randint(0, 2, sp.a).to(at::kBool);
+      Tensor x = randn(sp.b).to(s), y = randn({1}).to(s);
+      std::vector<int64_t> ws = at::infer_size(at::infer_size(sp.a, sp.b), {1});
+      dsrt_tensor *o = empty(ws, s);
+      dsrt_where(ctx, o, rt(cond), rt(x), rt(y));
+      EXPECT_TRUE(close(tt(o), torch::where(cond, x, y)));
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions, softmax, norms
+//===----------------------------------------------------------------------===//
+
+TEST_F(Kernels, Reduce) {
+  struct Case {
+    std::vector<int64_t> shape;
+    std::vector<uint64_t> masks;
+  } cases[] = {
+      {{2, 3, 4, 5}, {0x1, 0x2, 0x8, 0x6, 0xA, 0x5, 0xF, 0x0, 0x9, 0xE}},
+      {{300, 200}, {0x1, 0x2, 0x3}},
+      {{5, 1, 7}, {0x2, 0x3, 0x6}},
+      {{100000}, {0x1}},
+      {{3, 40000}, {0x2, 0x1}},
+      {{}, {0x0}},
+  };
+  for (auto &c : cases) {
+    Tensor x = randn(c.shape) + 0.5;
+    for (uint64_t m : c.masks) {
+      std::vector<int64_t> dims;
+      for (int d = 0; d < (int)c.shape.size(); ++d)
+        if ((m >> d) & 1)
+          dims.push_back(d);
+      auto red = [&](int kind, const Tensor &t, bool keep) {
+        if (dims.empty())
+          return t.clone();
+        if (kind == DSRT_SUM)
+          return t.sum(dims, keep);
+        if (kind == DSRT_MEAN)
+          return t.mean(dims, keep);
+        return t.amax(dims, keep);
+      };
+      for (int kind : {DSRT_SUM, DSRT_MEAN, DSRT_AMAX}) {
+        for (bool keep : {false, true}) {
+          Tensor want = red(kind, x, keep);
+          dsrt_tensor *o = emptyLike(want);
+          dsrt_reduce(ctx, kind, o, rt(x), m);
+          EXPECT_TRUE(close(tt(o), want, 1e-5, 1e-5))
+              << "kind " << kind << " mask " << m << " shape " << x.sizes();
+        }
+      }
+      Tensor xi = torch::randint(-100, 100, c.shape, at::kLong);
+      Tensor wi = dims.empty() ? xi.clone() : xi.sum(dims);
+      dsrt_tensor *oi = emptyLike(wi);
+      dsrt_reduce(ctx, DSRT_SUM, oi, rt(xi), m);
+      EXPECT_TRUE(close(tt(oi), wi));
+      Tensor xi32 = xi.to(at::kInt);
+      Tensor wmax = dims.empty() ? xi32.clone() : xi32.amax(dims);
+      dsrt_tensor *om = emptyLike(wmax);
+      dsrt_reduce(ctx, DSRT_AMAX, om, rt(xi32), m);
+      EXPECT_TRUE(close(tt(om), wmax));
+    }
+  }
+  // Booleans sum to i64 like torch; amax propagates NaN.
+  Tensor b = torch::randint(0, 2, {4, 6}).to(at::kBool);
+  dsrt_tensor *ob = empty({4}, at::kLong);
+  dsrt_reduce(ctx, DSRT_SUM, ob, rt(b), 0x2);
+  EXPECT_TRUE(close(tt(ob), b.sum(1)));
+  Tensor xn = randn({3, 4});
+  xn[1][2] = NAN;
+  dsrt_tensor *on = empty({3});
+  dsrt_reduce(ctx, DSRT_AMAX, on, rt(xn), 0x2);
+  EXPECT_TRUE(close(tt(on), xn.amax(1)));
+  Tensor xd = randn({6, 7}).to(at::kDouble);
+  dsrt_tensor *od = empty({7}, at::kDouble);
+  dsrt_reduce(ctx, DSRT_MEAN, od, rt(xd), 0x1);
+  EXPECT_TRUE(close(tt(od), xd.mean(0)));
+}
+
+TEST_F(Kernels, SoftmaxAndGrad) {
+  for (auto shape : std::vector<std::vector<int64_t>>{{3, 4, 5}, {64, 1000}, {2, 300, 7}}) {
+    for (int64_t dim = -1; dim < (int64_t)shape.size(); ++dim) {
+      for (int log = 0; log < 2; ++log) {
+        Tensor x = (randn(shape) * 4).requires_grad_(), dy = randn(shape);
+        Tensor y = log ? torch::log_softmax(x, dim) : torch::softmax(x, dim);
+        y.backward(dy);
+        dsrt_tensor *o = emptyLike(y), *dx = emptyLike(y);
+        dsrt_softmax(ctx, o, rt(x), dim, log);
+        EXPECT_TRUE(close(tt(o), y)) << "log " << log << " dim " << dim;
+        dsrt_softmax_grad(ctx, dx, rt(y), rt(dy), dim, log);
+        EXPECT_TRUE(closeSum(tt(dx), x.grad())) << "grad log " << log << " dim " << dim;
+      }
+    }
+  }
+}
+
+TEST_F(Kernels, LayerNormAndGrad) {
+  struct Case {
+    std::vector<int64_t> shape, normShape;
+    bool affine;
+  } cases[] = {{{4, 7}, {7}, true},  {{2, 3, 64}, {64}, true},      {{2, 3, 5}, {3, 5}, true},
+               {{6, 9}, {9}, false}, {{16, 128, 512}, {512}, true}, {{3, 3}, {3}, true}};
+  for (auto &c : cases) {
+    Tensor x = (randn(c.shape) * 2 + 1).requires_grad_(), dy = randn(c.shape);
+    Tensor w = (randn(c.normShape) + 1).requires_grad_(), b = randn(c.normShape).requires_grad_();
+    double eps = 1e-5;
+    Tensor y = c.affine ? torch::layer_norm(x, c.normShape, w, b, eps)
+                        : torch::layer_norm(x, c.normShape, {}, {}, eps);
+    y.backward(dy);
+    int64_t nn = 1;
+    for (int64_t d : c.normShape)
+      nn *= d;
+    dsrt_tensor *o = emptyLike(y);
+    dsrt_tensor *rw = c.affine ? rt(w) : nullptr, *rb = c.affine ? rt(b) : nullptr;
+    dsrt_layer_norm(ctx, o, rt(x), rw, rb, nn, eps);
+    EXPECT_TRUE(close(tt(o), y, 1e-5, 1e-5)) << x.sizes();
+    dsrt_tensor *dx = emptyLike(x);
+    dsrt_tensor *dw = c.affine ? emptyLike(w) : nullptr, *db = c.affine ? emptyLike(b) : nullptr;
+    dsrt_layer_norm_grad(ctx, dx, dw, db, rt(x), rw, rt(dy), nn, eps);
+    EXPECT_TRUE(closeSum(tt(dx), x.grad())) << x.sizes();
+    if (c.affine) {
+      EXPECT_TRUE(closeSum(tt(dw), w.grad())) << x.sizes();
+      EXPECT_TRUE(closeSum(tt(db), b.grad())) << x.sizes();
+    }
+  }
+}
+
+TEST_F(Kernels, BatchNorm) {
+  for (auto shape : std::vector<std::vector<int64_t>>{{8, 3}, {4, 5, 6, 7}, {16, 64, 8, 8}}) {
+    int64_t C = shape[1];
+    Tensor x = (randn(shape) * 2 + 0.5).requires_grad_(), dy = randn(shape);
+    Tensor w = (randn({C}) + 1).requires_grad_(), b = randn({C}).requires_grad_();
+    Tensor rm = torch::zeros({C}), rv = torch::ones({C});
+    double eps = 1e-5;
+    Tensor y = torch::batch_norm(x, w, b, rm, rv, /*training=*/true, 0.1, eps, false);
+    y.backward(dy);
+    std::vector<int64_t> red = {0};
+    for (size_t d = 2; d < shape.size(); ++d)
+      red.push_back(d);
+    Tensor mean = x.detach().mean(red), var = x.detach().var(red, /*unbiased=*/false);
+    dsrt_tensor *o = emptyLike(y), *m = empty({C}), *v = empty({C});
+    dsrt_batch_norm(ctx, o, m, v, rt(x), rt(w), rt(b), eps);
+    EXPECT_TRUE(close(tt(o), y, 1e-5, 1e-5));
+    EXPECT_TRUE(close(tt(m), mean, 1e-5, 1e-6));
+    EXPECT_TRUE(close(tt(v), var, 1e-5, 1e-6));
+    dsrt_tensor *dx = emptyLike(x), *dw = empty({C}), *db = empty({C});
+    dsrt_batch_norm_grad(ctx, dx, dw, db, rt(x), rt(w), m, v, rt(dy), eps);
+    EXPECT_TRUE(closeSum(tt(dx), x.grad()));
+    EXPECT_TRUE(closeSum(tt(dw), w.grad()));
+    EXPECT_TRUE(closeSum(tt(db), b.grad()));
+    // Inference with running statistics.
+    Tensor rmean = randn({C}), rvar = torch::rand({C}) + 0.5;
+    Tensor yi =
+        torch::batch_norm(x.detach(), w.detach(), b.detach(), rmean, rvar, false, 0.1, eps, false);
+    dsrt_tensor *oi = emptyLike(yi);
+    dsrt_batch_norm_inference(ctx, oi, rt(x), rt(w), rt(b), rt(rmean), rt(rvar), eps);
+    EXPECT_TRUE(close(tt(oi), yi, 1e-5, 1e-5));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Matmul, linear, embedding, cross-entropy
+//===----------------------------------------------------------------------===//
+
+TEST_F(Kernels, Matmul) {
+  struct Case {
+    std::vector<int64_t> a, b;
+    bool ta, tb;
+  } cases[] = {
+      {{3, 4}, {4, 5}, false, false},
+      {{4, 3}, {4, 5}, true, false},
+      {{3, 4}, {5, 4}, false, true},
+      {{4, 3}, {5, 4}, true, true},
+      {{2, 3, 4}, {2, 4, 5}, false, false},
+      {{2, 1, 3, 4}, {5, 4, 6}, false, false},
+      {{7, 3, 4}, {4, 5}, false, false},
+      {{7, 4, 3}, {4, 5}, true, false},
+      {{4}, {4, 5}, false, false},
+      {{2, 3, 4}, {4}, false, false},
+      {{4}, {4}, false, false},
+      {{16, 8, 33, 16}, {16, 8, 33, 16}, false, true},
+      {{3, 4}, {6, 4, 5}, false, false},
+      {{64, 128}, {128, 96}, false, false},
+      {{2, 3, 0}, {2, 0, 5}, false, false},
+  };
+  for (auto &c : cases) {
+    Tensor a = randn(c.a), b = randn(c.b);
+    Tensor ae = c.ta ? a.transpose(-1, -2) : a, be = c.tb ? b.transpose(-1, -2) : b;
+    Tensor want = torch::matmul(ae, be);
+    dsrt_tensor *o = emptyLike(want);
+    dsrt_matmul(ctx, o, rt(a), rt(b), c.ta, c.tb);
+    EXPECT_TRUE(closeSum(tt(o), want)) << a.sizes() << " x " << b.sizes();
+  }
+}
+
+TEST_F(Kernels, LinearAndGrad) {
+  for (auto xs : std::vector<std::vector<int64_t>>{{5, 7}, {2, 3, 7}, {7}, {64, 33, 7}}) {
+    for (bool hasBias : {true, false}) {
+      Tensor x = randn(xs).requires_grad_(), w = randn({9, 7}).requires_grad_(),
+             b = randn({9}).requires_grad_();
+      Tensor y = hasBias ? torch::linear(x, w, b) : torch::linear(x, w);
+      Tensor dy = randn(y.sizes());
+      y.backward(dy);
+      dsrt_tensor *o = emptyLike(y);
+      dsrt_linear(ctx, o, rt(x), rt(w), hasBias ? rt(b) : nullptr);
+      EXPECT_TRUE(close(tt(o), y, 1e-5, 1e-5));
+      dsrt_tensor *dw = emptyLike(w), *db = hasBias ? emptyLike(b) : nullptr;
+      dsrt_linear_grad_weight(ctx, dw, db, rt(x), rt(dy));
+      EXPECT_TRUE(closeSum(tt(dw), w.grad()));
+      if (hasBias)
+        EXPECT_TRUE(closeSum(tt(db), b.grad()));
+      // dx of linear is a plain matmul with w.
+      dsrt_tensor *dx = emptyLike(x);
+      dsrt_matmul(ctx, dx, rt(dy), rt(w), 0, 0);
+      EXPECT_TRUE(closeSum(tt(dx), x.grad()));
+    }
+  }
+}
+
+TEST_F(Kernels, EmbeddingAndGrad) {
+  for (auto idxType : {at::kLong, at::kInt}) {
+    for (int64_t pad : {-1, 3}) {
+      Tensor w = randn({10, 6}).requires_grad_();
+      Tensor idx = torch::randint(0, 10, {4, 5}, at::kLong);
+      idx[0][0] = 3;
+      idx[1][1] = 3;
+      Tensor y = F::embedding(idx, w,
+                              F::EmbeddingFuncOptions().padding_idx(
+                                  pad >= 0 ? c10::optional<int64_t>(pad) : c10::nullopt));
+      Tensor dy = randn(y.sizes());
+      y.backward(dy);
+      dsrt_tensor *o = emptyLike(y);
+      dsrt_embedding(ctx, o, rt(w), rt(idx.to(idxType)));
+      EXPECT_TRUE(close(tt(o), y));
+      dsrt_tensor *dw = emptyLike(w);
+      dsrt_embedding_grad(ctx, dw, rt(dy), rt(idx.to(idxType)), pad);
+      EXPECT_TRUE(close(tt(dw), w.grad())) << "padding " << pad;
+    }
+  }
+  // Large enough to run in parallel.
+  Tensor w = randn({1000, 512}).requires_grad_();
+  Tensor idx = torch::randint(0, 1000, {16, 128}, at::kLong);
+  Tensor y = F::embedding(idx, w);
+  Tensor dy = randn(y.sizes());
+  y.backward(dy);
+  dsrt_tensor *dw = emptyLike(w);
+  dsrt_embedding_grad(ctx, dw, rt(dy), rt(idx), -1);
+  EXPECT_TRUE(close(tt(dw), w.grad(), 1e-5, 1e-5));
+}
+
+TEST_F(Kernels, CrossEntropyAndGrad) {
+  struct Case {
+    std::vector<int64_t> logits;
+    int64_t ignore;
+    double ls;
+  } cases[] = {{{6, 5}, -100, 0.0},       {{6, 5}, 2, 0.0},   {{6, 5}, -100, 0.1},
+               {{6, 5}, 2, 0.25},         {{5}, -100, 0.0},   {{5}, -100, 0.2},
+               {{2048, 1000}, -100, 0.0}, {{300, 50}, 7, 0.1}};
+  const char *names[] = {"none", "mean", "sum"};
+  for (auto &c : cases) {
+    for (int red = DSRT_REDUCTION_NONE; red <= DSRT_REDUCTION_SUM; ++red) {
+      for (auto tType : {at::kLong, at::kInt}) {
+        int64_t C = c.logits.back();
+        Tensor x = (randn(c.logits) * 3).requires_grad_();
+        Tensor t = c.logits.size() == 2 ? torch::randint(0, C, {c.logits[0]}, at::kLong)
+                                        : torch::randint(0, C, {}, at::kLong);
+        if (c.ignore >= 0 && t.dim() == 1) {
+          t[0] = c.ignore;
+          t[3] = c.ignore;
+        }
+        at::Reduction::Reduction r = red == DSRT_REDUCTION_NONE   ? at::Reduction::None
+                                     : red == DSRT_REDUCTION_MEAN ? at::Reduction::Mean
+                                                                  : at::Reduction::Sum;
+        Tensor loss = at::cross_entropy_loss(x, t, {}, r, c.ignore, c.ls);
+        Tensor dy = red == DSRT_REDUCTION_NONE ? randn(loss.sizes()) : randn({});
+        loss.backward(dy);
+        dsrt_tensor *o = emptyLike(loss);
+        dsrt_cross_entropy(ctx, o, rt(x), rt(t.to(tType)), c.ignore, red, c.ls);
+        EXPECT_TRUE(close(tt(o), loss, 1e-5, 1e-5))
+            << names[red] << " " << x.sizes() << " ls " << c.ls << " ignore " << c.ignore;
+        dsrt_tensor *dx = emptyLike(x);
+        dsrt_cross_entropy_grad(ctx, dx, rt(x), rt(t.to(tType)), rt(dy), c.ignore, red, c.ls);
+        EXPECT_TRUE(close(tt(dx), x.grad(), 1e-5, 1e-6))
+            << "grad " << names[red] << " " << x.sizes() << " ls " << c.ls;
+      }
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement, conversions, dropout
+//===----------------------------------------------------------------------===//
+
+TEST_F(Kernels, FillCopyConvert) {
+  at::ScalarType types[] = {at::kFloat, at::kDouble, at::kLong, at::kInt, at::kBool};
+  for (auto s : types) {
+    dsrt_tensor *o = empty({3, 5}, s);
+    dsrt_fill(ctx, o, 2.75);
+    EXPECT_TRUE(close(tt(o), torch::full({3, 5}, 2.75).to(s)));
+    Tensor x = (randn({4, 6}) * 5).to(s);
+    dsrt_tensor *c = empty({24}, s);
+    dsrt_copy(ctx, c, rt(x));
+    EXPECT_TRUE(close(tt(c), x.reshape({24})));
+    for (auto d : types) {
+      Tensor src = (randn({7, 3}) * 4).to(s);
+      dsrt_tensor *cv = empty({7, 3}, d);
+      dsrt_convert(ctx, cv, rt(src));
+      EXPECT_TRUE(close(tt(cv), src.to(d))) << s << " -> " << d;
+    }
+  }
+}
+
+TEST_F(Kernels, TransposeBroadcastSlice) {
+  at::ScalarType types[] = {at::kFloat, at::kDouble, at::kLong, at::kInt, at::kBool};
+  for (auto s : types) {
+    Tensor x = (randn({2, 3, 4, 5}) * 5).to(s);
+    for (std::vector<int64_t> perm : {std::vector<int64_t>{0, 1, 3, 2},
+                                      {3, 2, 1, 0},
+                                      {0, 2, 1, 3},
+                                      {1, 0, 2, 3},
+                                      {0, 1, 2, 3},
+                                      {2, 0, 3, 1}}) {
+      Tensor want = x.permute(perm).contiguous();
+      dsrt_tensor *o = emptyLike(want);
+      dsrt_transpose(ctx, o, rt(x), perm.data());
+      EXPECT_TRUE(close(tt(o), want)) << "perm " << at::IntArrayRef(perm);
+    }
+    Tensor big = (randn({64, 300}) * 5).to(s);
+    int64_t p2[] = {1, 0};
+    dsrt_tensor *ob = empty({300, 64}, s);
+    dsrt_transpose(ctx, ob, rt(big), p2);
+    EXPECT_TRUE(close(tt(ob), big.t().contiguous()));
+
+    for (const auto &sp : std::vector<ShapePair>{{{3, 1}, {2, 3, 4}},
+                                                 {{}, {5, 2}},
+                                                 {{4}, {3, 4}},
+                                                 {{2, 1, 3}, {2, 5, 3}},
+                                                 {{1, 1}, {1, 1}}}) {
+      Tensor in = (randn(sp.a) * 5).to(s);
+      dsrt_tensor *o = empty(sp.b, s);
+      dsrt_broadcast(ctx, o, rt(in));
+      EXPECT_TRUE(close(tt(o), in.expand(sp.b).contiguous()));
+    }
+
+    for (int64_t dim = 0; dim < 4; ++dim) {
+      for (auto [start, step] :
+           std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 1}, {1, 2}, {0, 3}}) {
+        int64_t len = x.size(dim);
+        if (start >= len)
+          continue;
+        Tensor want = x.slice(dim, start, len, step).contiguous();
+        dsrt_tensor *o = emptyLike(want);
+        dsrt_slice(ctx, o, rt(x), dim, start, step);
+        EXPECT_TRUE(close(tt(o), want)) << "dim " << dim << " start " << start << " step " << step;
+        // insert_slice writes it back into a copy of a different base.
+        Tensor base = (randn(x.sizes()) * 5).to(s);
+        Tensor expected = base.clone();
+        expected.slice(dim, start, len, step).copy_(want);
+        dsrt_tensor *ob2 = rt(base);
+        dsrt_insert_slice(ctx, ob2, rt(want), dim, start, step);
+        EXPECT_TRUE(close(tt(ob2), expected));
+      }
+    }
+  }
+  // Slices of a large last dim, as in attention's q/k/v split.
+  Tensor qkv = randn({16, 128, 1536});
+  for (int64_t i = 0; i < 3; ++i) {
+    Tensor want = qkv.slice(2, i * 512, (i + 1) * 512).contiguous();
+    dsrt_tensor *o = emptyLike(want);
+    dsrt_slice(ctx, o, rt(qkv), 2, i * 512, 1);
+    EXPECT_TRUE(close(tt(o), want));
+  }
+}
+
+TEST_F(Kernels, DropoutMask) {
+  for (double p : {0.0, 0.1, 0.5}) {
+    dsrt_tensor *m = empty({200, 500});
+    dsrt_dropout_mask(ctx, m, p);
+    Tensor t = tt(m);
+    float keep = 1.f / (1.f - (float)p);
+    Tensor zero = t == 0, kept = t == keep;
+    EXPECT_TRUE((zero | kept).all().item<bool>());
+    double frac = zero.to(at::kDouble).mean().item<double>();
+    EXPECT_NEAR(frac, p, 0.01) << "p " << p;
+    EXPECT_NEAR(t.to(at::kDouble).mean().item<double>(), 1.0, 0.02);
+  }
+  // Same seed, same masks.
+  dsrt_context *a = dsrt_context_create(0, 1, 7), *b = dsrt_context_create(0, 1, 7);
+  int64_t d[] = {1000};
+  dsrt_tensor *ma = dsrt_tensor_alloc(a, DSRT_F32, 1, d),
+              *mb = dsrt_tensor_alloc(b, DSRT_F32, 1, d);
+  dsrt_dropout_mask(a, ma, 0.3);
+  dsrt_dropout_mask(b, mb, 0.3);
+  EXPECT_EQ(std::memcmp(ma->data, mb->data, 4000), 0);
+  dsrt_dropout_mask(a, ma, 0.3);
+  EXPECT_NE(std::memcmp(ma->data, mb->data, 4000), 0);
+  dsrt_tensor_free(a, ma);
+  dsrt_tensor_free(b, mb);
+  dsrt_context_destroy(a);
+  dsrt_context_destroy(b);
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+TEST_F(Kernels, Conv2dAndGrads) {
+  struct Case {
+    std::vector<int64_t> x, w;
+    int64_t sh, sw, ph, pw, dh, dw, g;
+    bool bias;
+  } cases[] = {
+      {{2, 3, 8, 8}, {4, 3, 3, 3}, 1, 1, 1, 1, 1, 1, 1, true},
+      {{2, 4, 9, 7}, {6, 2, 3, 2}, 2, 1, 1, 0, 1, 2, 2, false},
+      {{1, 6, 10, 10}, {6, 1, 3, 3}, 1, 2, 2, 1, 2, 1, 6, true},
+      {{3, 3, 11, 11}, {8, 3, 5, 5}, 3, 3, 2, 2, 1, 1, 1, true},
+      {{2, 8, 7, 9}, {4, 8, 1, 1}, 2, 2, 0, 0, 1, 1, 1, false},
+      {{3, 5, 6}, {2, 3, 3, 3}, 1, 1, 1, 1, 1, 1, 1, true},
+      {{8, 64, 16, 16}, {128, 64, 3, 3}, 2, 2, 1, 1, 1, 1, 1, false},
+  };
+  for (auto &c : cases) {
+    Tensor x = randn(c.x).requires_grad_(), w = randn(c.w).requires_grad_(),
+           b = randn({c.w[0]}).requires_grad_();
+    Tensor y =
+        torch::conv2d(x, w, c.bias ? b : Tensor(), {c.sh, c.sw}, {c.ph, c.pw}, {c.dh, c.dw}, c.g);
+    Tensor dy = randn(y.sizes());
+    y.backward(dy);
+    dsrt_tensor *o = emptyLike(y);
+    dsrt_conv2d(ctx, o, rt(x), rt(w), c.bias ? rt(b) : nullptr, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw,
+                c.g);
+    EXPECT_TRUE(closeSum(tt(o), y)) << x.sizes() << " " << w.sizes();
+    dsrt_tensor *dx = emptyLike(x);
+    dsrt_conv2d_grad_input(ctx, dx, rt(dy), rt(w), c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.g);
+    EXPECT_TRUE(closeSum(tt(dx), x.grad())) << "dx " << x.sizes() << " " << w.sizes();
+    dsrt_tensor *dw = emptyLike(w), *db = c.bias ? emptyLike(b) : nullptr;
+    dsrt_conv2d_grad_weight(ctx, dw, db, rt(x), rt(dy), c.sh, c.sw, c.ph, c.pw, c.dh, c.dw, c.g);
+    EXPECT_TRUE(closeSum(tt(dw), w.grad())) << "dw " << x.sizes() << " " << w.sizes();
+    if (c.bias)
+      EXPECT_TRUE(closeSum(tt(db), b.grad())) << "db " << x.sizes();
+  }
+}
+
+TEST_F(Kernels, MaxPool2dAndGrad) {
+  struct Case {
+    std::vector<int64_t> x;
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+    bool ceil;
+  } cases[] = {
+      {{2, 3, 8, 8}, 2, 2, 2, 2, 0, 0, 1, 1, false},
+      {{2, 3, 9, 7}, 3, 3, 2, 2, 1, 1, 1, 1, false},
+      {{1, 2, 10, 11}, 3, 2, 2, 3, 1, 1, 2, 1, false},
+      {{2, 3, 9, 7}, 3, 3, 2, 2, 1, 0, 1, 1, true},
+      {{3, 6, 6}, 2, 2, 1, 1, 0, 0, 1, 1, false},
+      {{4, 64, 32, 32}, 3, 3, 2, 2, 1, 1, 1, 1, false},
+  };
+  for (auto &c : cases) {
+    // Rounded values make ties, which must route to the first maximum.
+    Tensor x = torch::round(randn(c.x) * 2).requires_grad_();
+    Tensor y = torch::max_pool2d(x, {c.kh, c.kw}, {c.sh, c.sw}, {c.ph, c.pw}, {c.dh, c.dw}, c.ceil);
+    Tensor dy = randn(y.sizes());
+    y.backward(dy);
+    dsrt_tensor *o = emptyLike(y);
+    dsrt_max_pool2d(ctx, o, rt(x), c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw);
+    EXPECT_TRUE(close(tt(o), y)) << x.sizes();
+    dsrt_tensor *dx = emptyLike(x);
+    dsrt_max_pool2d_grad(ctx, dx, rt(x), rt(dy), c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw);
+    EXPECT_TRUE(close(tt(dx), x.grad())) << "grad " << x.sizes();
+  }
+}
+
+TEST_F(Kernels, AvgPool2dAndGrad) {
+  struct Case {
+    std::vector<int64_t> x;
+    int64_t kh, kw, sh, sw, ph, pw;
+    bool ceil;
+  } cases[] = {
+      {{2, 3, 8, 8}, 2, 2, 2, 2, 0, 0, false},   {{2, 3, 9, 7}, 3, 3, 2, 2, 1, 1, false},
+      {{1, 2, 10, 11}, 3, 2, 2, 3, 1, 1, false}, {{2, 3, 9, 7}, 3, 3, 2, 2, 1, 0, true},
+      {{3, 7, 6}, 4, 3, 3, 2, 2, 1, true},       {{4, 32, 16, 16}, 3, 3, 1, 1, 1, 1, false},
+  };
+  for (auto &c : cases) {
+    for (bool include : {true, false}) {
+      Tensor x = randn(c.x).requires_grad_();
+      Tensor y = torch::avg_pool2d(x, {c.kh, c.kw}, {c.sh, c.sw}, {c.ph, c.pw}, c.ceil, include);
+      Tensor dy = randn(y.sizes());
+      y.backward(dy);
+      dsrt_tensor *o = emptyLike(y);
+      dsrt_avg_pool2d(ctx, o, rt(x), c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, include);
+      EXPECT_TRUE(close(tt(o), y)) << x.sizes() << " include_pad " << include;
+      dsrt_tensor *dx = emptyLike(x);
+      dsrt_avg_pool2d_grad(ctx, dx, rt(dy), c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, include);
+      EXPECT_TRUE(close(tt(dx), x.grad())) << "grad " << x.sizes() << " include_pad " << include;
+    }
+  }
+}
+
+TEST_F(Kernels, AdaptiveAvgPool2dAndGrad) {
+  struct Case {
+    std::vector<int64_t> x, out;
+  } cases[] = {{{2, 3, 7, 10}, {1, 1}},
+               {{2, 3, 7, 10}, {3, 5}},
+               {{2, 3, 7, 10}, {4, 3}},
+               {{3, 5, 5}, {7, 6}},
+               {{8, 512, 4, 4}, {1, 1}}};
+  for (auto &c : cases) {
+    Tensor x = randn(c.x).requires_grad_();
+    Tensor y = torch::adaptive_avg_pool2d(x, c.out);
+    Tensor dy = randn(y.sizes());
+    y.backward(dy);
+    dsrt_tensor *o = emptyLike(y);
+    dsrt_adaptive_avg_pool2d(ctx, o, rt(x));
+    EXPECT_TRUE(close(tt(o), y)) << x.sizes() << " -> " << at::IntArrayRef(c.out);
+    dsrt_tensor *dx = emptyLike(x);
+    dsrt_adaptive_avg_pool2d_grad(ctx, dx, rt(dy));
+    EXPECT_TRUE(close(tt(dx), x.grad())) << "grad " << x.sizes();
+  }
+}
+
+} // namespace
+
+/// Idle OpenMP threads (LibTorch's and dsrt's share libgomp) must sleep, not spin: on a small,
+/// shared machine spinning makes this suite several times slower. OpenMP reads the policy only
+/// at start-up, so re-execute once with it set (as the ds driver does).
+int main(int argc, char **argv) {
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,502 @@
+//===- ds-reference.cpp - the LibTorch eager-mode training oracle ----------===//
+//
+// Trains a TorchScript module the way a compiled ds program trains it: the same DeepSpeed
+// config, data order (dsrt::io::sampleOffset), loss formula, AdamW and clipping, and the same
+// LOG.jsonl format, so that the two logs can be compared line by line. An N-rank data-parallel
+// run is reproduced in one process by looping over the simulated ranks.
+//
+#include "dsrt/dsrt.h"
+#include "dsrt/io.h"
+#include "ds/Config/DeepSpeedConfig.h"
+
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+namespace {
+
+const char *const kUsage =
+    "usage: ds-reference MODEL.pt --config ds_config.json --data NAME=FILE.npy ... --steps N\n"
+    "                    [options]\n"
+    "  --config FILE            DeepSpeed config (required)\n"
+    "  --data NAME=FILE.npy     data for forward argument NAME (first dim = samples)\n"
+    "  --steps N                optimizer steps to run (required)\n"
+    "  --log FILE               write one JSON line per step\n"
+    "  --world-size N           simulate N data-parallel ranks (default: from the config)\n"
+    "  --loss-index I           tuple element of forward's result that is the loss\n"
+    "                           (default: the last 0-dim tensor)\n"
+    "  --weights FILE           initial weights (.safetensors; default: the module's own)\n"
+    "  --threads N              intra-op threads\n"
+    "  --device-memory BYTES    accepted for symmetry with ds-run; LibTorch CPU has no arena\n"
+    "  --save-weights FILE      write parameters and buffers after the last step (rank 0's)\n"
+    "  --dump-grads FILE        write step 1's gradients (before clipping and the optimizer)\n"
+    "  --help                   show this help\n";
+
+const char *const kFlags = "--config, --data, --steps, --log, --world-size, --loss-index, "
+                           "--weights, --threads, --device-memory, --save-weights, "
+                           "--dump-grads, --help";
+
+/// The useful line of a LibTorch exception: TorchScript wraps the cause ("RuntimeError: ...")
+/// after a traceback.
+std::string causeOf(const std::exception &e) {
+  std::string what = e.what(), best;
+  size_t start = 0;
+  while (start < what.size()) {
+    size_t end = what.find('\n', start);
+    std::string line = what.substr(start, end == std::string::npos ? std::string::npos
+                                                                     : end - start);
+    line.erase(0, line.find_first_not_of(' '));
+    size_t k = line.find("Error: ");
+    if (k != std::string::npos && line.substr(0, k).find(' ') == std::string::npos)
+      best = line.substr(k + 7);
+    if (end == std::string::npos)
+      break;
+    start = end + 1;
+  }
+  return best.empty() ? what.substr(0, what.find('\n')) : best;
+}
+
+[[noreturn]] void die(const std::string &msg) {
+  std::fprintf(stderr, "ds-reference: error: %s\n", msg.c_str());
+  std::fflush(stderr);
+  std::exit(1);
+}
+
+struct Options {
+  std::string model, config, log, weights, saveWeights, dumpGrads;
+  std::vector<std::pair<std::string, std::string>> data;
+  int64_t steps = -1, worldSize = 0, lossIndex = -1, threads = 0;
+};
+
+int64_t parseCount(const std::string &flag, const std::string &v, int64_t min) {
+  char *end = nullptr;
+  errno = 0;
+  long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || errno || *end || n < min)
+    die(flag + " takes an integer >= " + std::to_string(min) + ", got '" + v + "'");
+  return n;
+}
+
+Options parseFlags(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", kUsage);
+      std::exit(0);
+    }
+    if (a.rfind("--", 0) != 0) {
+      if (!o.model.empty())
+        die("unexpected argument '" + a + "' (one MODEL.pt; valid flags: " + kFlags + ")");
+      o.model = a;
+      continue;
+    }
+    std::string name = a, value;
+    size_t eq = a.find('=');
+    bool hasValue = eq != std::string::npos;
+    if (hasValue) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    }
+    static const std::unordered_set<std::string> known = {
+        "--config",  "--data",    "--steps",         "--log",          "--world-size",
+        "--loss-index", "--weights", "--threads", "--device-memory", "--save-weights",
+        "--dump-grads"};
+    if (!known.count(name))
+      die("unknown flag '" + name + "' (valid flags: " + kFlags + ")");
+    if (!hasValue) {
+      if (i + 1 >= argc)
+        die(name + " needs a value (see --help)");
+      value = argv[++i];
+    }
+    if (name == "--config") {
+      o.config = value;
+    } else if (name == "--data") {
+      size_t e = value.find('=');
+      if (e == std::string::npos || e == 0 || e + 1 == value.size())
+        die("--data takes NAME=FILE.npy, got '" + value + "'");
+      o.data.emplace_back(value.substr(0, e), value.substr(e + 1));
+    } else if (name == "--steps") {
+      o.steps = parseCount(name, value, 1);
+    } else if (name == "--log") {
+      o.log = value;
+    } else if (name == "--world-size") {
+      o.worldSize = parseCount(name, value, 1);
+    } else if (name == "--loss-index") {
+      o.lossIndex = parseCount(name, value, 0);
+    } else if (name == "--weights") {
+      o.weights = value;
+    } else if (name == "--threads") {
+      o.threads = parseCount(name, value, 1);
+    } else if (name == "--device-memory") {
+      uint64_t b;
+      if (!dsrt::io::parseBytes(value, b))
+        die("--device-memory takes a byte count such as 1073741824, 512M, 2GiB; got '" +
+            value + "'");
+    } else if (name == "--save-weights") {
+      o.saveWeights = value;
+    } else if (name == "--dump-grads") {
+      o.dumpGrads = value;
+    }
+  }
+  if (o.model.empty())
+    die("no model: pass MODEL.pt (a TorchScript archive) first (see --help)");
+  if (o.config.empty())
+    die("--config ds_config.json is required");
+  if (o.steps < 0)
+    die("--steps N is required (the number of optimizer steps to run)");
+  return o;
+}
+
+at::ScalarType torchType(int32_t dtype) {
+  switch (dtype) {
+  case DSRT_F32: return at::kFloat;
+  case DSRT_F64: return at::kDouble;
+  case DSRT_I64: return at::kLong;
+  case DSRT_I32: return at::kInt;
+  case DSRT_I1: return at::kBool;
+  case DSRT_BF16: return at::kBFloat16;
+  case DSRT_F16: return at::kHalf;
+  default: return at::kByte; // dsrt::io::kU8
+  }
+}
+
+int32_t dsrtType(at::ScalarType t) {
+  switch (t) {
+  case at::kFloat: return DSRT_F32;
+  case at::kDouble: return DSRT_F64;
+  case at::kLong: return DSRT_I64;
+  case at::kInt: return DSRT_I32;
+  case at::kBool: return DSRT_I1;
+  case at::kBFloat16: return DSRT_BF16;
+  case at::kHalf: return DSRT_F16;
+  case at::kByte: return dsrt::io::kU8;
+  default: return -1;
+  }
+}
+
+at::Tensor toTensor(const dsrt::io::Array &a) {
+  std::vector<int64_t> dims(a.dims.begin(), a.dims.end());
+  return torch::from_blob(const_cast<uint8_t *>(a.data.data()), dims,
+                          torch::TensorOptions().dtype(torchType(a.dtype)))
+      .clone();
+}
+
+/// Writes named tensors (contiguous CPU copies) as safetensors.
+void writeTensors(const std::string &flag, const std::string &path,
+                  const std::vector<std::pair<std::string, at::Tensor>> &named) {
+  std::vector<at::Tensor> held;
+  std::vector<dsrt::io::SafetensorsEntry> entries;
+  for (const auto &n : named) {
+    at::Tensor t = n.second.detach().contiguous();
+    held.push_back(t);
+    int32_t dt = dsrtType(t.scalar_type());
+    if (dt < 0)
+      die(flag + ": tensor '" + n.first + "' has element type " +
+          std::string(c10::toString(t.scalar_type())) + ", which safetensors output lacks");
+    entries.push_back({n.first, dt, t.sizes().vec(), t.data_ptr(), t.nbytes()});
+  }
+  std::string err;
+  if (!dsrt::io::writeSafetensors(path, entries, err))
+    die(flag + ": " + err);
+}
+
+/// The loss in forward's result: the tensor itself, tuple element `index`, or the last 0-dim
+/// tensor element.
+at::Tensor lossOf(const c10::IValue &out, int64_t index) {
+  if (out.isTensor()) {
+    if (index > 0)
+      die("--loss-index " + std::to_string(index) + ": forward returns a single tensor");
+    return out.toTensor();
+  }
+  if (!out.isTuple() && !out.isList())
+    die("forward returns " + out.tagKind() + "; it must return the loss or a tuple with it");
+  std::vector<c10::IValue> items;
+  if (out.isTuple())
+    items = out.toTupleRef().elements().vec();
+  else
+    for (const c10::IValue &v : out.toListRef())
+      items.push_back(v);
+  if (index >= 0) {
+    if (index >= static_cast<int64_t>(items.size()) || !items[index].isTensor())
+      die("--loss-index " + std::to_string(index) + ": forward's result has " +
+          std::to_string(items.size()) + " elements and that one is not a tensor");
+    return items[index].toTensor();
+  }
+  for (size_t i = items.size(); i-- > 0;)
+    if (items[i].isTensor() && items[i].toTensor().dim() == 0)
+      return items[i].toTensor();
+  die("forward's result has no 0-dim tensor element to use as the loss; pass --loss-index I");
+}
+
+struct ModelState {
+  std::vector<std::pair<std::string, at::Tensor>> namedParams;  // state_dict names, aliases too
+  std::vector<std::pair<std::string, at::Tensor>> namedBuffers; // idem
+  std::vector<at::Tensor> params;                               // tied weights once
+  std::vector<std::string> paramNames;                          // first name of each
+  std::vector<at::Tensor> buffers;                              // distinct buffers
+};
+
+ModelState collect(torch::jit::Module &m) {
+  ModelState s;
+  std::unordered_set<const void *> seen;
+  for (const auto &p : m.named_parameters(/*recurse=*/true)) {
+    s.namedParams.emplace_back(p.name, p.value);
+    if (seen.insert(p.value.unsafeGetTensorImpl()).second) {
+      s.params.push_back(p.value);
+      s.paramNames.push_back(p.name);
+    }
+  }
+  seen.clear();
+  for (const auto &b : m.named_buffers(/*recurse=*/true)) {
+    s.namedBuffers.emplace_back(b.name, b.value);
+    if (seen.insert(b.value.unsafeGetTensorImpl()).second)
+      s.buffers.push_back(b.value);
+  }
+  return s;
+}
+
+void loadWeights(const std::string &path, ModelState &s) {
+  std::vector<dsrt::io::NamedArray> file;
+  std::string err;
+  if (!dsrt::io::readSafetensors(path, file, err))
+    die("--weights: " + err);
+  std::map<std::string, const dsrt::io::Array *> byName;
+  for (const auto &n : file)
+    byName[n.first] = &n.second;
+  torch::NoGradGuard noGrad;
+  auto load = [&](const std::string &name, at::Tensor &t) {
+    auto it = byName.find(name);
+    if (it == byName.end())
+      die("weights '" + path + "' have no tensor '" + name + "' (" +
+          dsrt::io::formatDims(t.sizes().vec()) + "); save the model's full state_dict");
+    const dsrt::io::Array &a = *it->second;
+    if (a.dims != t.sizes().vec() || torchType(a.dtype) != t.scalar_type())
+      die("weights '" + path + "': tensor '" + name + "' is " + a.describe() +
+          " but the model's is " + dsrt::io::formatDims(t.sizes().vec()) + " " +
+          dsrt::io::dtypeName(dsrtType(t.scalar_type())));
+    t.copy_(toTensor(a));
+  };
+  for (auto &p : s.namedParams)
+    load(p.first, p.second);
+  for (auto &b : s.namedBuffers)
+    load(b.first, b.second);
+}
+
+int run(int argc, char **argv) {
+  Options o = parseFlags(argc, argv);
+
+  auto cfgOr = ds::loadDeepSpeedConfig(o.config, o.worldSize);
+  if (!cfgOr)
+    die(llvm::toString(cfgOr.takeError()));
+  const ds::DeepSpeedConfig &cfg = *cfgOr;
+  for (const std::string &w : cfg.warnings)
+    std::fprintf(stderr, "ds-reference: warning: %s\n", w.c_str());
+  if (cfg.optimizer.type != "AdamW" && cfg.optimizer.type != "adamw")
+    die("optimizer type '" + cfg.optimizer.type +
+        "' is not yet supported by ds-reference (use AdamW)");
+  const int64_t G = cfg.trainBatchSize, mb = cfg.microBatchSize,
+                gas = cfg.gradientAccumulationSteps, dp = cfg.worldSize;
+
+  torch::manual_seed(cfg.seed);
+  if (o.threads > 0)
+    at::set_num_threads(static_cast<int>(o.threads));
+
+  torch::jit::Module module;
+  try {
+    module = torch::jit::load(o.model);
+  } catch (const std::exception &e) {
+    die("cannot load '" + o.model + "' as TorchScript: " + causeOf(e));
+  }
+
+  // Match forward's arguments (after self) to the --data names.
+  const c10::FunctionSchema &schema = module.get_method("forward").function().getSchema();
+  std::vector<std::string> argNames;
+  for (size_t i = 1; i < schema.arguments().size(); ++i)
+    argNames.push_back(schema.arguments()[i].name());
+  std::string argList;
+  for (const std::string &n : argNames)
+    argList += (argList.empty() ? "" : ", ") + n;
+  for (const auto &d : o.data)
+    if (std::find(argNames.begin(), argNames.end(), d.first) == argNames.end())
+      die("--data " + d.first + ": forward has no argument '" + d.first + "' (its arguments: " +
+          argList + ")");
+  std::vector<at::Tensor> data;
+  int64_t fit = INT64_MAX;
+  std::string fitName;
+  for (const std::string &n : argNames) {
+    const std::pair<std::string, std::string> *given = nullptr;
+    for (const auto &d : o.data)
+      if (d.first == n) {
+        if (given)
+          die("--data " + n + " is given twice");
+        given = &d;
+      }
+    if (!given)
+      die("no data for forward argument '" + n + "': pass --data " + n + "=FILE.npy");
+    dsrt::io::Array a;
+    std::string err;
+    if (!dsrt::io::readNpy(given->second, a, err))
+      die("--data " + n + ": " + err);
+    if (a.dims.empty())
+      die("--data " + n + "=" + given->second + " is a scalar; its first dimension must be "
+          "samples");
+    int64_t f = dsrt::io::stepsThatFit(a.dims[0], G);
+    if (f < fit) {
+      fit = f;
+      fitName = n + "=" + given->second + " has " + std::to_string(a.dims[0]) + " samples";
+    }
+    data.push_back(toTensor(a));
+  }
+  if (!argNames.empty() && o.steps > fit)
+    die("not enough data: --data " + fitName + ", but " + std::to_string(o.steps) +
+        " steps of train_batch_size " + std::to_string(G) + " need " +
+        std::to_string(o.steps * G) + "; it fits " + std::to_string(fit) +
+        " steps (lower --steps or add samples)");
+
+  ModelState s = collect(module);
+  if (!o.weights.empty())
+    loadWeights(o.weights, s);
+  for (at::Tensor &p : s.params)
+    p.requires_grad_(true);
+
+  torch::optim::AdamW optimizer(
+      s.params, torch::optim::AdamWOptions(cfg.optimizer.lr)
+                    .betas(std::make_tuple(cfg.optimizer.beta1, cfg.optimizer.beta2))
+                    .eps(cfg.optimizer.eps)
+                    .weight_decay(cfg.optimizer.weightDecay));
+
+  // Each simulated rank's BatchNorm statistics (and any other buffers) evolve on their own.
+  std::vector<std::vector<at::Tensor>> rankBuffers;
+  bool swapBuffers = dp > 1 && !s.buffers.empty();
+  if (swapBuffers)
+    for (int64_t r = 0; r < dp; ++r) {
+      std::vector<at::Tensor> copy;
+      for (const at::Tensor &b : s.buffers)
+        copy.push_back(b.detach().clone());
+      rankBuffers.push_back(std::move(copy));
+    }
+  auto swapIn = [&](int64_t r) {
+    torch::NoGradGuard g;
+    for (size_t i = 0; i < s.buffers.size(); ++i)
+      s.buffers[i].copy_(rankBuffers[r][i]);
+  };
+  auto swapOut = [&](int64_t r) {
+    torch::NoGradGuard g;
+    for (size_t i = 0; i < s.buffers.size(); ++i)
+      rankBuffers[r][i].copy_(s.buffers[i]);
+  };
+
+  std::FILE *log = nullptr;
+  if (!o.log.empty() && !(log = std::fopen(o.log.c_str(), "w")))
+    die("cannot write --log '" + o.log + "': " + std::strerror(errno));
+
+  uint64_t paramBytes = 0;
+  for (const at::Tensor &p : s.params)
+    paramBytes += p.nbytes();
+
+  for (int64_t step = 1; step <= o.steps; ++step) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> losses;
+    for (int64_t r = 0; r < dp; ++r) {
+      if (swapBuffers)
+        swapIn(r);
+      for (int64_t k = 0; k < gas; ++k) {
+        int64_t first = dsrt::io::sampleOffset(step, r, k, G, mb, gas);
+        std::vector<c10::IValue> inputs;
+        for (const at::Tensor &d : data)
+          inputs.emplace_back(d.narrow(0, first, mb));
+        at::Tensor loss;
+        try {
+          loss = lossOf(module.forward(inputs), o.lossIndex);
+        } catch (const std::exception &e) {
+          die("step " + std::to_string(step) + ": forward failed (check the --data shapes "
+              "and dtypes): " + causeOf(e));
+        }
+        if (loss.numel() != 1 || !loss.is_floating_point())
+          die("the loss (forward's result" +
+              (o.lossIndex >= 0 ? " element " + std::to_string(o.lossIndex) : std::string()) +
+              ") is a " + dsrt::io::formatDims(loss.sizes().vec()) + " " +
+              std::string(c10::toString(loss.scalar_type())) +
+              " tensor, not a floating-point scalar; pass --loss-index I");
+        losses.push_back(loss.detach().to(at::kFloat).item<float>());
+        (loss / static_cast<double>(dp * gas)).backward();
+      }
+      if (swapBuffers)
+        swapOut(r);
+    }
+    float mean = dsrt::io::meanLoss(losses);
+    if (!std::isfinite(mean))
+      die("step " + std::to_string(step) + ": loss is " + (std::isnan(mean) ? "nan" : "inf") +
+          "; lower the learning rate or enable gradient_clipping");
+    if (step == 1 && !o.dumpGrads.empty()) {
+      std::vector<std::pair<std::string, at::Tensor>> grads;
+      for (size_t i = 0; i < s.params.size(); ++i) {
+        at::Tensor g = s.params[i].grad();
+        grads.emplace_back(s.paramNames[i], g.defined() ? g : torch::zeros_like(s.params[i]));
+      }
+      writeTensors("--dump-grads", o.dumpGrads, grads);
+    }
+    if (cfg.gradientClipping > 0)
+      torch::nn::utils::clip_grad_norm_(s.params, cfg.gradientClipping);
+    optimizer.step();
+    optimizer.zero_grad();
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count();
+
+    uint64_t stateBytes = 0;
+    for (const auto &kv : optimizer.state()) {
+      auto &st = static_cast<torch::optim::AdamWParamState &>(*kv.second);
+      for (const at::Tensor *t : {&st.exp_avg(), &st.exp_avg_sq(), &st.max_exp_avg_sq()})
+        if (t->defined())
+          stateBytes += t->nbytes();
+    }
+    // Gradients are counted at their parameters' size: they persist between steps in ds.
+    uint64_t modelState = paramBytes * 2 + stateBytes;
+
+    dsrt::io::LogRecord rec;
+    rec.step = step;
+    rec.loss = mean;
+    rec.lr = cfg.optimizer.lr;
+    rec.stepMs = ms;
+    rec.samplesPerS = ms > 0 ? static_cast<double>(G) * 1000.0 / ms : 0.0;
+    rec.hostPeakBytes = dsrt::io::hostPeakBytes();
+    rec.devicePeakBytes = rec.hostPeakBytes; // LibTorch CPU has no separate device arena
+    for (int64_t r = 0; r < dp; ++r)
+      rec.ranks.push_back({r, rec.devicePeakBytes, rec.hostPeakBytes, modelState});
+    if (log && !dsrt::io::writeLogLine(log, rec))
+      die("cannot write --log '" + o.log + "': " + std::strerror(errno));
+    if ((cfg.stepsPerPrint > 0 && step % cfg.stepsPerPrint == 0) || step == o.steps) {
+      std::printf("%s\n", dsrt::io::formatProgress(rec, o.steps).c_str());
+      std::fflush(stdout);
+    }
+  }
+  if (log)
+    std::fclose(log);
+
+  if (!o.saveWeights.empty()) {
+    if (swapBuffers)
+      swapIn(0);
+    std::vector<std::pair<std::string, at::Tensor>> all = s.namedParams;
+    all.insert(all.end(), s.namedBuffers.begin(), s.namedBuffers.end());
+    writeTensors("--save-weights", o.saveWeights, all);
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception &e) {
+    die(causeOf(e));
+  }
+}

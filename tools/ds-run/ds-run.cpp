@@ -1,0 +1,133 @@
+//===- ds-run.cpp - JIT-compile a training step and train with it ----------===//
+//
+// ds-run STEP.mlir --data NAME=FILE.npy ... --steps N [--log LOG.jsonl] [driver flags]
+//
+// Lowers STEP.mlir (the output of ds-opt --config) to the runtime's C API, JIT-compiles it with
+// MLIR's ExecutionEngine and hands the entry points to the runtime's training driver, the same
+// driver that compiled executables run.
+//
+//===----------------------------------------------------------------------===//
+#include "dsrt/dsrt.h"
+
+#include "ds/InitAll.h"
+#include "ds/Pipelines/Pipelines.h"
+
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <string>
+#include <vector>
+
+using namespace mlir;
+
+static int fail(const llvm::Twine &msg) {
+  llvm::errs() << "ds-run: error: " << msg << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  dsrt_ensure_passive_wait(argv);
+
+  // The step file is the one positional argument; every flag goes to the driver.
+  std::string stepPath;
+  bool hasWeights = false, wantsHelp = false;
+  std::vector<char *> driverArgs = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    llvm::StringRef a = argv[i];
+    if (a == "--help" || a == "-h")
+      wantsHelp = true;
+    if (a == "--weights" || a.starts_with("--weights="))
+      hasWeights = true;
+    if (!a.starts_with("-") && a.ends_with(".mlir") && stepPath.empty() &&
+        !(i > 1 && llvm::StringRef(argv[i - 1]).starts_with("--") &&
+          !llvm::StringRef(argv[i - 1]).contains('='))) {
+      stepPath = a.str();
+      continue;
+    }
+    driverArgs.push_back(argv[i]);
+  }
+  if (wantsHelp && stepPath.empty()) {
+    llvm::outs() << "usage: ds-run STEP.mlir --data NAME=FILE.npy ... --steps N "
+                    "[--log LOG.jsonl] [--weights FILE] [--config FILE] [--device-memory BYTES] "
+                    "[--threads N] [--save-weights FILE] [--dump-grads FILE]\n"
+                    "  STEP.mlir comes from: ds-opt MODEL.pt --input ... --config ds_config.json "
+                    "-o STEP.mlir\n";
+    return 0;
+  }
+  if (stepPath.empty())
+    return fail("no STEP.mlir given (make one with: ds-opt MODEL.pt --input NAME=TYPE ... "
+                "--config ds_config.json -o STEP.mlir)");
+  if (!llvm::sys::fs::exists(stepPath))
+    return fail("'" + stepPath + "' does not exist");
+
+  // Initial weights: STEP.safetensors beside STEP.mlir unless --weights is given.
+  std::string weights;
+  if (!hasWeights) {
+    llvm::SmallString<256> w(stepPath);
+    llvm::sys::path::replace_extension(w, ".safetensors");
+    weights = std::string(w);
+    driverArgs.push_back(const_cast<char *>("--weights"));
+    driverArgs.push_back(weights.data());
+  }
+
+  DialectRegistry registry;
+  mlir::ds::registerAllDialects(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(stepPath, sourceMgr, &context);
+  if (!module)
+    return fail("cannot parse '" + stepPath + "'");
+  if (failed(mlir::ds::lowerStepToLLVM(*module)))
+    return fail("cannot lower '" + stepPath + "' to the runtime (see the errors above)");
+
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb)
+    return fail("cannot detect the host target: " + llvm::toString(jtmb.takeError()));
+  // Codegen at O0: a step is thousands of calls in one block, which O2 takes seconds on
+  // (FACTS.md); the work is in the runtime's kernels, not in this code.
+  jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::None);
+  auto tm = jtmb->createTargetMachine();
+  if (!tm)
+    return fail("cannot create the target machine: " + llvm::toString(tm.takeError()));
+  ExecutionEngineOptions options;
+  auto engine = ExecutionEngine::create(*module, options, std::move(*tm));
+  if (!engine)
+    return fail("JIT compilation failed: " + llvm::toString(engine.takeError()));
+  (*engine)->initialize();
+
+  auto lookup = [&](llvm::StringRef name) -> void * {
+    auto sym = (*engine)->lookup(name);
+    if (!sym) {
+      llvm::consumeError(sym.takeError());
+      return nullptr;
+    }
+    return *sym;
+  };
+  auto metadata = reinterpret_cast<const char *(*)()>(lookup("ds_metadata"));
+  dsrt_program program;
+  program.init_slots = reinterpret_cast<void (*)(dsrt_context *)>(lookup("ds_init_slots"));
+  program.micro_step =
+      reinterpret_cast<dsrt_tensor *(*)(dsrt_context *, dsrt_tensor **)>(lookup("ds_micro_step"));
+  program.optimizer_step = reinterpret_cast<void (*)(dsrt_context *, dsrt_tensor *, dsrt_tensor *)>(
+      lookup("ds_optimizer_step"));
+  if (!metadata || !program.init_slots || !program.micro_step || !program.optimizer_step)
+    return fail("the compiled step lacks an entry point (ds_metadata, ds_init_slots, "
+                "ds_micro_step, ds_optimizer_step)");
+  program.metadata = metadata();
+  driverArgs.push_back(nullptr);
+  return dsrt_driver_main((int)driverArgs.size() - 1, driverArgs.data(), &program);
+}
