@@ -173,13 +173,14 @@ class GPT(nn.Module):
 # lm: nn.TransformerEncoder based
 # --------------------------------------------------------------------------
 class TransformerLM(nn.Module):
-    def __init__(self, vocab: int = 64, block_size: int = 16, d_model: int = 32):
+    def __init__(self, vocab: int = 64, block_size: int = 16, d_model: int = 32,
+                 dropout: float = 0.1):
         super().__init__()
         self.vocab = vocab
         self.tok = nn.Embedding(vocab, d_model)
         self.pos = nn.Parameter(torch.randn(block_size, d_model) * 0.02)
         layer = nn.TransformerEncoderLayer(d_model=d_model, nhead=2, dim_feedforward=64,
-                                           dropout=0.1, batch_first=True)
+                                           dropout=dropout, batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, num_layers=2)
         self.head = nn.Linear(d_model, vocab)
 
@@ -241,6 +242,10 @@ FAMILIES = {
     'lm': (TransformerLM,
            [('idx', (4, 16), torch.int64, _randint(64, (4, 16))),
             ('targets', (4, 16), torch.int64, _randint(64, (4, 16)))]),
+    # The LM without dropout, for training-fidelity tests against PyTorch.
+    'lm-nodrop': (lambda: TransformerLM(dropout=0.0),
+                  [('idx', (4, 16), torch.int64, _randint(64, (4, 16))),
+                   ('targets', (4, 16), torch.int64, _randint(64, (4, 16)))]),
     'vit': (make_vit, [('x', (2, 3, 32, 32), torch.float32, _randn((2, 3, 32, 32))),
                        ('y', (2,), torch.int64, _randint(10, (2,)))]),
     'resnet18': (make_resnet18, [('x', (2, 3, 32, 32), torch.float32, _randn((2, 3, 32, 32))),
