@@ -1,0 +1,57 @@
+// RUN: ds-opt %s --ds-autodiff=gradient-accumulation-steps=2 --split-input-file | FileCheck %s
+
+// A linear layer, a GELU and a cross-entropy: the backward uses the saved forward values, the
+// seed is 1/2 (two micro-batches), gradients accumulate into ds.state symbols, and the input
+// (not a parameter) gets no gradient.
+// CHECK: ds.state @"fc.weight@grad" of @fc.weight role "grad" : tensor<4x16xf32>
+// CHECK: ds.state @"fc.bias@grad" of @fc.bias role "grad" : tensor<4xf32>
+// CHECK-NOT: ds.state @buf
+// CHECK-LABEL: func.func @micro_step
+// CHECK: %[[W:.+]] = ds.get_parameter @fc.weight
+// CHECK: %[[Y:.+]] = ds.linear %[[X:[^,]+]], %[[W]]
+// CHECK: %[[G:.+]] = ds.gelu %[[Y]]
+// CHECK: %[[L:.+]] = ds.cross_entropy %[[G]]
+// CHECK: %[[SEED:.+]] = ds.constant dense<5.000000e-01> : tensor<f32>
+// CHECK: %[[DG:.+]] = ds.cross_entropy_grad %[[G]], %{{.+}}, %[[SEED]]
+// CHECK: %[[DY:.+]] = ds.gelu_grad %[[Y]], %[[DG]]
+// CHECK-NOT: ds.matmul
+// CHECK: %[[DW:.+]], %[[DB:.+]] = ds.linear_grad_weight %[[X]], %[[DY]]
+// CHECK: %[[ACC:.+]] = ds.get_parameter @"fc.weight@grad"
+// CHECK: %[[SUM:.+]] = ds.add %[[ACC]], %[[DW]]
+// CHECK: ds.assign @"fc.weight@grad" = %[[SUM]]
+// CHECK: ds.assign @"fc.bias@grad"
+// CHECK: return %[[L]]
+module {
+  ds.parameter @fc.weight trainable : tensor<4x16xf32>
+  ds.parameter @fc.bias trainable : tensor<4xf32>
+  ds.parameter @buf : tensor<4xf32>
+  func.func @forward(%x: tensor<8x16xf32>, %y: tensor<8xi64>) -> tensor<f32> {
+    %w = ds.get_parameter @fc.weight : tensor<4x16xf32>
+    %b = ds.get_parameter @fc.bias : tensor<4xf32>
+    %h = ds.linear %x, %w, %b : (tensor<8x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> tensor<8x4xf32>
+    %g = ds.gelu %h : tensor<8x4xf32>
+    %l = ds.cross_entropy %g, %y : (tensor<8x4xf32>, tensor<8xi64>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// Dropout becomes a mask multiply whose mask the backward reuses; a weight used twice gets the
+// sum of both gradients.
+// CHECK-LABEL: func.func @micro_step
+// CHECK: %[[M:.+]] = ds.dropout_mask p = 1.000000e-01 : tensor<2x3xf32>
+// CHECK: ds.mul %{{.+}}, %[[M]]
+// CHECK: ds.mul %{{.+}}, %[[M]]
+// CHECK: %[[A:.+]] = ds.add
+// CHECK: ds.get_parameter @"w@grad"
+module {
+  ds.parameter @w trainable : tensor<2x3xf32>
+  func.func @forward(%x: tensor<2x3xf32>) -> tensor<f32> {
+    %w = ds.get_parameter @w : tensor<2x3xf32>
+    %d = ds.dropout %w p = 1.000000e-01 : tensor<2x3xf32>
+    %p = ds.mul %d, %w : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<2x3xf32>
+    %s = ds.sum %p dims = [0, 1] : tensor<2x3xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
