@@ -190,7 +190,7 @@ func.func @not_a_parameter() -> tensor<4xf32> {
 
 ds.parameter @w trainable : tensor<4xf32>
 func.func @get_type_mismatch() -> tensor<4xf16> {
-  // expected-error @+1 {{result type 'tensor<4xf16>' differs from the parameter's 'tensor<4xf32>'}}
+  // expected-error @+1 {{result type 'tensor<4xf16>' differs from the symbol's 'tensor<4xf32>'}}
   %0 = ds.get_parameter @w : tensor<4xf16>
   return %0 : tensor<4xf16>
 }
@@ -199,7 +199,7 @@ func.func @get_type_mismatch() -> tensor<4xf16> {
 
 ds.parameter @w trainable : tensor<4xf32>
 func.func @get_shape_mismatch() -> tensor<2x2xf32> {
-  // expected-error @+1 {{differs from the parameter's}}
+  // expected-error @+1 {{differs from the symbol's}}
   %0 = ds.get_parameter @w : tensor<2x2xf32>
   return %0 : tensor<2x2xf32>
 }
@@ -1480,4 +1480,75 @@ func.func @padding_idx(%w: tensor<10x4xf32>, %i: tensor<3xi64>) -> tensor<3x4xf3
   // expected-error @+1 {{padding_idx 100 is not a row of the 10-row weight}}
   %r = ds.embedding %w[%i] {padding_idx = 100 : i64} : (tensor<10x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
   return %r : tensor<3x4xf32>
+}
+
+// -----
+
+ds.parameter @buf : tensor<4xf32>
+// expected-error @+1 {{'buf' is not a trainable ds.parameter}}
+ds.state @"buf@grad" of @buf role "grad" : tensor<4xf32>
+
+// -----
+
+ds.parameter @w trainable : tensor<4xf32>
+func.func @f(%v: tensor<2xf32>) {
+  // expected-error @+1 {{value type 'tensor<2xf32>' differs from the symbol's 'tensor<4xf32>'}}
+  ds.assign @w = %v : tensor<2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%v: tensor<4xf32>) {
+  // expected-error @+1 {{'nope' is not a ds.parameter or ds.state}}
+  ds.assign @nope = %v : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f() -> tensor<4xf32> {
+  // expected-error @+1 {{p must be in (0, 1), got 1}}
+  %m = ds.dropout_mask p = 1.0 : tensor<4xf32>
+  return %m : tensor<4xf32>
+}
+
+// -----
+
+func.func @f(%s: tensor<2x3xf32>, %d: tensor<2x5xf32>) -> tensor<2x5xf32> {
+  // expected-error @+1 {{the slice [2 :: 2] of 3 elements does not fit dim 1 of size 5}}
+  %r = ds.insert_slice %s into %d dim = 1 [2 : 2] : tensor<2x3xf32> into tensor<2x5xf32>
+  return %r : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @f(%y: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // expected-error @+1 {{dim 2 is out of range for rank 2}}
+  %r = ds.softmax_grad %y, %y dim = 2 : tensor<2x3xf32>
+  return %r : tensor<2x3xf32>
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{dweight has shape [2], expected [3]}}
+  %a, %b, %c = ds.layer_norm_grad %x, %x normalized_shape = [3] eps = 1.0e-05 : (tensor<2x3xf32>, tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2xf32>, tensor<3xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x3xf32>, %dy: tensor<4x5xf32>) {
+  // expected-error @+1 {{input [2, 3] and result_grad [4, 5] must share their leading dims}}
+  %a, %b = ds.linear_grad_weight %x, %dy : (tensor<2x3xf32>, tensor<4x5xf32>) -> (tensor<5x3xf32>, tensor<5xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%dy: tensor<2x4xf32>, %i: tensor<3xi64>) -> tensor<10x4xf32> {
+  // expected-error @+1 {{result_grad has shape [2, 4], expected [3, 4]}}
+  %r = ds.embedding_grad %dy[%i] : (tensor<2x4xf32>, tensor<3xi64>) -> tensor<10x4xf32>
+  return %r : tensor<10x4xf32>
 }

@@ -297,3 +297,28 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [2, 2]>} {
     return %1, %3, %4, %5, %7, %9, %10, %11, %2 : tensor<1x6x2x2xf32>, tensor<1x6x4x4xf32>, tensor<1x6x3x3xf32>, tensor<1x6x4x4xf32>, tensor<1x6x4x4xf32>, tensor<1x6x2x2xf32>, tensor<1x4x1x1xf32>, tensor<6x3x2xf32>, tensor<1x6x8x8xf32>
   }
 }
+
+// -----
+
+// Training state and gradient ops.
+// CHECK: ds.state @"w@grad" of @w role "grad" : tensor<2x3xf32>
+// CHECK-LABEL: func.func @train_ops
+// CHECK: ds.dropout_mask p = 5.000000e-01 : tensor<2x3xf32>
+// CHECK: ds.gelu_grad %{{.+}}, %{{.+}} approximate = tanh : tensor<2x3xf32>
+// CHECK: ds.softmax_grad %{{.+}}, %{{.+}} dim = 1 log : tensor<2x3xf32>
+// CHECK: ds.layer_norm_grad %{{.+}}, %{{.+}} weight %{{.+}} normalized_shape = [3]
+// CHECK: ds.linear_grad_weight
+// CHECK: ds.insert_slice %{{.+}} into %{{.+}} dim = 1{{ ?}}[0 : 2] : tensor<2x2xf32> into tensor<2x3xf32>
+// CHECK: ds.assign @"w@grad" = %{{.+}} : tensor<2x3xf32>
+ds.parameter @w trainable : tensor<2x3xf32>
+ds.state @"w@grad" of @w role "grad" : tensor<2x3xf32>
+func.func @train_ops(%x: tensor<2x3xf32>, %lw: tensor<3xf32>, %s: tensor<2x2xf32>) {
+  %m = ds.dropout_mask p = 0.5 : tensor<2x3xf32>
+  %g = ds.gelu_grad %x, %m approximate = tanh : tensor<2x3xf32>
+  %sg = ds.softmax_grad %x, %g dim = 1 log : tensor<2x3xf32>
+  %dx, %dw, %db = ds.layer_norm_grad %x, %sg weight %lw normalized_shape = [3] eps = 1.0e-05 : (tensor<2x3xf32>, tensor<2x3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>)
+  %lwg, %lbg = ds.linear_grad_weight %x, %dx : (tensor<2x3xf32>, tensor<2x3xf32>) -> (tensor<3x3xf32>, tensor<3xf32>)
+  %i = ds.insert_slice %s into %x dim = 1 [0 : 2] : tensor<2x2xf32> into tensor<2x3xf32>
+  ds.assign @"w@grad" = %i : tensor<2x3xf32>
+  return
+}
