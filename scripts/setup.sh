@@ -9,6 +9,7 @@ pkgs=(
   libopenmpi-dev openmpi-bin
   libdnnl-dev
   libgtest-dev
+  bc
 )
 
 missing=()
