@@ -2,7 +2,8 @@
 """Step time and peak memory of ds-run against ds-reference (LibTorch eager), side by side in
 one run: a GPT with d_model 512, 6 layers, 8 heads, seq 128, vocab 1024, global batch 16
 (one micro-batch), fp32 AdamW, at 1 and 2 threads. LibTorch gets its best BLAS here
-(OPENBLAS_CORETYPE=SkylakeX, set for ds-reference only; FACTS.md). Then the wall time of an
+(OpenBLAS from libopenblas0-openmp, with OPENBLAS_CORETYPE=SkylakeX on AVX-512 CPUs, for
+ds-reference only; FACTS.md). Then the wall time of an
 8-step run of an ~11M-parameter GPT (d_model 384) including import and JIT compilation.
 
 usage: /usr/bin/python3 bench/train_gpt.py [--steps 5] [--build build]
@@ -24,6 +25,19 @@ sys.path.insert(0, os.path.join(HERE, '..', 'test', 'models'))
 from make_models import GPT, GPTConfig  # noqa: E402
 
 
+# Debian's torch links libblas.so.3, which is the slow reference BLAS unless OpenBLAS is
+# installed; the comparison gives LibTorch OpenBLAS (installed here if missing).
+OPENBLAS_DIR = '/usr/lib/x86_64-linux-gnu/openblas-openmp'
+
+
+def ensure_openblas():
+    if os.path.exists(os.path.join(OPENBLAS_DIR, 'libblas.so.3')):
+        return
+    sudo = [] if os.geteuid() == 0 else ['sudo']
+    subprocess.run(sudo + ['apt-get', 'install', '-y', '-qq', 'libopenblas0-openmp'], check=True,
+                   env=dict(os.environ, DEBIAN_FRONTEND='noninteractive'))
+
+
 def export(path, n_embd, n_layer, n_head, vocab=1024, block=128):
     torch.manual_seed(0)
     m = GPT(GPTConfig(vocab_size=vocab, block_size=block, n_layer=n_layer, n_head=n_head,
@@ -37,6 +51,7 @@ def main():
     ap.add_argument('--steps', type=int, default=5)
     ap.add_argument('--build', default=os.path.join(HERE, '..', 'build'))
     args = ap.parse_args()
+    ensure_openblas()
     b = lambda t: os.path.join(args.build, 'bin', t)
     work = tempfile.mkdtemp(prefix='ds-bench-')
     w = lambda f: os.path.join(work, f)
@@ -69,7 +84,11 @@ def main():
                 cmd = [b('ds-run'), w('step.mlir')]
             else:
                 cmd = [b('ds-reference'), w('gpt.pt'), '--config', w('cfg.json')]
-                env['OPENBLAS_CORETYPE'] = 'SkylakeX'
+                if 'avx512f' in open('/proc/cpuinfo').read():
+                    # OpenBLAS 0.3.21 misdetects AVX-512 Xeons (FACTS.md); elsewhere (AVX2
+                    # EPYC) its own detection is right and SkylakeX would crash.
+                    env['OPENBLAS_CORETYPE'] = 'SkylakeX'
+                env['LD_LIBRARY_PATH'] = OPENBLAS_DIR
             subprocess.run(cmd + data + ['--threads', str(threads), '--log', log], check=True,
                            env=env, stdout=subprocess.DEVNULL)
             lines = [json.loads(l) for l in open(log)]

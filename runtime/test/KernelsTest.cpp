@@ -186,6 +186,21 @@ TEST(Arena, ExactBytesViewsPeakAndSlots) {
   dsrt_context_destroy(ctx);
 }
 
+TEST(Stream, EventsCompleteInOrder) {
+  dsrt_context *ctx = dsrt_context_create(0, 1, 0);
+  int64_t dims[1] = {4};
+  dsrt_tensor *t = dsrt_tensor_alloc(ctx, DSRT_F32, 1, dims);
+  dsrt_fill(ctx, t, 2.0);
+  dsrt_event *e = dsrt_event_record(ctx);
+  dsrt_event_synchronize(e);
+  EXPECT_EQ(dsrt_event_query(e), 1);
+  EXPECT_EQ(static_cast<float *>(t->data)[3], 2.0f); // the fill before the event is done
+  dsrt_event_release(e);
+  dsrt_stream_synchronize(ctx);
+  dsrt_tensor_free(ctx, t);
+  dsrt_context_destroy(ctx);
+}
+
 TEST(Arena, BudgetOverflowExitsWithMessage) {
   auto overflow = [] {
     dsrt_context *ctx = dsrt_context_create(500, 1, 0);

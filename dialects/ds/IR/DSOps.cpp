@@ -128,17 +128,22 @@ static FailureOr<ParameterOp> lookupParameter(Operation *user, FlatSymbolRefAttr
   return param;
 }
 
-LogicalResult GetParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  Operation *sym = symbolTable.lookupNearestSymbolFrom(*this, getNameAttr().getAttr());
-  Type type;
+FailureOr<Type> mlir::ds::lookupPersistentType(Operation *user, FlatSymbolRefAttr name,
+                                               SymbolTableCollection &symbolTable) {
+  Operation *sym = symbolTable.lookupNearestSymbolFrom(user, name.getAttr());
   if (auto param = dyn_cast_or_null<ParameterOp>(sym))
-    type = param.getType();
-  else if (auto state = dyn_cast_or_null<StateOp>(sym))
-    type = state.getType();
-  else
-    return emitOpError() << "'" << getName() << "' is not a ds.parameter or ds.state";
-  if (type != getType())
-    return emitOpError() << "result type " << getType() << " differs from the symbol's " << type;
+    return param.getType();
+  if (auto state = dyn_cast_or_null<StateOp>(sym))
+    return state.getType();
+  return user->emitOpError() << "'" << name.getValue() << "' is not a ds.parameter or ds.state";
+}
+
+LogicalResult GetParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  FailureOr<Type> type = lookupPersistentType(*this, getNameAttr(), symbolTable);
+  if (failed(type))
+    return failure();
+  if (*type != getType())
+    return emitOpError() << "result type " << getType() << " differs from the symbol's " << *type;
   return success();
 }
 

@@ -18,6 +18,9 @@ namespace mlir::ds {
 LogicalResult verifyBroadcastBinary(Operation *op);
 LogicalResult verifyReduce(Operation *op);
 LogicalResult verifyDimInRange(Operation *op, int64_t dim);
+/// The type of the ds.parameter or ds.state that `name` names, or an error on `user`.
+FailureOr<Type> lookupPersistentType(Operation *user, FlatSymbolRefAttr name,
+                                     SymbolTableCollection &symbolTable);
 } // namespace mlir::ds
 
 #define GET_OP_CLASSES

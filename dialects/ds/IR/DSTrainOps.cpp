@@ -33,17 +33,12 @@ LogicalResult StateOp::verify() {
 }
 
 LogicalResult AssignOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  Operation *sym = symbolTable.lookupNearestSymbolFrom(*this, getNameAttr().getAttr());
-  Type type;
-  if (auto param = dyn_cast_or_null<ParameterOp>(sym))
-    type = param.getType();
-  else if (auto state = dyn_cast_or_null<StateOp>(sym))
-    type = state.getType();
-  else
-    return emitOpError() << "'" << getName() << "' is not a ds.parameter or ds.state";
-  if (type != getValue().getType())
+  FailureOr<Type> type = lookupPersistentType(*this, getNameAttr(), symbolTable);
+  if (failed(type))
+    return failure();
+  if (*type != getValue().getType())
     return emitOpError() << "value type " << getValue().getType() << " differs from the symbol's "
-                         << type;
+                         << *type;
   return success();
 }
 

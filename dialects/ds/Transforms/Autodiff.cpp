@@ -24,6 +24,41 @@ struct AutodiffPass : mlir::ds::impl::DSAutodiffBase<AutodiffPass> {
   void runOnOperation() override;
 };
 
+/// Whether `v` is a splat zero constant.
+bool isZeroSplat(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  auto attr = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+  if (!attr || !attr.isSplat())
+    return false;
+  if (isa<FloatType>(attr.getElementType()))
+    return attr.getSplatValue<APFloat>().isZero();
+  return attr.getSplatValue<APInt>().isZero();
+}
+
+/// `acc` + `g` where both are insert_slices along one dim of disjoint step-1 ranges, `g`'s
+/// into zeros and `acc`'s into zeros or (recursively) such a merge: `g`'s source inserted
+/// into `acc`. Null when the pattern does not apply.
+Value mergeDisjointSlices(OpBuilder &b, Location loc, Value acc, Value g) {
+  auto gi = g.getDefiningOp<InsertSliceOp>();
+  if (!gi || !isZeroSplat(gi.getDest()) || gi.getStep() != 1)
+    return Value();
+  int64_t gStart = gi.getStart(), gEnd = gStart + typeOf(gi.getSource()).getShape()[gi.getDim()];
+  // Walk acc's chain of inserts down to its zero buffer, checking disjointness on the way.
+  Value cur = acc;
+  while (auto ai = cur.getDefiningOp<InsertSliceOp>()) {
+    if (ai.getDim() != gi.getDim() || ai.getStep() != 1)
+      return Value();
+    int64_t aStart = ai.getStart(), aEnd = aStart + typeOf(ai.getSource()).getShape()[ai.getDim()];
+    if (aStart < gEnd && gStart < aEnd)
+      return Value();
+    cur = ai.getDest();
+  }
+  if (cur == acc || !isZeroSplat(cur))
+    return Value();
+  return InsertSliceOp::create(b, loc, typeOf(acc), gi.getSource(), acc, gi.getDimAttr(),
+                               gi.getStartAttr(), gi.getStepAttr());
+}
+
 /// ds.dropout(x) -> x * ds.dropout_mask, so the backward multiplies by the same mask.
 void expandDropout(func::FuncOp func) {
   func.walk([](DropoutOp op) {
@@ -90,6 +125,12 @@ void AutodiffPass::runOnOperation() {
     auto it = grads.find(v);
     if (it == grads.end()) {
       grads[v] = g;
+      return;
+    }
+    // Gradients of disjoint slices of one value (q, k, v of a fused projection, chunk, split)
+    // go into one buffer instead of being added as zero-padded copies.
+    if (auto merged = mergeDisjointSlices(b, loc, it->second, g)) {
+      it->second = merged;
       return;
     }
     it->second = AddOp::create(b, loc, typeOf(v), it->second, g);

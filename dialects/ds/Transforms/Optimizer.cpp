@@ -131,9 +131,6 @@ void OptimizerPass::runOnOperation() {
     clipCoef = MinimumOp::create(b, loc, scalarF32, coef, e.constant(f32, 1.0));
   }
 
-  Value b1 = e.constant(f32, beta1), b2 = e.constant(f32, beta2);
-  Value omb1 = e.constant(f32, 1.0 - beta1), omb2 = e.constant(f32, 1.0 - beta2);
-  Value epsV = e.constant(f32, eps);
   for (auto [i, pg] : llvm::enumerate(params)) {
     auto [param, grad] = pg;
     RankedTensorType t = param.getTensorType();
@@ -141,16 +138,13 @@ void OptimizerPass::runOnOperation() {
     Value g = e.get(grad.getSymName(), t);
     if (clipCoef)
       g = e.mul(g, clipCoef);
-    Value p = e.get(name, t);
-    if (weightDecay != 0)
-      p = e.mul(p, decay);
-    Value m = e.add(e.mul(e.get(moments[i].first, t), b1), e.mul(g, omb1));
-    Value v = e.add(e.mul(e.get(moments[i].second, t), b2), e.mul(e.mul(g, g), omb2));
-    Value denom = e.add(e.div(e.sqrt(v), bc2Sqrt), epsV);
-    p = e.sub(p, e.mul(e.div(m, denom), stepSize));
-    e.assign(name, p);
-    e.assign(moments[i].first, m);
-    e.assign(moments[i].second, v);
+    auto update = AdamWUpdateOp::create(
+        b, loc, t, t, t, e.get(name, t), g, e.get(moments[i].first, t),
+        e.get(moments[i].second, t), stepSize, bc2Sqrt, decay, b.getF64FloatAttr(beta1),
+        b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps));
+    e.assign(name, update.getNewParam());
+    e.assign(moments[i].first, update.getNewExpAvg());
+    e.assign(moments[i].second, update.getNewExpAvgSq());
     Value zero = ConstantOp::create(b, loc, DenseElementsAttr::get(t, FloatAttr::get(t.getElementType(), 0.0)));
     e.assign(grad.getSymName(), zero);
   }

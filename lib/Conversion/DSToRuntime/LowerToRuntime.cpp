@@ -369,6 +369,36 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
 
+  if (auto u = dyn_cast<AdamWUpdateOp>(op)) {
+    // Update in place when the old value is a slot read used only here and the new one only
+    // goes back to that slot: no second copy of the parameter or its moments.
+    Value olds[3] = {u.getParam(), u.getExpAvg(), u.getExpAvgSq()};
+    Value outs3[3];
+    for (int i = 0; i < 3; ++i) {
+      Value r = op->getResult(i), old = olds[i];
+      auto read = old.getDefiningOp<GetParameterOp>();
+      auto write = r.hasOneUse() ? dyn_cast<AssignOp>(*r.getUsers().begin()) : AssignOp();
+      if (read && write && old.hasOneUse() && write.getName() == read.getName()) {
+        RankedTensorType type = typeOf(r);
+        outs3[i] = call("dsrt_tensor_view", {ctxArg, get(old), i32(type.getRank()),
+                                             i64Array(type.getShape())},
+                        ptrTy);
+        lowered[r] = outs3[i];
+        storageOf[r] = storageOf.lookup(old);
+        arena.retain(storageOf[r]);
+      } else {
+        outs3[i] = alloc(r, describe(op));
+      }
+    }
+    call("dsrt_adamw_update",
+         {ctxArg, outs3[0], outs3[1], outs3[2], get(u.getParam()), get(u.getGrad()),
+          get(u.getExpAvg()), get(u.getExpAvgSq()), get(u.getStepSize()),
+          get(u.getBiasCorrection2Sqrt()), get(u.getDecay()),
+          f64(u.getBeta1().convertToDouble()), f64(u.getBeta2().convertToDouble()),
+          f64(u.getEps().convertToDouble())});
+    return success();
+  }
+
   SmallVector<Value> outs;
   for (Value r : op->getResults()) {
     if (r.use_empty() &&

@@ -78,6 +78,25 @@ dsrt_tensor *dsrt_tensor_view(dsrt_context *ctx, dsrt_tensor *t, int32_t rank,
 void dsrt_tensor_free(dsrt_context *ctx, dsrt_tensor *t);
 
 /*===--------------------------------------------------------------------===*
+ * Streams and events. Kernels and copies are enqueued on the context's compute stream in call
+ * order; an event marks a point in it, so that another stream (communication, transfers) can
+ * wait for it. Equivalent to: cudaEvent_t. The CPU backend runs each call before returning, so
+ * its events are complete when recorded; the calls exist so that the compiled program and the
+ * driver are written once for every backend.
+ *===--------------------------------------------------------------------===*/
+
+typedef struct dsrt_event dsrt_event;
+/** An event after all work enqueued so far on the compute stream. Release it when done. */
+dsrt_event *dsrt_event_record(dsrt_context *ctx);
+/** 1 when the event's work has finished, else 0. */
+int32_t dsrt_event_query(dsrt_event *event);
+/** Blocks the host until the event's work has finished. */
+void dsrt_event_synchronize(dsrt_event *event);
+void dsrt_event_release(dsrt_event *event);
+/** Blocks the host until all work enqueued on the compute stream has finished. */
+void dsrt_stream_synchronize(dsrt_context *ctx);
+
+/*===--------------------------------------------------------------------===*
  * Persistent slots: parameters, buffers, gradients, optimizer state
  *===--------------------------------------------------------------------===*/
 
@@ -216,6 +235,16 @@ void dsrt_avg_pool2d_grad(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor 
 /** Over the last two dims of a rank-3 or rank-4 tensor, PyTorch's adaptive windows. */
 void dsrt_adaptive_avg_pool2d(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x);
 void dsrt_adaptive_avg_pool2d_grad(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor *dy);
+
+/** One AdamW step over every element (the ds.adamw_update op): outputs may alias the
+ *  corresponding inputs (in-place update). step_size, bias_correction2_sqrt and decay are f32
+ *  scalars. */
+void dsrt_adamw_update(dsrt_context *ctx, dsrt_tensor *param_out, dsrt_tensor *exp_avg_out,
+                       dsrt_tensor *exp_avg_sq_out, const dsrt_tensor *param,
+                       const dsrt_tensor *grad, const dsrt_tensor *exp_avg,
+                       const dsrt_tensor *exp_avg_sq, const dsrt_tensor *step_size,
+                       const dsrt_tensor *bias_correction2_sqrt, const dsrt_tensor *decay,
+                       double beta1, double beta2, double eps);
 
 /*===--------------------------------------------------------------------===*
  * The training driver shared by ds-run (JIT) and compiled executables

@@ -247,12 +247,13 @@ static void releaseStorage(dsrt_context *ctx, dsrt_storage *s) {
     return;
   if (!s->borrowed) {
     ctx->inUse -= s->bytes;
-    std::free(s->data);
+    ctx->freeBlocks[s->real].push_back(s->data);
   }
   delete s;
 }
 
 extern "C" void dsrt_context_destroy(dsrt_context *ctx) {
+  dsrt::printProfile();
   if (!ctx)
     return;
   for (auto &slot : ctx->slots)
@@ -260,6 +261,9 @@ extern "C" void dsrt_context_destroy(dsrt_context *ctx) {
   ctx->slots.clear();
   ctx->primitives.clear();
   ctx->dnnl.reset();
+  for (auto &blocks : ctx->freeBlocks)
+    for (void *p : blocks.second)
+      std::free(p);
   delete ctx;
 }
 
@@ -300,7 +304,14 @@ extern "C" dsrt_tensor *dsrt_tensor_alloc(dsrt_context *ctx, int32_t dtype, int3
   auto *s = new dsrt_storage();
   // The count is exact (the compiler predicts it); the allocation is padded to the alignment.
   size_t real = std::max<size_t>(64, (bytes + 63) / 64 * 64);
-  s->data = std::aligned_alloc(64, real);
+  auto cached = ctx->freeBlocks.find(real);
+  if (cached != ctx->freeBlocks.end() && !cached->second.empty()) {
+    s->data = cached->second.back();
+    cached->second.pop_back();
+  } else {
+    s->data = std::aligned_alloc(64, real);
+  }
+  s->real = real;
   if (!s->data) {
     std::fprintf(stderr, "dsrt: out of host memory allocating %llu bytes\n",
                  (unsigned long long)bytes);

@@ -14,6 +14,7 @@
 struct dsrt_storage {
   void *data = nullptr;
   uint64_t bytes = 0; // counted bytes: numel * dtype size
+  size_t real = 0;    // allocated bytes (padded to the alignment)
   int64_t refs = 1;
   bool borrowed = false;
 };
@@ -35,9 +36,25 @@ struct dsrt_context {
   /// Type-erased so that only the files that use oneDNN include its headers.
   std::shared_ptr<void> dnnl;
   std::unordered_map<std::string, std::shared_ptr<void>> primitives;
+  /// Freed blocks by allocated size. A training step allocates the same sizes in the same
+  /// order every time, so reusing them avoids the page faults of fresh memory (the count of
+  /// bytes in use, which the plan predicts, is unaffected).
+  std::unordered_map<size_t, std::vector<void *>> freeBlocks;
 };
 
 namespace dsrt {
+
+/// Wall time per kernel (and op code) while the environment sets DSRT_PROFILE; the table goes
+/// to stderr when the context is destroyed. Costs one getenv-cached branch when off.
+struct ProfileScope {
+  explicit ProfileScope(const char *name, int32_t op = -1);
+  ~ProfileScope();
+  const char *name;
+  int32_t op;
+  int64_t start = -1;
+};
+void printProfile();
+#define DSRT_PROFILE(...) ::dsrt::ProfileScope dsrtProfileScope_(__VA_ARGS__)
 
 /// Programming errors (compiler bugs): prints `dsrt: <kernel>: <what>` and aborts.
 [[noreturn]] void fail(const char *kernel, const char *fmt, ...)

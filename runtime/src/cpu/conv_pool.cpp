@@ -10,20 +10,11 @@
 #include <functional>
 #include <limits>
 
+#include "dnnl_state.h"
+
 using namespace dsrt;
 
 namespace {
-
-struct DnnlState {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
-};
-
-DnnlState &dnnlState(dsrt_context *ctx) {
-  if (!ctx->dnnl)
-    ctx->dnnl = std::make_shared<DnnlState>();
-  return *static_cast<DnnlState *>(ctx->dnnl.get());
-}
 
 using dnnl::memory;
 using tag = memory::format_tag;
@@ -114,6 +105,7 @@ extern "C" void dsrt_conv2d(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tens
                             const dsrt_tensor *w, const dsrt_tensor *bias, int64_t stride_h,
                             int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h,
                             int64_t dil_w, int64_t groups) {
+  DSRT_PROFILE("conv2d");
   const char *k = "conv2d";
   ConvParams p = convParams(k, x, w, out, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups);
   if (bias) {
@@ -141,6 +133,7 @@ extern "C" void dsrt_conv2d_grad_input(dsrt_context *ctx, dsrt_tensor *dx, const
                                        const dsrt_tensor *w, int64_t stride_h, int64_t stride_w,
                                        int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,
                                        int64_t groups) {
+  DSRT_PROFILE("conv2d_grad_input");
   const char *k = "conv2d_grad_input";
   ConvParams p = convParams(k, dx, w, dy, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups);
   guarded(k, [&] {
@@ -166,6 +159,7 @@ extern "C" void dsrt_conv2d_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, dsrt
                                         int64_t stride_h, int64_t stride_w, int64_t pad_h,
                                         int64_t pad_w, int64_t dil_h, int64_t dil_w,
                                         int64_t groups) {
+  DSRT_PROFILE("conv2d_grad_weight");
   const char *k = "conv2d_grad_weight";
   ConvParams p = convParams(k, x, dw, dy, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups);
   if (dbias) {
@@ -251,6 +245,7 @@ inline int64_t maxIndex(const float *x, const PoolShape &s, int64_t oh, int64_t 
 extern "C" void dsrt_max_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x, int64_t kh,
                                 int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                                 int64_t dh, int64_t dw) {
+  DSRT_PROFILE("max_pool2d");
   PoolShape s = poolShape("max_pool2d", x, out);
   const float *X = (const float *)x->data;
   float *Y = (float *)out->data;
@@ -267,6 +262,7 @@ extern "C" void dsrt_max_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_ten
 extern "C" void dsrt_max_pool2d_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_tensor *x,
                                      const dsrt_tensor *dy, int64_t kh, int64_t kw, int64_t sh,
                                      int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw) {
+  DSRT_PROFILE("max_pool2d_grad");
   const char *k = "max_pool2d_grad";
   PoolShape s = poolShape(k, x, dy);
   checkSameShape(k, dx, x);
@@ -308,6 +304,7 @@ inline void avgWindow(const PoolShape &s, int64_t oh, int64_t ow, int64_t kh, in
 extern "C" void dsrt_avg_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x, int64_t kh,
                                 int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                                 int32_t count_include_pad) {
+  DSRT_PROFILE("avg_pool2d");
   PoolShape s = poolShape("avg_pool2d", x, out);
   const float *X = (const float *)x->data;
   float *Y = (float *)out->data;
@@ -329,6 +326,7 @@ extern "C" void dsrt_avg_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_ten
 extern "C" void dsrt_avg_pool2d_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_tensor *dy,
                                      int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
                                      int64_t pw, int32_t count_include_pad) {
+  DSRT_PROFILE("avg_pool2d_grad");
   PoolShape s = poolShape("avg_pool2d_grad", dx, dy);
   const float *G = (const float *)dy->data;
   float *DX = (float *)dx->data;
@@ -351,6 +349,7 @@ extern "C" void dsrt_avg_pool2d_grad(dsrt_context *, dsrt_tensor *dx, const dsrt
 }
 
 extern "C" void dsrt_adaptive_avg_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x) {
+  DSRT_PROFILE("adaptive_avg_pool2d");
   PoolShape s = poolShape("adaptive_avg_pool2d", x, out);
   const float *X = (const float *)x->data;
   float *Y = (float *)out->data;
@@ -372,6 +371,7 @@ extern "C" void dsrt_adaptive_avg_pool2d(dsrt_context *, dsrt_tensor *out, const
 
 extern "C" void dsrt_adaptive_avg_pool2d_grad(dsrt_context *, dsrt_tensor *dx,
                                               const dsrt_tensor *dy) {
+  DSRT_PROFILE("adaptive_avg_pool2d_grad");
   PoolShape s = poolShape("adaptive_avg_pool2d_grad", dx, dy);
   const float *G = (const float *)dy->data;
   float *DX = (float *)dx->data;

@@ -32,6 +32,7 @@ void gemm(const char *kernel, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
 
 extern "C" void dsrt_matmul(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *a,
                             const dsrt_tensor *b, int32_t trans_a, int32_t trans_b) {
+  DSRT_PROFILE("matmul");
   const char *k = "matmul";
   checkDtype(k, a, DSRT_F32, "lhs");
   checkDtype(k, b, DSRT_F32, "rhs");
@@ -114,6 +115,7 @@ extern "C" void dsrt_matmul(dsrt_context *, dsrt_tensor *out, const dsrt_tensor 
 
 extern "C" void dsrt_linear(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x,
                             const dsrt_tensor *w, const dsrt_tensor *bias) {
+  DSRT_PROFILE("linear");
   const char *k = "linear";
   checkDtype(k, x, DSRT_F32, "input");
   checkDtype(k, w, DSRT_F32, "weight");
@@ -142,6 +144,7 @@ extern "C" void dsrt_linear(dsrt_context *, dsrt_tensor *out, const dsrt_tensor 
 
 extern "C" void dsrt_linear_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, dsrt_tensor *db,
                                         const dsrt_tensor *x, const dsrt_tensor *dy) {
+  DSRT_PROFILE("linear_grad_weight");
   const char *k = "linear_grad_weight";
   checkDtype(k, x, DSRT_F32, "input");
   checkDtype(k, dy, DSRT_F32, "dy");

@@ -42,6 +42,7 @@ void checkIndexDtype(const char *k, const dsrt_tensor *t) {
 
 extern "C" void dsrt_softmax(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in, int64_t dim,
                              int32_t log) {
+  DSRT_PROFILE("softmax");
   const char *k = "softmax";
   checkSameShape(k, out, in);
   checkDtype(k, out, in->dtype, "result");
@@ -82,6 +83,7 @@ extern "C" void dsrt_softmax(dsrt_context *, dsrt_tensor *out, const dsrt_tensor
 
 extern "C" void dsrt_softmax_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_tensor *y,
                                   const dsrt_tensor *dy, int64_t dim, int32_t log) {
+  DSRT_PROFILE("softmax_grad");
   const char *k = "softmax_grad";
   checkSameShape(k, dx, y);
   checkSameShape(k, dy, y);
@@ -117,6 +119,7 @@ extern "C" void dsrt_softmax_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_te
 
 extern "C" void dsrt_embedding(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *weight,
                                const dsrt_tensor *indices) {
+  DSRT_PROFILE("embedding");
   const char *k = "embedding";
   checkIndexDtype(k, indices);
   checkDtype(k, out, weight->dtype, "result");
@@ -137,6 +140,7 @@ extern "C" void dsrt_embedding(dsrt_context *, dsrt_tensor *out, const dsrt_tens
 
 extern "C" void dsrt_embedding_grad(dsrt_context *, dsrt_tensor *dweight, const dsrt_tensor *dy,
                                     const dsrt_tensor *indices, int64_t padding_idx) {
+  DSRT_PROFILE("embedding_grad");
   const char *k = "embedding_grad";
   checkIndexDtype(k, indices);
   checkDtype(k, dweight, DSRT_F32, "dweight");
@@ -217,6 +221,7 @@ int64_t targetAt(const char *k, const dsrt_tensor *target, int64_t n, int64_t C,
 extern "C" void dsrt_cross_entropy(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *logits,
                                    const dsrt_tensor *target, int64_t ignore_index,
                                    int32_t reduction, double label_smoothing) {
+  DSRT_PROFILE("cross_entropy");
   const char *k = "cross_entropy";
   CEShape s = ceShape(k, logits, target);
   checkDtype(k, out, DSRT_F32, "result");
@@ -261,6 +266,7 @@ extern "C" void dsrt_cross_entropy_grad(dsrt_context *, dsrt_tensor *dlogits,
                                         const dsrt_tensor *logits, const dsrt_tensor *target,
                                         const dsrt_tensor *dy, int64_t ignore_index,
                                         int32_t reduction, double label_smoothing) {
+  DSRT_PROFILE("cross_entropy_grad");
   const char *k = "cross_entropy_grad";
   CEShape s = ceShape(k, logits, target);
   checkSameShape(k, dlogits, logits);
@@ -301,6 +307,7 @@ extern "C" void dsrt_cross_entropy_grad(dsrt_context *, dsrt_tensor *dlogits,
 }
 
 extern "C" void dsrt_dropout_mask(dsrt_context *ctx, dsrt_tensor *out, double p) {
+  DSRT_PROFILE("dropout_mask");
   const char *k = "dropout_mask";
   if (p < 0 || p > 1)
     fail(k, "probability %g out of [0, 1]", p);

@@ -39,6 +39,7 @@ inline void moments(const float *x, int64_t n, double eps, double &mean, double 
 extern "C" void dsrt_layer_norm(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x,
                                 const dsrt_tensor *weight, const dsrt_tensor *bias,
                                 int64_t norm_numel, double eps) {
+  DSRT_PROFILE("layer_norm");
   const char *k = "layer_norm";
   checkDtype(k, x, DSRT_F32, "input");
   checkDtype(k, out, DSRT_F32, "result");
@@ -72,6 +73,7 @@ extern "C" void dsrt_layer_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tenso
                                      dsrt_tensor *dbias, const dsrt_tensor *x,
                                      const dsrt_tensor *weight, const dsrt_tensor *dy,
                                      int64_t norm_numel, double eps) {
+  DSRT_PROFILE("layer_norm_grad");
   const char *k = "layer_norm_grad";
   checkDtype(k, x, DSRT_F32, "input");
   checkDtype(k, dy, DSRT_F32, "dy");
@@ -160,6 +162,7 @@ BNShape bnShape(const char *k, const dsrt_tensor *x) {
 extern "C" void dsrt_batch_norm(dsrt_context *, dsrt_tensor *out, dsrt_tensor *mean,
                                 dsrt_tensor *var, const dsrt_tensor *x, const dsrt_tensor *weight,
                                 const dsrt_tensor *bias, double eps) {
+  DSRT_PROFILE("batch_norm");
   const char *k = "batch_norm";
   BNShape s = bnShape(k, x);
   checkSameShape(k, out, x);
@@ -208,6 +211,7 @@ extern "C" void dsrt_batch_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tenso
                                      dsrt_tensor *dbias, const dsrt_tensor *x,
                                      const dsrt_tensor *weight, const dsrt_tensor *mean,
                                      const dsrt_tensor *var, const dsrt_tensor *dy, double eps) {
+  DSRT_PROFILE("batch_norm_grad");
   const char *k = "batch_norm_grad";
   BNShape s = bnShape(k, x);
   checkSameShape(k, dy, x);
@@ -257,6 +261,7 @@ extern "C" void dsrt_batch_norm_inference(dsrt_context *, dsrt_tensor *out, cons
                                           const dsrt_tensor *weight, const dsrt_tensor *bias,
                                           const dsrt_tensor *mean, const dsrt_tensor *var,
                                           double eps) {
+  DSRT_PROFILE("batch_norm_inference");
   const char *k = "batch_norm_inference";
   BNShape s = bnShape(k, x);
   checkSameShape(k, out, x);

@@ -173,6 +173,7 @@ void reduceTyped(int32_t kind, O *out, const T *in, const dsrt_tensor *x, uint64
 
 extern "C" void dsrt_reduce(dsrt_context *, int32_t kind, dsrt_tensor *out, const dsrt_tensor *in,
                             uint64_t dim_mask) {
+  DSRT_PROFILE("reduce", kind);
   if (kind < DSRT_SUM || kind > DSRT_AMAX)
     fail("reduce", "unknown kind %d", kind);
   int64_t nOut = 1;

@@ -7,6 +7,7 @@
 using namespace dsrt;
 
 extern "C" void dsrt_fill(dsrt_context *, dsrt_tensor *out, double value) {
+  DSRT_PROFILE("fill");
   auto run = [&](auto tag) {
     using T = decltype(tag);
     T v;
@@ -24,6 +25,7 @@ extern "C" void dsrt_fill(dsrt_context *, dsrt_tensor *out, double value) {
 }
 
 extern "C" void dsrt_copy(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in) {
+  DSRT_PROFILE("copy");
   if (out->numel != in->numel || out->dtype != in->dtype)
     fail("copy", "result %s %s and operand %s %s differ", shapeString(out).c_str(),
          dtypeName(out->dtype), shapeString(in).c_str(), dtypeName(in->dtype));
@@ -32,6 +34,7 @@ extern "C" void dsrt_copy(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *i
 }
 
 extern "C" void dsrt_convert(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in) {
+  DSRT_PROFILE("convert");
   if (out->numel != in->numel)
     fail("convert", "result %s and operand %s differ in size", shapeString(out).c_str(),
          shapeString(in).c_str());
@@ -55,6 +58,7 @@ extern "C" void dsrt_convert(dsrt_context *, dsrt_tensor *out, const dsrt_tensor
 
 extern "C" void dsrt_transpose(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in,
                                const int64_t *perm) {
+  DSRT_PROFILE("transpose");
   if (out->rank != in->rank || out->dtype != in->dtype)
     fail("transpose", "result %s does not match operand %s", shapeString(out).c_str(),
          shapeString(in).c_str());
@@ -75,6 +79,7 @@ extern "C" void dsrt_transpose(dsrt_context *, dsrt_tensor *out, const dsrt_tens
 }
 
 extern "C" void dsrt_broadcast(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in) {
+  DSRT_PROFILE("broadcast");
   checkDtype("broadcast", in, out->dtype, "operand");
   const dsrt_tensor *ins[1] = {in};
   Broadcast bc("broadcast", out, ins, 1);
@@ -106,6 +111,7 @@ static int64_t sliceStrides(const char *kernel, const dsrt_tensor *big, const ds
 
 extern "C" void dsrt_slice(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in, int64_t dim,
                            int64_t start, int64_t step) {
+  DSRT_PROFILE("slice");
   int64_t src[DSRT_MAX_RANK], dst[DSRT_MAX_RANK];
   int64_t offset = sliceStrides("slice", in, out, dim, start, step, src);
   contiguousStrides(out->rank, out->dims, dst);
@@ -115,6 +121,7 @@ extern "C" void dsrt_slice(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *
 
 extern "C" void dsrt_insert_slice(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in,
                                   int64_t dim, int64_t start, int64_t step) {
+  DSRT_PROFILE("insert_slice");
   int64_t src[DSRT_MAX_RANK], dst[DSRT_MAX_RANK];
   int64_t offset = sliceStrides("insert_slice", out, in, dim, start, step, dst);
   contiguousStrides(in->rank, in->dims, src);
