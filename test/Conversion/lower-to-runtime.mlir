@@ -1,4 +1,12 @@
 // RUN: ds-opt %s --ds-lower-to-runtime | FileCheck %s
+// RUN: ds-opt %s --ds-lower-to-runtime | mlir-translate --mlir-to-llvmir | FileCheck %s --check-prefix=LLVM
+
+// The result is plain LLVM IR against the runtime's C ABI (what ds-run JIT-compiles).
+// LLVM-DAG: declare ptr @dsrt_tensor_alloc(ptr, i32, i32, ptr)
+// LLVM-DAG: define void @ds_init_slots(ptr %0)
+// LLVM-DAG: define ptr @ds_micro_step(ptr %0, ptr %1)
+// LLVM-DAG: define void @ds_optimizer_step(ptr %0, ptr %1, ptr %2)
+// LLVM-DAG: define ptr @ds_metadata()
 
 // Each result is allocated before its kernel and freed after its last use; parameter reads are
 // views; a transpose of the last two dims folds into the matmul's flag. The plan: slots 2 x 24

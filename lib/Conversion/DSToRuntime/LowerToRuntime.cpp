@@ -351,8 +351,13 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     Value dest = s.getDest();
     auto destConst = dest.getDefiningOp<ConstantOp>();
     Value out;
-    if (destConst && dest.hasOneUse() && cast<DenseElementsAttr>(destConst.getValue()).isSplat()) {
-      // Write into the freshly filled splat instead of copying it.
+    bool destIsTemporary =
+        dest.hasOneUse() && !isa<BlockArgument>(dest) &&
+        arena.storages[storageOf.lookup(dest)].refs == 1 && arena.storages[storageOf.lookup(dest)].counted &&
+        (!destConst || cast<DenseElementsAttr>(destConst.getValue()).isSplat());
+    if (destIsTemporary) {
+      // Write into a buffer that dies here (a filled splat, an earlier insert) instead of
+      // copying it.
       RankedTensorType type = typeOf(s.getResult());
       out = call("dsrt_tensor_view", {ctxArg, get(dest), i32(type.getRank()),
                                       i64Array(type.getShape())},
