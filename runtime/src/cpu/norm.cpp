@@ -175,34 +175,43 @@ extern "C" void dsrt_batch_norm(dsrt_context *, dsrt_tensor *out, dsrt_tensor *m
   int64_t count = s.N * s.S;
 #pragma omp parallel for schedule(static) if (x->numel > kParallelGrain)
   for (int64_t c = 0; c < s.C; ++c) {
+    // PyTorch's CPU arithmetic (batch_norm_kernel.cpp, contiguous path): double sums of float
+    // terms, a float mean, float deviations, invstd from the double variance, and the output
+    // as x * alpha + beta with float alpha = invstd * w and beta = b - mean * alpha. Matching
+    // it matters: with few elements per channel the backward cancels, and only the same
+    // roundings give the same answer.
     double sum = 0;
     for (int64_t n = 0; n < s.N; ++n) {
       const float *p = X + (n * s.C + c) * s.S;
+      float row = 0;
       for (int64_t i = 0; i < s.S; ++i)
-        sum += p[i];
+        row += p[i];
+      sum += row;
     }
-    double mu = count ? sum / count : 0;
+    float mu = count ? (float)(sum / count) : 0.f;
     double sq = 0;
     for (int64_t n = 0; n < s.N; ++n) {
       const float *p = X + (n * s.C + c) * s.S;
+      float row = 0;
       for (int64_t i = 0; i < s.S; ++i) {
-        double d = p[i] - mu;
-        sq += d * d;
+        float d = p[i] - mu;
+        row += d * d;
       }
+      sq += row;
     }
     double v = count ? sq / count : 0;
     if (M)
-      M[c] = (float)mu;
+      M[c] = mu;
     if (V)
       V[c] = (float)v;
-    double rstd = 1.0 / std::sqrt(v + eps);
-    float scale = (float)(rstd * (w ? w[c] : 1.f));
-    float shift = (float)((b ? b[c] : 0.f) - mu * rstd * (w ? w[c] : 1.f));
+    float invstd = (float)(1.0 / std::sqrt(v + eps));
+    float alpha = invstd * (w ? w[c] : 1.f);
+    float beta = (b ? b[c] : 0.f) - mu * alpha;
     for (int64_t n = 0; n < s.N; ++n) {
       const float *p = X + (n * s.C + c) * s.S;
       float *q = Y + (n * s.C + c) * s.S;
       for (int64_t i = 0; i < s.S; ++i)
-        q[i] = p[i] * scale + shift;
+        q[i] = p[i] * alpha + beta;
     }
   }
 }
@@ -229,28 +238,34 @@ extern "C" void dsrt_batch_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tenso
   int64_t count = s.N * s.S;
 #pragma omp parallel for schedule(static) if (x->numel > kParallelGrain)
   for (int64_t c = 0; c < s.C; ++c) {
-    double mu = M[c], rstd = 1.0 / std::sqrt((double)V[c] + eps);
-    double sumDy = 0, sumDyXhat = 0;
+    // PyTorch's float arithmetic (batch_norm_cpu_backward_contiguous_impl): float sums per
+    // row, k = dotp * invstd^2 / N, dx = (dy - mean(dy) - (x - mean) * k) * invstd * w.
+    float mu = M[c], invstd = (float)(1.0 / std::sqrt((double)V[c] + eps));
+    float sum = 0, dotp = 0;
     for (int64_t n = 0; n < s.N; ++n) {
       const float *p = X + (n * s.C + c) * s.S, *g = DY + (n * s.C + c) * s.S;
+      float rowSum = 0, rowDot = 0;
       for (int64_t i = 0; i < s.S; ++i) {
-        sumDy += g[i];
-        sumDyXhat += g[i] * ((p[i] - mu) * rstd);
+        rowSum += g[i];
+        rowDot += (p[i] - mu) * g[i];
       }
+      sum += rowSum;
+      dotp += rowDot;
     }
     if (dW)
-      dW[c] = (float)sumDyXhat;
+      dW[c] = dotp * invstd;
     if (dB)
-      dB[c] = (float)sumDy;
+      dB[c] = sum;
     if (DX) {
-      double wc = w ? w[c] : 1.0;
-      double meanDy = count ? sumDy / count : 0, meanDyXhat = count ? sumDyXhat / count : 0;
+      float wc = w ? w[c] : 1.f;
+      float k2 = count ? dotp * invstd * invstd / (float)count : 0.f;
+      float gradMean = count ? sum / (float)count : 0.f;
       for (int64_t n = 0; n < s.N; ++n) {
         const float *p = X + (n * s.C + c) * s.S, *g = DY + (n * s.C + c) * s.S;
         float *q = DX + (n * s.C + c) * s.S;
         for (int64_t i = 0; i < s.S; ++i) {
-          double xhat = (p[i] - mu) * rstd;
-          q[i] = (float)((g[i] - meanDy - xhat * meanDyXhat) * rstd * wc);
+          float dxc = (p[i] - mu) * k2;
+          q[i] = (g[i] - gradMean - dxc) * invstd * wc;
         }
       }
     }
