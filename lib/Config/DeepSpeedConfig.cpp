@@ -39,8 +39,13 @@ const char *const kWarnOnlyKeys[] = {
 // Keys ds implements in this build.
 const char *const kImplementedKeys[] = {
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-    "optimizer", "gradient_clipping", "steps_per_print", "seed",
+    "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed",
 };
+const char *const kSchedulerTypes[] = {"LRRangeTest", "OneCycle", "WarmupLR", "WarmupDecayLR",
+                                       "WarmupCosineLR"};
+const char *const kSchedulerParams[] = {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
+                                        "warmup_type", "total_num_steps", "warmup_min_ratio",
+                                        "cos_min_ratio", "last_batch_iteration"};
 const char *const kOptimizerTypes[] = {"Adam", "AdamW", "Lamb", "OneBitAdam", "ZeroOneAdam",
                                        "OneBitLamb", "Lion", "Muon", "SGD", "Adagrad",
                                        "MuAdam", "MuAdamW", "MuSGD"};
@@ -54,12 +59,23 @@ bool contains(ArrayRef<const char *> list, StringRef key) {
   return false;
 }
 
+/// The valid key most like `key`: the most shared `_`-separated words, then the smallest edit
+/// distance ("warmup_steps" -> "warmup_num_steps", not "warmup_type").
 std::string nearest(ArrayRef<const char *> list, StringRef key) {
+  SmallVector<StringRef> words;
+  key.split(words, '_', -1, /*KeepEmpty=*/false);
   std::string best;
+  int bestShared = -1;
   unsigned bestDist = ~0u;
   for (const char *k : list) {
+    SmallVector<StringRef> kw;
+    StringRef(k).split(kw, '_', -1, false);
+    int shared = 0;
+    for (StringRef w : words)
+      shared += llvm::is_contained(kw, w);
     unsigned d = key.edit_distance(k, /*AllowReplacements=*/true);
-    if (d < bestDist) {
+    if (shared > bestShared || (shared == bestShared && d < bestDist)) {
+      bestShared = shared;
       bestDist = d;
       best = k;
     }
@@ -172,6 +188,100 @@ Error parseOptimizer(const json::Value &v, OptimizerConfig &opt) {
   return Error::success();
 }
 
+/// `scheduler {type, params}`; `lr` is the optimizer's, the default of some maxima.
+Error parseScheduler(const json::Value &v, double lr, SchedulerConfig &sch,
+                     std::vector<std::string> &warnings) {
+  const json::Object *obj = v.getAsObject();
+  if (!obj)
+    return fail("'scheduler' must be an object {\"type\": ..., \"params\": {...}}");
+  for (const auto &kv : *obj)
+    if (kv.first != "type" && kv.first != "params")
+      return fail("'scheduler." + kv.first.str() + "' is not a DeepSpeed key; valid: type, params");
+  std::optional<StringRef> type = obj->getString("type");
+  if (!type)
+    return fail("'scheduler.type' is missing; e.g. \"WarmupLR\"");
+  if (!contains(kSchedulerTypes, *type))
+    return fail("'scheduler.type' \"" + *type + "\" is not a DeepSpeed scheduler; did you mean \"" +
+                nearest(kSchedulerTypes, *type) + "\"?");
+  if (*type == "OneCycle" || *type == "LRRangeTest")
+    return fail("'scheduler.type' \"" + *type + "\" is a DeepSpeed scheduler that ds does not "
+                "implement yet; use WarmupLR, WarmupDecayLR or WarmupCosineLR");
+  sch.type = type->str();
+  // DeepSpeed's defaults: WarmupLR warms up to the optimizer's lr, WarmupDecayLR to 0.001.
+  sch.warmupMaxLr = sch.type == "WarmupDecayLR" ? 0.001 : lr;
+  const json::Object *p = obj->getObject("params");
+  if (obj->get("params") && !p)
+    return fail("'scheduler.params' must be an object");
+  bool hasTotal = false;
+  if (p) {
+    for (const auto &kv : *p) {
+      StringRef key = kv.first;
+      std::string full = ("scheduler.params." + key).str();
+      if (!contains(kSchedulerParams, key))
+        return fail("'" + full + "' is not a parameter of DeepSpeed's schedulers; did you mean '" +
+                    nearest(kSchedulerParams, key) + "'?");
+      bool ratio = key == "warmup_min_ratio" || key == "cos_min_ratio";
+      bool lrKey = key == "warmup_min_lr" || key == "warmup_max_lr";
+      if ((ratio || lrKey) && sch.type == "WarmupCosineLR" && lrKey)
+        return fail("'" + full + "' does not apply to WarmupCosineLR (it scales the optimizer's lr "
+                    "by warmup_min_ratio and cos_min_ratio)");
+      if (ratio && sch.type != "WarmupCosineLR")
+        return fail("'" + full + "' applies only to WarmupCosineLR");
+      if (key == "warmup_type") {
+        std::optional<StringRef> t = kv.second.getAsString();
+        if (!t)
+          return fail("'" + full + "' must be \"log\" or \"linear\"");
+        if (*t != "log" && *t != "linear") {
+          // DeepSpeed warns and uses log.
+          warnings.push_back("'" + full + "' \"" + t->str() +
+                             "\" is unknown; DeepSpeed and ds use \"log\"");
+          sch.warmupType = "log";
+        } else {
+          sch.warmupType = t->str();
+        }
+        continue;
+      }
+      if (key == "warmup_num_steps" || key == "total_num_steps" || key == "last_batch_iteration") {
+        std::optional<int64_t> i = kv.second.getAsInteger();
+        if (key == "last_batch_iteration") {
+          if (i != std::optional<int64_t>(-1))
+            return fail("'" + full + "': only -1 (a fresh start) is supported; resume restores "
+                        "the schedule's position");
+          continue;
+        }
+        if (!i || *i <= 0)
+          return fail("'" + full + "' must be a positive integer");
+        if (key == "warmup_num_steps")
+          sch.warmupNumSteps = *i;
+        else {
+          sch.totalNumSteps = *i;
+          hasTotal = true;
+        }
+        continue;
+      }
+      auto d = getNumber(kv.second, full);
+      if (!d)
+        return d.takeError();
+      if (*d < 0)
+        return fail("'" + full + "' must be >= 0");
+      if (key == "warmup_min_lr")
+        sch.warmupMinLr = *d;
+      else if (key == "warmup_max_lr")
+        sch.warmupMaxLr = *d;
+      else if (key == "warmup_min_ratio")
+        sch.warmupMinRatio = *d;
+      else if (key == "cos_min_ratio")
+        sch.cosMinRatio = *d;
+    }
+  }
+  if (sch.type == "WarmupLR" && hasTotal)
+    return fail("'scheduler.params.total_num_steps' does not apply to WarmupLR");
+  if (sch.type != "WarmupLR" && !hasTotal)
+    return fail("'scheduler.params.total_num_steps' is required by " + sch.type +
+                " (the step at which the decay ends)");
+  return Error::success();
+}
+
 } // namespace
 
 Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize) {
@@ -204,6 +314,8 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
     } else if (key == "optimizer") {
       if (Error e = parseOptimizer(v, cfg.optimizer))
         return std::move(e);
+    } else if (key == "scheduler") {
+      continue; // after the optimizer, whose lr it may default to
     } else if (key == "gradient_clipping") {
       auto d = getNumber(v, key);
       if (!d)
@@ -223,6 +335,10 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
       cfg.seed = static_cast<uint64_t>(*i);
     }
   }
+
+  if (const json::Value *sch = root->get("scheduler"))
+    if (Error e = parseScheduler(*sch, cfg.optimizer.lr, cfg.scheduler, cfg.warnings))
+      return std::move(e);
 
   // DeepSpeed's rule (runtime/config.py, _configure_train_batch_size).
   if (worldSize < 0)
@@ -302,6 +418,20 @@ std::string DeepSpeedConfig::toJSON() const {
                     {"gradient_clipping", gradientClipping},
                     {"steps_per_print", stepsPerPrint},
                     {"seed", static_cast<int64_t>(seed)}};
+  if (!scheduler.type.empty()) {
+    json::Object params{{"warmup_num_steps", scheduler.warmupNumSteps},
+                        {"warmup_type", scheduler.warmupType}};
+    if (scheduler.type == "WarmupCosineLR") {
+      params["warmup_min_ratio"] = scheduler.warmupMinRatio;
+      params["cos_min_ratio"] = scheduler.cosMinRatio;
+    } else {
+      params["warmup_min_lr"] = scheduler.warmupMinLr;
+      params["warmup_max_lr"] = scheduler.warmupMaxLr;
+    }
+    if (scheduler.type != "WarmupLR")
+      params["total_num_steps"] = scheduler.totalNumSteps;
+    root["scheduler"] = json::Object{{"type", scheduler.type}, {"params", std::move(params)}};
+  }
   std::string out;
   raw_string_ostream os(out);
   os << json::Value(std::move(root));

@@ -37,6 +37,45 @@ def read_safetensors(path):
     return out
 
 
+def deepspeed_lr(scheduler, lr, step):
+    """The lr DeepSpeed applies at optimizer step `step` (from 1), written from
+    deepspeed/runtime/lr_schedules.py and the engine's order (scheduler.step() after each
+    optimizer step; step 1 uses the value set at construction). Independent of the C++."""
+    import math
+    if not scheduler:
+        return lr
+    t, p = scheduler['type'], scheduler.get('params', {})
+    warm = max(2, p.get('warmup_num_steps', 1000))
+    inv_log = 1.0 / math.log(warm)
+    linear = p.get('warmup_type', 'log') == 'linear'
+    it = step - 2
+
+    def gamma_up(i):
+        return i / warm if linear else inv_log * math.log(i + 1)
+
+    if t == 'WarmupCosineLR':
+        if it < 0:
+            return 0.0
+        if it < warm:
+            mn = p.get('warmup_min_ratio', 0.0)
+            return lr * (mn + gamma_up(it) * (1. - mn))
+        cmin = p.get('cos_min_ratio', 0.0001)
+        prog = min(1.0, (it - warm + 1) / max(1, p['total_num_steps'] - warm))
+        return lr * max(0.0, cmin + (1. - cmin) * (1 + math.cos(math.pi * prog)) / 2)
+    mn = p.get('warmup_min_lr', 0.0)
+    mx = p.get('warmup_max_lr', 0.001 if t == 'WarmupDecayLR' else lr)
+    if it < 0:
+        return mn
+    if it < warm:
+        g = gamma_up(it)
+    elif t == 'WarmupDecayLR':
+        total = p['total_num_steps']
+        g = max(0.0, float(total - it) / float(max(1.0, total - warm)))
+    else:
+        g = 1.0
+    return mn + (mx - mn) * g
+
+
 def parse_type(t):
     # tensor<4x16xi64>
     body = t[len('tensor<'):-1].split('x')
@@ -86,6 +125,7 @@ def main():
     ap.add_argument('--noise', type=float, default=1e-6)
     ap.add_argument('--grad-rtol', type=float, default=1e-5)
     ap.add_argument('--eps', type=float, default=1e-8)
+    ap.add_argument('--scheduler', default='', help='a DeepSpeed scheduler object as JSON')
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     pt, inputs_file = model_path(args)
@@ -114,6 +154,9 @@ def main():
                          'params': {'lr': args.lr, 'eps': args.eps,
                                     'weight_decay': args.weight_decay}},
            'gradient_clipping': args.clip, 'steps_per_print': args.steps}
+    scheduler = json.loads(args.scheduler) if args.scheduler else None
+    if scheduler:
+        cfg['scheduler'] = scheduler
     cfg_path = os.path.join(args.work, 'ds_config.json')
     json.dump(cfg, open(cfg_path, 'w'))
 
@@ -140,6 +183,11 @@ def main():
         flag = '' if rel <= args.loss_rtol else '  <-- exceeds %g' % args.loss_rtol
         print('%4d  %.9g  %.9g  %.2e%s' % (a['step'], a['loss'], r['loss'], rel, flag))
         ok = ok and rel <= args.loss_rtol and a['step'] == r['step']
+        want = deepspeed_lr(scheduler, args.lr, a['step'])
+        for who, got in (('ds', a['lr']), ('reference', r['lr'])):
+            if abs(got - want) > 1e-8 * max(abs(want), 1e-12):
+                print('step %d: %s lr %.9g, DeepSpeed applies %.9g' % (a['step'], who, got, want))
+                ok = False
     # Step-1 gradients (the backward of every op in the model against autograd).
     ds_g = read_safetensors(w('ds_grads.safetensors'))
     ref_g = read_safetensors(w('ref_grads.safetensors'))

@@ -367,6 +367,12 @@ int run(int argc, char **argv) {
   for (at::Tensor &p : s.params)
     p.requires_grad_(true);
 
+  dsrt::io::Json configJson;
+  {
+    std::string err;
+    if (!dsrt::io::parseJson(cfg.toJSON(), configJson, err))
+      die("internal: the normalized config is not JSON: " + err);
+  }
   torch::optim::AdamW optimizer(
       s.params, torch::optim::AdamWOptions(cfg.optimizer.lr)
                     .betas(std::make_tuple(cfg.optimizer.beta1, cfg.optimizer.beta2))
@@ -446,6 +452,10 @@ int run(int argc, char **argv) {
     }
     if (cfg.gradientClipping > 0)
       torch::nn::utils::clip_grad_norm_(s.params, cfg.gradientClipping);
+    // DeepSpeed's schedule, the same function the driver uses (no LibTorch equivalent).
+    double lrStep = dsrt::io::scheduledLr(configJson, step);
+    for (auto &group : optimizer.param_groups())
+      static_cast<torch::optim::AdamWOptions &>(group.options()).lr(lrStep);
     optimizer.step();
     optimizer.zero_grad();
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
@@ -464,7 +474,7 @@ int run(int argc, char **argv) {
     dsrt::io::LogRecord rec;
     rec.step = step;
     rec.loss = mean;
-    rec.lr = cfg.optimizer.lr;
+    rec.lr = lrStep;
     rec.stepMs = ms;
     rec.samplesPerS = ms > 0 ? static_cast<double>(G) * 1000.0 / ms : 0.0;
     rec.hostPeakBytes = dsrt::io::hostPeakBytes();

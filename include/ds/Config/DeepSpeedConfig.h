@@ -19,6 +19,17 @@ struct OptimizerConfig {
   double weightDecay = 0.0;
 };
 
+/// `scheduler {type, params}` (DeepSpeed's lr_schedules.py), resolved: every parameter has
+/// its value, defaults included. `type` is empty without a scheduler.
+struct SchedulerConfig {
+  std::string type;
+  double warmupMinLr = 0.0, warmupMaxLr = 0.0;
+  int64_t warmupNumSteps = 1000;
+  std::string warmupType = "log";
+  int64_t totalNumSteps = 0;
+  double warmupMinRatio = 0.0, cosMinRatio = 0.0001;
+};
+
 /// The keys of a DeepSpeed config that ds implements, after DeepSpeed's batch-size rule
 /// (two of train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps
 /// determine the third; all three agree with the data-parallel size).
@@ -28,6 +39,7 @@ struct DeepSpeedConfig {
   int64_t gradientAccumulationSteps = 0;
   int64_t worldSize = 1; ///< data-parallel size
   OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
   double gradientClipping = 0.0; ///< global norm; 0 = off
   int64_t stepsPerPrint = 10;
   uint64_t seed = 1234;

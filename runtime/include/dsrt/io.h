@@ -159,6 +159,12 @@ std::string formatProgress(const LogRecord &r, int64_t steps);
 /// their count in double, then rounded to float.
 float meanLoss(const std::vector<float> &losses);
 
+/// The learning rate applied at optimizer step `step` (from 1) under the normalized config's
+/// `scheduler` (as ds-opt embeds it), or optimizer.params.lr without one. DeepSpeed's
+/// semantics: a scheduler starts at its initial value and steps after each optimizer step, so
+/// step s uses the schedule at batch iteration s - 2 (step 1 its value before starting).
+double scheduledLr(const Json &config, int64_t step);
+
 } // namespace dsrt::io
 
 #endif // DSRT_IO_H

@@ -592,7 +592,8 @@ int Driver::train() {
       }
     }
     auto tOptimizer = std::chrono::steady_clock::now();
-    dsrt_tensor *lrT = scalarTensor(ctx, static_cast<float>(lr));
+    double lrStep = dsrt::io::scheduledLr(*meta.get("config"), step);
+    dsrt_tensor *lrT = scalarTensor(ctx, static_cast<float>(lrStep));
     dsrt_tensor *stepT = scalarTensor(ctx, static_cast<float>(step));
     program->optimizer_step(ctx, lrT, stepT);
     dsrt_stream_synchronize(ctx); // the step time covers the work, not just its enqueueing
@@ -611,7 +612,7 @@ int Driver::train() {
     dsrt::io::LogRecord r;
     r.step = step;
     r.loss = mean;
-    r.lr = lr;
+    r.lr = lrStep;
     r.stepMs = ms;
     r.samplesPerS = ms > 0 ? static_cast<double>(G) * 1000.0 / ms : 0.0;
     r.devicePeakBytes = dsrt_device_peak_bytes(ctx);
