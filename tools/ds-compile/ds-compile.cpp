@@ -1,0 +1,136 @@
+//===- ds-compile.cpp - a standalone training executable from STEP.mlir ----===//
+//
+// ds-compile STEP.mlir -o train
+//
+// Lowers the step exactly as ds-run does, emits it as a native object (the host's CPU features,
+// codegen at O0 like the JIT, so both run the same calls in the same order and give the same
+// numbers bit for bit) and links it with the runtime's driver into an executable that takes
+// ds-run's flags and needs neither STEP.mlir nor LLVM/MLIR at run time. Its --weights defaults
+// to STEP.safetensors as found at compile time.
+//
+//===----------------------------------------------------------------------===//
+#include "ds/InitAll.h"
+#include "ds/Pipelines/Pipelines.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> stepPath(cl::Positional, cl::desc("STEP.mlir"), cl::Required);
+static cl::opt<std::string> outputPath("o", cl::desc("the executable to write"),
+                                       cl::value_desc("train"), cl::Required);
+static cl::opt<std::string> weightsPath(
+    "weights", cl::desc("default --weights of the executable (default: STEP.safetensors)"),
+    cl::value_desc("FILE"));
+static cl::opt<bool> keepObject("keep-object", cl::desc("also keep OUT.o"));
+
+static int fail(const llvm::Twine &msg) {
+  llvm::errs() << "ds-compile: error: " << msg << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "ds-compile: a standalone training executable from a step\n");
+  if (!llvm::sys::fs::exists(stepPath))
+    return fail("'" + stepPath + "' does not exist");
+
+  DialectRegistry registry;
+  mlir::ds::registerAllDialects(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(stepPath, sourceMgr, &context);
+  if (!module)
+    return fail("cannot parse '" + stepPath + "'");
+  if (failed(mlir::ds::lowerStepToLLVM(*module)))
+    return fail("cannot lower '" + stepPath + "' to the runtime (see the errors above)");
+
+  // The default initial weights, as an absolute path.
+  llvm::SmallString<256> weights(weightsPath.empty() ? stepPath : weightsPath);
+  if (weightsPath.empty())
+    llvm::sys::path::replace_extension(weights, ".safetensors");
+  llvm::sys::fs::make_absolute(weights);
+  {
+    OpBuilder b = OpBuilder::atBlockEnd(module->getBody());
+    std::string text = std::string(weights) + '\0';
+    LLVM::GlobalOp::create(b, module->getLoc(),
+                           LLVM::LLVMArrayType::get(IntegerType::get(&context, 8), text.size()),
+                           /*isConstant=*/true, LLVM::Linkage::External, "ds_default_weights",
+                           b.getStringAttr(text));
+  }
+
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule = translateModuleToLLVMIR(*module, llvmContext);
+  if (!llvmModule)
+    return fail("translation to LLVM IR failed");
+
+  // The JIT's target: the host with its CPU features, codegen O0; PIC and the small code
+  // model so the object links into a PIE (FACTS.md).
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb)
+    return fail("cannot detect the host target: " + llvm::toString(jtmb.takeError()));
+  jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::None);
+  jtmb->setRelocationModel(llvm::Reloc::PIC_);
+  jtmb->setCodeModel(llvm::CodeModel::Small);
+  auto tm = jtmb->createTargetMachine();
+  if (!tm)
+    return fail("cannot create the target machine: " + llvm::toString(tm.takeError()));
+  llvmModule->setDataLayout((*tm)->createDataLayout());
+  llvmModule->setTargetTriple((*tm)->getTargetTriple());
+
+  std::string objectPath = outputPath + ".o";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(objectPath, ec, llvm::sys::fs::OF_None);
+    if (ec)
+      return fail("cannot write '" + objectPath + "': " + ec.message());
+    llvm::legacy::PassManager pm;
+    if ((*tm)->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+      return fail("the target cannot emit an object file");
+    pm.run(*llvmModule);
+  }
+
+  // Link with the runtime (its driver and main) from this build.
+  auto cc = llvm::sys::findProgramByName("cc");
+  if (!cc)
+    return fail("no C compiler driver 'cc' on PATH to link with (install gcc or clang)");
+  std::string libDir = DS_RUNTIME_LIB_DIR;
+  std::string rpath = "-Wl,-rpath," + libDir;
+  llvm::SmallVector<llvm::StringRef> args = {*cc,        "-o",          outputPath,
+                                             objectPath, "-L" + libDir, "-ldsrt_main",
+                                             "-ldsrt",   rpath,         "-lstdc++"};
+  std::string libFlag = "-L" + libDir;
+  args[4] = libFlag;
+  std::string errMsg;
+  int rc = llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &errMsg);
+  if (!keepObject)
+    llvm::sys::fs::remove(objectPath);
+  if (rc != 0)
+    return fail("linking '" + outputPath + "' failed" + (errMsg.empty() ? "" : ": " + errMsg));
+  return 0;
+}
