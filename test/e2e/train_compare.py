@@ -126,6 +126,8 @@ def main():
     ap.add_argument('--grad-rtol', type=float, default=1e-5)
     ap.add_argument('--eps', type=float, default=1e-8)
     ap.add_argument('--scheduler', default='', help='a DeepSpeed scheduler object as JSON')
+    ap.add_argument('--tokens', default='', choices=['', 'uint16', 'uint32'],
+                    help='feed the first two inputs from a token file of this dtype')
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     pt, inputs_file = model_path(args)
@@ -138,7 +140,27 @@ def main():
     G = mb * args.gas
     rng = np.random.RandomState(0)
     data_flags = []
-    for name, t in specs:
+    if args.tokens:
+        # A nanoGPT-style .bin: the first input reads windows of T tokens, the second the same
+        # windows shifted by one.
+        T = parse_type(specs[0][1])[0][1]
+        toks = rng.randint(0, CLASSES[args.family], size=args.steps * G * T + 1)
+        path = os.path.join(args.work, 'tokens.bin')
+        toks.astype(np.uint16 if args.tokens == 'uint16' else np.uint32).tofile(path)
+        data_flags += ['--tokens', path, '--seq-len', str(T), '--token-dtype', args.tokens]
+        specs_data = specs[2:]
+        # The same samples as .npy, windowed here from the definition (sample j is
+        # tokens [jT, jT+T), its target shifted by one), to check ds-run's --tokens against.
+        n = (len(toks) - 1) // T
+        win = np.stack([toks[j * T:j * T + T] for j in range(n)]).astype(np.int64)
+        tgt = np.stack([toks[j * T + 1:j * T + T + 1] for j in range(n)]).astype(np.int64)
+        np.save(os.path.join(args.work, 'win.npy'), win)
+        np.save(os.path.join(args.work, 'tgt.npy'), tgt)
+        npy_flags = ['--data', '%s=%s' % (specs[0][0], os.path.join(args.work, 'win.npy')),
+                     '--data', '%s=%s' % (specs[1][0], os.path.join(args.work, 'tgt.npy'))]
+    else:
+        specs_data = specs
+    for name, t in specs_data:
         dims, dtype = parse_type(t)
         shape = [args.steps * G] + dims[1:]
         if dtype == 'f32':
@@ -173,8 +195,17 @@ def main():
          '--dump-grads', w('ref_grads.safetensors')], w('ref.log'))
 
     ds_log = [json.loads(l) for l in open(w('ds.jsonl'))]
+    if args.tokens:
+        run([b('ds-run'), w('step.mlir')] + npy_flags + ['--steps', str(args.steps), '--threads', '1', '--log', w('npy.jsonl')],
+            w('ds-run-npy.log'))
+        npy_log = [json.loads(l)['loss'] for l in open(w('npy.jsonl'))]
+        same = npy_log == [l['loss'] for l in ds_log]
+        print('--tokens against the same windows as .npy: %s' % ('identical' if same else 'DIFFERENT'))
+        ok_tokens = same
+    else:
+        ok_tokens = True
     ref_log = [json.loads(l) for l in open(w('ref.jsonl'))]
-    ok = len(ds_log) == len(ref_log) == args.steps
+    ok = len(ds_log) == len(ref_log) == args.steps and ok_tokens
     worst = 0.0
     print('step  ds loss          reference loss   rel diff')
     for a, r in zip(ds_log, ref_log):

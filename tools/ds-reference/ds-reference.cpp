@@ -70,9 +70,10 @@ std::string causeOf(const std::exception &e) {
 }
 
 struct Options {
-  std::string model, config, log, weights, saveWeights, dumpGrads;
+  std::string model, config, log, weights, saveWeights, dumpGrads, tokens;
   std::vector<std::pair<std::string, std::string>> data;
-  int64_t steps = -1, worldSize = 0, lossIndex = -1, threads = 0;
+  int64_t steps = -1, worldSize = 0, lossIndex = -1, threads = 0, seqLen = 0;
+  int tokenBytes = 2;
 };
 
 int64_t parseCount(const std::string &flag, const std::string &v, int64_t min) {
@@ -108,7 +109,7 @@ Options parseFlags(int argc, char **argv) {
     static const std::unordered_set<std::string> known = {
         "--config",  "--data",    "--steps",         "--log",          "--world-size",
         "--loss-index", "--weights", "--threads", "--device-memory", "--save-weights",
-        "--dump-grads"};
+        "--dump-grads", "--tokens", "--seq-len", "--token-dtype"};
     if (!known.count(name))
       die("unknown flag '" + name + "' (valid flags: " + kFlags + ")");
     if (!hasValue) {
@@ -125,6 +126,14 @@ Options parseFlags(int argc, char **argv) {
       o.data.emplace_back(value.substr(0, e), value.substr(e + 1));
     } else if (name == "--steps") {
       o.steps = parseCount(name, value, 1);
+    } else if (name == "--tokens") {
+      o.tokens = value;
+    } else if (name == "--seq-len") {
+      o.seqLen = parseCount(name, value, 1);
+    } else if (name == "--token-dtype") {
+      if (value != "uint16" && value != "uint32")
+        die("--token-dtype takes uint16 or uint32, got '" + value + "'");
+      o.tokenBytes = value == "uint16" ? 2 : 4;
     } else if (name == "--log") {
       o.log = value;
     } else if (name == "--world-size") {
@@ -331,7 +340,33 @@ int run(int argc, char **argv) {
   std::vector<at::Tensor> data;
   int64_t fit = INT64_MAX;
   std::string fitName;
-  for (const std::string &n : argNames) {
+  size_t tokenArgs = 0;
+  if (!o.tokens.empty()) {
+    // The first two arguments from the token file, in the driver's windows (dsrt::io).
+    if (o.seqLen <= 0)
+      die("--tokens needs --seq-len T (the length of each sample)");
+    if (argNames.size() < 2)
+      die("--tokens feeds forward's first two arguments; it has " +
+          std::to_string(argNames.size()));
+    dsrt::io::TokenFile tokens;
+    std::string err;
+    if (!tokens.open(o.tokens, o.tokenBytes, err))
+      die("--tokens: " + err);
+    int64_t samples = tokens.samples(o.seqLen);
+    fit = dsrt::io::stepsThatFit(samples, G);
+    fitName = "--tokens " + o.tokens + " has " + std::to_string(tokens.tokens()) + " tokens, " +
+              std::to_string(samples) + " samples of " + std::to_string(o.seqLen) + " + 1";
+    int64_t need = std::min(samples, o.steps * G);
+    for (int64_t shift = 0; shift < 2; ++shift) {
+      at::Tensor t = torch::empty({need, o.seqLen}, at::kLong);
+      for (int64_t j = 0; j < need; ++j)
+        tokens.window(j, o.seqLen, shift, DSRT_I64, t.data_ptr<int64_t>() + j * o.seqLen);
+      data.push_back(t);
+    }
+    tokenArgs = 2;
+  }
+  for (size_t ai = tokenArgs; ai < argNames.size(); ++ai) {
+    const std::string &n = argNames[ai];
     const std::pair<std::string, std::string> *given = nullptr;
     for (const auto &d : o.data)
       if (d.first == n) {

@@ -165,6 +165,29 @@ float meanLoss(const std::vector<float> &losses);
 /// step s uses the schedule at batch iteration s - 2 (step 1 its value before starting).
 double scheduledLr(const Json &config, int64_t step);
 
+/// A flat token file as nanoGPT writes it (uint16 or uint32 tokens), memory-mapped. Sample j
+/// of a language-model input is tokens [j T, j T + T); its target is the same window shifted
+/// by one, so `samples(T)` = (tokens - 1) / T.
+class TokenFile {
+public:
+  TokenFile() = default;
+  TokenFile(const TokenFile &) = delete;
+  TokenFile &operator=(const TokenFile &) = delete;
+  ~TokenFile();
+  /// `tokenBytes` is 2 (uint16) or 4 (uint32).
+  bool open(const std::string &path, int tokenBytes, std::string &err);
+  bool isOpen() const { return map_ != nullptr; }
+  int64_t tokens() const { return static_cast<int64_t>(bytes_ / tokenBytes_); }
+  int64_t samples(int64_t seqLen) const { return tokens() > 0 ? (tokens() - 1) / seqLen : 0; }
+  /// Writes sample `j` (shifted by `shift` tokens) widened to `dtype` (DSRT_I64 or DSRT_I32).
+  void window(int64_t j, int64_t seqLen, int64_t shift, int32_t dtype, void *dst) const;
+
+private:
+  void *map_ = nullptr;
+  size_t bytes_ = 0;
+  int tokenBytes_ = 2;
+};
+
 } // namespace dsrt::io
 
 #endif // DSRT_IO_H

@@ -35,10 +35,15 @@ const char *const kUsage =
     "  --threads N              compute threads per rank (default max(1, cores / ranks))\n"
     "  --save-weights FILE      write parameters and buffers after the last step\n"
     "  --dump-grads FILE        write step 1's gradients (before the optimizer)\n"
+    "  --tokens FILE.bin        a flat token file (nanoGPT's .bin) feeding the first two\n"
+    "                           inputs: tokens [jT, jT+T) and the same window shifted by one\n"
+    "  --seq-len T              the window length T (the inputs' second dimension)\n"
+    "  --token-dtype TYPE       uint16 (default) or uint32\n"
     "  --help                   show this help\n";
 
 const char *const kFlags = "--data, --steps, --log, --weights, --config, --device-memory, "
-                           "--threads, --save-weights, --dump-grads, --help";
+                           "--threads, --save-weights, --dump-grads, --tokens, --seq-len, "
+                           "--token-dtype, --help";
 
 struct InputSpec {
   std::string name;
@@ -62,7 +67,9 @@ struct SlotSpec {
 struct Options {
   std::vector<std::pair<std::string, std::string>> data;
   int64_t steps = -1;
-  std::string log, weights, config, saveWeights, dumpGrads;
+  std::string log, weights, config, saveWeights, dumpGrads, tokens;
+  int64_t seqLen = 0;
+  int tokenBytes = 2;
   uint64_t deviceMemory = 0;
   int32_t threads = 0;
   bool help = false;
@@ -93,6 +100,7 @@ private:
   uint64_t seed = 1234;
   double lr = 0;
   std::vector<Array> data; // parallel to `inputs`
+  dsrt::io::TokenFile tokens; // with --tokens: feeds inputs 0 and 1
   dsrt_context *ctx = nullptr;
 
   int fail(const std::string &msg) {
@@ -142,7 +150,8 @@ bool Driver::parseFlags(std::string &err) {
     }
     static const char *known[] = {"--data",          "--steps",   "--log",
                                   "--weights",       "--config",  "--device-memory",
-                                  "--threads",       "--save-weights", "--dump-grads"};
+                                  "--threads",       "--save-weights", "--dump-grads",
+                                  "--tokens",        "--seq-len",  "--token-dtype"};
     if (std::find_if(std::begin(known), std::end(known),
                      [&](const char *k) { return name == k; }) == std::end(known)) {
       err = "unknown flag '" + name + "' (valid flags: " + kFlags + ")";
@@ -190,6 +199,19 @@ bool Driver::parseFlags(std::string &err) {
       opt.saveWeights = value;
     } else if (name == "--dump-grads") {
       opt.dumpGrads = value;
+    } else if (name == "--tokens") {
+      opt.tokens = value;
+    } else if (name == "--seq-len") {
+      if (!parseInt(value, opt.seqLen) || opt.seqLen <= 0) {
+        err = "--seq-len takes a positive integer, got '" + value + "'";
+        return false;
+      }
+    } else if (name == "--token-dtype") {
+      if (value != "uint16" && value != "uint32") {
+        err = "--token-dtype takes uint16 or uint32, got '" + value + "'";
+        return false;
+      }
+      opt.tokenBytes = value == "uint16" ? 2 : 4;
     }
   }
   return true;
@@ -364,7 +386,49 @@ bool Driver::loadData(std::string &err) {
   data.resize(inputs.size());
   int64_t fit = INT64_MAX;
   std::string fitName;
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  size_t tokenInputs = 0;
+  if (!opt.tokens.empty()) {
+    if (opt.seqLen <= 0) {
+      err = "--tokens needs --seq-len T (the length of each sample)";
+      return false;
+    }
+    if (inputs.size() < 2) {
+      err = "--tokens feeds a step's first two inputs (tokens and targets); this step has " +
+            std::to_string(inputs.size());
+      return false;
+    }
+    for (size_t i = 0; i < 2; ++i) {
+      const InputSpec &in = inputs[i];
+      if ((in.dtype != DSRT_I64 && in.dtype != DSRT_I32) || in.dims.size() != 2 ||
+          in.dims[1] != opt.seqLen) {
+        err = "--tokens with --seq-len " + std::to_string(opt.seqLen) + ": input '" + in.name +
+              "' must be [" + std::to_string(mb) + ", " + std::to_string(opt.seqLen) +
+              "] i64 or i32, but the step has " + dsrt::io::formatDims(in.dims) + " " +
+              dsrt::io::dtypeName(in.dtype) + " (match --seq-len to the --input types)";
+        return false;
+      }
+      for (const auto &d : opt.data)
+        if (d.first == in.name) {
+          err = "--data " + in.name + ": input '" + in.name + "' is fed by --tokens";
+          return false;
+        }
+    }
+    std::string e;
+    if (!tokens.open(opt.tokens, opt.tokenBytes, e)) {
+      err = "--tokens: " + e;
+      return false;
+    }
+    int64_t samples = tokens.samples(opt.seqLen);
+    fit = dsrt::io::stepsThatFit(samples, G);
+    fitName = "--tokens " + opt.tokens + " has " + std::to_string(tokens.tokens()) +
+              " tokens, " + std::to_string(samples) + " samples of " +
+              std::to_string(opt.seqLen) + " + 1";
+    tokenInputs = 2;
+  } else if (opt.seqLen > 0) {
+    err = "--seq-len applies to --tokens";
+    return false;
+  }
+  for (size_t i = tokenInputs; i < inputs.size(); ++i) {
     const InputSpec &in = inputs[i];
     std::vector<std::pair<std::string, std::string>> given;
     for (const auto &d : opt.data)
@@ -407,11 +471,12 @@ bool Driver::loadData(std::string &err) {
     int64_t f = dsrt::io::stepsThatFit(a.dims[0], G);
     if (f < fit) {
       fit = f;
-      fitName = in.name + "=" + path + " has " + std::to_string(a.dims[0]) + " samples";
+      fitName = "--data " + in.name + "=" + path + " has " + std::to_string(a.dims[0]) +
+                " samples";
     }
   }
   if (!inputs.empty() && opt.steps > fit) {
-    err = "not enough data: --data " + fitName + ", but " + std::to_string(opt.steps) +
+    err = "not enough data: " + fitName + ", but " + std::to_string(opt.steps) +
           " steps of train_batch_size " + std::to_string(G) + " need " +
           std::to_string(opt.steps * G) + "; it fits " + std::to_string(fit) +
           " steps (lower --steps or add samples)";
@@ -566,6 +631,12 @@ int Driver::train() {
         ts[i] = dsrt_tensor_alloc(ctx, inputs[i].dtype,
                                   static_cast<int32_t>(inputs[i].dims.size()),
                                   inputs[i].dims.data());
+        if (tokens.isOpen() && i < 2) {
+          for (int64_t r = 0; r < mb; ++r)
+            tokens.window(first + r, opt.seqLen, /*shift=*/static_cast<int64_t>(i),
+                          inputs[i].dtype, static_cast<char *>(ts[i]->data) + r * rowBytes[i]);
+          continue;
+        }
         std::memcpy(ts[i]->data, data[i].data.data() + first * rowBytes[i], mb * rowBytes[i]);
       }
       dsrt_tensor *loss = program->micro_step(ctx, ts.data());
