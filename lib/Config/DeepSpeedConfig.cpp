@@ -46,6 +46,7 @@ const char *const kSchedulerTypes[] = {"LRRangeTest", "OneCycle", "WarmupLR", "W
 const char *const kSchedulerParams[] = {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
                                         "warmup_type", "total_num_steps", "warmup_min_ratio",
                                         "cos_min_ratio", "last_batch_iteration"};
+const char *const kSgdParams[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
 const char *const kOptimizerTypes[] = {"Adam", "AdamW", "Lamb", "OneBitAdam", "ZeroOneAdam",
                                        "OneBitLamb", "Lion", "Muon", "SGD", "Adagrad",
                                        "MuAdam", "MuAdamW", "MuSGD"};
@@ -130,52 +131,64 @@ Error parseOptimizer(const json::Value &v, OptimizerConfig &opt) {
   } else {
     opt.type = type->str();
   }
-  if (opt.type != "AdamW")
+  bool adam = opt.type == "Adam" || opt.type == "AdamW";
+  if (!adam && opt.type != "SGD")
     return fail("'optimizer.type' \"" + opt.type +
-                "\" is a DeepSpeed optimizer that ds does not implement yet; use \"AdamW\"");
+                "\" is a DeepSpeed optimizer that ds does not implement yet; use \"AdamW\", "
+                "\"Adam\" or \"SGD\"");
+  ArrayRef<const char *> valid = adam ? ArrayRef<const char *>(kAdamParams)
+                                      : ArrayRef<const char *>(kSgdParams);
   const json::Value *params = obj->get("params");
-  if (!params)
-    return Error::success();
-  const json::Object *p = params->getAsObject();
-  if (!p)
+  const json::Object *p = params ? params->getAsObject() : nullptr;
+  if (params && !p)
     return fail("'optimizer.params' must be an object");
-  for (const auto &kv : *p) {
+  bool hasLr = false;
+  for (const auto &kv : p ? *p : json::Object()) {
     StringRef key = kv.first;
     std::string full = ("optimizer.params." + key).str();
-    if (!contains(kAdamParams, key))
-      return fail("'" + full + "' is not a parameter of DeepSpeed's AdamW; did you mean '" +
-                  nearest(kAdamParams, key) + "'?");
+    if (!contains(valid, key))
+      return fail("'" + full + "' is not a parameter of DeepSpeed's " + opt.type +
+                  "; did you mean '" + nearest(valid, key) + "'?");
+    auto number = [&](double lo, double hi, double &out) -> Error {
+      auto d = getNumber(kv.second, full);
+      if (!d)
+        return d.takeError();
+      if (*d < lo || *d > hi)
+        return fail("'" + full + "' must be >= 0");
+      out = *d;
+      return Error::success();
+    };
+    auto flag = [&](bool &out) -> Error {
+      std::optional<bool> v = kv.second.getAsBoolean();
+      if (!v)
+        return fail("'" + full + "' must be true or false");
+      out = *v;
+      return Error::success();
+    };
+    Error e = Error::success();
     if (key == "lr") {
-      auto d = getNumber(kv.second, full);
-      if (!d)
-        return d.takeError();
-      if (*d < 0)
-        return fail("'" + full + "' must be >= 0");
-      opt.lr = *d;
+      e = number(0, 1e30, opt.lr);
+      hasLr = true;
     } else if (key == "eps") {
-      auto d = getNumber(kv.second, full);
-      if (!d)
-        return d.takeError();
-      if (*d < 0)
-        return fail("'" + full + "' must be >= 0");
-      opt.eps = *d;
+      e = number(0, 1e30, opt.eps);
     } else if (key == "weight_decay") {
-      auto d = getNumber(kv.second, full);
-      if (!d)
-        return d.takeError();
-      opt.weightDecay = *d;
+      e = number(0, 1e30, opt.weightDecay);
+    } else if (key == "momentum") {
+      e = number(0, 1e30, opt.momentum);
+    } else if (key == "dampening") {
+      e = number(-1e30, 1e30, opt.dampening);
+    } else if (key == "nesterov") {
+      e = flag(opt.nesterov);
     } else if (key == "betas") {
-      const json::Array *a = kv.second.getAsArray();
-      if (!a || a->size() != 2 || !(*a)[0].getAsNumber() || !(*a)[1].getAsNumber())
+      const json::Array *arr = kv.second.getAsArray();
+      if (!arr || arr->size() != 2 || !(*arr)[0].getAsNumber() || !(*arr)[1].getAsNumber())
         return fail("'" + full + "' must be a list of two numbers, e.g. [0.9, 0.999]");
-      opt.beta1 = *(*a)[0].getAsNumber();
-      opt.beta2 = *(*a)[1].getAsNumber();
+      opt.beta1 = *(*arr)[0].getAsNumber();
+      opt.beta2 = *(*arr)[1].getAsNumber();
       if (opt.beta1 < 0 || opt.beta1 >= 1 || opt.beta2 < 0 || opt.beta2 >= 1)
         return fail("'" + full + "' must be in [0, 1)");
     } else if (key == "adam_w_mode") {
-      if (kv.second.getAsBoolean() != std::optional<bool>(true))
-        return fail("'" + full + "': false is not implemented yet for AdamW (it is always "
-                                 "decoupled weight decay); remove the key");
+      e = flag(opt.adamWMode);
     } else if (key == "bias_correction") {
       if (kv.second.getAsBoolean() != std::optional<bool>(true))
         return fail("'" + full + "': false is not implemented yet; remove the key");
@@ -184,6 +197,18 @@ Error parseOptimizer(const json::Value &v, OptimizerConfig &opt) {
         return fail("'" + full + "': true is not implemented yet; remove the key");
     }
     // torch_adam and fused choose DeepSpeed's kernel, not the numbers.
+    if (e)
+      return e;
+  }
+  // DeepSpeed: the AdamW type is always decoupled; Adam follows adam_w_mode (default true).
+  if (opt.type == "AdamW")
+    opt.adamWMode = true;
+  if (opt.type == "SGD") {
+    if (!hasLr)
+      return fail("'optimizer.params.lr' is required by SGD (torch.optim.SGD has no default)");
+    if (opt.nesterov && (opt.momentum <= 0 || opt.dampening != 0))
+      return fail("'optimizer.params.nesterov' needs momentum > 0 and dampening 0 (as "
+                  "torch.optim.SGD)");
   }
   return Error::success();
 }
@@ -405,11 +430,17 @@ Expected<DeepSpeedConfig> loadDeepSpeedConfig(StringRef path, int64_t worldSize)
 }
 
 std::string DeepSpeedConfig::toJSON() const {
-  json::Object opt{{"type", optimizer.type},
-                   {"params", json::Object{{"lr", optimizer.lr},
-                                           {"betas", json::Array{optimizer.beta1, optimizer.beta2}},
-                                           {"eps", optimizer.eps},
-                                           {"weight_decay", optimizer.weightDecay}}}};
+  json::Object optParams{{"lr", optimizer.lr}, {"weight_decay", optimizer.weightDecay}};
+  if (optimizer.type == "SGD") {
+    optParams["momentum"] = optimizer.momentum;
+    optParams["dampening"] = optimizer.dampening;
+    optParams["nesterov"] = optimizer.nesterov;
+  } else {
+    optParams["betas"] = json::Array{optimizer.beta1, optimizer.beta2};
+    optParams["eps"] = optimizer.eps;
+    optParams["adam_w_mode"] = optimizer.adamWMode;
+  }
+  json::Object opt{{"type", optimizer.type}, {"params", std::move(optParams)}};
   json::Object root{{"train_batch_size", trainBatchSize},
                     {"train_micro_batch_size_per_gpu", microBatchSize},
                     {"gradient_accumulation_steps", gradientAccumulationSteps},

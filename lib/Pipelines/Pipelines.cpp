@@ -32,6 +32,10 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   opt.eps = options.optimizer.eps;
   opt.weightDecay = options.optimizer.weightDecay;
   opt.gradientClipping = options.gradientClipping;
+  opt.adamWMode = options.optimizer.adamWMode;
+  opt.momentum = options.optimizer.momentum;
+  opt.dampening = options.optimizer.dampening;
+  opt.nesterov = options.optimizer.nesterov;
   pm.addPass(createDSOptimizer(opt));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -126,6 +126,8 @@ def main():
     ap.add_argument('--grad-rtol', type=float, default=1e-5)
     ap.add_argument('--eps', type=float, default=1e-8)
     ap.add_argument('--scheduler', default='', help='a DeepSpeed scheduler object as JSON')
+    ap.add_argument('--optimizer', default='', help='a DeepSpeed optimizer object as JSON '
+                    '(default: AdamW with --lr, --eps, --weight-decay)')
     ap.add_argument('--tokens', default='', choices=['', 'uint16', 'uint32'],
                     help='feed the first two inputs from a token file of this dtype')
     args = ap.parse_args()
@@ -176,6 +178,9 @@ def main():
                          'params': {'lr': args.lr, 'eps': args.eps,
                                     'weight_decay': args.weight_decay}},
            'gradient_clipping': args.clip, 'steps_per_print': args.steps}
+    if args.optimizer:
+        cfg['optimizer'] = json.loads(args.optimizer)
+        args.lr = cfg['optimizer']['params']['lr']
     scheduler = json.loads(args.scheduler) if args.scheduler else None
     if scheduler:
         cfg['scheduler'] = scheduler

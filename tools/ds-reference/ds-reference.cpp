@@ -308,9 +308,10 @@ int run(int argc, char **argv) {
   const ds::DeepSpeedConfig &cfg = *cfgOr;
   for (const std::string &w : cfg.warnings)
     std::fprintf(stderr, "ds-reference: warning: %s\n", w.c_str());
-  if (cfg.optimizer.type != "AdamW" && cfg.optimizer.type != "adamw")
+  if (cfg.optimizer.type != "AdamW" && cfg.optimizer.type != "Adam" &&
+      cfg.optimizer.type != "SGD")
     die("optimizer type '" + cfg.optimizer.type +
-        "' is not yet supported by ds-reference (use AdamW)");
+        "' is not yet supported by ds-reference (use AdamW, Adam or SGD)");
   const int64_t G = cfg.trainBatchSize, mb = cfg.microBatchSize,
                 gas = cfg.gradientAccumulationSteps, dp = cfg.worldSize;
 
@@ -408,11 +409,30 @@ int run(int argc, char **argv) {
     if (!dsrt::io::parseJson(cfg.toJSON(), configJson, err))
       die("internal: the normalized config is not JSON: " + err);
   }
-  torch::optim::AdamW optimizer(
-      s.params, torch::optim::AdamWOptions(cfg.optimizer.lr)
-                    .betas(std::make_tuple(cfg.optimizer.beta1, cfg.optimizer.beta2))
-                    .eps(cfg.optimizer.eps)
-                    .weight_decay(cfg.optimizer.weightDecay));
+  // DeepSpeed's optimizers in torch::optim terms: AdamW, and Adam with adam_w_mode, are
+  // torch's AdamW; Adam without it is torch's Adam (L2); SGD is torch's SGD.
+  const ::ds::OptimizerConfig &oc = cfg.optimizer;
+  std::unique_ptr<torch::optim::Optimizer> optimizerPtr;
+  if (oc.type == "SGD")
+    optimizerPtr = std::make_unique<torch::optim::SGD>(
+        s.params, torch::optim::SGDOptions(oc.lr)
+                      .momentum(oc.momentum)
+                      .dampening(oc.dampening)
+                      .weight_decay(oc.weightDecay)
+                      .nesterov(oc.nesterov));
+  else if (oc.adamWMode)
+    optimizerPtr = std::make_unique<torch::optim::AdamW>(
+        s.params, torch::optim::AdamWOptions(oc.lr)
+                      .betas(std::make_tuple(oc.beta1, oc.beta2))
+                      .eps(oc.eps)
+                      .weight_decay(oc.weightDecay));
+  else
+    optimizerPtr = std::make_unique<torch::optim::Adam>(
+        s.params, torch::optim::AdamOptions(oc.lr)
+                      .betas(std::make_tuple(oc.beta1, oc.beta2))
+                      .eps(oc.eps)
+                      .weight_decay(oc.weightDecay));
+  torch::optim::Optimizer &optimizer = *optimizerPtr;
 
   // Each simulated rank's BatchNorm statistics (and any other buffers) evolve on their own.
   std::vector<std::vector<at::Tensor>> rankBuffers;
@@ -490,7 +510,7 @@ int run(int argc, char **argv) {
     // DeepSpeed's schedule, the same function the driver uses (no LibTorch equivalent).
     double lrStep = dsrt::io::scheduledLr(configJson, step);
     for (auto &group : optimizer.param_groups())
-      static_cast<torch::optim::AdamWOptions &>(group.options()).lr(lrStep);
+      group.options().set_lr(lrStep);
     optimizer.step();
     optimizer.zero_grad();
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
@@ -498,8 +518,14 @@ int run(int argc, char **argv) {
 
     uint64_t stateBytes = 0;
     for (const auto &kv : optimizer.state()) {
-      auto &st = static_cast<torch::optim::AdamWParamState &>(*kv.second);
-      for (const at::Tensor *t : {&st.exp_avg(), &st.exp_avg_sq(), &st.max_exp_avg_sq()})
+      std::vector<const at::Tensor *> ts;
+      if (auto *w = dynamic_cast<torch::optim::AdamWParamState *>(kv.second.get()))
+        ts = {&w->exp_avg(), &w->exp_avg_sq(), &w->max_exp_avg_sq()};
+      else if (auto *a = dynamic_cast<torch::optim::AdamParamState *>(kv.second.get()))
+        ts = {&a->exp_avg(), &a->exp_avg_sq(), &a->max_exp_avg_sq()};
+      else if (auto *g = dynamic_cast<torch::optim::SGDParamState *>(kv.second.get()))
+        ts = {&g->momentum_buffer()};
+      for (const at::Tensor *t : ts)
         if (t->defined())
           stateBytes += t->nbytes();
     }

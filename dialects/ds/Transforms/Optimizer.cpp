@@ -61,11 +61,6 @@ struct OptimizerPass : mlir::ds::impl::DSOptimizerBase<OptimizerPass> {
 void OptimizerPass::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *ctx = &getContext();
-  if (type != "AdamW" && type != "adamw") {
-    module.emitError() << "ds-optimizer: type '" << type
-                       << "' is not implemented yet; use AdamW";
-    return signalPassFailure();
-  }
   if (module.lookupSymbol("optimizer_step")) {
     module.emitError() << "ds-optimizer: the module already has an @optimizer_step";
     return signalPassFailure();
@@ -80,17 +75,35 @@ void OptimizerPass::runOnOperation() {
     return signalPassFailure();
   }
 
+  bool isAdam = type == "AdamW" || type == "Adam";
+  bool isSgd = type == "SGD";
+  if (!isAdam && !isSgd) {
+    module.emitError() << "ds-optimizer: type '" << type
+                       << "' is not implemented yet; use AdamW, Adam or SGD";
+    return signalPassFailure();
+  }
+  // AdamW is always decoupled (DeepSpeed); Adam follows adam-w-mode.
+  bool decoupled = type == "AdamW" || adamWMode;
+
   // Optimizer state symbols after the last state.
   OpBuilder mb(ctx);
   mb.setInsertionPointAfter(params.back().second);
   Location loc = module.getLoc();
   SmallVector<std::pair<std::string, std::string>> moments;
+  auto newState = [&](ParameterOp param, StringRef role) {
+    std::string name = (param.getSymName() + "@" + role).str();
+    StateOp::create(mb, param.getLoc(), mb.getStringAttr(name),
+                    FlatSymbolRefAttr::get(param.getSymNameAttr()), mb.getStringAttr(role),
+                    TypeAttr::get(param.getType()));
+    return name;
+  };
   for (auto [param, grad] : params) {
-    std::string m = (param.getSymName() + "@exp_avg").str();
-    std::string v = (param.getSymName() + "@exp_avg_sq").str();
-    StateOp::create(mb, param.getLoc(), mb.getStringAttr(m), FlatSymbolRefAttr::get(param.getSymNameAttr()), mb.getStringAttr("exp_avg"), TypeAttr::get(param.getType()));
-    StateOp::create(mb, param.getLoc(), mb.getStringAttr(v), FlatSymbolRefAttr::get(param.getSymNameAttr()), mb.getStringAttr("exp_avg_sq"), TypeAttr::get(param.getType()));
-    moments.push_back({m, v});
+    if (isAdam)
+      moments.push_back({newState(param, "exp_avg"), newState(param, "exp_avg_sq")});
+    else if (momentum != 0)
+      moments.push_back({newState(param, "momentum_buffer"), ""});
+    else
+      moments.push_back({"", ""});
   }
 
   // func.func @optimizer_step(%lr: tensor<f32>, %step: tensor<f32>)
@@ -113,7 +126,8 @@ void OptimizerPass::runOnOperation() {
   Value stepSize = e.convert(e.div(lr64, bc1), f32);
   // pow(x, 0.5): the runtime's f64 support is binary ops and conversions.
   Value bc2Sqrt = e.convert(e.pow(bc2, e.constant(f64, 0.5)), f32);
-  Value decay = e.convert(e.sub(one64, e.mul(lr64, e.constant(f64, weightDecay))), f32);
+  Value decay = e.convert(
+      e.sub(one64, e.mul(lr64, e.constant(f64, decoupled ? weightDecay : 0.0))), f32);
 
   // Global-norm clipping (clip_grad_norm_): the norm of the per-parameter norms.
   Value clipCoef;
@@ -138,13 +152,36 @@ void OptimizerPass::runOnOperation() {
     Value g = e.get(grad.getSymName(), t);
     if (clipCoef)
       g = e.mul(g, clipCoef);
-    auto update = AdamWUpdateOp::create(
-        b, loc, t, t, t, e.get(name, t), g, e.get(moments[i].first, t),
-        e.get(moments[i].second, t), stepSize, bc2Sqrt, decay, b.getF64FloatAttr(beta1),
-        b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps));
-    e.assign(name, update.getNewParam());
-    e.assign(moments[i].first, update.getNewExpAvg());
-    e.assign(moments[i].second, update.getNewExpAvgSq());
+    if (isSgd) {
+      // torch.optim.SGD: d = g + wd p; buf = d at step 1, else m buf + (1 - dampening) d;
+      // d = d + m buf (Nesterov) or buf; p = p - lr d.
+      Value p = e.get(name, t);
+      Value lr32 = lr;
+      if (weightDecay != 0)
+        g = e.add(g, e.mul(p, e.constant(f32, weightDecay)));
+      if (momentum != 0) {
+        Value buf = e.get(moments[i].first, t);
+        Value next = e.add(e.mul(buf, e.constant(f32, momentum)),
+                           e.mul(g, e.constant(f32, 1.0 - dampening)));
+        Value first = CmpOp::create(b, loc, RankedTensorType::get({}, b.getI1Type()),
+                                    CmpPredicateAttr::get(ctx, CmpPredicate::eq), step,
+                                    e.constant(f32, 1.0));
+        buf = WhereOp::create(b, loc, t, first, g, next);
+        e.assign(moments[i].first, buf);
+        g = nesterov ? e.add(g, e.mul(buf, e.constant(f32, momentum))) : buf;
+      }
+      e.assign(name, e.sub(p, e.mul(g, lr32)));
+    } else {
+      if (!decoupled && weightDecay != 0) // Adam's L2: the decay joins the gradient
+        g = e.add(g, e.mul(e.get(name, t), e.constant(f32, weightDecay)));
+      auto update = AdamWUpdateOp::create(
+          b, loc, t, t, t, e.get(name, t), g, e.get(moments[i].first, t),
+          e.get(moments[i].second, t), stepSize, bc2Sqrt, decay, b.getF64FloatAttr(beta1),
+          b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps));
+      e.assign(name, update.getNewParam());
+      e.assign(moments[i].first, update.getNewExpAvg());
+      e.assign(moments[i].second, update.getNewExpAvgSq());
+    }
     Value zero = ConstantOp::create(b, loc, DenseElementsAttr::get(t, FloatAttr::get(t.getElementType(), 0.0)));
     e.assign(grad.getSymName(), zero);
   }

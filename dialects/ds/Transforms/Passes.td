@@ -67,6 +67,9 @@ def DSOptimizer : Pass<"ds-optimizer", "::mlir::ModuleOp"> {
     `ds-autodiff`) with the optimizer's state as new `ds.state` symbols, and finally zeroes
     the gradients. AdamW follows `torch.optim.AdamW`: decoupled weight decay
     `p *= 1 - lr wd`, then `p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`.
+    `Adam` with `adam-w-mode=false` adds `weight_decay * p` to the gradient instead (as
+    `torch.optim.Adam`). `SGD` follows `torch.optim.SGD`: L2 weight decay, momentum whose
+    buffer starts as the first step's gradient, dampening, Nesterov.
     All trainable parameters form one group.
   }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::func::FuncDialect"];
@@ -78,6 +81,11 @@ def DSOptimizer : Pass<"ds-optimizer", "::mlir::ModuleOp"> {
     Option<"weightDecay", "weight-decay", "double", "0.0", "Decoupled weight decay">,
     Option<"gradientClipping", "gradient-clipping", "double", "0.0",
            "Global gradient-norm limit; 0 = off (DeepSpeed's gradient_clipping)">,
+    Option<"adamWMode", "adam-w-mode", "bool", "true",
+           "Adam: decoupled weight decay (true, AdamW) or L2 added to the gradient (false)">,
+    Option<"momentum", "momentum", "double", "0.0", "SGD momentum">,
+    Option<"dampening", "dampening", "double", "0.0", "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
   ];
 }
 

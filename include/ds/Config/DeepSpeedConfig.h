@@ -17,6 +17,10 @@ struct OptimizerConfig {
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
   double weightDecay = 0.0;
+  bool adamWMode = true;   ///< Adam: decoupled weight decay (true) or L2 on the gradient
+  double momentum = 0.0;   ///< SGD
+  double dampening = 0.0;  ///< SGD
+  bool nesterov = false;   ///< SGD
 };
 
 /// `scheduler {type, params}` (DeepSpeed's lr_schedules.py), resolved: every parameter has
