@@ -77,6 +77,12 @@ dsrt_tensor *dsrt_tensor_view(dsrt_context *ctx, dsrt_tensor *t, int32_t rank,
 /** Drops this handle; the storage is returned to the arena when its last view goes. */
 void dsrt_tensor_free(dsrt_context *ctx, dsrt_tensor *t);
 
+/** The random generator's state as text (dropout masks), for checkpoints: writes at most
+ *  `cap` bytes (NUL-terminated when it fits) and returns the full length. */
+size_t dsrt_rng_get(dsrt_context *ctx, char *buf, size_t cap);
+/** Restores a state from dsrt_rng_get; returns 0, or -1 when the text is not a state. */
+int32_t dsrt_rng_set(dsrt_context *ctx, const char *state);
+
 /*===--------------------------------------------------------------------===*
  * Streams and events. Kernels and copies are enqueued on the context's compute stream in call
  * order; an event marks a point in it, so that another stream (communication, transfers) can

@@ -6,6 +6,7 @@
 //
 #include "dsrt/dsrt.h"
 #include "dsrt/io.h"
+#include "checkpoint.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -39,11 +40,15 @@ const char *const kUsage =
     "                           inputs: tokens [jT, jT+T) and the same window shifted by one\n"
     "  --seq-len T              the window length T (the inputs' second dimension)\n"
     "  --token-dtype TYPE       uint16 (default) or uint32\n"
+    "  --save DIR               write a checkpoint into DIR after the last step\n"
+    "  --save-every K           also every K steps (atomically; the newest two are kept)\n"
+    "  --resume DIR             continue from DIR's newest complete checkpoint (its step + 1\n"
+    "                           to --steps; the initial weights are not read)\n"
     "  --help                   show this help\n";
 
 const char *const kFlags = "--data, --steps, --log, --weights, --config, --device-memory, "
                            "--threads, --save-weights, --dump-grads, --tokens, --seq-len, "
-                           "--token-dtype, --help";
+                           "--token-dtype, --save, --save-every, --resume, --help";
 
 struct InputSpec {
   std::string name;
@@ -67,7 +72,8 @@ struct SlotSpec {
 struct Options {
   std::vector<std::pair<std::string, std::string>> data;
   int64_t steps = -1;
-  std::string log, weights, config, saveWeights, dumpGrads, tokens;
+  std::string log, weights, config, saveWeights, dumpGrads, tokens, save, resume;
+  int64_t saveEvery = 0;
   int64_t seqLen = 0;
   int tokenBytes = 2;
   uint64_t deviceMemory = 0;
@@ -101,6 +107,14 @@ private:
   double lr = 0;
   std::vector<Array> data; // parallel to `inputs`
   dsrt::io::TokenFile tokens; // with --tokens: feeds inputs 0 and 1
+  int64_t firstStep = 1;      // > 1 after --resume
+
+  std::vector<dsrt::driver::CheckpointSlot> checkpointSlots() const {
+    std::vector<dsrt::driver::CheckpointSlot> out;
+    for (const SlotSpec &s : slots)
+      out.push_back({s.name, s.dtype, s.dims});
+    return out;
+  }
   dsrt_context *ctx = nullptr;
 
   int fail(const std::string &msg) {
@@ -151,7 +165,8 @@ bool Driver::parseFlags(std::string &err) {
     static const char *known[] = {"--data",          "--steps",   "--log",
                                   "--weights",       "--config",  "--device-memory",
                                   "--threads",       "--save-weights", "--dump-grads",
-                                  "--tokens",        "--seq-len",  "--token-dtype"};
+                                  "--tokens",        "--seq-len",  "--token-dtype",
+                                  "--save",          "--save-every", "--resume"};
     if (std::find_if(std::begin(known), std::end(known),
                      [&](const char *k) { return name == k; }) == std::end(known)) {
       err = "unknown flag '" + name + "' (valid flags: " + kFlags + ")";
@@ -201,6 +216,15 @@ bool Driver::parseFlags(std::string &err) {
       opt.dumpGrads = value;
     } else if (name == "--tokens") {
       opt.tokens = value;
+    } else if (name == "--save") {
+      opt.save = value;
+    } else if (name == "--resume") {
+      opt.resume = value;
+    } else if (name == "--save-every") {
+      if (!parseInt(value, opt.saveEvery) || opt.saveEvery <= 0) {
+        err = "--save-every takes a positive integer, got '" + value + "'";
+        return false;
+      }
     } else if (name == "--seq-len") {
       if (!parseInt(value, opt.seqLen) || opt.seqLen <= 0) {
         err = "--seq-len takes a positive integer, got '" + value + "'";
@@ -621,7 +645,7 @@ int Driver::train() {
   }
 
   int rc = 0;
-  for (int64_t step = 1; step <= opt.steps && rc == 0; ++step) {
+  for (int64_t step = firstStep; step <= opt.steps && rc == 0; ++step) {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<float> losses;
     for (int64_t k = 0; k < gas; ++k) {
@@ -697,6 +721,16 @@ int Driver::train() {
       std::printf("%s\n", dsrt::io::formatProgress(r, opt.steps).c_str());
       std::fflush(stdout);
     }
+    bool everyK = opt.saveEvery > 0 && step % opt.saveEvery == 0;
+    std::string saveDir = opt.save.empty() ? opt.resume : opt.save;
+    if ((everyK || (step == opt.steps && !opt.save.empty())) && !saveDir.empty()) {
+      std::string e;
+      if (!dsrt::driver::saveCheckpoint(ctx, saveDir, step, checkpointSlots(),
+                                        *meta.get("config"), e)) {
+        rc = fail("checkpoint at step " + std::to_string(step) + ": " + e);
+        break;
+      }
+    }
   }
   if (log)
     std::fclose(log);
@@ -732,15 +766,33 @@ int Driver::run() {
   if (weights.empty())
     if (const Json *w = meta.get("weights"); w && w->isString())
       weights = w->text;
-  if (weights.empty())
+  if (weights.empty() && opt.resume.empty())
     return fail("no initial weights: pass --weights FILE.safetensors");
+  if (opt.saveEvery > 0 && opt.save.empty() && opt.resume.empty())
+    return fail("--save-every K needs --save DIR (where to write the checkpoints)");
   // Before anything allocates from the arena, so that an oversized plan fails fast.
   if (!checkPlan(err))
     return fail(err);
 
   ctx = dsrt_context_create(opt.deviceMemory, opt.threads, seed);
   program->init_slots(ctx);
-  int rc = loadWeights(weights, err) ? train() : fail(err);
+  int rc;
+  if (!opt.resume.empty()) {
+    int64_t done = 0;
+    if (!dsrt::driver::loadCheckpoint(ctx, opt.resume, checkpointSlots(), *meta.get("config"),
+                                      done, err)) {
+      rc = fail(err);
+    } else if (done >= opt.steps) {
+      std::printf("checkpoint '%s' is at step %lld; --steps %lld is already reached\n",
+                  opt.resume.c_str(), (long long)done, (long long)opt.steps);
+      rc = 0;
+    } else {
+      firstStep = done + 1;
+      rc = train();
+    }
+  } else {
+    rc = loadWeights(weights, err) ? train() : fail(err);
+  }
   dsrt_context_destroy(ctx);
   ctx = nullptr;
   return rc;
