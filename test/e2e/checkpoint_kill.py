@@ -26,7 +26,7 @@ def main():
     ap.add_argument('--bin', required=True)
     ap.add_argument('--work', required=True)
     ap.add_argument('--kills', type=int, default=5)
-    ap.add_argument('--steps', type=int, default=12)
+    ap.add_argument('--steps', type=int, default=16)
     ap.add_argument('--seed', type=int, default=0)
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -59,7 +59,14 @@ def main():
             ['--resume', ck] if has else [])
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         if attempt < args.kills:
-            time.sleep(random.uniform(0.05, 0.5))
+            # Wait until a save is under way (its partial directory exists), then kill at a
+            # random point of it: before the state is synced, between state and index, or
+            # around the rename.
+            deadline = time.time() + 10
+            while p.poll() is None and time.time() < deadline and not (
+                    os.path.isdir(ck) and any(n.startswith('.partial-') for n in os.listdir(ck))):
+                time.sleep(0.002)
+            time.sleep(random.uniform(0, 0.09))
             if p.poll() is None:
                 p.send_signal(signal.SIGKILL)
                 killed += 1
