@@ -136,8 +136,14 @@ bool saveCheckpoint(dsrt_context *ctx, const std::string &dir, int64_t step,
              ",\"dtype\":" + io::jsonQuote(io::dtypeName(slots[i].dtype)) +
              ",\"dims\":" + io::formatDims(slots[i].dims) + "}";
   model += "]";
+  // The data position: samples [0, step x train_batch_size) have been consumed; the next step
+  // reads from there (the data order is a function of the step).
+  const io::Json *tbs = config.get("train_batch_size");
+  int64_t consumed = step * (tbs && tbs->isNumber() ? static_cast<int64_t>(tbs->number) : 0);
   std::string index = "{\"format\":" + io::jsonQuote(kFormat) +
-                      ",\"step\":" + std::to_string(step) + ",\"rng\":" + io::jsonQuote(rng) +
+                      ",\"step\":" + std::to_string(step) +
+                      ",\"samples_consumed\":" + std::to_string(consumed) +
+                      ",\"rng\":" + io::jsonQuote(rng) +
                       ",\"config\":" + numericConfig(config) + ",\"model\":" + model + "}\n";
   std::string indexPath = partial + "/checkpoint.json";
   std::FILE *f = std::fopen(indexPath.c_str(), "w");
