@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -49,6 +50,7 @@ def main():
     full = {l['step']: (l['loss'], l['lr']) for l in map(json.loads, open(w('full.jsonl')))}
 
     ck = w('ck')
+    shutil.rmtree(ck, ignore_errors=True)  # a fresh run: no checkpoint from an earlier test
     random.seed(args.seed)
     env = dict(os.environ, DSRT_TEST_SAVE_DELAY_MS='40')
     logs, killed, partial_seen = [], 0, 0
