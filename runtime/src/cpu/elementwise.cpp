@@ -192,7 +192,7 @@ extern "C" void dsrt_unary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
   checkDtype("unary", out, in->dtype, "result");
   if (op < DSRT_NEG || op > DSRT_GELU_TANH)
     fail("unary", "unknown op %d", op);
-  if (op == DSRT_GELU_ERF && in->dtype == DSRT_F32 && in->numel > 0) {
+  if (op == DSRT_GELU_ERF && in->dtype == DSRT_F32 && in->numel >= kParallelGrain) {
     geluErfDnnl(ctx, (float *)out->data, (const float *)in->data, nullptr, in->numel);
     return;
   }
@@ -228,7 +228,7 @@ extern "C" void dsrt_binary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
   if (op < DSRT_ADD || op > DSRT_GELU_TANH_GRAD)
     fail("binary", "unknown op %d", op);
   if (op == DSRT_GELU_ERF_GRAD && out->dtype == DSRT_F32 && a->numel == out->numel &&
-      b->numel == out->numel && out->numel > 0) {
+      b->numel == out->numel && out->numel >= kParallelGrain) {
     geluErfDnnl(ctx, (float *)out->data, (const float *)a->data, (const float *)b->data,
                 out->numel);
     return;

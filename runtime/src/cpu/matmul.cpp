@@ -10,6 +10,24 @@ using namespace dsrt;
 
 namespace {
 
+/// Runs the enclosed oneDNN call on one thread: waking a sleeping (passive-wait) thread costs
+/// more than a small product (a 4x16-token GPT step ran 6x slower on 2 threads without it).
+struct SingleThreadIf {
+  explicit SingleThreadIf(bool on) : on(on && !omp_in_parallel()) {
+    if (this->on) {
+      saved = omp_get_max_threads();
+      omp_set_num_threads(1);
+    }
+  }
+  ~SingleThreadIf() {
+    if (on)
+      omp_set_num_threads(saved);
+  }
+  bool on;
+  int saved = 1;
+};
+constexpr int64_t kSmallGemm = int64_t(1) << 20; // multiply-adds
+
 /// Row-major C[M,N] = op(A) op(B) (+ beta C).
 void gemm(const char *kernel, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
           int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
@@ -21,6 +39,7 @@ void gemm(const char *kernel, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
         std::memset(C + i * ldc, 0, N * sizeof(float));
     return;
   }
+  SingleThreadIf small(M * N * K < kSmallGemm);
   dnnl_status_t st =
       dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
   if (st != dnnl_success)
@@ -97,7 +116,8 @@ extern "C" void dsrt_matmul(dsrt_context *, dsrt_tensor *out, const dsrt_tensor 
     }
   };
   // Many small products: one per thread (sgemm runs single-threaded inside a parallel region).
-  if (batch >= omp_get_max_threads() && M * N * K < (int64_t)1 << 24) {
+  if (batch >= omp_get_max_threads() && M * N * K < (int64_t)1 << 24 &&
+      batch * M * N * K >= kSmallGemm) {
 #pragma omp parallel for schedule(static)
     for (int64_t bi = 0; bi < batch; ++bi) {
       int64_t oa, ob;

@@ -76,7 +76,7 @@ extern "C" void dsrt_softmax(dsrt_context *ctx, dsrt_tensor *out, const dsrt_ten
   checkDtype(k, out, in->dtype, "result");
   DimSplit s = splitAt(k, in, dim);
   // Softmax only: oneDNN's log-softmax is off by ~4e-6 absolute near 0 (the kernel test).
-  if (!log && in->dtype == DSRT_F32 && s.inner == 1 && in->numel > 0) {
+  if (!log && in->dtype == DSRT_F32 && s.inner == 1 && in->numel >= kParallelGrain) {
     softmaxLastDimDnnl(ctx, (float *)out->data, (const float *)in->data, s.outer, s.D, log);
     return;
   }
