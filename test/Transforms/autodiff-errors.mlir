@@ -29,3 +29,4 @@ module {
     return %s : tensor<f32>
   }
 }
+

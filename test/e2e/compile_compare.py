@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_compare import CLASSES, model_path, parse_type  # noqa: E402
+from train_compare import model_path, parse_type, write_data  # noqa: E402
 
 
 def main():
@@ -33,14 +33,7 @@ def main():
     specs = [l.strip().split('=', 1) for l in open(inputs_file) if l.strip()]
     mb = parse_type(specs[0][1])[0][0]
     rng = np.random.RandomState(0)
-    data = []
-    for name, t in specs:
-        dims, dtype = parse_type(t)
-        shape = [args.steps * mb * 2] + dims[1:]
-        arr = (rng.randn(*shape).astype(np.float32) if dtype == 'f32' else
-               rng.randint(0, CLASSES[args.family], size=shape).astype(np.int64))
-        np.save(w(name + '.npy'), arr)
-        data += ['--data', '%s=%s' % (name, w(name + '.npy'))]
+    data = write_data(specs, args.family, args.steps * mb * 2, args.work, rng)
     json.dump({'train_batch_size': 2 * mb, 'train_micro_batch_size_per_gpu': mb,
                'optimizer': {'type': 'AdamW', 'params': {'lr': args.lr}},
                'scheduler': {'type': 'WarmupLR', 'params': {'warmup_num_steps': 3}}},

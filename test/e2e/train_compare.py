@@ -82,6 +82,23 @@ def parse_type(t):
     return [int(d) for d in body[:-1]], body[-1]
 
 
+def write_data(specs, family, samples, work, rng):
+    """Random .npy data for the inputs `specs` ((name, type) pairs): normal floats, class
+    indices below the family's bound for integers. Returns the --data flags."""
+    flags = []
+    for name, t in specs:
+        dims, dtype = parse_type(t)
+        shape = [samples] + dims[1:]
+        if dtype == 'f32':
+            arr = rng.randn(*shape).astype(np.float32)
+        else:
+            arr = rng.randint(0, CLASSES[family], size=shape).astype(np.int64)
+        path = os.path.join(work, name + '.npy')
+        np.save(path, arr)
+        flags += ['--data', '%s=%s' % (name, path)]
+    return flags
+
+
 def run(cmd, log):
     with open(log, 'w') as f:
         r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
@@ -162,16 +179,7 @@ def main():
                      '--data', '%s=%s' % (specs[1][0], os.path.join(args.work, 'tgt.npy'))]
     else:
         specs_data = specs
-    for name, t in specs_data:
-        dims, dtype = parse_type(t)
-        shape = [args.steps * G] + dims[1:]
-        if dtype == 'f32':
-            arr = rng.randn(*shape).astype(np.float32)
-        else:
-            arr = rng.randint(0, CLASSES[args.family], size=shape).astype(np.int64)
-        path = os.path.join(args.work, name + '.npy')
-        np.save(path, arr)
-        data_flags += ['--data', '%s=%s' % (name, path)]
+    data_flags += write_data(specs_data, args.family, args.steps * G, args.work, rng)
 
     cfg = {'train_batch_size': G, 'train_micro_batch_size_per_gpu': mb,
            'optimizer': {'type': 'AdamW',

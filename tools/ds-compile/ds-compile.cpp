@@ -9,17 +9,12 @@
 // to STEP.safetensors as found at compile time.
 //
 //===----------------------------------------------------------------------===//
-#include "ds/InitAll.h"
-#include "ds/Pipelines/Pipelines.h"
 
+#include "ds/Pipelines/StepCompiler.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/CommandLine.h"
@@ -28,7 +23,6 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 
@@ -56,17 +50,14 @@ int main(int argc, char **argv) {
     return fail("'" + stepPath + "' does not exist");
 
   DialectRegistry registry;
-  mlir::ds::registerAllDialects(registry);
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
+  mlir::ds::registerStepDialects(registry);
   MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(stepPath, sourceMgr, &context);
+  std::string error;
+  OwningOpRef<ModuleOp> module = mlir::ds::loadLoweredStep(stepPath, context, sourceMgr, error);
   if (!module)
-    return fail("cannot parse '" + stepPath + "'");
-  if (failed(mlir::ds::lowerStepToLLVM(*module)))
-    return fail("cannot lower '" + stepPath + "' to the runtime (see the errors above)");
+    return fail(error);
 
   // The default initial weights, as an absolute path.
   llvm::SmallString<256> weights(weightsPath.empty() ? stepPath : weightsPath);
@@ -87,17 +78,8 @@ int main(int argc, char **argv) {
   if (!llvmModule)
     return fail("translation to LLVM IR failed");
 
-  // The JIT's target: the host with its CPU features, codegen O0; PIC and the small code
-  // model so the object links into a PIE (FACTS.md).
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!jtmb)
-    return fail("cannot detect the host target: " + llvm::toString(jtmb.takeError()));
-  jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::None);
-  jtmb->setRelocationModel(llvm::Reloc::PIC_);
-  jtmb->setCodeModel(llvm::CodeModel::Small);
-  auto tm = jtmb->createTargetMachine();
+  // ds-run's target (host CPU features, O0), as an object for a PIE.
+  auto tm = mlir::ds::createStepTargetMachine(/*forObject=*/true);
   if (!tm)
     return fail("cannot create the target machine: " + llvm::toString(tm.takeError()));
   llvmModule->setDataLayout((*tm)->createDataLayout());
@@ -120,12 +102,9 @@ int main(int argc, char **argv) {
   if (!cc)
     return fail("no C compiler driver 'cc' on PATH to link with (install gcc or clang)");
   std::string libDir = DS_RUNTIME_LIB_DIR;
-  std::string rpath = "-Wl,-rpath," + libDir;
-  llvm::SmallVector<llvm::StringRef> args = {*cc,        "-o",          outputPath,
-                                             objectPath, "-L" + libDir, "-ldsrt_main",
-                                             "-ldsrt",   rpath,         "-lstdc++"};
-  std::string libFlag = "-L" + libDir;
-  args[4] = libFlag;
+  std::string libFlag = "-L" + libDir, rpath = "-Wl,-rpath," + libDir;
+  llvm::SmallVector<llvm::StringRef> args = {*cc,    "-o",          outputPath, objectPath, libFlag,
+                                             rpath, "-ldsrt_main", "-ldsrt",   "-lstdc++"};
   std::string errMsg;
   int rc = llvm::sys::ExecuteAndWait(*cc, args, std::nullopt, {}, 0, 0, &errMsg);
   if (!keepObject)

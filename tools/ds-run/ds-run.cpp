@@ -9,19 +9,14 @@
 //===----------------------------------------------------------------------===//
 #include "dsrt/dsrt.h"
 
-#include "ds/InitAll.h"
-#include "ds/Pipelines/Pipelines.h"
+#include "ds/Pipelines/StepCompiler.h"
+
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <string>
@@ -80,27 +75,16 @@ int main(int argc, char **argv) {
   }
 
   DialectRegistry registry;
-  mlir::ds::registerAllDialects(registry);
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
+  mlir::ds::registerStepDialects(registry);
   MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(stepPath, sourceMgr, &context);
+  std::string error;
+  OwningOpRef<ModuleOp> module = mlir::ds::loadLoweredStep(stepPath, context, sourceMgr, error);
   if (!module)
-    return fail("cannot parse '" + stepPath + "'");
-  if (failed(mlir::ds::lowerStepToLLVM(*module)))
-    return fail("cannot lower '" + stepPath + "' to the runtime (see the errors above)");
-
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!jtmb)
-    return fail("cannot detect the host target: " + llvm::toString(jtmb.takeError()));
-  // Codegen at O0: a step is thousands of calls in one block, which O2 takes seconds on
-  // (FACTS.md); the work is in the runtime's kernels, not in this code.
-  jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::None);
-  auto tm = jtmb->createTargetMachine();
+    return fail(error);
+  // The same target as ds-compile's executables, so both compute the same numbers.
+  auto tm = mlir::ds::createStepTargetMachine(/*forObject=*/false);
   if (!tm)
     return fail("cannot create the target machine: " + llvm::toString(tm.takeError()));
   ExecutionEngineOptions options;

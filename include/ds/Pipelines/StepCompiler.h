@@ -1,0 +1,33 @@
+//===- StepCompiler.h - STEP.mlir to native code, shared by JIT and AOT --*- C++ -*-===//
+#ifndef DS_PIPELINES_STEPCOMPILER_H
+#define DS_PIPELINES_STEPCOMPILER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Target/TargetMachine.h"
+
+#include <memory>
+#include <string>
+
+namespace mlir::ds {
+
+/// The dialects and LLVM IR translations a lowered step needs.
+void registerStepDialects(DialectRegistry &registry);
+
+/// Parses STEP.mlir and lowers it to calls of the runtime (LLVM dialect). Diagnostics go to the
+/// context's handler; on failure returns null and sets `error` to a one-line cause.
+OwningOpRef<ModuleOp> loadLoweredStep(llvm::StringRef path, MLIRContext &context,
+                                      llvm::SourceMgr &sourceMgr, std::string &error);
+
+/// The one target every step is compiled for, by ds-run's JIT and by ds-compile: the host's
+/// CPU and features, codegen at O0 (a step is thousands of calls in one block, which O2 takes
+/// seconds on; the work is in the runtime's kernels). `forObject` selects PIC and the small
+/// code model, so that an object links into a PIE.
+llvm::Expected<std::unique_ptr<llvm::TargetMachine>> createStepTargetMachine(bool forObject);
+
+} // namespace mlir::ds
+
+#endif // DS_PIPELINES_STEPCOMPILER_H

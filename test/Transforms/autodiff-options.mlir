@@ -1,0 +1,12 @@
+// RUN: ds-opt %s --ds-autodiff=gradient-accumulation-steps=0 --verify-diagnostics
+
+// expected-error @below {{gradient-accumulation-steps and data-parallel-size must be >= 1}}
+module {
+  ds.parameter @w trainable : tensor<2xf32>
+  func.func @forward(%x: tensor<2xf32>) -> tensor<f32> {
+    %w = ds.get_parameter @w : tensor<2xf32>
+    %y = ds.add %x, %w : tensor<2xf32>, tensor<2xf32> -> tensor<2xf32>
+    %s = ds.sum %y dims = [0] : tensor<2xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
