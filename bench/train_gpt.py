@@ -121,6 +121,18 @@ def main():
                         '--data', 'targets=' + w('targets8.npy'), '--steps', '8', '--log',
                         w('gpt11.jsonl')], check=True, stdout=subprocess.DEVNULL)
     total = time.time() - start
+    # Where ds-run's step time goes (1 thread, 2 steps): the runtime's per-kernel profile.
+    prof = subprocess.run([b('ds-run'), w('step.mlir')] + data[:-1] + ['2', '--threads', '1'],
+                          env=dict(os.environ, DSRT_PROFILE='1'), capture_output=True, text=True)
+    rows = [l.split()[2:] for l in prof.stderr.splitlines() if l.startswith('dsrt profile:')][1:]
+    ms = {r[0] if not r[1].startswith('(') else r[0] + ' ' + r[1]: float(r[-2]) for r in rows}
+    kernel_ms = sum(ms.values())
+    gemm = sum(v for k, v in ms.items() if k in ('matmul', 'linear', 'linear_grad_weight'))
+    print('ds-run kernel time, 1 thread, 2 steps: %.0f ms, GEMM (matmul, linear, '
+          'linear_grad_weight) %.0f%%; next: %s' % (
+              kernel_ms, 100 * gemm / kernel_ms,
+              ', '.join('%s %.0f ms' % kv for kv in sorted(ms.items(), key=lambda kv: -kv[1])[3:8])))
+
     print('8 steps of a %.1fM-parameter GPT (d384 x 6), default threads: ds-opt %.1f s, '
           'total with JIT and training %.1f s' % (n11 / 1e6, t_opt, total))
 
