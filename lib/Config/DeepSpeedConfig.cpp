@@ -2,12 +2,14 @@
 #include "ds/Config/DeepSpeedConfig.h"
 
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 #include <cmath>
+#include <cstdio>
 
 using namespace llvm;
 
@@ -43,15 +45,40 @@ const char *const kImplementedKeys[] = {
 };
 const char *const kSchedulerTypes[] = {"LRRangeTest", "OneCycle", "WarmupLR", "WarmupDecayLR",
                                        "WarmupCosineLR"};
-const char *const kSchedulerParams[] = {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
-                                        "warmup_type", "total_num_steps", "warmup_min_ratio",
-                                        "cos_min_ratio", "last_batch_iteration"};
+// Each scheduler's parameters (lr_schedules.py); last_batch_iteration is common to all.
+const char *const kWarmupParams[] = {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
+                                     "warmup_type", "last_batch_iteration"};
+const char *const kWarmupDecayParams[] = {"warmup_min_lr",    "warmup_max_lr",
+                                          "warmup_num_steps", "warmup_type",
+                                          "total_num_steps",  "last_batch_iteration"};
+const char *const kWarmupCosineParams[] = {"warmup_min_ratio", "warmup_num_steps",
+                                           "warmup_type",      "total_num_steps",
+                                           "cos_min_ratio",    "last_batch_iteration"};
+const char *const kOneCycleParams[] = {
+    "cycle_min_lr",          "cycle_max_lr",   "decay_lr_rate",          "cycle_first_step_size",
+    "cycle_second_step_size", "cycle_first_stair_count", "cycle_second_stair_count",
+    "decay_step_size",       "cycle_momentum", "cycle_min_mom",          "cycle_max_mom",
+    "decay_mom_rate",        "last_batch_iteration"};
+const char *const kRangeTestParams[] = {"lr_range_test_min_lr", "lr_range_test_step_size",
+                                        "lr_range_test_step_rate", "lr_range_test_staircase",
+                                        "last_batch_iteration"};
+const char *const kAllSchedulerParams[] = {
+    "warmup_min_lr", "warmup_max_lr", "warmup_num_steps", "warmup_type", "total_num_steps",
+    "warmup_min_ratio", "cos_min_ratio", "cycle_min_lr", "cycle_max_lr", "decay_lr_rate",
+    "cycle_first_step_size", "cycle_second_step_size", "cycle_first_stair_count",
+    "cycle_second_stair_count", "decay_step_size", "cycle_momentum", "cycle_min_mom",
+    "cycle_max_mom", "decay_mom_rate", "lr_range_test_min_lr", "lr_range_test_step_size",
+    "lr_range_test_step_rate", "lr_range_test_staircase", "last_batch_iteration"};
 const char *const kSgdParams[] = {"lr", "momentum", "dampening", "weight_decay", "nesterov"};
 const char *const kOptimizerTypes[] = {"Adam", "AdamW", "Lamb", "OneBitAdam", "ZeroOneAdam",
                                        "OneBitLamb", "Lion", "Muon", "SGD", "Adagrad",
                                        "MuAdam", "MuAdamW", "MuSGD"};
 const char *const kAdamParams[] = {"lr", "betas", "eps", "weight_decay", "bias_correction",
                                    "adam_w_mode", "amsgrad", "torch_adam", "fused"};
+// DeepSpeed's Muon (engine.py): Muon's group takes lr (or muon_lr), momentum, weight_decay and
+// ns_method; the AdamW group lr (or adam_lr), betas, eps and weight_decay.
+const char *const kMuonParams[] = {"lr",    "muon_lr", "adam_lr",     "momentum",
+                                   "betas", "eps",     "weight_decay", "ns_method"};
 
 bool contains(ArrayRef<const char *> list, StringRef key) {
   for (const char *k : list)
@@ -132,12 +159,21 @@ Error parseOptimizer(const json::Value &v, OptimizerConfig &opt) {
     opt.type = type->str();
   }
   bool adam = opt.type == "Adam" || opt.type == "AdamW";
-  if (!adam && opt.type != "SGD")
+  bool muon = opt.type == "Muon";
+  if (!adam && !muon && opt.type != "SGD")
     return fail("'optimizer.type' \"" + opt.type +
                 "\" is a DeepSpeed optimizer that ds does not implement yet; use \"AdamW\", "
-                "\"Adam\" or \"SGD\"");
-  ArrayRef<const char *> valid = adam ? ArrayRef<const char *>(kAdamParams)
-                                      : ArrayRef<const char *>(kSgdParams);
+                "\"Adam\", \"SGD\" or \"Muon\"");
+  ArrayRef<const char *> valid = adam   ? ArrayRef<const char *>(kAdamParams)
+                                 : muon ? ArrayRef<const char *>(kMuonParams)
+                                        : ArrayRef<const char *>(kSgdParams);
+  std::optional<double> lr, muonLr, adamLr;
+  if (muon) { // MuonWithAuxAdam's defaults
+    opt.momentum = 0.95;
+    opt.beta1 = 0.9;
+    opt.beta2 = 0.95;
+    opt.eps = 1e-10;
+  }
   const json::Value *params = obj->get("params");
   const json::Object *p = params ? params->getAsObject() : nullptr;
   if (params && !p)
@@ -166,9 +202,17 @@ Error parseOptimizer(const json::Value &v, OptimizerConfig &opt) {
       return Error::success();
     };
     Error e = Error::success();
-    if (key == "lr") {
-      e = number(0, 1e30, opt.lr);
+    if (key == "lr" || key == "muon_lr" || key == "adam_lr") {
+      double v = 0;
+      e = number(0, 1e30, v);
+      (key == "lr" ? lr : key == "muon_lr" ? muonLr : adamLr) = v;
       hasLr = true;
+    } else if (key == "ns_method") {
+      std::optional<StringRef> m = kv.second.getAsString();
+      if (m != std::optional<StringRef>("standard"))
+        return fail("'" + full + "': ds runs the standard quintic Newton-Schulz iteration "
+                    "(\"standard\"); DeepSpeed's \"gram\" variant is not implemented yet. Set "
+                    "it to \"standard\" or remove the key");
     } else if (key == "eps") {
       e = number(0, 1e30, opt.eps);
     } else if (key == "weight_decay") {
@@ -200,8 +244,17 @@ Error parseOptimizer(const json::Value &v, OptimizerConfig &opt) {
     if (e)
       return e;
   }
+  if (muon) {
+    // muon_lr and adam_lr override lr for their group; MuonWithAuxAdam's defaults otherwise.
+    opt.lr = muonLr ? *muonLr : lr ? *lr : 0.02;
+    opt.auxLr = adamLr ? *adamLr : lr ? *lr : 3e-4;
+    if (opt.momentum >= 1)
+      return fail("'optimizer.params.momentum' must be in [0, 1) for Muon");
+  } else if (lr) {
+    opt.lr = *lr;
+  }
   // DeepSpeed: the AdamW type is always decoupled; Adam follows adam_w_mode (default true).
-  if (opt.type == "AdamW")
+  if (opt.type == "AdamW" || muon)
     opt.adamWMode = true;
   if (opt.type == "SGD") {
     if (!hasLr)
@@ -213,8 +266,21 @@ Error parseOptimizer(const json::Value &v, OptimizerConfig &opt) {
   return Error::success();
 }
 
-/// `scheduler {type, params}`; `lr` is the optimizer's, the default of some maxima.
-Error parseScheduler(const json::Value &v, double lr, SchedulerConfig &sch,
+ArrayRef<const char *> schedulerParams(StringRef type) {
+  if (type == "WarmupLR")
+    return kWarmupParams;
+  if (type == "WarmupDecayLR")
+    return kWarmupDecayParams;
+  if (type == "WarmupCosineLR")
+    return kWarmupCosineParams;
+  if (type == "OneCycle")
+    return kOneCycleParams;
+  return kRangeTestParams;
+}
+
+/// `scheduler {type, params}`; `opt` is the parsed optimizer, whose lr is the default of some
+/// maxima and whose betas OneCycle's cycle_momentum takes over.
+Error parseScheduler(const json::Value &v, OptimizerConfig &opt, SchedulerConfig &sch,
                      std::vector<std::string> &warnings) {
   const json::Object *obj = v.getAsObject();
   if (!obj)
@@ -228,82 +294,153 @@ Error parseScheduler(const json::Value &v, double lr, SchedulerConfig &sch,
   if (!contains(kSchedulerTypes, *type))
     return fail("'scheduler.type' \"" + *type + "\" is not a DeepSpeed scheduler; did you mean \"" +
                 nearest(kSchedulerTypes, *type) + "\"?");
-  if (*type == "OneCycle" || *type == "LRRangeTest")
-    return fail("'scheduler.type' \"" + *type + "\" is a DeepSpeed scheduler that ds does not "
-                "implement yet; use WarmupLR, WarmupDecayLR or WarmupCosineLR");
   sch.type = type->str();
   // DeepSpeed's defaults: WarmupLR warms up to the optimizer's lr, WarmupDecayLR to 0.001.
-  sch.warmupMaxLr = sch.type == "WarmupDecayLR" ? 0.001 : lr;
+  sch.warmupMaxLr = sch.type == "WarmupDecayLR" ? 0.001 : opt.lr;
   const json::Object *p = obj->getObject("params");
   if (obj->get("params") && !p)
     return fail("'scheduler.params' must be an object");
-  bool hasTotal = false;
-  if (p) {
-    for (const auto &kv : *p) {
-      StringRef key = kv.first;
-      std::string full = ("scheduler.params." + key).str();
-      if (!contains(kSchedulerParams, key))
-        return fail("'" + full + "' is not a parameter of DeepSpeed's schedulers; did you mean '" +
-                    nearest(kSchedulerParams, key) + "'?");
-      bool ratio = key == "warmup_min_ratio" || key == "cos_min_ratio";
-      bool lrKey = key == "warmup_min_lr" || key == "warmup_max_lr";
-      if ((ratio || lrKey) && sch.type == "WarmupCosineLR" && lrKey)
-        return fail("'" + full + "' does not apply to WarmupCosineLR (it scales the optimizer's lr "
-                    "by warmup_min_ratio and cos_min_ratio)");
-      if (ratio && sch.type != "WarmupCosineLR")
-        return fail("'" + full + "' applies only to WarmupCosineLR");
-      if (key == "warmup_type") {
-        std::optional<StringRef> t = kv.second.getAsString();
-        if (!t)
-          return fail("'" + full + "' must be \"log\" or \"linear\"");
-        if (*t != "log" && *t != "linear") {
-          // DeepSpeed warns and uses log.
-          warnings.push_back("'" + full + "' \"" + t->str() +
-                             "\" is unknown; DeepSpeed and ds use \"log\"");
-          sch.warmupType = "log";
-        } else {
-          sch.warmupType = t->str();
-        }
-        continue;
-      }
-      if (key == "warmup_num_steps" || key == "total_num_steps" || key == "last_batch_iteration") {
-        std::optional<int64_t> i = kv.second.getAsInteger();
-        if (key == "last_batch_iteration") {
-          if (i != std::optional<int64_t>(-1))
-            return fail("'" + full + "': only -1 (a fresh start) is supported; resume restores "
-                        "the schedule's position");
-          continue;
-        }
-        if (!i || *i <= 0)
-          return fail("'" + full + "' must be a positive integer");
-        if (key == "warmup_num_steps")
-          sch.warmupNumSteps = *i;
-        else {
-          sch.totalNumSteps = *i;
-          hasTotal = true;
-        }
-        continue;
-      }
-      auto d = getNumber(kv.second, full);
-      if (!d)
-        return d.takeError();
-      if (*d < 0)
-        return fail("'" + full + "' must be >= 0");
-      if (key == "warmup_min_lr")
-        sch.warmupMinLr = *d;
-      else if (key == "warmup_max_lr")
-        sch.warmupMaxLr = *d;
-      else if (key == "warmup_min_ratio")
-        sch.warmupMinRatio = *d;
-      else if (key == "cos_min_ratio")
-        sch.cosMinRatio = *d;
+  ArrayRef<const char *> valid = schedulerParams(sch.type);
+  bool hasTotal = false, hasMin = false, hasMax = false;
+  std::optional<double> secondSize;
+  std::optional<int64_t> secondStairs;
+  for (const auto &kv : p ? *p : json::Object()) {
+    StringRef key = kv.first;
+    std::string full = ("scheduler.params." + key).str();
+    if (!contains(kAllSchedulerParams, key))
+      return fail("'" + full + "' is not a parameter of DeepSpeed's schedulers; did you mean '" +
+                  nearest(valid, key) + "'?");
+    if (!contains(valid, key)) {
+      std::string owner;
+      for (const char *t : kSchedulerTypes)
+        if (contains(schedulerParams(t), key))
+          owner += (owner.empty() ? "" : ", ") + std::string(t);
+      return fail("'" + full + "' is not a parameter of " + sch.type + " (it belongs to " + owner +
+                  "); " + sch.type + " takes: " + join(valid.begin(), valid.end(), ", "));
     }
+    auto flag = [&](bool &out) -> Error {
+      std::optional<bool> b = kv.second.getAsBoolean();
+      if (!b)
+        return fail("'" + full + "' must be true or false");
+      out = *b;
+      return Error::success();
+    };
+    if (key == "warmup_type") {
+      std::optional<StringRef> t = kv.second.getAsString();
+      if (!t)
+        return fail("'" + full + "' must be \"log\" or \"linear\"");
+      if (*t != "log" && *t != "linear") {
+        // DeepSpeed warns and uses log.
+        warnings.push_back("'" + full + "' \"" + t->str() +
+                           "\" is unknown; DeepSpeed and ds use \"log\"");
+        sch.warmupType = "log";
+      } else {
+        sch.warmupType = t->str();
+      }
+      continue;
+    }
+    if (key == "cycle_momentum" || key == "lr_range_test_staircase") {
+      if (Error e = flag(key == "cycle_momentum" ? sch.cycleMomentum : sch.lrRangeTestStaircase))
+        return e;
+      continue;
+    }
+    if (key == "last_batch_iteration") {
+      if (kv.second.getAsInteger() != std::optional<int64_t>(-1))
+        return fail("'" + full + "': only -1 (a fresh start) is supported; resume restores "
+                    "the schedule's position");
+      continue;
+    }
+    if (key == "warmup_num_steps" || key == "total_num_steps" || key.ends_with("_stair_count")) {
+      std::optional<int64_t> i = kv.second.getAsInteger();
+      bool stairs = key.ends_with("_stair_count");
+      if (!i || *i < (stairs ? 0 : 1))
+        return fail("'" + full + "' must be a " + (stairs ? "non-negative" : "positive") +
+                    " integer");
+      if (key == "warmup_num_steps")
+        sch.warmupNumSteps = *i;
+      else if (key == "total_num_steps") {
+        sch.totalNumSteps = *i;
+        hasTotal = true;
+      } else if (key == "cycle_first_stair_count")
+        sch.cycleFirstStairCount = *i;
+      else
+        secondStairs = *i;
+      continue;
+    }
+    auto d = getNumber(kv.second, full);
+    if (!d)
+      return d.takeError();
+    // Sizes divide the batch position: they must be positive.
+    bool size = key.ends_with("_step_size");
+    if (size && *d <= 0)
+      return fail("'" + full + "' must be > 0 (it divides the step count)");
+    if (*d < 0)
+      return fail("'" + full + "' must be >= 0");
+    if ((key == "cycle_min_mom" || key == "cycle_max_mom") && *d >= 1)
+      return fail("'" + full + "' must be in [0, 1): it becomes Adam's beta1");
+    if (key == "warmup_min_lr")
+      sch.warmupMinLr = *d;
+    else if (key == "warmup_max_lr")
+      sch.warmupMaxLr = *d;
+    else if (key == "warmup_min_ratio")
+      sch.warmupMinRatio = *d;
+    else if (key == "cos_min_ratio")
+      sch.cosMinRatio = *d;
+    else if (key == "cycle_min_lr")
+      sch.cycleMinLr = *d, hasMin = true;
+    else if (key == "cycle_max_lr")
+      sch.cycleMaxLr = *d, hasMax = true;
+    else if (key == "decay_lr_rate")
+      sch.decayLrRate = *d;
+    else if (key == "cycle_first_step_size")
+      sch.cycleFirstStepSize = *d;
+    else if (key == "cycle_second_step_size")
+      secondSize = *d;
+    else if (key == "decay_step_size")
+      sch.decayStepSize = *d;
+    else if (key == "cycle_min_mom")
+      sch.cycleMinMom = *d;
+    else if (key == "cycle_max_mom")
+      sch.cycleMaxMom = *d;
+    else if (key == "decay_mom_rate")
+      sch.decayMomRate = *d;
+    else if (key == "lr_range_test_min_lr")
+      sch.lrRangeTestMinLr = *d;
+    else if (key == "lr_range_test_step_size")
+      sch.lrRangeTestStepSize = *d;
+    else if (key == "lr_range_test_step_rate")
+      sch.lrRangeTestStepRate = *d;
   }
-  if (sch.type == "WarmupLR" && hasTotal)
-    return fail("'scheduler.params.total_num_steps' does not apply to WarmupLR");
-  if (sch.type != "WarmupLR" && !hasTotal)
+  if ((sch.type == "WarmupDecayLR" || sch.type == "WarmupCosineLR") && !hasTotal)
     return fail("'scheduler.params.total_num_steps' is required by " + sch.type +
                 " (the step at which the decay ends)");
+  if (sch.type == "OneCycle") {
+    if (!hasMin || !hasMax)
+      return fail("'scheduler.params." + std::string(hasMin ? "cycle_max_lr" : "cycle_min_lr") +
+                  "' is required by OneCycle (the lr at the cycle's ends and peak)");
+    // The second half and its stairs default to the first's.
+    sch.cycleSecondStepSize = secondSize ? *secondSize : sch.cycleFirstStepSize;
+    sch.cycleSecondStairCount = secondStairs ? *secondStairs : sch.cycleFirstStairCount;
+    if (sch.cycleMomentum) {
+      if (opt.type == "Adam" || opt.type == "AdamW") {
+        // DeepSpeed sets each group's betas to (cycled momentum, 0.99).
+        if (opt.beta2 != 0.99) {
+          char b2[32];
+          std::snprintf(b2, sizeof b2, "%g", opt.beta2);
+          warnings.push_back("OneCycle's cycle_momentum sets Adam's betas to (momentum, 0.99) as "
+                             "DeepSpeed does; optimizer.params.betas[1] " + std::string(b2) +
+                             " is not used");
+        }
+        opt.beta2 = 0.99;
+        opt.beta1 = sch.cycleMinMom;
+        opt.scheduledBeta1 = true;
+      } else {
+        warnings.push_back("OneCycle's cycle_momentum is disabled because " + opt.type +
+                           " has no betas (as DeepSpeed does)");
+        sch.cycleMomentum = false;
+      }
+    }
+  }
   return Error::success();
 }
 
@@ -362,7 +499,7 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
   }
 
   if (const json::Value *sch = root->get("scheduler"))
-    if (Error e = parseScheduler(*sch, cfg.optimizer.lr, cfg.scheduler, cfg.warnings))
+    if (Error e = parseScheduler(*sch, cfg.optimizer, cfg.scheduler, cfg.warnings))
       return std::move(e);
 
   // DeepSpeed's rule (runtime/config.py, _configure_train_batch_size).
@@ -440,6 +577,11 @@ std::string DeepSpeedConfig::toJSON() const {
     optParams["eps"] = optimizer.eps;
     optParams["adam_w_mode"] = optimizer.adamWMode;
   }
+  if (optimizer.type == "Muon") {
+    optParams["momentum"] = optimizer.momentum;
+    optParams["adam_lr"] = optimizer.auxLr;
+    optParams["ns_method"] = "standard";
+  }
   json::Object opt{{"type", optimizer.type}, {"params", std::move(optParams)}};
   json::Object root{{"train_batch_size", trainBatchSize},
                     {"train_micro_batch_size_per_gpu", microBatchSize},
@@ -449,7 +591,27 @@ std::string DeepSpeedConfig::toJSON() const {
                     {"gradient_clipping", gradientClipping},
                     {"steps_per_print", stepsPerPrint},
                     {"seed", static_cast<int64_t>(seed)}};
-  if (!scheduler.type.empty()) {
+  if (scheduler.type == "OneCycle") {
+    json::Object params{{"cycle_min_lr", scheduler.cycleMinLr},
+                        {"cycle_max_lr", scheduler.cycleMaxLr},
+                        {"decay_lr_rate", scheduler.decayLrRate},
+                        {"cycle_first_step_size", scheduler.cycleFirstStepSize},
+                        {"cycle_second_step_size", scheduler.cycleSecondStepSize},
+                        {"cycle_first_stair_count", scheduler.cycleFirstStairCount},
+                        {"cycle_second_stair_count", scheduler.cycleSecondStairCount},
+                        {"decay_step_size", scheduler.decayStepSize},
+                        {"cycle_momentum", scheduler.cycleMomentum},
+                        {"cycle_min_mom", scheduler.cycleMinMom},
+                        {"cycle_max_mom", scheduler.cycleMaxMom},
+                        {"decay_mom_rate", scheduler.decayMomRate}};
+    root["scheduler"] = json::Object{{"type", scheduler.type}, {"params", std::move(params)}};
+  } else if (scheduler.type == "LRRangeTest") {
+    json::Object params{{"lr_range_test_min_lr", scheduler.lrRangeTestMinLr},
+                        {"lr_range_test_step_size", scheduler.lrRangeTestStepSize},
+                        {"lr_range_test_step_rate", scheduler.lrRangeTestStepRate},
+                        {"lr_range_test_staircase", scheduler.lrRangeTestStaircase}};
+    root["scheduler"] = json::Object{{"type", scheduler.type}, {"params", std::move(params)}};
+  } else if (!scheduler.type.empty()) {
     json::Object params{{"warmup_num_steps", scheduler.warmupNumSteps},
                         {"warmup_type", scheduler.warmupType}};
     if (scheduler.type == "WarmupCosineLR") {

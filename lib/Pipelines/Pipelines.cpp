@@ -36,6 +36,7 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   opt.momentum = options.optimizer.momentum;
   opt.dampening = options.optimizer.dampening;
   opt.nesterov = options.optimizer.nesterov;
+  opt.scheduledBeta1 = options.optimizer.scheduledBeta1;
   pm.addPass(createDSOptimizer(opt));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -5,13 +5,14 @@
 // LLVM-DAG: declare ptr @dsrt_tensor_alloc(ptr, i32, i32, ptr)
 // LLVM-DAG: define void @ds_init_slots(ptr %0)
 // LLVM-DAG: define ptr @ds_micro_step(ptr %0, ptr %1)
-// LLVM-DAG: define void @ds_optimizer_step(ptr %0, ptr %1, ptr %2)
+// LLVM-DAG: define void @ds_optimizer_step(ptr %0, ptr %1, ptr %2, ptr %3, ptr %4)
 // LLVM-DAG: define ptr @ds_metadata()
 
 // Each result is allocated before its kernel and freed after its last use; parameter reads are
 // views; a transpose of the last two dims folds into the matmul's flag. The plan: slots 2 x 24
 // bytes + input 24 + matmul result 16 + sum result 4 = 92 at the peak of @micro_step; slots 48
-// + lr and step 8 + the new weight 24 = 80 in @optimizer_step.
+// + the step scalars 20 (lr, step, aux_lr f32; beta1 f64) + the new weight 24 = 92 in
+// @optimizer_step.
 // CHECK-DAG: llvm.func @dsrt_tensor_alloc(!llvm.ptr, i32, i32, !llvm.ptr) -> !llvm.ptr
 // CHECK-LABEL: llvm.func @ds_init_slots
 // CHECK-COUNT-2: llvm.call @dsrt_slot_define
@@ -27,7 +28,7 @@
 // CHECK: llvm.call @dsrt_slot_set
 // CHECK: \22plan\22:{\22buffers\22:
 // CHECK-SAME: \22input_bytes\22:24
-// CHECK-SAME: \22micro_step_peak_bytes\22:92,\22optimizer_step_peak_bytes\22:80,\22peak_bytes\22:92,
+// CHECK-SAME: \22micro_step_peak_bytes\22:92,\22optimizer_step_peak_bytes\22:92,\22peak_bytes\22:92,
 // CHECK-SAME: \22persistent_bytes\22:48
 module attributes {ds.config = "{\"train_batch_size\":2}"} {
   ds.parameter @w trainable : tensor<2x3xf32>
@@ -39,7 +40,8 @@ module attributes {ds.config = "{\"train_batch_size\":2}"} {
     %s = ds.sum %y dims = [0, 1] : tensor<2x2xf32> -> tensor<f32>
     return %s : tensor<f32>
   }
-  func.func @optimizer_step(%lr: tensor<f32>, %step: tensor<f32>) {
+  func.func @optimizer_step(%lr: tensor<f32>, %step: tensor<f32>, %beta1: tensor<f64>,
+                            %aux_lr: tensor<f32>) {
     %w = ds.get_parameter @w : tensor<2x3xf32>
     %n = ds.mul %w, %lr : tensor<2x3xf32>, tensor<f32> -> tensor<2x3xf32>
     ds.assign @w = %n : tensor<2x3xf32>

@@ -5,7 +5,7 @@
 // global norm (min(clip / (norm + 1e-6), 1)), decoupled decay, then the gradient is zeroed.
 // CHECK: ds.state @"w@exp_avg" of @w role "exp_avg" : tensor<3xf32>
 // CHECK: ds.state @"w@exp_avg_sq" of @w role "exp_avg_sq" : tensor<3xf32>
-// CHECK-LABEL: func.func @optimizer_step(%{{.+}}: tensor<f32>, %{{.+}}: tensor<f32>)
+// CHECK-LABEL: func.func @optimizer_step(%{{.+}}: tensor<f32>, %{{.+}}: tensor<f32>, %{{.+}}: tensor<f64>, %{{.+}}: tensor<f32>)
 // CHECK: ds.pow {{.+}} : tensor<f64>, tensor<f64> -> tensor<f64>
 // CHECK: %[[NORM:.+]] = ds.sqrt
 // CHECK: %[[COEF:.+]] = ds.minimum
@@ -20,7 +20,7 @@
 // 1), L2 decay added to the gradient, Nesterov's look-ahead, then p - lr d.
 // SGD: ds.state @"w@momentum_buffer" of @w role "momentum_buffer" : tensor<3xf32>
 // SGD-NOT: exp_avg
-// SGD: func.func @optimizer_step(%[[LR:[^:]+]]: tensor<f32>, %[[STEP:[^:]+]]: tensor<f32>)
+// SGD: func.func @optimizer_step(%[[LR:[^:]+]]: tensor<f32>, %[[STEP:[^:]+]]: tensor<f32>, %{{.+}}: tensor<f64>, %{{.+}}: tensor<f32>)
 // SGD: %[[FIRST:.+]] = ds.cmp eq, %[[STEP]]
 // SGD: %[[BUF:.+]] = ds.where %[[FIRST]]
 // SGD: ds.assign @"w@momentum_buffer" = %[[BUF]]

@@ -45,10 +45,41 @@ def deepspeed_lr(scheduler, lr, step):
     if not scheduler:
         return lr
     t, p = scheduler['type'], scheduler.get('params', {})
+    it = step - 2
+    if t == 'LRRangeTest':
+        mn = p.get('lr_range_test_min_lr', 1e-3)
+        if it < 0:
+            return mn
+        x = (it + 1) / p.get('lr_range_test_step_size', 2000)
+        if p.get('lr_range_test_staircase', False):
+            x = math.floor(x)
+        return mn * (1 + p.get('lr_range_test_step_rate', 1.0) * x)
+    if t == 'OneCycle':
+        lo, hi = p['cycle_min_lr'], p['cycle_max_lr']
+        if it < 0:
+            return lo
+        first = float(p.get('cycle_first_step_size', 2000))
+        second = float(p.get('cycle_second_step_size', first))
+        total = first + second
+        if it >= total:
+            size, rate = p.get('decay_step_size', 0), p.get('decay_lr_rate', 0.)
+            if size == 0 or rate == 0:
+                return lo
+            return lo / (1 + rate * (it - total + 1) / size)
+        n = it + 1
+        x = 1. + n / total - math.floor(1 + n / total)
+        up = x <= first / total
+        scale = x / (first / total) if up else (x - 1) / (first / total - 1)
+        stairs = p.get('cycle_first_stair_count', 0) if up else \
+            p.get('cycle_second_stair_count', p.get('cycle_first_stair_count', 0))
+        if stairs > 0:
+            c = n % total
+            pos = c * stairs / first if c <= first else (total - c) * stairs / second
+            scale = math.floor(pos) / stairs
+        return lo + (hi - lo) * scale
     warm = max(2, p.get('warmup_num_steps', 1000))
     inv_log = 1.0 / math.log(warm)
     linear = p.get('warmup_type', 'log') == 'linear'
-    it = step - 2
 
     def gamma_up(i):
         return i / warm if linear else inv_log * math.log(i + 1)
@@ -188,7 +219,10 @@ def main():
            'gradient_clipping': args.clip, 'steps_per_print': args.steps}
     if args.optimizer:
         cfg['optimizer'] = json.loads(args.optimizer)
-        args.lr = cfg['optimizer']['params']['lr']
+        op = cfg['optimizer'].get('params', {})
+        # The logged lr is the first group's: Muon's (muon_lr, else lr, else 0.02).
+        args.lr = op.get('muon_lr', op.get('lr', 0.02)) if cfg['optimizer']['type'] == 'Muon' \
+            else op['lr']
     scheduler = json.loads(args.scheduler) if args.scheduler else None
     if scheduler:
         cfg['scheduler'] = scheduler

@@ -9,13 +9,17 @@
 #include "dsrt/io.h"
 #include "ds/Config/DeepSpeedConfig.h"
 
+#include <torch/csrc/jit/passes/inliner.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -253,6 +257,114 @@ struct ModelState {
   std::vector<at::Tensor> buffers;                              // distinct buffers
 };
 
+/// The parameters that aten::embedding reads in forward (after inlining), and the weight of the
+/// aten::linear whose output, through views, is the cross-entropy's input (the LM head), by
+/// attribute path: Muon leaves them to its AdamW whatever their names (ds::usesMuon).
+std::set<std::string> embeddingTablesAndHead(torch::jit::Module &m) {
+  std::shared_ptr<torch::jit::Graph> g = m.get_method("forward").graph()->copy();
+  torch::jit::Inline(*g);
+  std::set<std::string> out;
+  auto addPath = [&](torch::jit::Value *v) {
+    std::string path;
+    while (v->node()->kind() == c10::prim::GetAttr) {
+      path = v->node()->s(c10::attr::name) + (path.empty() ? "" : "." + path);
+      v = v->node()->input(0);
+    }
+    if (!path.empty())
+      out.insert(path);
+  };
+  const c10::Symbol views[] = {c10::Symbol::aten("view"), c10::Symbol::aten("reshape"),
+                               c10::Symbol::aten("flatten"), c10::Symbol::aten("contiguous")};
+  std::function<void(torch::jit::Block *)> visit = [&](torch::jit::Block *b) {
+    for (torch::jit::Node *n : b->nodes()) {
+      for (torch::jit::Block *sub : n->blocks())
+        visit(sub);
+      if (n->kind() == c10::Symbol::aten("embedding"))
+        addPath(n->input(0));
+      if (n->kind() != c10::Symbol::aten("cross_entropy_loss"))
+        continue;
+      torch::jit::Node *logits = n->input(0)->node();
+      while (std::find(std::begin(views), std::end(views), logits->kind()) != std::end(views))
+        logits = logits->input(0)->node();
+      if (logits->kind() == c10::Symbol::aten("linear"))
+        addPath(logits->input(1));
+    }
+  };
+  visit(g->block());
+  return out;
+}
+
+/// DeepSpeed's MuonWithAuxAdam (deepspeed/runtime/zero/muon/original_muon.py), written here
+/// with LibTorch ops because torch::optim has no Muon: Nesterov momentum orthogonalized by the
+/// standard quintic Newton-Schulz iteration in f32 for the Muon parameters, and its own AdamW
+/// (lerp moments, eps after the square root of the corrected v) for the others.
+class MuonWithAuxAdam {
+public:
+  MuonWithAuxAdam(std::vector<at::Tensor> params, std::vector<bool> muon,
+                  const ::ds::OptimizerConfig &c)
+      : params_(std::move(params)), muon_(std::move(muon)), c_(c) {
+    for (const at::Tensor &p : params_) {
+      buf1_.push_back(torch::zeros_like(p));
+      buf2_.push_back(muon_[buf2_.size()] ? at::Tensor() : torch::zeros_like(p));
+    }
+  }
+
+  void step(double muonLr, double adamLr) {
+    torch::NoGradGuard noGrad;
+    ++step_;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      at::Tensor &p = params_[i];
+      at::Tensor g = p.grad().defined() ? p.grad().clone() : torch::zeros_like(p);
+      if (muon_[i]) {
+        buf1_[i].lerp_(g, 1 - c_.momentum);
+        at::Tensor u = g.lerp_(buf1_[i], c_.momentum);
+        at::Tensor x = u.view({u.size(0), -1});
+        bool tall = x.size(0) > x.size(1);
+        if (tall)
+          x = x.t();
+        x = x / (x.norm() + 1e-7);
+        for (int it = 0; it < 5; ++it) {
+          at::Tensor a = torch::matmul(x, x.t());
+          at::Tensor b = -4.7750 * a + torch::matmul(2.0315 * a, a);
+          x = 3.4445 * x + torch::matmul(b, x);
+        }
+        if (tall)
+          x = x.t();
+        x = x * std::sqrt(std::max(1.0, static_cast<double>(p.size(-2)) /
+                                            static_cast<double>(p.size(-1))));
+        p.mul_(1 - muonLr * c_.weightDecay);
+        p.add_(x.reshape(p.sizes()), -muonLr);
+      } else {
+        buf1_[i].lerp_(g, 1 - c_.beta1);
+        buf2_[i].lerp_(g.square(), 1 - c_.beta2);
+        at::Tensor m = buf1_[i] / (1 - std::pow(c_.beta1, static_cast<double>(step_)));
+        at::Tensor v = buf2_[i] / (1 - std::pow(c_.beta2, static_cast<double>(step_)));
+        at::Tensor update = m / (v.sqrt() + c_.eps);
+        p.mul_(1 - adamLr * c_.weightDecay);
+        p.add_(update, -adamLr);
+      }
+    }
+  }
+  void zeroGrad() {
+    for (at::Tensor &p : params_)
+      if (p.grad().defined())
+        p.grad().zero_();
+  }
+  uint64_t stateBytes() const {
+    uint64_t n = 0;
+    for (size_t i = 0; i < params_.size(); ++i)
+      n += buf1_[i].nbytes() + (buf2_[i].defined() ? buf2_[i].nbytes() : 0);
+    return n;
+  }
+
+private:
+  std::vector<at::Tensor> params_;
+  std::vector<bool> muon_;
+  ::ds::OptimizerConfig c_;
+  std::vector<at::Tensor> buf1_, buf2_;
+  int64_t step_ = 0;
+};
+
 ModelState collect(torch::jit::Module &m) {
   ModelState s;
   std::unordered_set<const void *> seen;
@@ -309,9 +421,9 @@ int run(int argc, char **argv) {
   for (const std::string &w : cfg.warnings)
     std::fprintf(stderr, "ds-reference: warning: %s\n", w.c_str());
   if (cfg.optimizer.type != "AdamW" && cfg.optimizer.type != "Adam" &&
-      cfg.optimizer.type != "SGD")
+      cfg.optimizer.type != "SGD" && cfg.optimizer.type != "Muon")
     die("optimizer type '" + cfg.optimizer.type +
-        "' is not yet supported by ds-reference (use AdamW, Adam or SGD)");
+        "' is not yet supported by ds-reference (use AdamW, Adam, SGD or Muon)");
   const int64_t G = cfg.trainBatchSize, mb = cfg.microBatchSize,
                 gas = cfg.gradientAccumulationSteps, dp = cfg.worldSize;
 
@@ -413,7 +525,25 @@ int run(int argc, char **argv) {
   // torch's AdamW; Adam without it is torch's Adam (L2); SGD is torch's SGD.
   const ::ds::OptimizerConfig &oc = cfg.optimizer;
   std::unique_ptr<torch::optim::Optimizer> optimizerPtr;
-  if (oc.type == "SGD")
+  std::unique_ptr<MuonWithAuxAdam> muon;
+  if (oc.type == "Muon") {
+    std::set<std::string> tables = embeddingTablesAndHead(module);
+    std::vector<bool> useMuon;
+    for (size_t i = 0; i < s.params.size(); ++i) {
+      // The parameter's names: the first, and every alias of the same tensor.
+      std::vector<std::string> names;
+      bool table = false;
+      for (const auto &np : s.namedParams)
+        if (np.second.unsafeGetTensorImpl() == s.params[i].unsafeGetTensorImpl()) {
+          names.push_back(np.first);
+          table = table || tables.count(np.first);
+        }
+      useMuon.push_back(::ds::usesMuon(names, s.params[i].dim(), table));
+    }
+    muon = std::make_unique<MuonWithAuxAdam>(s.params, useMuon, oc);
+    // torch::optim needs an optimizer object for the code below; Muon never steps it.
+    optimizerPtr = std::make_unique<torch::optim::SGD>(s.params, torch::optim::SGDOptions(0));
+  } else if (oc.type == "SGD")
     optimizerPtr = std::make_unique<torch::optim::SGD>(
         s.params, torch::optim::SGDOptions(oc.lr)
                       .momentum(oc.momentum)
@@ -508,15 +638,27 @@ int run(int argc, char **argv) {
     if (cfg.gradientClipping > 0)
       torch::nn::utils::clip_grad_norm_(s.params, cfg.gradientClipping);
     // DeepSpeed's schedule, the same function the driver uses (no LibTorch equivalent).
-    double lrStep = dsrt::io::scheduledLr(configJson, step);
-    for (auto &group : optimizer.param_groups())
-      group.options().set_lr(lrStep);
-    optimizer.step();
-    optimizer.zero_grad();
+    dsrt::io::StepScalars hyper = dsrt::io::scheduled(configJson, step);
+    double lrStep = hyper.lr;
+    if (muon) {
+      muon->step(hyper.lr, hyper.auxLr);
+      muon->zeroGrad();
+    } else {
+      for (auto &group : optimizer.param_groups()) {
+        group.options().set_lr(lrStep);
+        // OneCycle's cycle_momentum: betas = (scheduled momentum, 0.99) each step.
+        if (auto *w = dynamic_cast<torch::optim::AdamWOptions *>(&group.options()))
+          w->betas(std::make_tuple(hyper.beta1, std::get<1>(w->betas())));
+        else if (auto *a = dynamic_cast<torch::optim::AdamOptions *>(&group.options()))
+          a->betas(std::make_tuple(hyper.beta1, std::get<1>(a->betas())));
+      }
+      optimizer.step();
+      optimizer.zero_grad();
+    }
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                     .count();
 
-    uint64_t stateBytes = 0;
+    uint64_t stateBytes = muon ? muon->stateBytes() : 0;
     for (const auto &kv : optimizer.state()) {
       std::vector<const at::Tensor *> ts;
       if (auto *w = dynamic_cast<torch::optim::AdamWParamState *>(kv.second.get()))

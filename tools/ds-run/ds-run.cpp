@@ -106,7 +106,8 @@ int main(int argc, char **argv) {
   program.init_slots = reinterpret_cast<void (*)(dsrt_context *)>(lookup("ds_init_slots"));
   program.micro_step =
       reinterpret_cast<dsrt_tensor *(*)(dsrt_context *, dsrt_tensor **)>(lookup("ds_micro_step"));
-  program.optimizer_step = reinterpret_cast<void (*)(dsrt_context *, dsrt_tensor *, dsrt_tensor *)>(
+  program.optimizer_step = reinterpret_cast<void (*)(dsrt_context *, dsrt_tensor *, dsrt_tensor *,
+                                                     dsrt_tensor *, dsrt_tensor *)>(
       lookup("ds_optimizer_step"));
   if (!metadata || !program.init_slots || !program.micro_step || !program.optimizer_step)
     return fail("the compiled step lacks an entry point (ds_metadata, ds_init_slots, "

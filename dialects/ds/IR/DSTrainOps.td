@@ -257,7 +257,8 @@ def DS_AdamWUpdateOp : DS_Op<"adamw_update", [Pure,
   let description = [{
     In one pass over the elements, with `step_size = lr / (1 - beta1^t)`,
     `bias_correction2_sqrt = sqrt(1 - beta2^t)` and `decay = 1 - lr * weight_decay` given as
-    f32 scalars (computed once per step by the surrounding IR):
+    f32 scalars (computed once per step by the surrounding IR), and `beta1` an f64 scalar
+    operand (a schedule such as OneCycle's `cycle_momentum` changes it every step):
     ```
     p  = param * decay
     m  = exp_avg * beta1 + grad * (1 - beta1)
@@ -267,18 +268,19 @@ def DS_AdamWUpdateOp : DS_Op<"adamw_update", [Pure,
     `ds-optimizer` emits one per trainable parameter, so the update stays a single memory
     pass (as DeepSpeed's fused Adam) instead of a dozen elementwise ops.
     **Constraints:** parameter, gradient, moments and results share one float tensor type;
-    the three scalars are rank-0 f32.
+    the three scalars are rank-0 f32; `beta1` is rank-0 f64.
   }];
   let arguments = (ins DS_FloatTensor:$param, DS_FloatTensor:$grad, DS_FloatTensor:$exp_avg,
                        DS_FloatTensor:$exp_avg_sq, 0DTensorOf<[F32]>:$step_size,
                        0DTensorOf<[F32]>:$bias_correction2_sqrt, 0DTensorOf<[F32]>:$decay,
-                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$eps);
+                       0DTensorOf<[F64]>:$beta1, F64Attr:$beta2, F64Attr:$eps);
   let results = (outs DS_FloatTensor:$new_param, DS_FloatTensor:$new_exp_avg,
                       DS_FloatTensor:$new_exp_avg_sq);
   let assemblyFormat = [{
     $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `step_size` $step_size
-    `bias_correction2_sqrt` $bias_correction2_sqrt `decay` $decay `beta1` `=` $beta1
-    `beta2` `=` $beta2 `eps` `=` $eps attr-dict `:` type($param) `,` type($step_size)
+    `bias_correction2_sqrt` $bias_correction2_sqrt `decay` $decay `beta1` $beta1
+    `beta2` `=` $beta2 `eps` `=` $eps attr-dict `:` type($param) `,` type($step_size) `,`
+    type($beta1)
   }];
 }
 

@@ -1,7 +1,9 @@
 //===- Optimizer.cpp - the ds-optimizer pass: the parameter update as IR ---===//
 #include "ds/Transforms/Passes.h"
 
+#include "ds/Config/DeepSpeedConfig.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_DSOPTIMIZER
@@ -41,6 +43,30 @@ struct Emitter {
   void assign(StringRef sym, Value v) {
     AssignOp::create(b, loc, FlatSymbolRefAttr::get(b.getContext(), sym), v);
   }
+  Value matmul(Value x, Value y) {
+    ArrayRef<int64_t> xs = typeOf(x).getShape(), ys = typeOf(y).getShape();
+    auto t = RankedTensorType::get({xs[0], ys[1]}, typeOf(x).getElementType());
+    return MatmulOp::create(b, loc, t, x, y);
+  }
+  Value transpose(Value x) {
+    ArrayRef<int64_t> xs = typeOf(x).getShape();
+    auto t = RankedTensorType::get({xs[1], xs[0]}, typeOf(x).getElementType());
+    return TransposeOp::create(b, loc, t, x, b.getDenseI64ArrayAttr({1, 0}));
+  }
+  Value reshape(Value x, ArrayRef<int64_t> shape) {
+    if (typeOf(x).getShape() == shape)
+      return x;
+    return ReshapeOp::create(b, loc, RankedTensorType::get(shape, typeOf(x).getElementType()), x);
+  }
+  /// torch.lerp(self, end, weight) with a scalar weight, f32: self + w (end - self) when
+  /// |w| < 0.5, else end - (end - self) (1 - w), both factors rounded to float.
+  Value lerp(Value self, Value end, double weight) {
+    auto f32 = b.getF32Type();
+    float w = static_cast<float>(weight);
+    if (std::abs(w) < 0.5f)
+      return add(self, mul(sub(end, self), constant(f32, w)));
+    return sub(end, mul(sub(end, self), constant(f32, 1.0f - w)));
+  }
   Value sumAll(Value x) {
     SmallVector<int64_t> dims;
     for (int64_t i = 0; i < typeOf(x).getRank(); ++i)
@@ -77,19 +103,46 @@ void OptimizerPass::runOnOperation() {
 
   bool isAdam = type == "AdamW" || type == "Adam";
   bool isSgd = type == "SGD";
-  if (!isAdam && !isSgd) {
+  bool isMuon = type == "Muon";
+  if (!isAdam && !isSgd && !isMuon) {
     module.emitError() << "ds-optimizer: type '" << type
-                       << "' is not implemented yet; use AdamW, Adam or SGD";
+                       << "' is not implemented yet; use AdamW, Adam, SGD or Muon";
     return signalPassFailure();
   }
   // AdamW is always decoupled (DeepSpeed); Adam follows adam-w-mode.
   bool decoupled = type == "AdamW" || adamWMode;
+
+  // Muon's selection (DeepSpeed's rule, shared with ds-reference): the embedding tables are
+  // the parameters that a ds.embedding reads; the LM head is the weight of the ds.linear whose
+  // result, through reshapes, is a ds.cross_entropy's logits.
+  llvm::StringSet<> embeddingTables;
+  module.walk([&](EmbeddingOp e) {
+    if (auto g = e.getWeight().getDefiningOp<GetParameterOp>())
+      embeddingTables.insert(g.getName());
+  });
+  module.walk([&](CrossEntropyOp ce) {
+    Value v = ce.getLogits();
+    while (auto r = v.getDefiningOp<ReshapeOp>())
+      v = r.getInput();
+    if (auto lin = v.getDefiningOp<LinearOp>())
+      if (auto g = lin.getWeight().getDefiningOp<GetParameterOp>())
+        embeddingTables.insert(g.getName());
+  });
+  auto usesMuonRule = [&](ParameterOp param) {
+    std::vector<std::string> names = {param.getSymName().str()};
+    if (auto aliases = param.getAliases())
+      for (Attribute a : *aliases)
+        names.push_back(cast<StringAttr>(a).str());
+    return ::ds::usesMuon(names, param.getTensorType().getRank(),
+                          embeddingTables.contains(param.getSymName()));
+  };
 
   // Optimizer state symbols after the last state.
   OpBuilder mb(ctx);
   mb.setInsertionPointAfter(params.back().second);
   Location loc = module.getLoc();
   SmallVector<std::pair<std::string, std::string>> moments;
+  SmallVector<bool> muonParam;
   auto newState = [&](ParameterOp param, StringRef role) {
     std::string name = (param.getSymName() + "@" + role).str();
     StateOp::create(mb, param.getLoc(), mb.getStringAttr(name),
@@ -98,7 +151,10 @@ void OptimizerPass::runOnOperation() {
     return name;
   };
   for (auto [param, grad] : params) {
-    if (isAdam)
+    muonParam.push_back(isMuon && usesMuonRule(param));
+    if (muonParam.back())
+      moments.push_back({newState(param, "momentum_buffer"), ""});
+    else if (isAdam || isMuon)
       moments.push_back({newState(param, "exp_avg"), newState(param, "exp_avg_sq")});
     else if (momentum != 0)
       moments.push_back({newState(param, "momentum_buffer"), ""});
@@ -106,22 +162,28 @@ void OptimizerPass::runOnOperation() {
       moments.push_back({"", ""});
   }
 
-  // func.func @optimizer_step(%lr: tensor<f32>, %step: tensor<f32>)
+  // func.func @optimizer_step(%lr: tensor<f32>, %step: tensor<f32>, %beta1: tensor<f64>,
+  //                           %aux_lr: tensor<f32>)
   OpBuilder fb = OpBuilder::atBlockEnd(module.getBody());
   auto f32 = Float32Type::get(ctx);
   auto f64 = Float64Type::get(ctx);
   auto scalarF32 = RankedTensorType::get({}, f32);
-  auto func = func::FuncOp::create(fb, loc, "optimizer_step",
-                                   FunctionType::get(ctx, {scalarF32, scalarF32}, {}));
+  auto scalarF64 = RankedTensorType::get({}, f64);
+  auto func = func::FuncOp::create(
+      fb, loc, "optimizer_step",
+      FunctionType::get(ctx, {scalarF32, scalarF32, scalarF64, scalarF32}, {}));
   Block *entry = func.addEntryBlock();
   OpBuilder b = OpBuilder::atBlockBegin(entry);
   Emitter e{b, loc};
   Value lr = entry->getArgument(0), step = entry->getArgument(1);
+  // Muon's AdamW group has its own lr; every other optimizer has one group.
+  Value adamLr = isMuon ? entry->getArgument(3) : lr;
 
   // Step scalars in f64, as torch.optim computes them in Python/C++ doubles.
-  Value lr64 = e.convert(lr, f64), step64 = e.convert(step, f64);
+  Value lr64 = e.convert(adamLr, f64), step64 = e.convert(step, f64);
   Value one64 = e.constant(f64, 1.0);
-  Value bc1 = e.sub(one64, e.pow(e.constant(f64, beta1), step64));
+  Value beta1Value = scheduledBeta1 ? entry->getArgument(2) : e.constant(f64, beta1);
+  Value bc1 = e.sub(one64, e.pow(beta1Value, step64));
   Value bc2 = e.sub(one64, e.pow(e.constant(f64, beta2), step64));
   Value stepSize = e.convert(e.div(lr64, bc1), f32);
   // pow(x, 0.5): the runtime's f64 support is binary ops and conversions.
@@ -145,6 +207,12 @@ void OptimizerPass::runOnOperation() {
     clipCoef = MinimumOp::create(b, loc, scalarF32, coef, e.constant(f32, 1.0));
   }
 
+  // Muon's decoupled decay 1 - lr wd (f64, then f32) for its own lr.
+  Value muonDecay;
+  if (isMuon)
+    muonDecay = e.convert(
+        e.sub(one64, e.mul(e.convert(lr, f64), e.constant(f64, weightDecay))), f32);
+
   for (auto [i, pg] : llvm::enumerate(params)) {
     auto [param, grad] = pg;
     RankedTensorType t = param.getTensorType();
@@ -152,7 +220,49 @@ void OptimizerPass::runOnOperation() {
     Value g = e.get(grad.getSymName(), t);
     if (clipCoef)
       g = e.mul(g, clipCoef);
-    if (isSgd) {
+    if (muonParam[i]) {
+      // DeepSpeed's muon_update: buf.lerp_(g, 1 - m); u = g.lerp_(buf, m) (Nesterov); the
+      // quintic Newton-Schulz iteration on u viewed as [rows, rest], transposed when tall,
+      // normalized by its Frobenius norm + 1e-7; then u * max(1, size(-2) / size(-1))^0.5,
+      // p *= 1 - lr wd, p -= lr u.
+      Value buf = e.lerp(e.get(moments[i].first, t), g, 1.0 - momentum);
+      e.assign(moments[i].first, buf);
+      Value u = e.lerp(g, buf, momentum);
+      ArrayRef<int64_t> shape = t.getShape();
+      int64_t rows = shape[0], cols = t.getNumElements() / rows;
+      Value x = e.reshape(u, {rows, cols});
+      bool tall = rows > cols;
+      if (tall)
+        x = e.transpose(x);
+      Value norm = e.sqrt(e.sumAll(e.mul(x, x)));
+      x = e.div(x, e.add(norm, e.constant(f32, 1e-7)));
+      const double ca = 3.4445, cb = -4.7750, cc = 2.0315;
+      for (int it = 0; it < 5; ++it) {
+        Value a = e.matmul(x, e.transpose(x));
+        // b * A + c * A @ A parses as b * A + (c * A) @ A.
+        Value bm = e.add(e.mul(a, e.constant(f32, cb)), e.matmul(e.mul(a, e.constant(f32, cc)), a));
+        x = e.add(e.mul(x, e.constant(f32, ca)), e.matmul(bm, x));
+      }
+      if (tall)
+        x = e.transpose(x);
+      double ratio = static_cast<double>(shape[shape.size() - 2]) /
+                     static_cast<double>(shape[shape.size() - 1]);
+      x = e.mul(x, e.constant(f32, std::sqrt(std::max(1.0, ratio))));
+      Value p = e.mul(e.get(name, t), muonDecay);
+      e.assign(name, e.sub(p, e.mul(e.reshape(x, shape), lr)));
+    } else if (isMuon) {
+      // MuonWithAuxAdam's adam_update: lerp moments, bias-corrected by division, eps after
+      // the square root; p *= 1 - lr wd, p -= lr update.
+      Value m = e.lerp(e.get(moments[i].first, t), g, 1.0 - beta1);
+      Value v = e.lerp(e.get(moments[i].second, t), e.mul(g, g), 1.0 - beta2);
+      e.assign(moments[i].first, m);
+      e.assign(moments[i].second, v);
+      Value mc = e.div(m, e.convert(bc1, f32));
+      Value vc = e.div(v, e.convert(bc2, f32));
+      Value update = e.div(mc, e.add(e.sqrt(vc), e.constant(f32, eps)));
+      Value p = e.mul(e.get(name, t), decay);
+      e.assign(name, e.sub(p, e.mul(update, adamLr)));
+    } else if (isSgd) {
       // torch.optim.SGD: d = g + wd p; buf = d at step 1, else m buf + (1 - dampening) d;
       // d = d + m buf (Nesterov) or buf; p = p - lr d.
       Value p = e.get(name, t);
@@ -176,7 +286,7 @@ void OptimizerPass::runOnOperation() {
         g = e.add(g, e.mul(e.get(name, t), e.constant(f32, weightDecay)));
       auto update = AdamWUpdateOp::create(
           b, loc, t, t, t, e.get(name, t), g, e.get(moments[i].first, t),
-          e.get(moments[i].second, t), stepSize, bc2Sqrt, decay, b.getF64FloatAttr(beta1),
+          e.get(moments[i].second, t), stepSize, bc2Sqrt, decay, beta1Value,
           b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps));
       e.assign(name, update.getNewParam());
       e.assign(moments[i].first, update.getNewExpAvg());

@@ -61,16 +61,26 @@ def DSAutodiff : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
 def DSOptimizer : Pass<"ds-optimizer", "::mlir::ModuleOp"> {
   let summary = "Adds the optimizer update of every trainable parameter as IR.";
   let description = [{
-    Creates `func.func @optimizer_step(%lr: tensor<f32>, %step: tensor<f32>)`: optional
-    global-norm gradient clipping (as `torch.nn.utils.clip_grad_norm_`), then the update of
-    each trainable parameter from its accumulated gradient (`ds.state` role `grad`, created by
-    `ds-autodiff`) with the optimizer's state as new `ds.state` symbols, and finally zeroes
-    the gradients. AdamW follows `torch.optim.AdamW`: decoupled weight decay
-    `p *= 1 - lr wd`, then `p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`.
-    `Adam` with `adam-w-mode=false` adds `weight_decay * p` to the gradient instead (as
-    `torch.optim.Adam`). `SGD` follows `torch.optim.SGD`: L2 weight decay, momentum whose
-    buffer starts as the first step's gradient, dampening, Nesterov.
-    All trainable parameters form one group.
+    Creates `func.func @optimizer_step(%lr: tensor<f32>, %step: tensor<f32>,
+    %beta1: tensor<f64>, %aux_lr: tensor<f32>)`: optional global-norm gradient clipping (as
+    `torch.nn.utils.clip_grad_norm_`), then the update of each trainable parameter from its
+    accumulated gradient (`ds.state` role `grad`, created by `ds-autodiff`) with the
+    optimizer's state as new `ds.state` symbols, and finally zeroes the gradients.
+    `%beta1` is read only with `scheduled-beta1` (OneCycle's `cycle_momentum`), `%aux_lr`
+    only by Muon.
+
+    - `AdamW` follows `torch.optim.AdamW`: decoupled weight decay `p *= 1 - lr wd`, then
+      `p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`, one `ds.adamw_update`
+      per parameter. `Adam` with `adam-w-mode=false` adds `weight_decay * p` to the gradient
+      instead (as `torch.optim.Adam`).
+    - `SGD` follows `torch.optim.SGD`: L2 weight decay, momentum whose buffer starts as the
+      first step's gradient, dampening, Nesterov.
+    - `Muon` follows DeepSpeed's `MuonWithAuxAdam`: every parameter of rank >= 2 whose name
+      and aliases contain neither "embed" nor "lm_head" and that no `ds.embedding` reads
+      takes the Nesterov momentum (`momentum`) of its gradient, orthogonalized by 5 quintic
+      Newton-Schulz iterations (3.4445, -4.7750, 2.0315) in f32 and scaled by
+      `max(1, rows/cols)^0.5`, with decoupled decay at `%lr`; the others take its AdamW
+      (`beta1`, `beta2`, `eps`, lerp moments) at `%aux_lr`.
   }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::func::FuncDialect"];
   let options = [
@@ -83,9 +93,11 @@ def DSOptimizer : Pass<"ds-optimizer", "::mlir::ModuleOp"> {
            "Global gradient-norm limit; 0 = off (DeepSpeed's gradient_clipping)">,
     Option<"adamWMode", "adam-w-mode", "bool", "true",
            "Adam: decoupled weight decay (true, AdamW) or L2 added to the gradient (false)">,
-    Option<"momentum", "momentum", "double", "0.0", "SGD momentum">,
+    Option<"momentum", "momentum", "double", "0.0", "SGD or Muon momentum">,
     Option<"dampening", "dampening", "double", "0.0", "SGD dampening">,
     Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
+    Option<"scheduledBeta1", "scheduled-beta1", "bool", "false",
+           "Adam's beta1 is @optimizer_step's %beta1 argument (OneCycle's cycle_momentum)">,
   ];
 }
 

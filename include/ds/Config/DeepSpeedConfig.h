@@ -2,6 +2,7 @@
 #ifndef DS_CONFIG_DEEPSPEEDCONFIG_H
 #define DS_CONFIG_DEEPSPEEDCONFIG_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include <cstdint>
@@ -18,10 +19,32 @@ struct OptimizerConfig {
   double eps = 1e-8;
   double weightDecay = 0.0;
   bool adamWMode = true;   ///< Adam: decoupled weight decay (true) or L2 on the gradient
-  double momentum = 0.0;   ///< SGD
+  double momentum = 0.0;   ///< SGD; Muon (default 0.95)
   double dampening = 0.0;  ///< SGD
   bool nesterov = false;   ///< SGD
+  /// Muon: `lr` is the Muon group's (muon_lr, else lr, else 0.02), `auxLr` the AdamW group's
+  /// (adam_lr, else lr, else 3e-4); beta1, beta2 and eps are the AdamW group's.
+  double auxLr = 0.0;
+  /// Adam's beta1 comes from the schedule at every step (OneCycle's cycle_momentum).
+  bool scheduledBeta1 = false;
 };
+
+/// Whether DeepSpeed's Muon updates a parameter with Newton-Schulz rather than its auxiliary
+/// AdamW: `set_optimizer_flags` takes every >= 2-D parameter whose lower-cased name contains
+/// neither "embed" nor "lm_head". ds also leaves out, whatever their names, the embedding
+/// tables (what an embedding lookup reads: nanoGPT's `wte`, `wpe`) and the LM head (the
+/// weight of the linear layer whose output, through reshapes, is the cross-entropy's logits),
+/// and parameters tied to an excluded name. `names` are the parameter's name and its aliases.
+inline bool usesMuon(llvm::ArrayRef<std::string> names, int64_t rank, bool embeddingOrHead) {
+  if (rank < 2 || embeddingOrHead)
+    return false;
+  for (const std::string &n : names) {
+    std::string lower = llvm::StringRef(n).lower();
+    if (lower.find("embed") != std::string::npos || lower.find("lm_head") != std::string::npos)
+      return false;
+  }
+  return true;
+}
 
 /// `scheduler {type, params}` (DeepSpeed's lr_schedules.py), resolved: every parameter has
 /// its value, defaults included. `type` is empty without a scheduler.
@@ -32,6 +55,16 @@ struct SchedulerConfig {
   std::string warmupType = "log";
   int64_t totalNumSteps = 0;
   double warmupMinRatio = 0.0, cosMinRatio = 0.0001;
+  // OneCycle (cycle_min_lr and cycle_max_lr are required; second sizes default to the first).
+  double cycleMinLr = 0.0, cycleMaxLr = 0.0, decayLrRate = 0.0;
+  double cycleFirstStepSize = 2000, cycleSecondStepSize = 2000;
+  int64_t cycleFirstStairCount = 0, cycleSecondStairCount = 0;
+  double decayStepSize = 0;
+  bool cycleMomentum = true; ///< false when the optimizer has no betas (SGD, Muon)
+  double cycleMinMom = 0.8, cycleMaxMom = 0.9, decayMomRate = 0.0;
+  // LRRangeTest.
+  double lrRangeTestMinLr = 1e-3, lrRangeTestStepSize = 2000, lrRangeTestStepRate = 1.0;
+  bool lrRangeTestStaircase = false;
 };
 
 /// The keys of a DeepSpeed config that ds implements, after DeepSpeed's batch-size rule

@@ -398,8 +398,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     call("dsrt_adamw_update",
          {ctxArg, outs3[0], outs3[1], outs3[2], get(u.getParam()), get(u.getGrad()),
           get(u.getExpAvg()), get(u.getExpAvgSq()), get(u.getStepSize()),
-          get(u.getBiasCorrection2Sqrt()), get(u.getDecay()),
-          f64(u.getBeta1().convertToDouble()), f64(u.getBeta2().convertToDouble()),
+          get(u.getBiasCorrection2Sqrt()), get(u.getDecay()), get(u.getBeta1()),
+          f64(u.getBeta2().convertToDouble()),
           f64(u.getEps().convertToDouble())});
     return success();
   }
@@ -724,7 +724,8 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
     }
   }
 
-  // Signature: micro_step(ctx, inputs**) -> dsrt_tensor*; optimizer_step(ctx, lr, step).
+  // Signature: micro_step(ctx, inputs**) -> dsrt_tensor*;
+  // optimizer_step(ctx, lr, step, beta1, aux_lr).
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToEnd(module.getBody());
   SmallVector<Type> argTypes = {ptrTy};
@@ -816,6 +817,16 @@ LogicalResult Lowering::run() {
   if (!micro || !opt)
     return module.emitError() << "ds-lower-to-runtime needs @micro_step and @optimizer_step "
                                  "(run ds-autodiff and ds-optimizer first)";
+  {
+    MLIRContext *ctx = module.getContext();
+    auto f32 = RankedTensorType::get({}, Float32Type::get(ctx));
+    auto f64 = RankedTensorType::get({}, Float64Type::get(ctx));
+    if (opt.getFunctionType() != FunctionType::get(ctx, {f32, f32, f64, f32}, {}))
+      return opt.emitError() << "ds-lower-to-runtime: @optimizer_step must take (lr: tensor<f32>, "
+                                "step: tensor<f32>, beta1: tensor<f64>, aux_lr: tensor<f32>) as "
+                                "ds-optimizer builds it; got "
+                             << opt.getFunctionType();
+  }
   if (failed(collectSlots()))
     return failure();
   for (Type t : micro.getArgumentTypes()) {
@@ -843,7 +854,8 @@ LogicalResult Lowering::run() {
   // The returned loss is freed by the driver.
   arena.inUse = base;
   arena.peak = base;
-  int scalars = arena.alloc(8, "lr and step");
+  // The driver's step scalars: lr, step and aux_lr (f32), beta1 (f64).
+  int scalars = arena.alloc(3 * 4 + 8, "step scalars");
   if (failed(lowerFunc(opt, "ds_optimizer_step", false)))
     return failure();
   optimizerPeak = arena.peak;

@@ -244,13 +244,13 @@ void dsrt_adaptive_avg_pool2d_grad(dsrt_context *ctx, dsrt_tensor *dx, const dsr
 
 /** One AdamW step over every element (the ds.adamw_update op): outputs may alias the
  *  corresponding inputs (in-place update). step_size, bias_correction2_sqrt and decay are f32
- *  scalars. */
+ *  scalars; beta1 is an f64 scalar. */
 void dsrt_adamw_update(dsrt_context *ctx, dsrt_tensor *param_out, dsrt_tensor *exp_avg_out,
                        dsrt_tensor *exp_avg_sq_out, const dsrt_tensor *param,
                        const dsrt_tensor *grad, const dsrt_tensor *exp_avg,
                        const dsrt_tensor *exp_avg_sq, const dsrt_tensor *step_size,
                        const dsrt_tensor *bias_correction2_sqrt, const dsrt_tensor *decay,
-                       double beta1, double beta2, double eps);
+                       const dsrt_tensor *beta1, double beta2, double eps);
 
 /*===--------------------------------------------------------------------===*
  * The training driver shared by ds-run (JIT) and compiled executables
@@ -266,9 +266,11 @@ typedef struct dsrt_program {
   /** Forward and backward of one micro-batch: accumulates gradients into their slots and
    *  returns the loss (a new scalar tensor the caller frees). `inputs` follow the metadata. */
   dsrt_tensor *(*micro_step)(dsrt_context *ctx, dsrt_tensor **inputs);
-  /** The optimizer update from the accumulated gradients, which it then zeroes. `lr` and
-   *  `step` are f32 scalars. */
-  void (*optimizer_step)(dsrt_context *ctx, dsrt_tensor *lr, dsrt_tensor *step);
+  /** The optimizer update from the accumulated gradients, which it then zeroes. `lr` (the
+   *  main group's), `step` and `aux_lr` (Muon's AdamW group) are f32 scalars; `beta1` is the
+   *  f64 Adam beta1 of this step (scheduled by OneCycle's cycle_momentum). */
+  void (*optimizer_step)(dsrt_context *ctx, dsrt_tensor *lr, dsrt_tensor *step,
+                         dsrt_tensor *beta1, dsrt_tensor *aux_lr);
 } dsrt_program;
 
 /** Makes idle OpenMP threads sleep instead of spin: when OMP_WAIT_POLICY is unset, sets it to

@@ -159,11 +159,18 @@ std::string formatProgress(const LogRecord &r, int64_t steps);
 /// their count in double, then rounded to float.
 float meanLoss(const std::vector<float> &losses);
 
-/// The learning rate applied at optimizer step `step` (from 1) under the normalized config's
-/// `scheduler` (as ds-opt embeds it), or optimizer.params.lr without one. DeepSpeed's
+/// What the schedule sets for one optimizer step.
+struct StepScalars {
+  double lr = 0;    ///< the (first) parameter group's lr: the one logged
+  double auxLr = 0; ///< Muon's AdamW group's lr (= lr for other optimizers)
+  double beta1 = 0; ///< Adam's beta1 (cycled by OneCycle's cycle_momentum)
+};
+
+/// The scalars applied at optimizer step `step` (from 1) under the normalized config's
+/// `scheduler` (as ds-opt embeds it), or the optimizer's own without one. DeepSpeed's
 /// semantics: a scheduler starts at its initial value and steps after each optimizer step, so
 /// step s uses the schedule at batch iteration s - 2 (step 1 its value before starting).
-double scheduledLr(const Json &config, int64_t step);
+StepScalars scheduled(const Json &config, int64_t step);
 
 /// A flat token file as nanoGPT writes it (uint16 or uint32 tokens), memory-mapped. Sample j
 /// of a language-model input is tokens [j T, j T + T); its target is the same window shifted

@@ -10,12 +10,14 @@ extern "C" void dsrt_adamw_update(dsrt_context *, dsrt_tensor *pOut, dsrt_tensor
                                   dsrt_tensor *vOut, const dsrt_tensor *p, const dsrt_tensor *g,
                                   const dsrt_tensor *m, const dsrt_tensor *v,
                                   const dsrt_tensor *stepSize, const dsrt_tensor *bc2Sqrt,
-                                  const dsrt_tensor *decay, double beta1, double beta2,
-                                  double eps) {
+                                  const dsrt_tensor *decay, const dsrt_tensor *beta1T,
+                                  double beta2, double eps) {
   DSRT_PROFILE("adamw_update");
   for (const dsrt_tensor *t : std::initializer_list<const dsrt_tensor *>{
            pOut, mOut, vOut, p, g, m, v, stepSize, bc2Sqrt, decay})
     checkDtype("adamw_update", t, DSRT_F32, "operand");
+  checkDtype("adamw_update", beta1T, DSRT_F64, "beta1");
+  const double beta1 = *(const double *)beta1T->data;
   for (const dsrt_tensor *t : std::initializer_list<const dsrt_tensor *>{pOut, mOut, vOut, g, m, v})
     if (t->numel != p->numel)
       fail("adamw_update", "operands differ in size: %s vs %s", shapeString(t).c_str(),

@@ -624,6 +624,13 @@ dsrt_tensor *scalarTensor(dsrt_context *ctx, float v) {
   return t;
 }
 
+dsrt_tensor *scalarTensorF64(dsrt_context *ctx, double v) {
+  int64_t none = 0;
+  dsrt_tensor *t = dsrt_tensor_alloc(ctx, DSRT_F64, 0, &none);
+  *static_cast<double *>(t->data) = v;
+  return t;
+}
+
 int Driver::train() {
   std::FILE *log = nullptr;
   if (!opt.log.empty()) {
@@ -687,10 +694,13 @@ int Driver::train() {
       }
     }
     auto tOptimizer = std::chrono::steady_clock::now();
-    double lrStep = dsrt::io::scheduledLr(*meta.get("config"), step);
-    dsrt_tensor *lrT = scalarTensor(ctx, static_cast<float>(lrStep));
+    dsrt::io::StepScalars hyper = dsrt::io::scheduled(*meta.get("config"), step);
+    double lrStep = hyper.lr;
+    dsrt_tensor *lrT = scalarTensor(ctx, static_cast<float>(hyper.lr));
     dsrt_tensor *stepT = scalarTensor(ctx, static_cast<float>(step));
-    program->optimizer_step(ctx, lrT, stepT);
+    dsrt_tensor *beta1T = scalarTensorF64(ctx, hyper.beta1);
+    dsrt_tensor *auxLrT = scalarTensor(ctx, static_cast<float>(hyper.auxLr));
+    program->optimizer_step(ctx, lrT, stepT, beta1T, auxLrT);
     dsrt_stream_synchronize(ctx); // the step time covers the work, not just its enqueueing
     if (std::getenv("DSRT_TIMING"))
       std::fprintf(stderr, "dsrt-timing step %lld micro_steps %.1f ms optimizer_step %.1f ms\n",
@@ -699,8 +709,8 @@ int Driver::train() {
                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
                                                              tOptimizer)
                        .count());
-    dsrt_tensor_free(ctx, lrT);
-    dsrt_tensor_free(ctx, stepT);
+    for (dsrt_tensor *t : {lrT, stepT, beta1T, auxLrT})
+      dsrt_tensor_free(ctx, t);
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                     .count();
 

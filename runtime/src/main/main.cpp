@@ -12,7 +12,8 @@ extern "C" {
 const char *ds_metadata(void);
 void ds_init_slots(dsrt_context *ctx);
 dsrt_tensor *ds_micro_step(dsrt_context *ctx, dsrt_tensor **inputs);
-void ds_optimizer_step(dsrt_context *ctx, dsrt_tensor *lr, dsrt_tensor *step);
+void ds_optimizer_step(dsrt_context *ctx, dsrt_tensor *lr, dsrt_tensor *step, dsrt_tensor *beta1,
+                       dsrt_tensor *aux_lr);
 extern const char ds_default_weights[];
 }
 
