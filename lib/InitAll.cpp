@@ -4,12 +4,16 @@
 #include "ds/IR/DSDialect.h"
 #include "ds/Transforms/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
 void mlir::ds::registerAllDialects(DialectRegistry &registry) {
-  registry.insert<DSDialect, func::FuncDialect, LLVM::LLVMDialect>();
+  registry.insert<DSDialect, func::FuncDialect, LLVM::LLVMDialect, shard::ShardDialect,
+                  scf::SCFDialect, arith::ArithDialect>();
 }
 
 void mlir::ds::registerAllPasses() {

@@ -5,7 +5,7 @@
 namespace mlir {
 class DialectRegistry;
 namespace ds {
-/// Registers the ds dialect and the upstream dialects ds programs use (func).
+/// Registers the ds dialect and the upstream dialects ds programs use (func, shard, scf).
 void registerAllDialects(DialectRegistry &registry);
 /// Registers the ds passes and the upstream passes the ds pipelines use.
 void registerAllPasses();

@@ -42,7 +42,34 @@ const char *const kWarnOnlyKeys[] = {
 const char *const kImplementedKeys[] = {
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
     "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed",
+    "zero_optimization",
 };
+// zero_optimization's keys (zero/config.py): field names and their stage3_ aliases.
+const char *const kZeroKeys[] = {
+    "stage", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size",
+    "use_multi_rank_bucket_allreduce", "allgather_partitions", "allgather_bucket_size",
+    "overlap_comm", "load_from_fp32_weights", "elastic_checkpoint", "offload_param",
+    "offload_optimizer", "zenflow", "sub_group_size", "cpu_offload_param",
+    "cpu_offload_use_pin_memory", "cpu_offload", "prefetch_bucket_size",
+    "stage3_prefetch_bucket_size", "param_persistence_threshold",
+    "stage3_param_persistence_threshold", "model_persistence_threshold",
+    "stage3_model_persistence_threshold", "max_live_parameters", "stage3_max_live_parameters",
+    "max_reuse_distance", "stage3_max_reuse_distance", "gather_16bit_weights_on_model_save",
+    "stage3_gather_16bit_weights_on_model_save", "module_granularity_threshold",
+    "stage3_module_granularity_threshold", "use_all_reduce_for_fetch_params",
+    "stage3_use_all_reduce_for_fetch_params", "allgather_sequential",
+    "stage3_allgather_sequential", "stage3_gather_fp16_weights_on_model_save",
+    "ignore_unused_parameters", "legacy_stage1", "round_robin_gradients",
+    "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
+    "zero_quantized_gradients", "zeropp_loco_param", "mics_shard_size",
+    "mics_hierarchical_params_gather", "memory_efficient_linear", "pipeline_loading_checkpoint",
+    "override_module_apply", "log_trace_cache_warnings", "enable_sanity_checks",
+    "save_muon_momentum_buffer_in_memory", "leaf_module"};
+// Keys that change what runs and that ds does not implement: an error unless off.
+const char *const kZeroUnimplemented[] = {
+    "offload_param", "offload_optimizer", "zenflow", "cpu_offload", "cpu_offload_param",
+    "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
+    "zero_quantized_gradients", "mics_shard_size"};
 const char *const kSchedulerTypes[] = {"LRRangeTest", "OneCycle", "WarmupLR", "WarmupDecayLR",
                                        "WarmupCosineLR"};
 // Each scheduler's parameters (lr_schedules.py); last_batch_iteration is common to all.
@@ -444,6 +471,87 @@ Error parseScheduler(const json::Value &v, OptimizerConfig &opt, SchedulerConfig
   return Error::success();
 }
 
+/// `zero_optimization`. Only stage 0 runs in this build; every key is checked.
+Error parseZero(const json::Value &v, ZeroConfig &z) {
+  const json::Object *obj = v.getAsObject();
+  if (!obj)
+    return fail("'zero_optimization' must be an object, e.g. {\"stage\": 0}");
+  for (const auto &kv : *obj) {
+    StringRef key = kv.first;
+    std::string full = ("zero_optimization." + key).str();
+    if (!contains(kZeroKeys, key))
+      return fail("'" + full + "' is not a DeepSpeed ZeRO key; did you mean '" +
+                  nearest(kZeroKeys, key) + "'?");
+    const json::Value &val = kv.second;
+    if (contains(kZeroUnimplemented, key)) {
+      bool off = val.kind() == json::Value::Null || val.getAsBoolean() == std::optional(false) ||
+                 val.getAsInteger() == std::optional<int64_t>(0) ||
+                 val.getAsInteger() == std::optional<int64_t>(-1);
+      if (const json::Object *o = val.getAsObject())
+        off = o->getString("device") == std::optional<StringRef>("none") || o->empty();
+      if (!off)
+        return fail("'" + full + "' is a DeepSpeed ZeRO feature that ds does not implement yet; "
+                    "remove it");
+      continue;
+    }
+    auto integer = [&](int64_t &out) -> Error {
+      std::optional<int64_t> i = val.getAsInteger();
+      if (!i) {
+        std::optional<double> d = val.getAsNumber();
+        if (d && std::floor(*d) == *d)
+          i = static_cast<int64_t>(*d); // DeepSpeed configs often write 5e8
+      }
+      if (!i || *i < 0)
+        return fail("'" + full + "' must be a non-negative integer");
+      out = *i;
+      return Error::success();
+    };
+    auto flag = [&](bool &out) -> Error {
+      std::optional<bool> b = val.getAsBoolean();
+      if (!b)
+        return fail("'" + full + "' must be true or false");
+      out = *b;
+      return Error::success();
+    };
+    StringRef k = key;
+    k.consume_front("stage3_");
+    Error e = Error::success();
+    int64_t ignored = 0;
+    if (key == "stage")
+      e = integer(z.stage);
+    else if (k == "reduce_bucket_size")
+      e = integer(z.reduceBucketSize);
+    else if (k == "allgather_bucket_size")
+      e = integer(z.allgatherBucketSize);
+    else if (k == "prefetch_bucket_size")
+      e = integer(z.prefetchBucketSize);
+    else if (k == "param_persistence_threshold")
+      e = integer(z.paramPersistenceThreshold);
+    else if (k == "max_live_parameters")
+      e = integer(z.maxLiveParameters);
+    else if (k == "max_reuse_distance")
+      e = integer(z.maxReuseDistance);
+    else if (k == "overlap_comm")
+      e = flag(z.overlapComm);
+    else if (k == "reduce_scatter")
+      e = flag(z.reduceScatter);
+    else if (k == "contiguous_gradients")
+      e = flag(z.contiguousGradients);
+    else if (k == "sub_group_size" || k == "model_persistence_threshold" ||
+             k == "module_granularity_threshold")
+      e = integer(ignored);
+    if (e)
+      return e;
+    if (key == "stage" && z.stage > 3)
+      return fail("'zero_optimization.stage' must be 0, 1, 2 or 3");
+  }
+  if (z.stage > 0)
+    return fail("'zero_optimization.stage' " + std::to_string(z.stage) +
+                " is not implemented yet in ds (only stage 0, plain data parallelism); set "
+                "\"stage\": 0 or remove zero_optimization");
+  return Error::success();
+}
+
 } // namespace
 
 Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize) {
@@ -478,6 +586,10 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
         return std::move(e);
     } else if (key == "scheduler") {
       continue; // after the optimizer, whose lr it may default to
+    } else if (key == "zero_optimization") {
+      if (Error e = parseZero(v, cfg.zero))
+        return std::move(e);
+      cfg.zeroStage = cfg.zero.stage;
     } else if (key == "gradient_clipping") {
       auto d = getNumber(v, key);
       if (!d)
@@ -590,7 +702,19 @@ std::string DeepSpeedConfig::toJSON() const {
                     {"optimizer", std::move(opt)},
                     {"gradient_clipping", gradientClipping},
                     {"steps_per_print", stepsPerPrint},
-                    {"seed", static_cast<int64_t>(seed)}};
+                    {"seed", static_cast<int64_t>(seed)},
+                    {"zero_optimization",
+                     json::Object{{"stage", zero.stage},
+                                  {"reduce_bucket_size", zero.reduceBucketSize},
+                                  {"allgather_bucket_size", zero.allgatherBucketSize},
+                                  {"overlap_comm", zero.overlapComm},
+                                  {"reduce_scatter", zero.reduceScatter},
+                                  {"contiguous_gradients", zero.contiguousGradients},
+                                  {"stage3_prefetch_bucket_size", zero.prefetchBucketSize},
+                                  {"stage3_param_persistence_threshold",
+                                   zero.paramPersistenceThreshold},
+                                  {"stage3_max_live_parameters", zero.maxLiveParameters},
+                                  {"stage3_max_reuse_distance", zero.maxReuseDistance}}}};
   if (scheduler.type == "OneCycle") {
     json::Object params{{"cycle_min_lr", scheduler.cycleMinLr},
                         {"cycle_max_lr", scheduler.cycleMaxLr},

@@ -15,6 +15,7 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   o.dataParallelSize = config.worldSize;
   o.optimizer = config.optimizer;
   o.gradientClipping = config.gradientClipping;
+  o.zeroStage = config.zeroStage;
   return o;
 }
 
@@ -40,6 +41,11 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   pm.addPass(createDSOptimizer(opt));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  DSZeroOptions zero;
+  zero.stage = options.zeroStage;
+  zero.dataParallelSize = options.dataParallelSize;
+  pm.addPass(createDSZero(zero));
+  pm.addPass(createDSVerifyCollectives());
 }
 
 LogicalResult mlir::ds::buildTrainingStep(ModuleOp module, const ::ds::DeepSpeedConfig &config) {

@@ -176,6 +176,9 @@ def main():
     ap.add_argument('--scheduler', default='', help='a DeepSpeed scheduler object as JSON')
     ap.add_argument('--optimizer', default='', help='a DeepSpeed optimizer object as JSON '
                     '(default: AdamW with --lr, --eps, --weight-decay)')
+    ap.add_argument('--ranks', type=int, default=1,
+                    help='data-parallel ranks: ds-run under mpirun -np N, ds-reference --world-size N')
+    ap.add_argument('--zero', default='', help='a DeepSpeed zero_optimization object as JSON')
     ap.add_argument('--tokens', default='', choices=['', 'uint16', 'uint32'],
                     help='feed the first two inputs from a token file of this dtype')
     args = ap.parse_args()
@@ -187,7 +190,7 @@ def main():
         specs = [(n, 'tensor<%dx%s' % (args.mb, t[len('tensor<'):].split('x', 1)[1]))
                  for n, t in specs]
     mb = parse_type(specs[0][1])[0][0]
-    G = mb * args.gas
+    G = mb * args.gas * args.ranks
     rng = np.random.RandomState(0)
     data_flags = []
     if args.tokens:
@@ -213,6 +216,7 @@ def main():
     data_flags += write_data(specs_data, args.family, args.steps * G, args.work, rng)
 
     cfg = {'train_batch_size': G, 'train_micro_batch_size_per_gpu': mb,
+           'gradient_accumulation_steps': args.gas,
            'optimizer': {'type': 'AdamW',
                          'params': {'lr': args.lr, 'eps': args.eps,
                                     'weight_decay': args.weight_decay}},
@@ -226,6 +230,8 @@ def main():
     scheduler = json.loads(args.scheduler) if args.scheduler else None
     if scheduler:
         cfg['scheduler'] = scheduler
+    if args.zero:
+        cfg['zero_optimization'] = json.loads(args.zero)
     cfg_path = os.path.join(args.work, 'ds_config.json')
     json.dump(cfg, open(cfg_path, 'w'))
 
@@ -234,7 +240,10 @@ def main():
     run([b('ds-opt'), pt] + sum([['--input', '%s=%s' % (n, t)] for n, t in specs], []) +
         ['--config', cfg_path, '-o', w('step.mlir')], w('ds-opt.log'))
     common = data_flags + ['--steps', str(args.steps), '--threads', '1']
-    run([b('ds-run'), w('step.mlir')] + common +
+    launch = []
+    if args.ranks > 1:
+        launch = ['mpirun', '--allow-run-as-root', '--oversubscribe', '-np', str(args.ranks)]
+    run(launch + [b('ds-run'), w('step.mlir')] + common +
         ['--log', w('ds.jsonl'), '--save-weights', w('ds.safetensors'),
          '--dump-grads', w('ds_grads.safetensors')], w('ds-run.log'))
     run([b('ds-reference'), pt, '--config', cfg_path] + common +

@@ -101,6 +101,41 @@ def DSOptimizer : Pass<"ds-optimizer", "::mlir::ModuleOp"> {
   ];
 }
 
+def DSZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
+  let summary = "Data parallelism and ZeRO partitioning over the data-parallel grid.";
+  let description = [{
+    Runs after `ds-optimizer`. Declares the one-axis grid `shard.grid @dp(shape = N)` and
+    inserts the collectives of the chosen ZeRO stage as upstream `shard` dialect ops.
+    Stage 0 (plain data parallelism, DeepSpeed without `zero_optimization`): at the start of
+    `@optimizer_step`, every accumulated gradient is summed over the ranks
+    (`shard.all_reduce ... reduction = sum`) and written back, so that each rank applies the
+    same update. ds-autodiff already scaled the loss by `1 / (gas x N)`, so the sum is
+    DeepSpeed's average. With N = 1 the pass changes nothing. Stages 1-3 are not implemented
+    yet.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::shard::ShardDialect"];
+  let options = [
+    Option<"stage", "stage", "int64_t", "0", "ZeRO stage (0 = data parallelism only)">,
+    Option<"dataParallelSize", "data-parallel-size", "int64_t", "1",
+           "Number of data-parallel ranks (the grid's size)">,
+  ];
+}
+
+def DSVerifyCollectives : Pass<"ds-verify-collectives", "::mlir::ModuleOp"> {
+  let summary = "Fails when ranks could issue different collectives (a hang at run time).";
+  let description = [{
+    For every rank of the module's grid, lists the `shard` collectives each function issues in
+    program order, following `scf.if`, `scf.index_switch` and `scf.for` whose conditions and
+    bounds it can evaluate for that rank (from `shard.process_linear_index` or
+    `process_multi_index`, constants and integer `arith`), and through `func.call`. Each rank's
+    list must equal rank 0's in kind, attributes, operand and result types, and order. Control
+    flow whose condition is not known at compile time (it may differ between ranks) must issue
+    the same collectives on every path. Errors name the function, the ranks, the position and
+    both ops with their locations. Part of the training pipeline after `ds-zero`.
+  }];
+  let dependentDialects = ["::mlir::shard::ShardDialect"];
+}
+
 def DSLowerToRuntime : Pass<"ds-lower-to-runtime", "::mlir::ModuleOp"> {
   let summary = "Lowers a training step to LLVM dialect calls of the dsrt runtime's C API.";
   let description = [{

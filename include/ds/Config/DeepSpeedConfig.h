@@ -67,6 +67,16 @@ struct SchedulerConfig {
   bool lrRangeTestStaircase = false;
 };
 
+/// `zero_optimization` with DeepSpeed's defaults (deepspeed/runtime/zero/config.py). Keys of
+/// other stages are accepted and ignored, as in DeepSpeed.
+struct ZeroConfig {
+  int64_t stage = 0;
+  int64_t reduceBucketSize = 500000000, allgatherBucketSize = 500000000;
+  bool overlapComm = false, reduceScatter = true, contiguousGradients = true;
+  int64_t prefetchBucketSize = 50000000, paramPersistenceThreshold = 100000;
+  int64_t maxLiveParameters = 1000000000, maxReuseDistance = 1000000000;
+};
+
 /// The keys of a DeepSpeed config that ds implements, after DeepSpeed's batch-size rule
 /// (two of train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps
 /// determine the third; all three agree with the data-parallel size).
@@ -78,6 +88,8 @@ struct DeepSpeedConfig {
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   double gradientClipping = 0.0; ///< global norm; 0 = off
+  ZeroConfig zero;
+  int64_t zeroStage = 0; ///< zero.stage
   int64_t stepsPerPrint = 10;
   uint64_t seed = 1234;
   std::vector<std::string> warnings; ///< keys ignored because they don't affect the numbers

@@ -14,11 +14,13 @@ struct TrainingOptions {
   int64_t dataParallelSize = 1;
   ::ds::OptimizerConfig optimizer;
   double gradientClipping = 0.0;
+  int64_t zeroStage = 0;
 
   static TrainingOptions fromConfig(const ::ds::DeepSpeedConfig &config);
 };
 
-/// forward -> micro_step (ds-autodiff) + optimizer_step (ds-optimizer), simplified.
+/// forward -> micro_step (ds-autodiff) + optimizer_step (ds-optimizer), simplified, then the
+/// data-parallel collectives (ds-zero).
 void buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options);
 
 /// Builds the training step of an imported module and records `config` in it (`ds.config`).

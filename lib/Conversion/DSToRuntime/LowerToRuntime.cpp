@@ -9,7 +9,9 @@
 
 #include "ds/IR/DSShapes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/JSON.h"
@@ -139,6 +141,11 @@ private:
   llvm::DenseMap<Value, Value> lowered;
   llvm::DenseMap<Value, int> storageOf;
   llvm::DenseSet<Operation *> fusedTransposes;
+  /// Collective results whose event the compute stream has not waited for yet.
+  llvm::MapVector<Value, Value> pendingEvents;
+  /// Before `op` (or the return, with null): waits for the collectives it reads.
+  void waitFor(Operation *op);
+  LogicalResult lowerCollective(Operation *op);
   ArenaModel arena;
   std::vector<int> slotStorage;
   int64_t persistentBytes = 0, inputBytes = 0;
@@ -262,6 +269,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return lowered.lookup(v);
   };
   auto dims2 = [](ArrayRef<int64_t> a) { return std::make_pair(a[0], a[1]); };
+  if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op))
+    return lowerCollective(op);
 
   if (auto c = dyn_cast<ConstantOp>(op)) {
     auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
@@ -724,6 +733,20 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
     }
   }
 
+  // A collective reads its input until the compute stream waits for it, at the first use of
+  // its result: the input lives (and is counted) until then.
+  for (Operation &op : body) {
+    if (!isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op))
+      continue;
+    Operation *firstUser = nullptr;
+    for (Operation *u : op.getResult(0).getUsers())
+      if (!firstUser || u->isBeforeInBlock(firstUser))
+        firstUser = u;
+    Value in = op.getOperand(0);
+    if (firstUser && lastUse.lookup(in) && lastUse[in]->isBeforeInBlock(firstUser))
+      lastUse[in] = firstUser;
+  }
+
   // Signature: micro_step(ctx, inputs**) -> dsrt_tensor*;
   // optimizer_step(ctx, lr, step, beta1, aux_lr).
   OpBuilder::InsertionGuard guard(b);
@@ -758,6 +781,7 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
 
   Value returned;
   for (Operation &op : body) {
+    waitFor(&op);
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       loc = ret.getLoc();
       if (ret.getNumOperands())
@@ -793,6 +817,83 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
   } else {
     LLVM::ReturnOp::create(b, loc, ValueRange{});
   }
+  return success();
+}
+
+void Lowering::waitFor(Operation *op) {
+  SmallVector<Value> ready;
+  for (auto &[v, event] : pendingEvents)
+    if (isa<func::ReturnOp>(op) || llvm::is_contained(op->getOperands(), v))
+      ready.push_back(v);
+  for (Value v : ready) {
+    Value event = pendingEvents.lookup(v);
+    call("dsrt_event_wait", {ctxArg, event});
+    call("dsrt_event_release", {event});
+    pendingEvents.erase(v);
+  }
+}
+
+/// shard.all_reduce / all_gather / reduce_scatter on a one-axis grid whose ranks are the
+/// runtime's data-parallel group; gather and scatter along dimension 0.
+LogicalResult Lowering::lowerCollective(Operation *op) {
+  auto gridName = op->getAttrOfType<FlatSymbolRefAttr>("grid");
+  auto grid = module.lookupSymbol<shard::GridOp>(gridName.getValue());
+  if (!grid || grid.getShape().size() != 1 || ShapedType::isDynamic(grid.getShape()[0]))
+    return op->emitError() << "ds-lower-to-runtime: collectives need a one-axis grid of static "
+                              "size (the data-parallel ranks)";
+  auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+  if (axes && !(axes.empty() || (axes.size() == 1 && axes[0] == 0)))
+    return op->emitError() << "ds-lower-to-runtime: grid_axes must be [0]";
+  Value in = op->getOperand(0), r = op->getResult(0);
+  auto reduction = [](shard::ReductionKind k) -> FailureOr<int> {
+    switch (k) {
+    case shard::ReductionKind::Sum:
+      return 0;
+    case shard::ReductionKind::Max:
+      return 1;
+    case shard::ReductionKind::Min:
+      return 2;
+    default:
+      return failure();
+    }
+  };
+  Value event;
+  if (auto ar = dyn_cast<shard::AllReduceOp>(op)) {
+    FailureOr<int> red = reduction(ar.getReduction());
+    if (failed(red) || typeOf(in) != typeOf(r))
+      return op->emitError() << "ds-lower-to-runtime: all_reduce must be sum, max or min "
+                                "with the input's type";
+    // In place when a slot read used only here goes back to the same slot (DeepSpeed reduces
+    // the gradient buffer itself).
+    auto read = in.getDefiningOp<GetParameterOp>();
+    auto write = r.hasOneUse() ? dyn_cast<AssignOp>(*r.getUsers().begin()) : AssignOp();
+    Value out;
+    if (read && write && in.hasOneUse() && write.getName() == read.getName()) {
+      RankedTensorType type = typeOf(r);
+      out = call("dsrt_tensor_view", {ctxArg, lowered.lookup(in), i32(type.getRank()),
+                                      i64Array(type.getShape())},
+                 ptrTy);
+      lowered[r] = out;
+      storageOf[r] = storageOf.lookup(in);
+      arena.retain(storageOf[r]);
+    } else {
+      out = alloc(r, describe(op));
+    }
+    event = call("dsrt_all_reduce", {ctxArg, out, lowered.lookup(in), i32(*red)}, ptrTy);
+  } else if (auto ag = dyn_cast<shard::AllGatherOp>(op)) {
+    if (ag.getGatherAxis().getZExtValue() != 0)
+      return op->emitError() << "ds-lower-to-runtime: all_gather must gather along dimension 0";
+    event = call("dsrt_all_gather", {ctxArg, alloc(r, describe(op)), lowered.lookup(in)}, ptrTy);
+  } else {
+    auto rs = cast<shard::ReduceScatterOp>(op);
+    FailureOr<int> red = reduction(rs.getReduction());
+    if (failed(red) || rs.getScatterAxis().getZExtValue() != 0)
+      return op->emitError() << "ds-lower-to-runtime: reduce_scatter must be sum, max or min "
+                                "along dimension 0";
+    event = call("dsrt_reduce_scatter", {ctxArg, alloc(r, describe(op)), lowered.lookup(in), i32(*red)},
+                 ptrTy);
+  }
+  pendingEvents[r] = event;
   return success();
 }
 
@@ -864,7 +965,7 @@ LogicalResult Lowering::run() {
   emitMetadata();
   // The ds-level program is now fully described by the LLVM functions and the metadata.
   for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
-    if (isa<func::FuncOp, ParameterOp, StateOp>(op))
+    if (isa<func::FuncOp, ParameterOp, StateOp, shard::GridOp>(op))
       op.erase();
   for (StringRef attr : {"ds.config", "ds.weights", "ds.mesh"})
     module->removeAttr(attr);

@@ -101,6 +101,38 @@ void dsrt_event_synchronize(dsrt_event *event);
 void dsrt_event_release(dsrt_event *event);
 /** Blocks the host until all work enqueued on the compute stream has finished. */
 void dsrt_stream_synchronize(dsrt_context *ctx);
+/** Makes the compute stream wait for `event` (from any stream) before its next work. On the
+ *  CPU the host waits; the event stays valid until released. */
+void dsrt_event_wait(dsrt_context *ctx, dsrt_event *event);
+
+/*===--------------------------------------------------------------------===*
+ * Communication. A context joins one data-parallel group: MPI when the process was started by
+ * mpirun or srun (dsrt_comm_init), else a loopback channel of one rank. Collectives are
+ * enqueued in call order on the channel's own thread and return an event; the compute stream
+ * must wait for it (dsrt_event_wait) before reading the output or freeing the input. The
+ * storages of both are held until the event is released. Every rank must issue the same
+ * collectives in the same order with the same shapes (the compiler checks this).
+ *===--------------------------------------------------------------------===*/
+
+typedef enum dsrt_comm_op { DSRT_COMM_SUM = 0, DSRT_COMM_MAX = 1, DSRT_COMM_MIN = 2 } dsrt_comm_op;
+
+/** Joins the group. `expected_size` > 0 is the data-parallel size the program was compiled for:
+ *  a different group size exits with a message naming both. Idempotent. */
+void dsrt_comm_init(dsrt_context *ctx, int32_t expected_size);
+int32_t dsrt_comm_rank(dsrt_context *ctx);
+int32_t dsrt_comm_size(dsrt_context *ctx);
+/** "mpi" or "loopback". */
+const char *dsrt_comm_channel(dsrt_context *ctx);
+/** Elementwise reduction of `in` over the ranks into `out` (same shape; may alias `in`). */
+dsrt_event *dsrt_all_reduce(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in,
+                            int32_t reduction);
+/** `out` (size x numel(in) elements) = every rank's `in`, in rank order. */
+dsrt_event *dsrt_all_gather(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in);
+/** Reduces `in` (size x numel(out) elements) over the ranks; rank r gets chunk r in `out`. */
+dsrt_event *dsrt_reduce_scatter(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in,
+                                int32_t reduction);
+/** Every rank's `t` becomes rank `root`'s. */
+dsrt_event *dsrt_comm_broadcast(dsrt_context *ctx, dsrt_tensor *t, int32_t root);
 
 /*===--------------------------------------------------------------------===*
  * Persistent slots: parameters, buffers, gradients, optimizer state

@@ -242,7 +242,7 @@ extern "C" dsrt_context *dsrt_context_create(uint64_t device_budget, int32_t thr
   return ctx;
 }
 
-static void releaseStorage(dsrt_context *ctx, dsrt_storage *s) {
+void dsrt::releaseStorage(dsrt_context *ctx, dsrt_storage *s) {
   if (!s || --s->refs > 0)
     return;
   if (!s->borrowed) {
@@ -256,8 +256,9 @@ extern "C" void dsrt_context_destroy(dsrt_context *ctx) {
   dsrt::printProfile();
   if (!ctx)
     return;
+  ctx->comm.reset(); // joins the communication thread (and finalizes MPI)
   for (auto &slot : ctx->slots)
-    releaseStorage(ctx, slot.storage);
+    dsrt::releaseStorage(ctx, slot.storage);
   ctx->slots.clear();
   ctx->primitives.clear();
   ctx->dnnl.reset();
@@ -352,7 +353,7 @@ extern "C" dsrt_tensor *dsrt_tensor_view(dsrt_context *, dsrt_tensor *src, int32
 extern "C" void dsrt_tensor_free(dsrt_context *ctx, dsrt_tensor *t) {
   if (!t)
     return;
-  releaseStorage(ctx, t->storage);
+  dsrt::releaseStorage(ctx, t->storage);
   delete t;
 }
 
@@ -375,7 +376,7 @@ extern "C" void dsrt_slot_define(dsrt_context *ctx, int32_t index, int32_t dtype
   dsrt_tensor *t = dsrt_tensor_alloc(ctx, dtype, rank, dims);
   std::memset(t->data, 0, t->numel * dsrt_dtype_size(dtype));
   dsrt_context::Slot &slot = ctx->slots[index];
-  releaseStorage(ctx, slot.storage);
+  dsrt::releaseStorage(ctx, slot.storage);
   slot.storage = t->storage;
   slot.dtype = dtype;
   slot.rank = rank;
@@ -405,6 +406,6 @@ extern "C" void dsrt_slot_set(dsrt_context *ctx, int32_t index, dsrt_tensor *t) 
   if (t->data != t->storage->data)
     fail("slot_set", "slot %d: the tensor does not start at its storage", index);
   ++t->storage->refs;
-  releaseStorage(ctx, slot.storage);
+  dsrt::releaseStorage(ctx, slot.storage);
   slot.storage = t->storage;
 }

@@ -4,8 +4,11 @@
 
 #include "dsrt/dsrt.h"
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <unordered_map>
@@ -40,9 +43,37 @@ struct dsrt_context {
   /// order every time, so reusing them avoids the page faults of fresh memory (the count of
   /// bytes in use, which the plan predicts, is unaffected).
   std::unordered_map<size_t, std::vector<void *>> freeBlocks;
+  /// The data-parallel group (src/comm): a channel and its thread, created by dsrt_comm_init.
+  std::shared_ptr<void> comm;
+};
+
+/// A point in a stream. Compute-stream events are complete when recorded; a collective's
+/// event completes on the communication thread and holds the storages it reads and writes.
+struct dsrt_event {
+  std::atomic<int32_t> done{0};
+  std::mutex mutex;
+  std::condition_variable cv;
+  dsrt_context *ctx = nullptr;
+  std::vector<dsrt_storage *> held;
+  void complete() {
+    std::lock_guard<std::mutex> lock(mutex);
+    done = 1;
+    cv.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return done.load() != 0; });
+  }
 };
 
 namespace dsrt {
+
+/// Storage references: a collective holds its buffers until its event is released.
+inline void retainStorage(dsrt_storage *s) {
+  if (s)
+    ++s->refs;
+}
+void releaseStorage(dsrt_context *ctx, dsrt_storage *s);
 
 /// Wall time per kernel (and op code) while the environment sets DSRT_PROFILE; the table goes
 /// to stderr when the context is destroyed. Costs one getenv-cached branch when off.

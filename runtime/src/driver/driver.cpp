@@ -108,6 +108,7 @@ private:
   std::vector<Array> data; // parallel to `inputs`
   dsrt::io::TokenFile tokens; // with --tokens: feeds inputs 0 and 1
   int64_t firstStep = 1;      // > 1 after --resume
+  int32_t rank = 0, worldSize = 1; // this process in the data-parallel group
 
   std::vector<dsrt::driver::CheckpointSlot> checkpointSlots() const {
     std::vector<dsrt::driver::CheckpointSlot> out;
@@ -588,6 +589,7 @@ bool Driver::loadWeights(const std::string &path, std::string &err) {
 bool Driver::writeSlots(const std::string &path, bool gradients, std::string &err) {
   std::vector<dsrt::io::SafetensorsEntry> entries;
   std::vector<dsrt_tensor *> held;
+  std::vector<std::vector<char>> summed; // gradients over all ranks (outside the arena)
   for (size_t i = 0; i < slots.size(); ++i) {
     const SlotSpec &s = slots[i];
     bool want = gradients ? s.kind == "gradient" : (s.kind == "parameter" || s.kind == "buffer");
@@ -598,14 +600,22 @@ bool Driver::writeSlots(const std::string &path, bool gradients, std::string &er
     size_t bytes = static_cast<size_t>(t->numel) * dsrt::io::elementSize(t->dtype);
     std::vector<int64_t> dims(t->dims, t->dims + t->rank);
     if (gradients) {
-      entries.push_back({s.of.empty() ? s.name : s.of, t->dtype, dims, t->data, bytes});
+      void *data = t->data;
+      if (worldSize > 1) { // the data-parallel sum, which the optimizer step would apply
+        summed.emplace_back(bytes);
+        dsrt_tensor *sum = dsrt_tensor_borrow(ctx, t->dtype, t->rank, t->dims, summed.back().data());
+        dsrt_event_release(dsrt_all_reduce(ctx, sum, t, DSRT_COMM_SUM));
+        dsrt_tensor_free(ctx, sum);
+        data = summed.back().data();
+      }
+      entries.push_back({s.of.empty() ? s.name : s.of, t->dtype, dims, data, bytes});
     } else {
       entries.push_back({s.name, t->dtype, dims, t->data, bytes});
       for (const std::string &a : s.aliases)
         entries.push_back({a, t->dtype, dims, t->data, bytes});
     }
   }
-  bool ok = dsrt::io::writeSafetensors(path, entries, err);
+  bool ok = rank != 0 || dsrt::io::writeSafetensors(path, entries, err);
   for (dsrt_tensor *t : held)
     dsrt_tensor_free(ctx, t);
   return ok;
@@ -631,9 +641,24 @@ dsrt_tensor *scalarTensorF64(dsrt_context *ctx, double v) {
   return t;
 }
 
+/// Every rank's `n` bytes at `mine`, in rank order (an all-gather through the channel).
+std::vector<char> gatherBytes(dsrt_context *ctx, const void *mine, int64_t n) {
+  int32_t size = dsrt_comm_size(ctx);
+  std::vector<char> in(static_cast<const char *>(mine), static_cast<const char *>(mine) + n);
+  std::vector<char> out(static_cast<size_t>(n) * size);
+  int64_t inDims = n, outDims = n * size;
+  dsrt_tensor *a = dsrt_tensor_borrow(ctx, DSRT_I1, 1, &inDims, in.data());
+  dsrt_tensor *b = dsrt_tensor_borrow(ctx, DSRT_I1, 1, &outDims, out.data());
+  dsrt_event *e = dsrt_all_gather(ctx, b, a);
+  dsrt_event_release(e);
+  dsrt_tensor_free(ctx, a);
+  dsrt_tensor_free(ctx, b);
+  return out;
+}
+
 int Driver::train() {
   std::FILE *log = nullptr;
-  if (!opt.log.empty()) {
+  if (!opt.log.empty() && rank == 0) {
     log = std::fopen(opt.log.c_str(), "w");
     if (!log)
       return fail("cannot write --log '" + opt.log + "': " + std::strerror(errno));
@@ -656,7 +681,7 @@ int Driver::train() {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<float> losses;
     for (int64_t k = 0; k < gas; ++k) {
-      int64_t first = dsrt::io::sampleOffset(step, /*rank=*/0, k, G, mb, gas);
+      int64_t first = dsrt::io::sampleOffset(step, rank, k, G, mb, gas);
       std::vector<dsrt_tensor *> ts(inputs.size());
       for (size_t i = 0; i < inputs.size(); ++i) {
         ts[i] = dsrt_tensor_alloc(ctx, inputs[i].dtype,
@@ -680,7 +705,12 @@ int Driver::train() {
       for (dsrt_tensor *t : ts)
         dsrt_tensor_free(ctx, t);
     }
-    float mean = dsrt::io::meanLoss(losses); // dp == 1 here: dp * gas micro-batches
+    if (worldSize > 1) { // every rank's micro-batch losses, in rank order (as ds-reference)
+      std::vector<char> all = gatherBytes(ctx, losses.data(), losses.size() * sizeof(float));
+      losses.resize(all.size() / sizeof(float));
+      std::memcpy(losses.data(), all.data(), all.size());
+    }
+    float mean = dsrt::io::meanLoss(losses); // dp * gas micro-batches
     if (!std::isfinite(mean)) {
       rc = fail("step " + std::to_string(step) + ": loss is " + (std::isnan(mean) ? "nan" : "inf") +
                 "; lower the learning rate or enable gradient_clipping");
@@ -722,18 +752,26 @@ int Driver::train() {
     r.samplesPerS = ms > 0 ? static_cast<double>(G) * 1000.0 / ms : 0.0;
     r.devicePeakBytes = dsrt_device_peak_bytes(ctx);
     r.hostPeakBytes = dsrt::io::hostPeakBytes();
-    r.ranks.push_back({0, r.devicePeakBytes, r.hostPeakBytes, modelState});
+    uint64_t mine[3] = {r.devicePeakBytes, r.hostPeakBytes, modelState};
+    std::vector<char> all = worldSize > 1 ? gatherBytes(ctx, mine, sizeof mine)
+                                          : std::vector<char>((char *)mine, (char *)(mine + 3));
+    for (int32_t q = 0; q < worldSize; ++q) {
+      uint64_t v[3];
+      std::memcpy(v, all.data() + q * sizeof v, sizeof v);
+      r.ranks.push_back({q, v[0], v[1], v[2]});
+    }
     if (log && !dsrt::io::writeLogLine(log, r)) {
       rc = fail("cannot write --log '" + opt.log + "': " + std::strerror(errno));
       break;
     }
-    if ((stepsPerPrint > 0 && step % stepsPerPrint == 0) || step == opt.steps) {
+    if (rank == 0 && ((stepsPerPrint > 0 && step % stepsPerPrint == 0) || step == opt.steps)) {
       std::printf("%s\n", dsrt::io::formatProgress(r, opt.steps).c_str());
       std::fflush(stdout);
     }
     bool everyK = opt.saveEvery > 0 && step % opt.saveEvery == 0;
     std::string saveDir = opt.save.empty() ? opt.resume : opt.save;
-    if ((everyK || (step == opt.steps && !opt.save.empty())) && !saveDir.empty()) {
+    // Stage 0 replicates the model state: rank 0 writes it.
+    if (rank == 0 && (everyK || (step == opt.steps && !opt.save.empty())) && !saveDir.empty()) {
       std::string e;
       if (!dsrt::driver::saveCheckpoint(ctx, saveDir, step, checkpointSlots(),
                                         *meta.get("config"), e)) {
@@ -744,7 +782,7 @@ int Driver::train() {
   }
   if (log)
     std::fclose(log);
-  if (rc == 0 && !opt.saveWeights.empty()) {
+  if (rc == 0 && rank == 0 && !opt.saveWeights.empty()) {
     std::string e;
     if (!writeSlots(opt.saveWeights, /*gradients=*/false, e))
       rc = fail("--save-weights: " + e);
@@ -764,10 +802,6 @@ int Driver::run() {
     return fail("--steps N is required (the number of optimizer steps to run)");
   if (!readMetadata(err))
     return fail(err);
-  if (dp > 1)
-    return fail("this program was compiled for world_size " + std::to_string(dp) +
-                " (data-parallel ranks); the run needs `mpirun -np " + std::to_string(dp) +
-                "`, which this build does not support yet (recompile with world_size 1)");
   if (!opt.config.empty() && !checkConfigFile(err))
     return fail(err);
   if (!loadData(err))
@@ -785,6 +819,9 @@ int Driver::run() {
     return fail(err);
 
   ctx = dsrt_context_create(opt.deviceMemory, opt.threads, seed);
+  dsrt_comm_init(ctx, static_cast<int32_t>(dp)); // exits naming both sizes on a mismatch
+  rank = dsrt_comm_rank(ctx);
+  worldSize = dsrt_comm_size(ctx);
   program->init_slots(ctx);
   int rc;
   if (!opt.resume.empty()) {
