@@ -545,10 +545,10 @@ Error parseZero(const json::Value &v, ZeroConfig &z) {
     if (key == "stage" && z.stage > 3)
       return fail("'zero_optimization.stage' must be 0, 1, 2 or 3");
   }
-  if (z.stage > 0)
+  if (z.stage > 1)
     return fail("'zero_optimization.stage' " + std::to_string(z.stage) +
-                " is not implemented yet in ds (only stage 0, plain data parallelism); set "
-                "\"stage\": 0 or remove zero_optimization");
+                " is not implemented yet in ds (stage 0, data parallelism, and stage 1, "
+                "optimizer state partitioning, are); set \"stage\": 1 or 0");
   return Error::success();
 }
 

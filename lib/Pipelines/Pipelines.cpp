@@ -26,6 +26,10 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   pm.addPass(createDSAutodiff(ad));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  DSZeroOptions zero;
+  zero.stage = options.zeroStage;
+  zero.dataParallelSize = options.dataParallelSize;
+  pm.addPass(createDSZero(zero));
   DSOptimizerOptions opt;
   opt.type = options.optimizer.type;
   opt.beta1 = options.optimizer.beta1;
@@ -41,10 +45,6 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   pm.addPass(createDSOptimizer(opt));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  DSZeroOptions zero;
-  zero.stage = options.zeroStage;
-  zero.dataParallelSize = options.dataParallelSize;
-  pm.addPass(createDSZero(zero));
   pm.addPass(createDSVerifyCollectives());
 }
 

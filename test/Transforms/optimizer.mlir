@@ -11,9 +11,9 @@
 // CHECK: %[[COEF:.+]] = ds.minimum
 // CHECK: %[[G:.+]] = ds.get_parameter @"w@grad"
 // CHECK: ds.mul %[[G]], %[[COEF]]
-// CHECK: ds.assign @w =
 // CHECK: ds.assign @"w@exp_avg" =
 // CHECK: ds.assign @"w@exp_avg_sq" =
+// CHECK: ds.assign @w =
 // CHECK: %[[Z:.+]] = ds.constant dense<0.000000e+00> : tensor<3xf32>
 // CHECK: ds.assign @"w@grad" = %[[Z]]
 // With type=SGD, a momentum buffer that starts as the first step's gradient (where step ==

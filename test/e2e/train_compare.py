@@ -107,6 +107,50 @@ def deepspeed_lr(scheduler, lr, step):
     return mn + (mx - mn) * g
 
 
+def zero_model_state(psi, stage, n, align=16):
+    """DeepSpeed's per-rank model-state bytes in fp32 with Adam (params, gradients, two
+    moments), shards rounded up to `align` elements: stage 0 16P, stage 1 8P + 8P/N."""
+    shard = -(-psi // (n * align)) * align
+    if n == 1 or stage == 0:
+        return 16 * psi
+    if stage == 1:
+        return 8 * psi + 8 * shard
+    raise ValueError('stage %d' % stage)
+
+
+def check_memory(args, cfg, w, b, ds_log):
+    """Every rank's model-state bytes equal the ZeRO formula, and the compiler's planned peak
+    is within 5% of the measured device peak of every rank."""
+    import re
+    psi = 0
+    for line in open(w('step.mlir')):
+        m = re.match(r'\s*ds.parameter @\S+ trainable : tensor<([0-9x]+)x?f32>', line)
+        if m:
+            psi += int(np.prod([int(d) for d in m.group(1).split('x') if d]))
+    stage = cfg.get('zero_optimization', {}).get('stage', 0)
+    want = zero_model_state(psi, stage, args.ranks)
+    lowered = subprocess.run([b('ds-opt'), w('step.mlir'), '--ds-lower-to-runtime'],
+                             capture_output=True, text=True).stdout
+    plan = int(re.search(r'\\22peak_bytes\\22:(\d+)', lowered).group(1))
+    ok = True
+    for rec in ds_log:
+        for r in rec['ranks']:
+            if r['model_state_bytes'] != want:
+                print('step %d rank %d: model state %d bytes, ZeRO formula %d' %
+                      (rec['step'], r['rank'], r['model_state_bytes'], want))
+                ok = False
+            if abs(plan - r['device_peak_bytes']) > 0.05 * r['device_peak_bytes']:
+                print('step %d rank %d: planned peak %d bytes, measured %d' %
+                      (rec['step'], r['rank'], plan, r['device_peak_bytes']))
+                ok = False
+    r = ds_log[-1]['ranks'][0]
+    print('memory: psi %d, stage %d, %d ranks: model state %d bytes per rank (formula %d), '
+          'planned peak %d, measured %d -> %s' % (psi, stage, args.ranks, r['model_state_bytes'],
+                                                  want, plan, r['device_peak_bytes'],
+                                                  'PASS' if ok else 'FAIL'))
+    return ok
+
+
 def parse_type(t):
     # tensor<4x16xi64>
     body = t[len('tensor<'):-1].split('x')
@@ -179,6 +223,9 @@ def main():
     ap.add_argument('--ranks', type=int, default=1,
                     help='data-parallel ranks: ds-run under mpirun -np N, ds-reference --world-size N')
     ap.add_argument('--zero', default='', help='a DeepSpeed zero_optimization object as JSON')
+    ap.add_argument('--check-memory', action='store_true',
+                    help='model-state bytes per rank equal the ZeRO formula (Adam, fp32); the '
+                    'planned peak is within 5%% of the measured one')
     ap.add_argument('--tokens', default='', choices=['', 'uint16', 'uint32'],
                     help='feed the first two inputs from a token file of this dtype')
     args = ap.parse_args()
@@ -331,6 +378,8 @@ def main():
         worst_p = max(worst_p, rel)
     print('%s %s: step-1 gradients worst rel distance %.2e (%d noise-level elements '
           'compared absolutely)' % (args.family, args.kind, worst_g, excluded))
+    if args.check_memory:
+        ok = check_memory(args, cfg, w, b, ds_log) and ok
     print('%s %s: %d steps, worst loss rel diff %.2e, worst parameter rel distance %.2e '
           '(%d tensors) -> %s' % (args.family, args.kind, len(ds_log), worst, worst_p,
                                   len(ref_w), 'PASS' if ok else 'FAIL'))

@@ -51,5 +51,12 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
                              << "' must be a string on a builtin.module";
     return success();
   }
+  // ds-zero's stage, which ds-optimizer reads.
+  if (attr.getName() == "ds.zero_stage") {
+    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !stage || stage.getInt() < 0 || stage.getInt() > 3)
+      return op->emitError() << "'ds.zero_stage' must be an integer 0-3 on a builtin.module";
+    return success();
+  }
   return op->emitError() << "unknown ds attribute '" << attr.getName().getValue() << "'";
 }

@@ -135,7 +135,10 @@ FailureOr<Type> mlir::ds::lookupPersistentType(Operation *user, FlatSymbolRefAtt
     return param.getType();
   if (auto state = dyn_cast_or_null<StateOp>(sym))
     return state.getType();
-  return user->emitOpError() << "'" << name.getValue() << "' is not a ds.parameter or ds.state";
+  if (auto flat = dyn_cast_or_null<FlatBufferOp>(sym))
+    return flat.getType();
+  return user->emitOpError() << "'" << name.getValue()
+                             << "' is not a ds.parameter, ds.state or ds.flat_buffer";
 }
 
 LogicalResult GetParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {

@@ -26,9 +26,38 @@ LogicalResult expectShape(Operation *op, Value value, ArrayRef<int64_t> expected
 
 LogicalResult StateOp::verify() {
   auto module = (*this)->getParentOfType<ModuleOp>();
+  if (module && module.lookupSymbol<FlatBufferOp>(getOfAttr()))
+    return success();
   auto param = module ? module.lookupSymbol<ParameterOp>(getOfAttr()) : ParameterOp();
   if (!param || !param.getTrainable())
     return emitOpError() << "'" << getOf() << "' is not a trainable ds.parameter";
+  return success();
+}
+
+LogicalResult FlatBufferOp::verify() {
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  int64_t total = 0;
+  llvm::SmallDenseSet<Attribute> seen;
+  for (Attribute a : getMembers()) {
+    auto ref = cast<FlatSymbolRefAttr>(a);
+    if (!seen.insert(ref).second)
+      return emitOpError() << "member " << ref << " is listed twice";
+    Operation *sym = module.lookupSymbol(ref.getAttr());
+    RankedTensorType type;
+    if (auto p = dyn_cast_or_null<ParameterOp>(sym))
+      type = p.getTensorType();
+    else if (auto st = dyn_cast_or_null<StateOp>(sym))
+      type = st.getTensorType();
+    else
+      return emitOpError() << "member " << ref << " is not a ds.parameter or ds.state";
+    if (type.getElementType() != getTensorType().getElementType())
+      return emitOpError() << "member " << ref << " has element type " << type.getElementType()
+                           << ", the buffer " << getTensorType().getElementType();
+    total += type.getNumElements();
+  }
+  if (total > getTensorType().getNumElements())
+    return emitOpError() << "members hold " << total << " elements, more than the buffer's "
+                         << getTensorType().getNumElements();
   return success();
 }
 

@@ -15,11 +15,37 @@ def DS_StateOp : DS_Op<"state", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     ```mlir
     ds.state @"fc.weight.grad" of @"fc.weight" role "grad" : tensor<32x16xf32>
     ```
-    **Constraints:** `of` names a trainable `ds.parameter`.
+    **Constraints:** `of` names a trainable `ds.parameter` (or, for a ZeRO shard, the
+    `ds.flat_buffer` it partitions).
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$of, StrAttr:$role,
                        TypeAttrOf<AnyStaticShapeTensor>:$type);
   let assemblyFormat = "$sym_name `of` $of `role` $role `:` $type attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def DS_FlatBufferOp : DS_Op<"flat_buffer", [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "One flat, padded buffer that holds parameters or states back to back (ZeRO).";
+  let description = [{
+    Created by `ds-zero` for stages 1-3: the members (each a `ds.parameter` or `ds.state`)
+    become views of this buffer, laid out in order from offset 0 with no gaps; the rest, up to
+    the buffer's size, is zero padding. The data-parallel ranks partition the buffer into equal
+    contiguous shards (the size is a multiple of the ranks times the alignment), as DeepSpeed
+    partitions its flat parameter and gradient buffers. Read and written like a state.
+    ```mlir
+    ds.flat_buffer @zero.params role "params" members [@w, @b] : tensor<32xf32>
+    ```
+    **Constraints:** members exist, are distinct, share the buffer's element type, and their
+    elements fit in the buffer.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$role, FlatSymbolRefArrayAttr:$members,
+                       TypeAttrOf<AnyStaticShapeTensor>:$type);
+  let assemblyFormat = "$sym_name `role` $role `members` $members `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {

@@ -2,6 +2,7 @@
 #include "ds/Transforms/Passes.h"
 
 #include "ds/Config/DeepSpeedConfig.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -112,6 +113,36 @@ void OptimizerPass::runOnOperation() {
   // AdamW is always decoupled (DeepSpeed); Adam follows adam-w-mode.
   bool decoupled = type == "AdamW" || adamWMode;
 
+  // ds-zero's decision: the stage, the grid @dp and (stage >= 1) the flat buffers.
+  int64_t zeroStage = -1, ranks = 1;
+  FlatBufferOp flatParams, flatGrads;
+  if (auto attr = module->getAttrOfType<IntegerAttr>("ds.zero_stage")) {
+    zeroStage = attr.getInt();
+    auto grid = module.lookupSymbol<shard::GridOp>("dp");
+    if (!grid || grid.getShape().size() != 1) {
+      module.emitError() << "ds-optimizer: ds.zero_stage is set but there is no one-axis "
+                            "shard.grid @dp; run ds-zero";
+      return signalPassFailure();
+    }
+    ranks = grid.getShape()[0];
+    if (zeroStage >= 1) {
+      flatParams = module.lookupSymbol<FlatBufferOp>("zero.params");
+      flatGrads = module.lookupSymbol<FlatBufferOp>("zero.grads");
+      if (!flatParams || !flatGrads) {
+        module.emitError() << "ds-optimizer: ZeRO stage " << zeroStage
+                           << " needs ds-zero's @zero.params and @zero.grads";
+        return signalPassFailure();
+      }
+      if (isMuon) {
+        module.emitError() << "ds-optimizer: Muon with ZeRO stage " << zeroStage
+                           << " is not implemented yet (Newton-Schulz needs whole matrices); "
+                              "use stage 0";
+        return signalPassFailure();
+      }
+    }
+  }
+  bool flat = zeroStage >= 1;
+
   // Muon's selection (DeepSpeed's rule, shared with ds-reference): the embedding tables are
   // the parameters that a ds.embedding reads; the LM head is the weight of the ds.linear whose
   // result, through reshapes, is a ds.cross_entropy's logits.
@@ -150,7 +181,27 @@ void OptimizerPass::runOnOperation() {
                     TypeAttr::get(param.getType()));
     return name;
   };
+  RankedTensorType shardType;
+  std::pair<std::string, std::string> flatMoments;
+  if (flat) {
+    int64_t n = flatParams.getTensorType().getNumElements();
+    shardType = RankedTensorType::get({n / ranks}, flatParams.getTensorType().getElementType());
+    auto shardState = [&](StringRef role) {
+      std::string name = ("zero.params@" + role).str();
+      StateOp::create(mb, loc, mb.getStringAttr(name),
+                      FlatSymbolRefAttr::get(flatParams.getSymNameAttr()),
+                      mb.getStringAttr(role), TypeAttr::get(shardType));
+      return name;
+    };
+    mb.setInsertionPointAfter(flatGrads);
+    if (isAdam)
+      flatMoments = {shardState("exp_avg"), shardState("exp_avg_sq")};
+    else if (momentum != 0)
+      flatMoments = {shardState("momentum_buffer"), ""};
+  }
   for (auto [param, grad] : params) {
+    if (flat)
+      break;
     muonParam.push_back(isMuon && usesMuonRule(param));
     if (muonParam.back())
       moments.push_back({newState(param, "momentum_buffer"), ""});
@@ -176,6 +227,30 @@ void OptimizerPass::runOnOperation() {
   OpBuilder b = OpBuilder::atBlockBegin(entry);
   Emitter e{b, loc};
   Value lr = entry->getArgument(0), step = entry->getArgument(1);
+  static const int16_t kDpAxis[] = {0};
+  ArrayRef<int16_t> dpAxes(kDpAxis);
+
+  // ZeRO stage 0: the gradients summed over the ranks first (all the all-reduces, then the
+  // write-backs, so that the channel runs them back to back).
+  if (zeroStage == 0) {
+    SmallVector<std::pair<StateOp, Value>> reduced;
+    for (auto [param, grad] : params) {
+      RankedTensorType t = param.getTensorType();
+      Value r = shard::AllReduceOp::create(b, loc, t, "dp", dpAxes, e.get(grad.getSymName(), t),
+                                           shard::ReductionKind::Sum);
+      reduced.push_back({grad, r});
+    }
+    for (auto [grad, r] : reduced)
+      e.assign(grad.getSymName(), r);
+  }
+  // ZeRO stage 1: this rank's shard of the gradients, summed over the ranks.
+  Value gradShard;
+  if (flat) {
+    RankedTensorType flatType = flatGrads.getTensorType();
+    gradShard = shard::ReduceScatterOp::create(b, loc, shardType, "dp", dpAxes,
+                                               e.get(flatGrads.getSymName(), flatType),
+                                               shard::ReductionKind::Sum, APInt(64, 0));
+  }
   // Muon's AdamW group has its own lr; every other optimizer has one group.
   Value adamLr = isMuon ? entry->getArgument(3) : lr;
 
@@ -193,7 +268,15 @@ void OptimizerPass::runOnOperation() {
 
   // Global-norm clipping (clip_grad_norm_): the norm of the per-parameter norms.
   Value clipCoef;
-  if (gradientClipping > 0) {
+  if (gradientClipping > 0 && flat) {
+    // The shards' sums of squares, summed over the ranks (the padding adds zeros).
+    Value local = e.sumAll(e.mul(gradShard, gradShard));
+    Value total = shard::AllReduceOp::create(b, loc, scalarF32, "dp", dpAxes, local,
+                                             shard::ReductionKind::Sum);
+    Value coef = e.div(e.constant(f32, gradientClipping),
+                       e.add(e.sqrt(total), e.constant(f32, 1e-6)));
+    clipCoef = MinimumOp::create(b, loc, scalarF32, coef, e.constant(f32, 1.0));
+  } else if (gradientClipping > 0) {
     Value total;
     for (auto [param, grad] : params) {
       RankedTensorType t = param.getTensorType();
@@ -212,6 +295,58 @@ void OptimizerPass::runOnOperation() {
   if (isMuon)
     muonDecay = e.convert(
         e.sub(one64, e.mul(e.convert(lr, f64), e.constant(f64, weightDecay))), f32);
+
+  // SGD and Adam(W): the update of `t`-typed parameter values from `pget` (a fresh read each
+  // call) with gradient `g` and the moments `m1`, `m2`; returns the new parameter.
+  auto elementwiseUpdate = [&](llvm::function_ref<Value()> pget, Value g, RankedTensorType t,
+                               StringRef m1, StringRef m2) -> Value {
+    if (isSgd) {
+      // torch.optim.SGD: d = g + wd p; buf = d at step 1, else m buf + (1 - dampening) d;
+      // d = d + m buf (Nesterov) or buf; p = p - lr d.
+      Value p = pget();
+      if (weightDecay != 0)
+        g = e.add(g, e.mul(p, e.constant(f32, weightDecay)));
+      if (momentum != 0) {
+        Value buf = e.get(m1, t);
+        Value next = e.add(e.mul(buf, e.constant(f32, momentum)),
+                           e.mul(g, e.constant(f32, 1.0 - dampening)));
+        Value first = CmpOp::create(b, loc, RankedTensorType::get({}, b.getI1Type()),
+                                    CmpPredicateAttr::get(ctx, CmpPredicate::eq), step,
+                                    e.constant(f32, 1.0));
+        buf = WhereOp::create(b, loc, t, first, g, next);
+        e.assign(m1, buf);
+        g = nesterov ? e.add(g, e.mul(buf, e.constant(f32, momentum))) : buf;
+      }
+      return e.sub(p, e.mul(g, lr));
+    }
+    if (!decoupled && weightDecay != 0) // Adam's L2: the decay joins the gradient
+      g = e.add(g, e.mul(pget(), e.constant(f32, weightDecay)));
+    auto update = AdamWUpdateOp::create(b, loc, t, t, t, pget(), g, e.get(m1, t), e.get(m2, t),
+                                        stepSize, bc2Sqrt, decay, beta1Value,
+                                        b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps));
+    e.assign(m1, update.getNewExpAvg());
+    e.assign(m2, update.getNewExpAvgSq());
+    return update.getNewParam();
+  };
+
+  if (flat) {
+    // ZeRO stage 1: update this rank's shard of the flat parameters (a view), then gather
+    // every rank's into the flat buffer, which the parameters are views of.
+    RankedTensorType flatType = flatParams.getTensorType();
+    Value g = clipCoef ? e.mul(gradShard, clipCoef) : gradShard;
+    Value pShard = shard::AllSliceOp::create(b, loc, shardType, "dp", dpAxes,
+                                             e.get(flatParams.getSymName(), flatType),
+                                             APInt(64, 0));
+    Value newShard = elementwiseUpdate([&] { return pShard; }, g, shardType, flatMoments.first,
+                                       flatMoments.second);
+    Value gathered = shard::AllGatherOp::create(b, loc, flatType, "dp", dpAxes, newShard,
+                                                APInt(64, 0));
+    e.assign(flatParams.getSymName(), gathered);
+    e.assign(flatGrads.getSymName(),
+             ConstantOp::create(b, loc, DenseElementsAttr::get(flatType, FloatAttr::get(f32, 0.0))));
+    func::ReturnOp::create(b, loc);
+    return;
+  }
 
   for (auto [i, pg] : llvm::enumerate(params)) {
     auto [param, grad] = pg;
@@ -262,35 +397,9 @@ void OptimizerPass::runOnOperation() {
       Value update = e.div(mc, e.add(e.sqrt(vc), e.constant(f32, eps)));
       Value p = e.mul(e.get(name, t), decay);
       e.assign(name, e.sub(p, e.mul(update, adamLr)));
-    } else if (isSgd) {
-      // torch.optim.SGD: d = g + wd p; buf = d at step 1, else m buf + (1 - dampening) d;
-      // d = d + m buf (Nesterov) or buf; p = p - lr d.
-      Value p = e.get(name, t);
-      Value lr32 = lr;
-      if (weightDecay != 0)
-        g = e.add(g, e.mul(p, e.constant(f32, weightDecay)));
-      if (momentum != 0) {
-        Value buf = e.get(moments[i].first, t);
-        Value next = e.add(e.mul(buf, e.constant(f32, momentum)),
-                           e.mul(g, e.constant(f32, 1.0 - dampening)));
-        Value first = CmpOp::create(b, loc, RankedTensorType::get({}, b.getI1Type()),
-                                    CmpPredicateAttr::get(ctx, CmpPredicate::eq), step,
-                                    e.constant(f32, 1.0));
-        buf = WhereOp::create(b, loc, t, first, g, next);
-        e.assign(moments[i].first, buf);
-        g = nesterov ? e.add(g, e.mul(buf, e.constant(f32, momentum))) : buf;
-      }
-      e.assign(name, e.sub(p, e.mul(g, lr32)));
     } else {
-      if (!decoupled && weightDecay != 0) // Adam's L2: the decay joins the gradient
-        g = e.add(g, e.mul(e.get(name, t), e.constant(f32, weightDecay)));
-      auto update = AdamWUpdateOp::create(
-          b, loc, t, t, t, e.get(name, t), g, e.get(moments[i].first, t),
-          e.get(moments[i].second, t), stepSize, bc2Sqrt, decay, beta1Value,
-          b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps));
-      e.assign(name, update.getNewParam());
-      e.assign(moments[i].first, update.getNewExpAvg());
-      e.assign(moments[i].second, update.getNewExpAvgSq());
+      e.assign(name, elementwiseUpdate([&] { return e.get(name, t); }, g, t, moments[i].first,
+                                       moments[i].second));
     }
     Value zero = ConstantOp::create(b, loc, DenseElementsAttr::get(t, FloatAttr::get(t.getElementType(), 0.0)));
     e.assign(grad.getSymName(), zero);

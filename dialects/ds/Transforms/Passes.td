@@ -104,14 +104,18 @@ def DSOptimizer : Pass<"ds-optimizer", "::mlir::ModuleOp"> {
 def DSZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
   let summary = "Data parallelism and ZeRO partitioning over the data-parallel grid.";
   let description = [{
-    Runs after `ds-optimizer`. Declares the one-axis grid `shard.grid @dp(shape = N)` and
-    inserts the collectives of the chosen ZeRO stage as upstream `shard` dialect ops.
-    Stage 0 (plain data parallelism, DeepSpeed without `zero_optimization`): at the start of
-    `@optimizer_step`, every accumulated gradient is summed over the ranks
-    (`shard.all_reduce ... reduction = sum`) and written back, so that each rank applies the
-    same update. ds-autodiff already scaled the loss by `1 / (gas x N)`, so the sum is
-    DeepSpeed's average. With N = 1 the pass changes nothing. Stages 1-3 are not implemented
-    yet.
+    Runs between `ds-autodiff` and `ds-optimizer`. With N > 1 ranks it declares the one-axis
+    grid `shard.grid @dp(shape = N)` and records the stage as the module attribute
+    `ds.zero_stage`; `ds-optimizer` then emits the update with the stage's collectives:
+    - stage 0 (plain data parallelism): every accumulated gradient is summed over the ranks
+      (`shard.all_reduce`) at the start of `@optimizer_step`; ds-autodiff already scaled the
+      loss by `1 / (gas x N)`, so the sum is DeepSpeed's average.
+    - stage 1 (optimizer state partitioning): this pass lays the trainable parameters out in
+      one `ds.flat_buffer @zero.params` and their gradients in `@zero.grads`, padded once to a
+      multiple of N x 16 elements; each rank owns one contiguous shard. The optimizer
+      reduce-scatters the gradients, updates its shard with shard-sized moments, and
+      all-gathers the parameters.
+    With N = 1 the pass changes nothing. Stages 2 and 3 are not implemented yet.
   }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::shard::ShardDialect"];
   let options = [

@@ -1,9 +1,10 @@
 //===- Zero.cpp - the ds-zero pass: data parallelism and ZeRO partitioning ---===//
 //
-// Stage 0 (plain data parallelism): every rank holds the whole model; the gradients that
-// ds-autodiff accumulated (already scaled by 1 / (gas x dp)) are summed over the data-parallel
-// grid at the start of @optimizer_step, as DeepSpeed's all-reduce at the accumulation boundary.
-// The collectives are the upstream `shard` dialect's on a one-axis grid `@dp`.
+// Runs between ds-autodiff and ds-optimizer. Declares the data-parallel grid `@dp` (upstream
+// `shard` dialect) and records the stage in the module (`ds.zero_stage`); ds-optimizer then
+// emits the update with the communication that the stage needs. For stages 1-3 it lays the
+// trainable parameters out in one flat buffer, padded once so that it splits into equal
+// shards (as DeepSpeed's flat partitions), and (stage 1) the gradients in another.
 //
 #include "ds/Transforms/Passes.h"
 
@@ -19,6 +20,9 @@ using namespace mlir;
 using namespace mlir::ds;
 
 namespace {
+/// Shards are whole multiples of 16 elements (64 bytes of f32, the arena's alignment).
+constexpr int64_t kShardAlignment = 16;
+
 struct ZeroPass : mlir::ds::impl::DSZeroBase<ZeroPass> {
   using DSZeroBase::DSZeroBase;
   void runOnOperation() override;
@@ -28,25 +32,26 @@ struct ZeroPass : mlir::ds::impl::DSZeroBase<ZeroPass> {
 void ZeroPass::runOnOperation() {
   ModuleOp module = getOperation();
   if (stage < 0 || stage > 3) {
-    module.emitError() << "ds-zero: stage " << static_cast<int64_t>(stage) << " is not a ZeRO stage (0, 1, 2 or 3)";
+    module.emitError() << "ds-zero: stage " << static_cast<int64_t>(stage)
+                       << " is not a ZeRO stage (0, 1, 2 or 3)";
     return signalPassFailure();
   }
-  if (stage > 0) {
+  if (stage > 1) {
     module.emitError() << "ds-zero: stage " << static_cast<int64_t>(stage)
-                       << " is not implemented yet; use stage 0 (data parallelism)";
+                       << " is not implemented yet; use stage 0 or 1";
     return signalPassFailure();
   }
   if (dataParallelSize < 1) {
     module.emitError() << "ds-zero: data-parallel-size must be >= 1";
     return signalPassFailure();
   }
-  auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
-  if (!opt) {
-    module.emitError() << "ds-zero: no @optimizer_step; run ds-optimizer first";
+  if (module.lookupSymbol("optimizer_step")) {
+    module.emitError() << "ds-zero: the module already has an @optimizer_step; run ds-zero "
+                          "before ds-optimizer";
     return signalPassFailure();
   }
   if (dataParallelSize == 1)
-    return; // one rank: nothing to communicate
+    return; // one rank: nothing to partition or communicate
   if (module.lookupSymbol("dp")) {
     module.emitError() << "ds-zero: the module already has a symbol @dp (run ds-zero once)";
     return signalPassFailure();
@@ -54,20 +59,45 @@ void ZeroPass::runOnOperation() {
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
   Location loc = module.getLoc();
   shard::GridOp::create(b, loc, "dp", ArrayRef<int64_t>{dataParallelSize});
+  module->setAttr("ds.zero_stage", b.getI64IntegerAttr(stage));
+  if (stage == 0)
+    return;
 
-  // All the all-reduces first, then the writes back: the channel runs them back to back.
-  b.setInsertionPointToStart(&opt.getBody().front());
-  SmallVector<std::pair<StateOp, Value>> reduced;
+  // The flat layout: trainable parameters in module order, and their gradients likewise.
+  SmallVector<Attribute> params, grads;
+  int64_t total = 0;
+  Type elem;
   for (auto state : module.getOps<StateOp>()) {
     if (state.getRole() != "grad")
       continue;
-    auto type = cast<RankedTensorType>(state.getType());
-    Value g = GetParameterOp::create(b, state.getLoc(), type,
-                                     FlatSymbolRefAttr::get(state.getSymNameAttr()));
-    Value r = shard::AllReduceOp::create(b, state.getLoc(), type, "dp", ArrayRef<int16_t>{0}, g,
-                                         shard::ReductionKind::Sum);
-    reduced.push_back({state, r});
+    auto param = module.lookupSymbol<ParameterOp>(state.getOfAttr());
+    RankedTensorType t = param.getTensorType();
+    if (!t.getElementType().isF32()) {
+      param.emitError() << "ds-zero: stage " << static_cast<int64_t>(stage)
+                        << " partitions f32 parameters only; '" << param.getSymName() << "' is "
+                        << t.getElementType();
+      return signalPassFailure();
+    }
+    elem = t.getElementType();
+    params.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    grads.push_back(FlatSymbolRefAttr::get(state.getSymNameAttr()));
+    total += t.getNumElements();
   }
-  for (auto [state, r] : reduced)
-    AssignOp::create(b, state.getLoc(), FlatSymbolRefAttr::get(state.getSymNameAttr()), r);
+  if (params.empty()) {
+    module.emitError() << "ds-zero: no gradient states; run ds-autodiff first";
+    return signalPassFailure();
+  }
+  int64_t unit = dataParallelSize * kShardAlignment;
+  int64_t padded = (total + unit - 1) / unit * unit;
+  auto flatType = RankedTensorType::get({padded}, elem);
+  b.setInsertionPointToEnd(module.getBody());
+  for (Operation &op : *module.getBody())
+    if (!isa<ParameterOp, StateOp, shard::GridOp>(op)) {
+      b.setInsertionPoint(&op);
+      break;
+    }
+  FlatBufferOp::create(b, loc, b.getStringAttr("zero.params"), b.getStringAttr("params"),
+                       b.getArrayAttr(params), TypeAttr::get(flatType));
+  FlatBufferOp::create(b, loc, b.getStringAttr("zero.grads"), b.getStringAttr("grads"),
+                       b.getArrayAttr(grads), TypeAttr::get(flatType));
 }

@@ -19,8 +19,9 @@ struct TrainingOptions {
   static TrainingOptions fromConfig(const ::ds::DeepSpeedConfig &config);
 };
 
-/// forward -> micro_step (ds-autodiff) + optimizer_step (ds-optimizer), simplified, then the
-/// data-parallel collectives (ds-zero).
+/// forward -> micro_step (ds-autodiff), the data-parallel partitioning (ds-zero), the update
+/// with its collectives (ds-optimizer), simplified, then the check that ranks agree
+/// (ds-verify-collectives).
 void buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options);
 
 /// Builds the training step of an imported module and records `config` in it (`ds.config`).

@@ -104,6 +104,10 @@ private:
     std::string name, kind, of;
     SmallVector<std::string> aliases;
     RankedTensorType type;
+    int viewOf = -1;     ///< a member of this flat buffer's slot
+    int64_t offset = 0;  ///< elements into it
+    bool pinned = false; ///< a view or a viewed buffer: assignments copy into it
+    bool sharded = false; ///< differs between ranks (a ZeRO shard)
   };
   LogicalResult collectSlots();
 
@@ -168,6 +172,12 @@ LogicalResult Lowering::collectSlots() {
       s.kind = st.getRole() == "grad" ? "gradient" : "state";
       s.of = st.getOf().str();
       s.type = st.getTensorType();
+      s.sharded = static_cast<bool>(module.lookupSymbol<FlatBufferOp>(st.getOfAttr()));
+    } else if (auto f = dyn_cast<FlatBufferOp>(op)) {
+      s.name = f.getSymName().str();
+      s.kind = "flat";
+      s.type = f.getTensorType();
+      s.pinned = true;
     } else {
       continue;
     }
@@ -176,6 +186,18 @@ LogicalResult Lowering::collectSlots() {
                             << s.type.getElementType();
     slotIndex[s.name] = slots.size();
     slots.push_back(std::move(s));
+  }
+  // Members of flat buffers are views at their running offsets.
+  for (auto f : module.getOps<FlatBufferOp>()) {
+    int base = slotIndex.lookup(f.getSymName());
+    int64_t offset = 0;
+    for (Attribute a : f.getMembers()) {
+      Slot &m = slots[slotIndex.lookup(cast<FlatSymbolRefAttr>(a).getValue())];
+      m.viewOf = base;
+      m.offset = offset;
+      m.pinned = true;
+      offset += m.type.getNumElements();
+    }
   }
   return success();
 }
@@ -271,6 +293,20 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   auto dims2 = [](ArrayRef<int64_t> a) { return std::make_pair(a[0], a[1]); };
   if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op))
     return lowerCollective(op);
+  if (auto sl = dyn_cast<shard::AllSliceOp>(op)) {
+    // This rank's chunk along dimension 0: a view, no communication.
+    if (sl.getSliceAxis().getZExtValue() != 0)
+      return op->emitError() << "ds-lower-to-runtime: all_slice must slice dimension 0";
+    RankedTensorType type = typeOf(sl.getResult());
+    lowered[sl.getResult()] = call("dsrt_comm_chunk", {ctxArg, get(sl.getInput()),
+                                                       i32(type.getRank()),
+                                                       i64Array(type.getShape())},
+                                   ptrTy);
+    int st = storageOf.lookup(sl.getInput());
+    storageOf[sl.getResult()] = st;
+    arena.retain(st);
+    return success();
+  }
 
   if (auto c = dyn_cast<ConstantOp>(op)) {
     auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
@@ -328,6 +364,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   auto assignSlot = [&](StringRef name, Value v) {
     int idx = slotIndex.lookup(name);
     call("dsrt_slot_set", {ctxArg, i32(idx), get(v)});
+    if (slots[idx].pinned)
+      return; // copied into the flat buffer; the value dies at its last use
     int s = storageOf.lookup(v);
     arena.retain(s);
     arena.release(slotStorage[idx]);
@@ -735,6 +773,7 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
 
   // A collective reads its input until the compute stream waits for it, at the first use of
   // its result: the input lives (and is counted) until then.
+  llvm::DenseMap<Operation *, SmallVector<Value>> extendedTo;
   for (Operation &op : body) {
     if (!isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op))
       continue;
@@ -743,8 +782,11 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
       if (!firstUser || u->isBeforeInBlock(firstUser))
         firstUser = u;
     Value in = op.getOperand(0);
-    if (firstUser && lastUse.lookup(in) && lastUse[in]->isBeforeInBlock(firstUser))
+    if (firstUser && lastUse.lookup(in) && lastUse[in]->isBeforeInBlock(firstUser) &&
+        !isa<BlockArgument>(in)) {
       lastUse[in] = firstUser;
+      extendedTo[firstUser].push_back(in);
+    }
   }
 
   // Signature: micro_step(ctx, inputs**) -> dsrt_tensor*;
@@ -801,6 +843,10 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
     for (Value r : op.getResults())
       if (!lastUse.count(r) && lowered.lookup(r))
         dying.push_back(r);
+    // Collective inputs whose life was extended to this op (not one of its operands).
+    for (Value v : extendedTo.lookup(&op))
+      if (!llvm::is_contained(dying, v))
+        dying.push_back(v);
     for (Value v : dying) {
       if (func.getBody().front().getTerminator()->getNumOperands() &&
           v == func.getBody().front().getTerminator()->getOperand(0))
@@ -907,8 +953,14 @@ void Lowering::emitInitSlots() {
   b.setInsertionPointToStart(entry);
   ctxArg = entry->getArgument(0);
   for (auto [i, s] : llvm::enumerate(slots))
-    call("dsrt_slot_define", {ctxArg, i32(i), i32(*dtypeCode(s.type.getElementType())),
-                              i32(s.type.getRank()), i64Array(s.type.getShape())});
+    if (s.viewOf < 0)
+      call("dsrt_slot_define", {ctxArg, i32(i), i32(*dtypeCode(s.type.getElementType())),
+                                i32(s.type.getRank()), i64Array(s.type.getShape())});
+  for (auto [i, s] : llvm::enumerate(slots))
+    if (s.viewOf >= 0)
+      call("dsrt_slot_define_view",
+           {ctxArg, i32(i), i32(s.viewOf), i64(s.offset), i32(*dtypeCode(s.type.getElementType())),
+            i32(s.type.getRank()), i64Array(s.type.getShape())});
   LLVM::ReturnOp::create(b, loc, ValueRange{});
 }
 
@@ -939,9 +991,18 @@ LogicalResult Lowering::run() {
 
   // Persistent slots, then the two functions, simulated in the driver's order.
   for (Slot &s : slots) {
+    if (s.viewOf >= 0) { // shares its flat buffer's storage
+      slotStorage.push_back(-1);
+      continue;
+    }
     slotStorage.push_back(arena.alloc(tensorBytes(s.type), "slot " + s.name));
     persistentBytes += tensorBytes(s.type);
   }
+  for (auto [i, s] : llvm::enumerate(slots))
+    if (s.viewOf >= 0) {
+      slotStorage[i] = slotStorage[s.viewOf];
+      arena.retain(slotStorage[i]);
+    }
   emitInitSlots();
 
   int64_t base = arena.inUse;
@@ -965,7 +1026,7 @@ LogicalResult Lowering::run() {
   emitMetadata();
   // The ds-level program is now fully described by the LLVM functions and the metadata.
   for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
-    if (isa<func::FuncOp, ParameterOp, StateOp, shard::GridOp>(op))
+    if (isa<func::FuncOp, ParameterOp, StateOp, FlatBufferOp, shard::GridOp>(op))
       op.erase();
   for (StringRef attr : {"ds.config", "ds.weights", "ds.mesh"})
     module->removeAttr(attr);
@@ -994,6 +1055,12 @@ void Lowering::emitMetadata() {
       o["aliases"] = llvm::json::Array(s.aliases);
     if (!s.of.empty())
       o["of"] = s.of;
+    if (s.viewOf >= 0) {
+      o["view_of"] = slots[s.viewOf].name;
+      o["offset"] = s.offset;
+    }
+    if (s.sharded)
+      o["sharded"] = true;
     slotArray.push_back(std::move(o));
     largest.push_back({tensorBytes(s.type), s.kind + " " + s.name});
   }

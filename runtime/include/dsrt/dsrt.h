@@ -74,6 +74,9 @@ dsrt_tensor *dsrt_tensor_borrow(dsrt_context *ctx, int32_t dtype, int32_t rank,
 /** A view of `t`'s storage with a new shape of the same element count (retains it). */
 dsrt_tensor *dsrt_tensor_view(dsrt_context *ctx, dsrt_tensor *t, int32_t rank,
                               const int64_t *dims);
+/** A view of `numel(dims)` elements of `t` from element `offset` (retains the storage). */
+dsrt_tensor *dsrt_tensor_view_at(dsrt_context *ctx, dsrt_tensor *t, int64_t offset, int32_t rank,
+                                 const int64_t *dims);
 /** Drops this handle; the storage is returned to the arena when its last view goes. */
 void dsrt_tensor_free(dsrt_context *ctx, dsrt_tensor *t);
 
@@ -131,6 +134,9 @@ dsrt_event *dsrt_all_gather(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tens
 /** Reduces `in` (size x numel(out) elements) over the ranks; rank r gets chunk r in `out`. */
 dsrt_event *dsrt_reduce_scatter(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in,
                                 int32_t reduction);
+/** This rank's chunk of `t` split into equal parts along dimension 0 (shard.all_slice): a
+ *  view, no communication. `dims` is the chunk's shape. */
+dsrt_tensor *dsrt_comm_chunk(dsrt_context *ctx, dsrt_tensor *t, int32_t rank, const int64_t *dims);
 /** Every rank's `t` becomes rank `root`'s. */
 dsrt_event *dsrt_comm_broadcast(dsrt_context *ctx, dsrt_tensor *t, int32_t root);
 
@@ -141,6 +147,11 @@ dsrt_event *dsrt_comm_broadcast(dsrt_context *ctx, dsrt_tensor *t, int32_t root)
 /** Declares slot `index` (0-based, dense) with its shape; allocates and zero-fills it. */
 void dsrt_slot_define(dsrt_context *ctx, int32_t index, int32_t dtype, int32_t rank,
                       const int64_t *dims);
+/** Declares slot `index` as a view of slot `base` from element `offset` (a member of a flat
+ *  ZeRO buffer). A view, and a buffer with views, are pinned: dsrt_slot_set copies the value
+ *  into them instead of rebinding, so the views keep sharing the buffer. */
+void dsrt_slot_define_view(dsrt_context *ctx, int32_t index, int32_t base, int64_t offset,
+                           int32_t dtype, int32_t rank, const int64_t *dims);
 /** A view of the slot's current value (retained; free it like any tensor). */
 dsrt_tensor *dsrt_slot_get(dsrt_context *ctx, int32_t index);
 /** Makes `t` the slot's value (the slot retains t's storage; the old one is released). The

@@ -172,3 +172,15 @@ extern "C" dsrt_event *dsrt_comm_broadcast(dsrt_context *ctx, dsrt_tensor *t, in
   int64_t bytes = t->numel * (int64_t)dsrt_dtype_size(t->dtype);
   return c.enqueue(ctx, {t}, [=](Channel &ch) { ch.broadcast(d, bytes, root); });
 }
+
+extern "C" dsrt_tensor *dsrt_comm_chunk(dsrt_context *ctx, dsrt_tensor *t, int32_t rank,
+                                       const int64_t *dims) {
+  Comm &c = comm(ctx, "comm_chunk");
+  int64_t n = 1;
+  for (int32_t i = 0; i < rank; ++i)
+    n *= dims[i];
+  if (n * c.size != t->numel)
+    fail("comm_chunk", "%s is not %d chunks of %s", shapeString(t).c_str(), c.size,
+         shapeString(rank, dims).c_str());
+  return dsrt_tensor_view_at(ctx, t, n * c.rank, rank, dims);
+}

@@ -350,6 +350,19 @@ extern "C" dsrt_tensor *dsrt_tensor_view(dsrt_context *, dsrt_tensor *src, int32
   return t;
 }
 
+extern "C" dsrt_tensor *dsrt_tensor_view_at(dsrt_context *ctx, dsrt_tensor *src, int64_t offset,
+                                           int32_t rank, const int64_t *dims) {
+  dsrt_tensor *t = newHandle("tensor_view_at", src->dtype, rank, dims);
+  if (offset < 0 || offset + t->numel > src->numel)
+    fail("tensor_view_at", "%s at element %lld does not fit in %s", shapeString(rank, dims).c_str(),
+         (long long)offset, shapeString(src).c_str());
+  t->data = static_cast<char *>(src->data) + offset * (int64_t)dsrt_dtype_size(src->dtype);
+  t->storage = src->storage;
+  if (t->storage)
+    ++t->storage->refs;
+  return t;
+}
+
 extern "C" void dsrt_tensor_free(dsrt_context *ctx, dsrt_tensor *t) {
   if (!t)
     return;
@@ -385,11 +398,42 @@ extern "C" void dsrt_slot_define(dsrt_context *ctx, int32_t index, int32_t dtype
   delete t; // the slot keeps the handle's reference
 }
 
+extern "C" void dsrt_slot_define_view(dsrt_context *ctx, int32_t index, int32_t base,
+                                      int64_t offset, int32_t dtype, int32_t rank,
+                                      const int64_t *dims) {
+  dsrt_context::Slot &b = slotAt(ctx, base, "slot_define_view");
+  if (index < 0 || index == base)
+    fail("slot_define_view", "bad slot index %d", index);
+  if ((size_t)index >= ctx->slots.size())
+    ctx->slots.resize(index + 1);
+  dsrt_context::Slot &baseSlot = ctx->slots[base];
+  int64_t numel = 1, baseNumel = 1;
+  for (int i = 0; i < rank; ++i)
+    numel *= dims[i];
+  for (int i = 0; i < baseSlot.rank; ++i)
+    baseNumel *= baseSlot.dims[i];
+  if (dtype != b.dtype || offset < 0 || offset + numel > baseNumel)
+    fail("slot_define_view", "slot %d (%s %s at %lld) does not fit in slot %d (%s %s)", index,
+         shapeString(rank, dims).c_str(), dtypeName(dtype), (long long)offset, base,
+         shapeString(baseSlot.rank, baseSlot.dims).c_str(), dtypeName(baseSlot.dtype));
+  dsrt_context::Slot &slot = ctx->slots[index];
+  dsrt::releaseStorage(ctx, slot.storage);
+  slot.storage = baseSlot.storage;
+  ++slot.storage->refs;
+  slot.offset = baseSlot.offset + offset * (int64_t)dsrt_dtype_size(dtype);
+  slot.dtype = dtype;
+  slot.rank = rank;
+  for (int i = 0; i < rank; ++i)
+    slot.dims[i] = dims[i];
+  slot.pinned = true;
+  baseSlot.pinned = true;
+}
+
 extern "C" dsrt_tensor *dsrt_slot_get(dsrt_context *ctx, int32_t index) {
   dsrt_context::Slot &slot = slotAt(ctx, index, "slot_get");
   dsrt_tensor *t = newHandle("slot_get", slot.dtype, slot.rank, slot.dims);
   t->storage = slot.storage;
-  t->data = slot.storage->data;
+  t->data = static_cast<char *>(slot.storage->data) + slot.offset;
   ++slot.storage->refs;
   return t;
 }
@@ -403,6 +447,12 @@ extern "C" void dsrt_slot_set(dsrt_context *ctx, int32_t index, dsrt_tensor *t) 
     fail("slot_set", "slot %d holds a %s %s tensor, got %s %s", index,
          shapeString(slot.rank, slot.dims).c_str(), dtypeName(slot.dtype), shapeString(t).c_str(),
          dtypeName(t->dtype));
+  if (slot.pinned) { // views share one buffer: copy the value in
+    void *dst = static_cast<char *>(slot.storage->data) + slot.offset;
+    if (dst != t->data)
+      std::memmove(dst, t->data, numel * dsrt_dtype_size(t->dtype));
+    return;
+  }
   if (t->data != t->storage->data)
     fail("slot_set", "slot %d: the tensor does not start at its storage", index);
   ++t->storage->refs;

@@ -33,6 +33,8 @@ struct dsrt_context {
     int32_t dtype = 0;
     int32_t rank = 0;
     int64_t dims[DSRT_MAX_RANK] = {};
+    int64_t offset = 0;  ///< bytes into the storage (a view of a flat buffer)
+    bool pinned = false; ///< a view or a viewed buffer: writes copy instead of rebinding
   };
   std::vector<Slot> slots;
   /// oneDNN engine/stream and primitives keyed by kernel + shape, so repeated steps reuse them.

@@ -61,6 +61,7 @@ struct SlotSpec {
   int32_t dtype = -1;
   std::vector<int64_t> dims;
   std::vector<std::string> aliases;
+  bool sharded = false; ///< a ZeRO shard: differs between ranks
   uint64_t bytes() const {
     int64_t n = 1;
     for (int64_t d : dims)
@@ -113,7 +114,8 @@ private:
   std::vector<dsrt::driver::CheckpointSlot> checkpointSlots() const {
     std::vector<dsrt::driver::CheckpointSlot> out;
     for (const SlotSpec &s : slots)
-      out.push_back({s.name, s.dtype, s.dims});
+      if (s.kind != "flat") // the flat buffers' members are saved by name
+        out.push_back({s.name, s.dtype, s.dims});
     return out;
   }
   dsrt_context *ctx = nullptr;
@@ -292,6 +294,8 @@ bool Driver::readMetadata(std::string &err) {
     s.dtype = dsrt::io::dtypeFromName(dt->text);
     if (s.dtype < 0)
       return bad("slot '" + s.name + "' has dtype " + dt->text);
+    if (const Json *sh = j.get("sharded"); sh && sh->kind == Json::Bool)
+      s.sharded = sh->boolean;
     if (const Json *of = j.get("of"); of && of->isString())
       s.of = of->text;
     if (const Json *al = j.get("aliases"); al && al->isArray())
@@ -822,6 +826,17 @@ int Driver::run() {
   dsrt_comm_init(ctx, static_cast<int32_t>(dp)); // exits naming both sizes on a mismatch
   rank = dsrt_comm_rank(ctx);
   worldSize = dsrt_comm_size(ctx);
+  bool sharded = false;
+  for (const SlotSpec &s : slots)
+    sharded = sharded || s.sharded;
+  if (sharded && worldSize > 1 && (!opt.save.empty() || !opt.resume.empty())) {
+    int rc = fail("--save and --resume with ZeRO stage 1 are not implemented yet (each rank "
+                  "holds a different shard of the optimizer state); train with "
+                  "zero_optimization.stage 0 to checkpoint");
+    dsrt_context_destroy(ctx);
+    ctx = nullptr;
+    return rc;
+  }
   program->init_slots(ctx);
   int rc;
   if (!opt.resume.empty()) {

@@ -1500,7 +1500,7 @@ func.func @f(%v: tensor<2xf32>) {
 // -----
 
 func.func @f(%v: tensor<4xf32>) {
-  // expected-error @+1 {{'nope' is not a ds.parameter or ds.state}}
+  // expected-error @+1 {{'nope' is not a ds.parameter, ds.state or ds.flat_buffer}}
   ds.assign @nope = %v : tensor<4xf32>
   return
 }
