@@ -6,6 +6,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Transforms/Passes.h"
 
+#include <algorithm>
+
 using namespace mlir;
 using namespace mlir::ds;
 
@@ -16,6 +18,7 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   o.optimizer = config.optimizer;
   o.gradientClipping = config.gradientClipping;
   o.zeroStage = config.zeroStage;
+  o.reduceBucketSize = config.zero.reduceBucketSize;
   return o;
 }
 
@@ -29,6 +32,7 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   DSZeroOptions zero;
   zero.stage = options.zeroStage;
   zero.dataParallelSize = options.dataParallelSize;
+  zero.reduceBucketSize = std::max<int64_t>(1, options.reduceBucketSize);
   pm.addPass(createDSZero(zero));
   DSOptimizerOptions opt;
   opt.type = options.optimizer.type;

@@ -97,7 +97,8 @@ void OptimizerPass::runOnOperation() {
   for (auto state : module.getOps<StateOp>())
     if (state.getRole() == "grad")
       params.push_back({module.lookupSymbol<ParameterOp>(state.getOfAttr()), state});
-  if (params.empty()) {
+  bool hasFlat = !module.getOps<FlatBufferOp>().empty();
+  if (params.empty() && !hasFlat) {
     module.emitError() << "ds-optimizer: no gradient states; run ds-autodiff first";
     return signalPassFailure();
   }
@@ -115,7 +116,17 @@ void OptimizerPass::runOnOperation() {
 
   // ds-zero's decision: the stage, the grid @dp and (stage >= 1) the flat buffers.
   int64_t zeroStage = -1, ranks = 1;
-  FlatBufferOp flatParams, flatGrads;
+  // One bucket per flat parameter buffer: its gradients are a flat buffer to reduce-scatter
+  // (stage 1) or a shard that backward already reduced into (stage 2).
+  struct Bucket {
+    FlatBufferOp params;
+    FlatBufferOp grads;
+    StateOp gradShard;
+    RankedTensorType shardType;
+    std::pair<std::string, std::string> moments;
+    Value g;
+  };
+  SmallVector<Bucket> buckets;
   if (auto attr = module->getAttrOfType<IntegerAttr>("ds.zero_stage")) {
     zeroStage = attr.getInt();
     auto grid = module.lookupSymbol<shard::GridOp>("dp");
@@ -126,11 +137,32 @@ void OptimizerPass::runOnOperation() {
     }
     ranks = grid.getShape()[0];
     if (zeroStage >= 1) {
-      flatParams = module.lookupSymbol<FlatBufferOp>("zero.params");
-      flatGrads = module.lookupSymbol<FlatBufferOp>("zero.grads");
-      if (!flatParams || !flatGrads) {
+      for (auto f : module.getOps<FlatBufferOp>()) {
+        if (f.getRole() != "params")
+          continue;
+        Bucket bucket;
+        bucket.params = f;
+        auto firstParam = cast<FlatSymbolRefAttr>(f.getMembers()[0]);
+        for (auto g : module.getOps<FlatBufferOp>())
+          if (g.getRole() == "grads")
+            if (auto st = module.lookupSymbol<StateOp>(cast<FlatSymbolRefAttr>(g.getMembers()[0])))
+              if (st.getOfAttr() == firstParam)
+                bucket.grads = g;
+        for (auto st : module.getOps<StateOp>())
+          if (st.getOfAttr().getValue() == f.getSymName() && st.getRole() == "grad_shard")
+            bucket.gradShard = st;
+        int64_t n = f.getTensorType().getNumElements();
+        bucket.shardType = RankedTensorType::get({n / ranks}, f.getTensorType().getElementType());
+        if (!bucket.grads && !bucket.gradShard) {
+          f.emitError() << "ds-optimizer: ZeRO stage " << zeroStage << ": @" << f.getSymName()
+                        << " has neither a flat gradient buffer nor a gradient shard";
+          return signalPassFailure();
+        }
+        buckets.push_back(bucket);
+      }
+      if (buckets.empty()) {
         module.emitError() << "ds-optimizer: ZeRO stage " << zeroStage
-                           << " needs ds-zero's @zero.params and @zero.grads";
+                           << " needs ds-zero's flat parameter buffers";
         return signalPassFailure();
       }
       if (isMuon) {
@@ -170,7 +202,8 @@ void OptimizerPass::runOnOperation() {
 
   // Optimizer state symbols after the last state.
   OpBuilder mb(ctx);
-  mb.setInsertionPointAfter(params.back().second);
+  if (!params.empty())
+    mb.setInsertionPointAfter(params.back().second);
   Location loc = module.getLoc();
   SmallVector<std::pair<std::string, std::string>> moments;
   SmallVector<bool> muonParam;
@@ -181,23 +214,22 @@ void OptimizerPass::runOnOperation() {
                     TypeAttr::get(param.getType()));
     return name;
   };
-  RankedTensorType shardType;
-  std::pair<std::string, std::string> flatMoments;
-  if (flat) {
-    int64_t n = flatParams.getTensorType().getNumElements();
-    shardType = RankedTensorType::get({n / ranks}, flatParams.getTensorType().getElementType());
+  for (Bucket &bucket : buckets) {
     auto shardState = [&](StringRef role) {
-      std::string name = ("zero.params@" + role).str();
+      std::string name = (bucket.params.getSymName() + "@" + role).str();
       StateOp::create(mb, loc, mb.getStringAttr(name),
-                      FlatSymbolRefAttr::get(flatParams.getSymNameAttr()),
-                      mb.getStringAttr(role), TypeAttr::get(shardType));
+                      FlatSymbolRefAttr::get(bucket.params.getSymNameAttr()),
+                      mb.getStringAttr(role), TypeAttr::get(bucket.shardType));
       return name;
     };
-    mb.setInsertionPointAfter(flatGrads);
+    Operation *last = bucket.gradShard ? bucket.gradShard.getOperation()
+                      : bucket.grads   ? bucket.grads.getOperation()
+                                       : bucket.params.getOperation();
+    mb.setInsertionPointAfter(last);
     if (isAdam)
-      flatMoments = {shardState("exp_avg"), shardState("exp_avg_sq")};
+      bucket.moments = {shardState("exp_avg"), shardState("exp_avg_sq")};
     else if (momentum != 0)
-      flatMoments = {shardState("momentum_buffer"), ""};
+      bucket.moments = {shardState("momentum_buffer"), ""};
   }
   for (auto [param, grad] : params) {
     if (flat)
@@ -243,13 +275,17 @@ void OptimizerPass::runOnOperation() {
     for (auto [grad, r] : reduced)
       e.assign(grad.getSymName(), r);
   }
-  // ZeRO stage 1: this rank's shard of the gradients, summed over the ranks.
-  Value gradShard;
-  if (flat) {
-    RankedTensorType flatType = flatGrads.getTensorType();
-    gradShard = shard::ReduceScatterOp::create(b, loc, shardType, "dp", dpAxes,
-                                               e.get(flatGrads.getSymName(), flatType),
-                                               shard::ReductionKind::Sum, APInt(64, 0));
+  // ZeRO stages 1-2: this rank's shard of the gradients, summed over the ranks (stage 1
+  // reduce-scatters the flat gradients now; stage 2's backward already did).
+  for (Bucket &bucket : buckets) {
+    if (bucket.gradShard) {
+      bucket.g = e.get(bucket.gradShard.getSymName(), bucket.shardType);
+      continue;
+    }
+    RankedTensorType flatType = bucket.grads.getTensorType();
+    bucket.g = shard::ReduceScatterOp::create(b, loc, bucket.shardType, "dp", dpAxes,
+                                              e.get(bucket.grads.getSymName(), flatType),
+                                              shard::ReductionKind::Sum, APInt(64, 0));
   }
   // Muon's AdamW group has its own lr; every other optimizer has one group.
   Value adamLr = isMuon ? entry->getArgument(3) : lr;
@@ -270,7 +306,11 @@ void OptimizerPass::runOnOperation() {
   Value clipCoef;
   if (gradientClipping > 0 && flat) {
     // The shards' sums of squares, summed over the ranks (the padding adds zeros).
-    Value local = e.sumAll(e.mul(gradShard, gradShard));
+    Value local;
+    for (Bucket &bucket : buckets) {
+      Value sq = e.sumAll(e.mul(bucket.g, bucket.g));
+      local = local ? e.add(local, sq) : sq;
+    }
     Value total = shard::AllReduceOp::create(b, loc, scalarF32, "dp", dpAxes, local,
                                              shard::ReductionKind::Sum);
     Value coef = e.div(e.constant(f32, gradientClipping),
@@ -330,20 +370,29 @@ void OptimizerPass::runOnOperation() {
   };
 
   if (flat) {
-    // ZeRO stage 1: update this rank's shard of the flat parameters (a view), then gather
-    // every rank's into the flat buffer, which the parameters are views of.
-    RankedTensorType flatType = flatParams.getTensorType();
-    Value g = clipCoef ? e.mul(gradShard, clipCoef) : gradShard;
-    Value pShard = shard::AllSliceOp::create(b, loc, shardType, "dp", dpAxes,
-                                             e.get(flatParams.getSymName(), flatType),
-                                             APInt(64, 0));
-    Value newShard = elementwiseUpdate([&] { return pShard; }, g, shardType, flatMoments.first,
-                                       flatMoments.second);
-    Value gathered = shard::AllGatherOp::create(b, loc, flatType, "dp", dpAxes, newShard,
-                                                APInt(64, 0));
-    e.assign(flatParams.getSymName(), gathered);
-    e.assign(flatGrads.getSymName(),
-             ConstantOp::create(b, loc, DenseElementsAttr::get(flatType, FloatAttr::get(f32, 0.0))));
+    // ZeRO stages 1-2: update this rank's shard of each flat parameter buffer (a view), then
+    // gather every rank's into the buffer, which the parameters are views of.
+    for (Bucket &bucket : buckets) {
+      RankedTensorType flatType = bucket.params.getTensorType();
+      Value g = clipCoef ? e.mul(bucket.g, clipCoef) : bucket.g;
+      Value pShard = shard::AllSliceOp::create(b, loc, bucket.shardType, "dp", dpAxes,
+                                               e.get(bucket.params.getSymName(), flatType),
+                                               APInt(64, 0));
+      Value newShard = elementwiseUpdate([&] { return pShard; }, g, bucket.shardType,
+                                         bucket.moments.first, bucket.moments.second);
+      Value gathered = shard::AllGatherOp::create(b, loc, flatType, "dp", dpAxes, newShard,
+                                                  APInt(64, 0));
+      e.assign(bucket.params.getSymName(), gathered);
+      if (bucket.grads)
+        e.assign(bucket.grads.getSymName(),
+                 ConstantOp::create(b, loc, DenseElementsAttr::get(
+                                                bucket.grads.getTensorType(),
+                                                FloatAttr::get(f32, 0.0))));
+      else
+        e.assign(bucket.gradShard.getSymName(),
+                 ConstantOp::create(b, loc, DenseElementsAttr::get(
+                                                bucket.shardType, FloatAttr::get(f32, 0.0))));
+    }
     func::ReturnOp::create(b, loc);
     return;
   }

@@ -115,13 +115,22 @@ def DSZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
       multiple of N x 16 elements; each rank owns one contiguous shard. The optimizer
       reduce-scatters the gradients, updates its shard with shard-sized moments, and
       all-gathers the parameters.
-    With N = 1 the pass changes nothing. Stages 2 and 3 are not implemented yet.
+    - stage 2 (gradient partitioning): no whole gradients either. The parameters are grouped,
+      in the order backward produces their gradients, into buckets of at least
+      `reduce-bucket-size` elements, each a `ds.flat_buffer @zero.params.K` with a gradient
+      shard state `@zero.params.K@grad` (role `grad_shard`) of 1/N of it. In `@micro_step`
+      each bucket is packed and reduce-scattered right after its last gradient is computed,
+      and accumulated into its shard once the next bucket has been issued (or at the end), so
+      the reduction overlaps the rest of backward with at most two buckets in flight.
+    With N = 1 the pass changes nothing. Stage 3 is not implemented yet.
   }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::shard::ShardDialect"];
   let options = [
     Option<"stage", "stage", "int64_t", "0", "ZeRO stage (0 = data parallelism only)">,
     Option<"dataParallelSize", "data-parallel-size", "int64_t", "1",
            "Number of data-parallel ranks (the grid's size)">,
+    Option<"reduceBucketSize", "reduce-bucket-size", "int64_t", "500000000",
+           "Stage 2: elements per gradient bucket (DeepSpeed's reduce_bucket_size)">,
   ];
 }
 

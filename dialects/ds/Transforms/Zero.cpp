@@ -26,7 +26,10 @@ constexpr int64_t kShardAlignment = 16;
 struct ZeroPass : mlir::ds::impl::DSZeroBase<ZeroPass> {
   using DSZeroBase::DSZeroBase;
   void runOnOperation() override;
+  LogicalResult partitionGradients(ModuleOp module);
 };
+
+int64_t roundUp(int64_t n, int64_t unit) { return (n + unit - 1) / unit * unit; }
 } // namespace
 
 void ZeroPass::runOnOperation() {
@@ -36,9 +39,13 @@ void ZeroPass::runOnOperation() {
                        << " is not a ZeRO stage (0, 1, 2 or 3)";
     return signalPassFailure();
   }
-  if (stage > 1) {
+  if (stage > 2) {
     module.emitError() << "ds-zero: stage " << static_cast<int64_t>(stage)
-                       << " is not implemented yet; use stage 0 or 1";
+                       << " is not implemented yet; use stage 0, 1 or 2";
+    return signalPassFailure();
+  }
+  if (reduceBucketSize < 1) {
+    module.emitError() << "ds-zero: reduce-bucket-size must be >= 1 element";
     return signalPassFailure();
   }
   if (dataParallelSize < 1) {
@@ -62,6 +69,11 @@ void ZeroPass::runOnOperation() {
   module->setAttr("ds.zero_stage", b.getI64IntegerAttr(stage));
   if (stage == 0)
     return;
+  if (stage == 2) {
+    if (failed(partitionGradients(module)))
+      return signalPassFailure();
+    return;
+  }
 
   // The flat layout: trainable parameters in module order, and their gradients likewise.
   SmallVector<Attribute> params, grads;
@@ -87,8 +99,7 @@ void ZeroPass::runOnOperation() {
     module.emitError() << "ds-zero: no gradient states; run ds-autodiff first";
     return signalPassFailure();
   }
-  int64_t unit = dataParallelSize * kShardAlignment;
-  int64_t padded = (total + unit - 1) / unit * unit;
+  int64_t padded = roundUp(total, dataParallelSize * kShardAlignment);
   auto flatType = RankedTensorType::get({padded}, elem);
   b.setInsertionPointToEnd(module.getBody());
   for (Operation &op : *module.getBody())
@@ -100,4 +111,155 @@ void ZeroPass::runOnOperation() {
                        b.getArrayAttr(params), TypeAttr::get(flatType));
   FlatBufferOp::create(b, loc, b.getStringAttr("zero.grads"), b.getStringAttr("grads"),
                        b.getArrayAttr(grads), TypeAttr::get(flatType));
+}
+
+/// Stage 2: gradients are never whole. In @micro_step each parameter's gradient is produced by
+/// backward and was accumulated into its own state; instead, parameters are grouped in the
+/// order their gradients become ready into buckets of at least reduce-bucket-size elements,
+/// each bucket a flat parameter buffer (padded to N x 16 elements) whose gradient shard is a
+/// state of 1/N of it. As soon as backward has produced a bucket's last gradient, the bucket
+/// is packed and reduce-scattered; its shard is accumulated once the next bucket is on its way
+/// (or at the end), so communication overlaps the rest of backward with at most two buckets in
+/// flight.
+LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
+  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+  if (!micro)
+    return module.emitError() << "ds-zero: no @micro_step; run ds-autodiff first";
+  Block &body = micro.getBody().front();
+  // Each gradient's accumulation: %old = get @p@grad; %new = add %old, %g; assign @p@grad.
+  struct Grad {
+    ParameterOp param;
+    StateOp state;
+    Value g;
+    SmallVector<Operation *> ops;
+  };
+  SmallVector<Grad> grads;
+  for (auto assign : llvm::make_early_inc_range(body.getOps<AssignOp>())) {
+    auto state = module.lookupSymbol<StateOp>(assign.getNameAttr());
+    if (!state || state.getRole() != "grad")
+      continue;
+    auto add = assign.getValue().getDefiningOp<AddOp>();
+    GetParameterOp old;
+    Value g;
+    if (add)
+      for (int i = 0; i < 2; ++i)
+        if (auto r = add->getOperand(i).getDefiningOp<GetParameterOp>();
+            r && r.getName() == state.getSymName()) {
+          old = r;
+          g = add->getOperand(1 - i);
+        }
+    if (!old || !add->hasOneUse() || !old->hasOneUse())
+      return assign.emitError() << "ds-zero: stage 2 expects ds-autodiff's accumulation "
+                                   "(get, add, assign) of '"
+                                << state.getSymName() << "'";
+    auto param = module.lookupSymbol<ParameterOp>(state.getOfAttr());
+    if (!param.getTensorType().getElementType().isF32())
+      return param.emitError() << "ds-zero: stage 2 partitions f32 parameters only; '"
+                               << param.getSymName() << "' is "
+                               << param.getTensorType().getElementType();
+    grads.push_back({param, state, g, {assign, add, old}});
+  }
+  if (grads.empty())
+    return module.emitError() << "ds-zero: no gradient accumulations in @micro_step; run "
+                                 "ds-autodiff first";
+  // Ready order: where backward defines each gradient.
+  auto readyAt = [&](const Grad &gr) -> Operation * {
+    Operation *d = gr.g.getDefiningOp();
+    return d ? d : &body.front();
+  };
+  llvm::stable_sort(grads, [&](const Grad &x, const Grad &y) {
+    return readyAt(x)->isBeforeInBlock(readyAt(y));
+  });
+  SmallVector<SmallVector<Grad *>> buckets(1);
+  int64_t filled = 0;
+  for (Grad &gr : grads) {
+    if (filled >= reduceBucketSize) {
+      buckets.emplace_back();
+      filled = 0;
+    }
+    buckets.back().push_back(&gr);
+    filled += gr.param.getTensorType().getNumElements();
+  }
+
+  OpBuilder mb(module.getContext());
+  mb.setInsertionPointAfter(grads.front().state); // after the states, before the functions
+  for (Operation &op : *module.getBody())
+    if (!isa<ParameterOp, StateOp, shard::GridOp>(op)) {
+      mb.setInsertionPoint(&op);
+      break;
+    }
+  Location loc = module.getLoc();
+  Type f32 = mb.getF32Type();
+  struct Pending {
+    std::string shard;
+    RankedTensorType type;
+    Value reduced;
+  };
+  SmallVector<Pending> pending;
+  OpBuilder b(module.getContext());
+  auto accumulate = [&](Pending &p) {
+    Value old = GetParameterOp::create(b, loc, p.type, FlatSymbolRefAttr::get(b.getContext(), p.shard));
+    Value sum = AddOp::create(b, loc, p.type, old, p.reduced);
+    AssignOp::create(b, loc, FlatSymbolRefAttr::get(b.getContext(), p.shard), sum);
+  };
+  static const int16_t kDpAxis[] = {0};
+  for (auto [k, bucket] : llvm::enumerate(buckets)) {
+    SmallVector<Attribute> members;
+    int64_t total = 0;
+    Operation *last = nullptr;
+    for (Grad *gr : bucket) {
+      members.push_back(FlatSymbolRefAttr::get(gr->param.getSymNameAttr()));
+      total += gr->param.getTensorType().getNumElements();
+      Operation *r = readyAt(*gr);
+      if (!last || last->isBeforeInBlock(r))
+        last = r;
+    }
+    int64_t padded = roundUp(total, dataParallelSize * kShardAlignment);
+    auto flatType = RankedTensorType::get({padded}, f32);
+    auto shardType = RankedTensorType::get({padded / dataParallelSize}, f32);
+    std::string name = ("zero.params." + Twine(k)).str();
+    auto flat = FlatBufferOp::create(mb, loc, mb.getStringAttr(name), mb.getStringAttr("params"),
+                                     mb.getArrayAttr(members), TypeAttr::get(flatType));
+    std::string shardName = name + "@grad";
+    StateOp::create(mb, loc, mb.getStringAttr(shardName),
+                    FlatSymbolRefAttr::get(flat.getSymNameAttr()), mb.getStringAttr("grad_shard"),
+                    TypeAttr::get(shardType));
+
+    // Pack the bucket right after its last gradient and reduce-scatter it.
+    b.setInsertionPointAfter(last);
+    SmallVector<Value> pieces;
+    for (Grad *gr : bucket) {
+      auto t = gr->param.getTensorType();
+      auto flatPiece = RankedTensorType::get({t.getNumElements()}, f32);
+      pieces.push_back(ReshapeOp::create(b, loc, flatPiece, gr->g));
+    }
+    if (padded > total) {
+      auto padType = RankedTensorType::get({padded - total}, f32);
+      pieces.push_back(
+          ConstantOp::create(b, loc, DenseElementsAttr::get(padType, FloatAttr::get(f32, 0.0))));
+    }
+    Value packed = pieces.size() == 1 ? pieces[0]
+                                      : ConcatOp::create(b, loc, flatType, pieces,
+                                                         b.getI64IntegerAttr(0))
+                                            .getResult();
+    Value reduced = shard::ReduceScatterOp::create(b, loc, shardType, "dp", kDpAxis, packed,
+                                                   shard::ReductionKind::Sum, APInt(64, 0));
+    // The previous bucket's shard is accumulated now that this one is in flight.
+    if (!pending.empty()) {
+      accumulate(pending.back());
+      pending.pop_back();
+    }
+    pending.push_back({shardName, shardType, reduced});
+  }
+  b.setInsertionPoint(body.getTerminator());
+  for (Pending &p : pending)
+    accumulate(p);
+  // The per-parameter gradients are gone.
+  for (Grad &gr : grads) {
+    for (Operation *op : gr.ops)
+      op->erase();
+  }
+  for (Grad &gr : grads)
+    gr.state.erase();
+  return success();
 }

@@ -15,6 +15,7 @@ struct TrainingOptions {
   ::ds::OptimizerConfig optimizer;
   double gradientClipping = 0.0;
   int64_t zeroStage = 0;
+  int64_t reduceBucketSize = 500000000;
 
   static TrainingOptions fromConfig(const ::ds::DeepSpeedConfig &config);
 };

@@ -830,7 +830,7 @@ int Driver::run() {
   for (const SlotSpec &s : slots)
     sharded = sharded || s.sharded;
   if (sharded && worldSize > 1 && (!opt.save.empty() || !opt.resume.empty())) {
-    int rc = fail("--save and --resume with ZeRO stage 1 are not implemented yet (each rank "
+    int rc = fail("--save and --resume with ZeRO stages 1-2 are not implemented yet (each rank "
                   "holds a different shard of the optimizer state); train with "
                   "zero_optimization.stage 0 to checkpoint");
     dsrt_context_destroy(ctx);
