@@ -28,7 +28,7 @@
 // CHECK: llvm.call @dsrt_slot_set
 // CHECK: \22plan\22:{\22buffers\22:
 // CHECK-SAME: \22input_bytes\22:24
-// CHECK-SAME: \22micro_step_peak_bytes\22:92,\22optimizer_step_peak_bytes\22:92,\22peak_bytes\22:92,
+// CHECK-SAME: \22micro_step_communication_bytes\22:0,\22micro_step_peak_bytes\22:92,\22optimizer_step_communication_bytes\22:0,\22optimizer_step_peak_bytes\22:92,\22peak_bytes\22:92,
 // CHECK-SAME: \22persistent_bytes\22:48
 module attributes {ds.config = "{\"train_batch_size\":2}"} {
   ds.parameter @w trainable : tensor<2x3xf32>

@@ -108,15 +108,15 @@ def deepspeed_lr(scheduler, lr, step):
 
 
 def zero_model_state(psi, stage, n, shard):
-    """DeepSpeed's per-rank model-state bytes in fp32 with Adam (params, gradients, two
-    moments), with `shard` the elements a rank owns (P/N rounded up to the alignment):
-    stage 0 16P, stage 1 8P + 8P/N, stage 2 4P + 12P/N."""
+    """DeepSpeed's per-rank model state in fp32 with Adam as (parameter, gradient, optimizer)
+    bytes, with `shard` the elements a rank owns (P/N rounded up to the alignment, so that the
+    flat buffers hold n * shard): stage 0 16P, stage 1 8P + 8P/N, stage 2 4P + 12P/N."""
     if n == 1 or stage == 0:
-        return 16 * psi
+        return 4 * psi, 4 * psi, 8 * psi
     if stage == 1:
-        return 8 * psi + 8 * shard
+        return 4 * n * shard, 4 * n * shard, 8 * shard
     if stage == 2:
-        return 4 * psi + 12 * shard
+        return 4 * n * shard, 4 * shard, 8 * shard
     raise ValueError('stage %d' % stage)
 
 
@@ -141,25 +141,28 @@ def check_memory(args, cfg, w, b, ds_log):
         print('shard of %d elements is not P/N = %.1f plus at most 16 per buffer (%d buffers)'
               % (shard, psi / args.ranks, len(flats)))
         ok = False
-    want = zero_model_state(psi, stage, args.ranks, shard)
+    want_parts = zero_model_state(psi, stage, args.ranks, shard)
+    want = sum(want_parts)
     lowered = subprocess.run([b('ds-opt'), w('step.mlir'), '--ds-lower-to-runtime'],
                              capture_output=True, text=True).stdout
     plan = int(re.search(r'\\22peak_bytes\\22:(\d+)', lowered).group(1))
     for rec in ds_log:
         for r in rec['ranks']:
-            if r['model_state_bytes'] != want:
-                print('step %d rank %d: model state %d bytes, ZeRO formula %d' %
-                      (rec['step'], r['rank'], r['model_state_bytes'], want))
+            got = (r['parameter_bytes'], r['gradient_bytes'], r['optimizer_state_bytes'])
+            if r['model_state_bytes'] != want or got != want_parts:
+                print('step %d rank %d: model state %d bytes %s, ZeRO formula %d %s' %
+                      (rec['step'], r['rank'], r['model_state_bytes'], got, want, want_parts))
                 ok = False
             if abs(plan - r['device_peak_bytes']) > 0.05 * r['device_peak_bytes']:
                 print('step %d rank %d: planned peak %d bytes, measured %d' %
                       (rec['step'], r['rank'], plan, r['device_peak_bytes']))
                 ok = False
     r = ds_log[-1]['ranks'][0]
-    print('memory: psi %d, stage %d, %d ranks: model state %d bytes per rank (formula %d), '
-          'planned peak %d, measured %d -> %s' % (psi, stage, args.ranks, r['model_state_bytes'],
-                                                  want, plan, r['device_peak_bytes'],
-                                                  'PASS' if ok else 'FAIL'))
+    print('memory: psi %d, stage %d, %d ranks: model state %d bytes per rank (parameters %d, '
+          'gradients %d, optimizer %d; formula %d), planned peak %d, measured %d -> %s'
+          % (psi, stage, args.ranks, r['model_state_bytes'], r['parameter_bytes'],
+             r['gradient_bytes'], r['optimizer_state_bytes'], want, plan, r['device_peak_bytes'],
+             'PASS' if ok else 'FAIL'))
     return ok
 
 

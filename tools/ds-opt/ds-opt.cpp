@@ -12,6 +12,9 @@
 #endif
 
 #include "mlir/IR/AsmState.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/SourceMgr.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
@@ -44,6 +47,11 @@ static cl::opt<std::string> configPath(
     "config", cl::desc("DeepSpeed JSON config: build the training step (forward, backward, "
                        "optimizer) of the imported model and embed the config in it"),
     cl::value_desc("ds_config.json"), cl::cat(trainCategory));
+static cl::opt<bool> memoryReport(
+    "memory-report",
+    cl::desc("Print each rank's memory (parameters, gradients, optimizer state, activations, "
+             "inputs, communication buffers, peak) from the compiler's buffer plan of a "
+             "training step; with a .mlir input, print only the report"));
 static cl::opt<int64_t> worldSize(
     "world-size", cl::desc("Data-parallel size (default: from the config's batch keys, else 1)"),
     cl::init(0), cl::cat(trainCategory));
@@ -136,6 +144,21 @@ int main(int argc, char **argv) {
     buffer = openInputFile(inputFile, &message);
     if (!buffer)
       return fail(message);
+  }
+
+  if (memoryReport) {
+    MLIRContext context(registry);
+    context.loadAllAvailableDialects();
+    llvm::SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(buffer->getBuffer(),
+                                                                       buffer->getBufferIdentifier()),
+                                 llvm::SMLoc());
+    SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+    OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    if (!module || failed(mlir::ds::printMemoryReport(*module, llvm::outs())))
+      return 1;
+    if (!isTorchScriptInput(inputFile))
+      return 0;
   }
 
   std::string message;

@@ -683,7 +683,8 @@ int run(int argc, char **argv) {
     rec.hostPeakBytes = dsrt::io::hostPeakBytes();
     rec.devicePeakBytes = rec.hostPeakBytes; // LibTorch CPU has no separate device arena
     for (int64_t r = 0; r < dp; ++r)
-      rec.ranks.push_back({r, rec.devicePeakBytes, rec.hostPeakBytes, modelState});
+      rec.ranks.push_back({r, rec.devicePeakBytes, rec.hostPeakBytes, modelState, paramBytes,
+                           paramBytes, stateBytes});
     if (log && !dsrt::io::writeLogLine(log, rec))
       die("cannot write --log '" + o.log + "': " + std::strerror(errno));
     if ((cfg.stepsPerPrint > 0 && step % cfg.stepsPerPrint == 0) || step == o.steps) {

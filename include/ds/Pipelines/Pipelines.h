@@ -34,6 +34,11 @@ LogicalResult buildTrainingStep(ModuleOp module, const ::ds::DeepSpeedConfig &co
 void buildRuntimeLoweringPipeline(OpPassManager &pm);
 LogicalResult lowerStepToLLVM(ModuleOp module);
 
+/// Prints each rank's memory from the compiler's buffer plan (a lowered copy of `module`):
+/// parameters, gradients, optimizer state, activations, inputs and communication buffers at
+/// the peak, and the peak itself (ds-opt --memory-report).
+LogicalResult printMemoryReport(ModuleOp module, llvm::raw_ostream &os);
+
 } // namespace mlir::ds
 
 #endif // DS_PIPELINES_PIPELINES_H

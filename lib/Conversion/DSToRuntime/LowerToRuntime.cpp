@@ -65,24 +65,44 @@ struct ArenaModel {
     int refs = 0;
     bool counted = true;
     std::string what;
+    bool comm = false; ///< a communication buffer (a collective's input or output)
   };
   std::vector<Storage> storages;
   int64_t inUse = 0, peak = 0;
+  /// Communication buffers live now, and at the last peak.
+  int64_t commInUse = 0, commAtPeak = 0;
 
-  int alloc(int64_t bytes, std::string what, bool counted = true) {
-    storages.push_back({bytes, 1, counted, std::move(what)});
+  int alloc(int64_t bytes, std::string what, bool counted = true, bool comm = false) {
+    storages.push_back({bytes, 1, counted, std::move(what), comm});
     if (counted) {
       inUse += bytes;
-      peak = std::max(peak, inUse);
+      commInUse += comm ? bytes : 0;
+      if (inUse > peak) {
+        peak = inUse;
+        commAtPeak = commInUse;
+      }
     }
     return storages.size() - 1;
   }
   void retain(int s) { ++storages[s].refs; }
   void release(int s) {
-    if (--storages[s].refs == 0 && storages[s].counted)
+    if (--storages[s].refs == 0 && storages[s].counted) {
       inUse -= storages[s].bytes;
+      commInUse -= storages[s].comm ? storages[s].bytes : 0;
+    }
   }
 };
+
+/// Whether `v` is a communication buffer: a collective's result, or a value packed only to be
+/// communicated (stage 2's gradient buckets).
+bool isCommBuffer(Value v) {
+  auto isCollective = [](Operation *op) {
+    return isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op);
+  };
+  if (Operation *d = v.getDefiningOp(); d && isCollective(d))
+    return true;
+  return v.hasOneUse() && isCollective(*v.getUsers().begin());
+}
 
 /// Lowers the ds functions of one module.
 class Lowering {
@@ -104,6 +124,7 @@ private:
     std::string name, kind, of;
     SmallVector<std::string> aliases;
     RankedTensorType type;
+    std::string role;    ///< a state's or flat buffer's role
     int viewOf = -1;     ///< a member of this flat buffer's slot
     int64_t offset = 0;  ///< elements into it
     bool pinned = false; ///< a view or a viewed buffer: assignments copy into it
@@ -154,6 +175,7 @@ private:
   std::vector<int> slotStorage;
   int64_t persistentBytes = 0, inputBytes = 0;
   int64_t microPeak = 0, optimizerPeak = 0;
+  int64_t microCommAtPeak = 0, optimizerCommAtPeak = 0;
   std::vector<std::pair<int64_t, std::string>> temporaries;
 };
 
@@ -173,9 +195,11 @@ LogicalResult Lowering::collectSlots() {
       s.of = st.getOf().str();
       s.type = st.getTensorType();
       s.sharded = static_cast<bool>(module.lookupSymbol<FlatBufferOp>(st.getOfAttr()));
+      s.role = st.getRole().str();
     } else if (auto f = dyn_cast<FlatBufferOp>(op)) {
       s.name = f.getSymName().str();
       s.kind = "flat";
+      s.role = f.getRole().str();
       s.type = f.getTensorType();
       s.pinned = true;
     } else {
@@ -254,6 +278,13 @@ Value Lowering::allocType(RankedTensorType type, const std::string &what, int &s
 Value Lowering::alloc(Value result, const std::string &what) {
   int storage;
   Value t = allocType(typeOf(result), what, storage);
+  if (isCommBuffer(result)) { // counted by category in the memory report
+    ArenaModel::Storage &st = arena.storages[storage];
+    st.comm = true;
+    arena.commInUse += st.bytes;
+    if (arena.peak == arena.inUse)
+      arena.commAtPeak = arena.commInUse;
+  }
   lowered[result] = t;
   storageOf[result] = storage;
   return t;
@@ -1012,6 +1043,7 @@ LogicalResult Lowering::run() {
   if (failed(lowerFunc(micro, "ds_micro_step", true)))
     return failure();
   microPeak = arena.peak;
+  microCommAtPeak = arena.commAtPeak;
   arena.release(inputsStorage);
   // The returned loss is freed by the driver.
   arena.inUse = base;
@@ -1021,6 +1053,7 @@ LogicalResult Lowering::run() {
   if (failed(lowerFunc(opt, "ds_optimizer_step", false)))
     return failure();
   optimizerPeak = arena.peak;
+  optimizerCommAtPeak = arena.commAtPeak;
   arena.release(scalars);
 
   emitMetadata();
@@ -1061,6 +1094,8 @@ void Lowering::emitMetadata() {
     }
     if (s.sharded)
       o["sharded"] = true;
+    if (!s.role.empty())
+      o["role"] = s.role;
     slotArray.push_back(std::move(o));
     largest.push_back({tensorBytes(s.type), s.kind + " " + s.name});
   }
@@ -1088,6 +1123,8 @@ void Lowering::emitMetadata() {
                                   {"input_bytes", inputBytes},
                                   {"micro_step_peak_bytes", microPeak},
                                   {"optimizer_step_peak_bytes", optimizerPeak},
+                                  {"micro_step_communication_bytes", microCommAtPeak},
+                                  {"optimizer_step_communication_bytes", optimizerCommAtPeak},
                                   {"buffers", std::move(buffers)}}}};
   if (auto w = module->getAttrOfType<StringAttr>("ds.weights"))
     root["weights"] = w.getValue().str();

@@ -152,6 +152,8 @@ void dsrt_slot_define(dsrt_context *ctx, int32_t index, int32_t dtype, int32_t r
  *  into them instead of rebinding, so the views keep sharing the buffer. */
 void dsrt_slot_define_view(dsrt_context *ctx, int32_t index, int32_t base, int64_t offset,
                            int32_t dtype, int32_t rank, const int64_t *dims);
+/** Bytes of arena storage the slot owns (0 for a view of a flat buffer). */
+uint64_t dsrt_slot_storage_bytes(dsrt_context *ctx, int32_t index);
 /** A view of the slot's current value (retained; free it like any tensor). */
 dsrt_tensor *dsrt_slot_get(dsrt_context *ctx, int32_t index);
 /** Makes `t` the slot's value (the slot retains t's storage; the old one is released). The

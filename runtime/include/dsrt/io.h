@@ -132,7 +132,9 @@ struct RankStats {
   int64_t rank = 0;
   uint64_t devicePeakBytes = 0;
   uint64_t hostPeakBytes = 0;
-  uint64_t modelStateBytes = 0;
+  uint64_t modelStateBytes = 0; ///< parameters + gradients + optimizer state
+  /// The arena storage of each (flat buffers with their padding; views not again).
+  uint64_t parameterBytes = 0, gradientBytes = 0, optimizerBytes = 0;
 };
 
 /// One optimizer step's record: one line of LOG.jsonl.

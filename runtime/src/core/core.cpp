@@ -426,7 +426,13 @@ extern "C" void dsrt_slot_define_view(dsrt_context *ctx, int32_t index, int32_t 
   for (int i = 0; i < rank; ++i)
     slot.dims[i] = dims[i];
   slot.pinned = true;
+  slot.view = true;
   baseSlot.pinned = true;
+}
+
+extern "C" uint64_t dsrt_slot_storage_bytes(dsrt_context *ctx, int32_t index) {
+  dsrt_context::Slot &slot = slotAt(ctx, index, "slot_storage_bytes");
+  return slot.view ? 0 : slot.storage->bytes;
 }
 
 extern "C" dsrt_tensor *dsrt_slot_get(dsrt_context *ctx, int32_t index) {

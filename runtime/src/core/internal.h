@@ -35,6 +35,7 @@ struct dsrt_context {
     int64_t dims[DSRT_MAX_RANK] = {};
     int64_t offset = 0;  ///< bytes into the storage (a view of a flat buffer)
     bool pinned = false; ///< a view or a viewed buffer: writes copy instead of rebinding
+    bool view = false;   ///< shares another slot's storage
   };
   std::vector<Slot> slots;
   /// oneDNN engine/stream and primitives keyed by kernel + shape, so repeated steps reuse them.

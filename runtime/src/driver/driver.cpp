@@ -57,7 +57,7 @@ struct InputSpec {
 };
 
 struct SlotSpec {
-  std::string name, kind, of;
+  std::string name, kind, of, role;
   int32_t dtype = -1;
   std::vector<int64_t> dims;
   std::vector<std::string> aliases;
@@ -294,6 +294,8 @@ bool Driver::readMetadata(std::string &err) {
     s.dtype = dsrt::io::dtypeFromName(dt->text);
     if (s.dtype < 0)
       return bad("slot '" + s.name + "' has dtype " + dt->text);
+    if (const Json *ro = j.get("role"); ro && ro->isString())
+      s.role = ro->text;
     if (const Json *sh = j.get("sharded"); sh && sh->kind == Json::Bool)
       s.sharded = sh->boolean;
     if (const Json *of = j.get("of"); of && of->isString())
@@ -667,10 +669,20 @@ int Driver::train() {
     if (!log)
       return fail("cannot write --log '" + opt.log + "': " + std::strerror(errno));
   }
-  uint64_t modelState = 0;
-  for (const SlotSpec &s : slots)
-    if (s.kind == "parameter" || s.kind == "gradient" || s.kind == "state")
-      modelState += s.bytes();
+  // Model state as allocated: each storage once (a flat buffer with its padding, not its
+  // member views), by DeepSpeed's categories.
+  uint64_t paramBytes = 0, gradBytes = 0, optimBytes = 0;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const SlotSpec &s = slots[i];
+    uint64_t owned = dsrt_slot_storage_bytes(ctx, static_cast<int32_t>(i));
+    if (s.kind == "parameter" || (s.kind == "flat" && s.role == "params"))
+      paramBytes += owned;
+    else if (s.kind == "gradient" || s.role == "grads" || s.role == "grad_shard")
+      gradBytes += owned;
+    else if (s.kind == "state")
+      optimBytes += owned;
+  }
+  uint64_t modelState = paramBytes + gradBytes + optimBytes;
 
   std::vector<size_t> rowBytes(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -756,13 +768,14 @@ int Driver::train() {
     r.samplesPerS = ms > 0 ? static_cast<double>(G) * 1000.0 / ms : 0.0;
     r.devicePeakBytes = dsrt_device_peak_bytes(ctx);
     r.hostPeakBytes = dsrt::io::hostPeakBytes();
-    uint64_t mine[3] = {r.devicePeakBytes, r.hostPeakBytes, modelState};
+    uint64_t mine[6] = {r.devicePeakBytes, r.hostPeakBytes, modelState,
+                        paramBytes,        gradBytes,       optimBytes};
     std::vector<char> all = worldSize > 1 ? gatherBytes(ctx, mine, sizeof mine)
-                                          : std::vector<char>((char *)mine, (char *)(mine + 3));
+                                          : std::vector<char>((char *)mine, (char *)(mine + 6));
     for (int32_t q = 0; q < worldSize; ++q) {
-      uint64_t v[3];
+      uint64_t v[6];
       std::memcpy(v, all.data() + q * sizeof v, sizeof v);
-      r.ranks.push_back({q, v[0], v[1], v[2]});
+      r.ranks.push_back({q, v[0], v[1], v[2], v[3], v[4], v[5]});
     }
     if (log && !dsrt::io::writeLogLine(log, r)) {
       rc = fail("cannot write --log '" + opt.log + "': " + std::strerror(errno));

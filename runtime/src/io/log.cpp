@@ -83,7 +83,10 @@ std::string formatLogLine(const LogRecord &r) {
     s += std::string(i ? "," : "") + "{\"rank\":" + std::to_string(k.rank) +
          ",\"device_peak_bytes\":" + u(k.devicePeakBytes) +
          ",\"host_peak_bytes\":" + u(k.hostPeakBytes) +
-         ",\"model_state_bytes\":" + u(k.modelStateBytes) + "}";
+         ",\"model_state_bytes\":" + u(k.modelStateBytes) +
+         ",\"parameter_bytes\":" + u(k.parameterBytes) +
+         ",\"gradient_bytes\":" + u(k.gradientBytes) +
+         ",\"optimizer_state_bytes\":" + u(k.optimizerBytes) + "}";
   }
   return s + "]}";
 }

@@ -1,0 +1,92 @@
+//===- MemoryReport.cpp - each rank's memory from the compiler's plan -------===//
+//
+// ds-opt --memory-report: lowers a copy of the step as ds-run would and reads the exact buffer
+// plan that the lowering embeds, then splits its peak into DeepSpeed's categories.
+//
+#include "ds/Pipelines/Pipelines.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+
+namespace {
+int64_t number(const llvm::json::Object *o, llvm::StringRef key) {
+  if (!o)
+    return 0;
+  if (auto v = o->getInteger(key))
+    return *v;
+  return 0;
+}
+} // namespace
+
+LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os) {
+  if (!module.lookupSymbol("micro_step") || !module.lookupSymbol("optimizer_step"))
+    return module.emitError() << "--memory-report needs a training step (@micro_step and "
+                                 "@optimizer_step): pass --config to a TorchScript input";
+  OwningOpRef<ModuleOp> copy = module.clone();
+  if (failed(lowerStepToLLVM(*copy)))
+    return failure();
+  auto global = copy->lookupSymbol<LLVM::GlobalOp>("__ds_metadata");
+  auto text = global ? dyn_cast_or_null<StringAttr>(global.getValueOrNull()) : StringAttr();
+  if (!text)
+    return module.emitError() << "--memory-report: the lowering left no plan";
+  llvm::Expected<llvm::json::Value> meta = llvm::json::parse(text.getValue().drop_back());
+  if (!meta) {
+    llvm::consumeError(meta.takeError());
+    return module.emitError() << "--memory-report: the plan is not JSON";
+  }
+  const llvm::json::Object *root = meta->getAsObject();
+  const llvm::json::Object *plan = root->getObject("plan");
+
+  // Persistent bytes by category; views of flat buffers are counted in their buffer.
+  int64_t params = 0, grads = 0, optim = 0;
+  for (const llvm::json::Value &v : *root->getArray("slots")) {
+    const llvm::json::Object *s = v.getAsObject();
+    if (s->get("view_of"))
+      continue;
+    int64_t n = 1;
+    for (const llvm::json::Value &d : *s->getArray("dims"))
+      n *= *d.getAsInteger();
+    llvm::StringRef dtype = *s->getString("dtype");
+    int64_t bytes = n * (dtype == "f64" || dtype == "i64" ? 8 : dtype == "bf16" || dtype == "f16" ? 2
+                                                         : dtype == "i1"                        ? 1
+                                                                                                : 4);
+    llvm::StringRef kind = *s->getString("kind"), role = s->getString("role").value_or("");
+    if (kind == "parameter" || kind == "buffer" || (kind == "flat" && role == "params"))
+      params += bytes;
+    else if (kind == "gradient" || role == "grads" || role == "grad_shard")
+      grads += bytes;
+    else
+      optim += bytes;
+  }
+  int64_t micro = number(plan, "micro_step_peak_bytes");
+  int64_t opt = number(plan, "optimizer_step_peak_bytes");
+  bool microPeak = micro >= opt;
+  int64_t peak = std::max(micro, opt);
+  int64_t comm = number(plan, microPeak ? "micro_step_communication_bytes"
+                                        : "optimizer_step_communication_bytes");
+  int64_t inputs = microPeak ? number(plan, "input_bytes") : 0;
+  int64_t activations = peak - params - grads - optim - comm - inputs;
+
+  int64_t ranks = 1, stage = 0;
+  if (const llvm::json::Object *cfg = root->getObject("config")) {
+    ranks = std::max<int64_t>(1, number(cfg, "world_size"));
+    if (const llvm::json::Object *z = cfg->getObject("zero_optimization"))
+      stage = number(z, "stage");
+  }
+  os << "memory plan per rank (bytes; ZeRO stage " << stage << ", " << ranks << " rank"
+     << (ranks == 1 ? "" : "s") << ", peak in " << (microPeak ? "micro_step" : "optimizer_step")
+     << ")\n";
+  os << llvm::format("%-5s %14s %14s %14s %14s %14s %14s %14s\n", "rank", "parameters",
+                     "gradients", "optimizer", "activations", "inputs", "communication", "peak");
+  // Every rank runs the same program (ds-verify-collectives), so every rank has this plan.
+  for (int64_t r = 0; r < ranks; ++r)
+    os << llvm::format("%-5lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld\n", (long long)r,
+                       (long long)params, (long long)grads, (long long)optim,
+                       (long long)activations, (long long)inputs, (long long)comm,
+                       (long long)peak);
+  return success();
+}

@@ -1,0 +1,23 @@
+// RUN: ds-opt %s --ds-zero="stage=1 data-parallel-size=2" --ds-optimizer | ds-opt --memory-report | FileCheck %s
+// RUN: not ds-opt %s --memory-report 2>&1 | FileCheck %s --check-prefix=NOSTEP
+
+// Stage 1 at 2 ranks: the flat parameter and gradient buffers (9 elements padded to 32, 128
+// bytes each) and shard-sized moments (2 x 16 x 4). The peak is in @optimizer_step: the step
+// scalars (20) and the communication buffers (the 16-element gradient shard, 64, and the
+// gathered 32-element parameters, 128). One row per rank.
+// CHECK: memory plan per rank (bytes; ZeRO stage 1, 2 ranks, peak in optimizer_step)
+// CHECK-NEXT: rank parameters gradients optimizer activations inputs communication peak
+// CHECK-NEXT: 0 128 128 128 20 0 192 596
+// CHECK-NEXT: 1 128 128 128 20 0 192 596
+
+// NOSTEP: --memory-report needs a training step (@micro_step and @optimizer_step): pass --config to a TorchScript input
+module attributes {ds.config = "{\"train_batch_size\":8,\"world_size\":2,\"zero_optimization\":{\"stage\":1}}"} {
+  ds.parameter @w trainable : tensor<2x3xf32>
+  ds.parameter @b trainable : tensor<3xf32>
+  ds.state @"w@grad" of @w role "grad" : tensor<2x3xf32>
+  ds.state @"b@grad" of @b role "grad" : tensor<3xf32>
+  func.func @micro_step(%x: tensor<2x3xf32> {ds.input_name = "x"}) -> tensor<f32> {
+    %s = ds.sum %x dims = [0, 1] : tensor<2x3xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
