@@ -106,19 +106,17 @@ bool saveCheckpoint(dsrt_context *ctx, const std::string &dir, int64_t step,
     err = "cannot create '" + partial + "': " + std::strerror(errno);
     return false;
   }
-  // 1. Every slot under its slot name.
+  // 1. Every tensor under its name.
   std::vector<io::SafetensorsEntry> entries;
-  std::vector<dsrt_tensor *> held;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
-    held.push_back(t);
-    entries.push_back({slots[i].name, t->dtype, slots[i].dims, t->data,
-                       static_cast<size_t>(t->numel) * io::elementSize(t->dtype)});
+  for (const CheckpointSlot &s : slots) {
+    int64_t n = 1;
+    for (int64_t d : s.dims)
+      n *= d;
+    entries.push_back({s.name, s.dtype, s.dims, s.data,
+                       static_cast<size_t>(n) * io::elementSize(s.dtype)});
   }
   std::string state = partial + "/state.safetensors";
   bool ok = io::writeSafetensors(state, entries, err);
-  for (dsrt_tensor *t : held)
-    dsrt_tensor_free(ctx, t);
   if (!ok || !syncPath(state, false)) {
     if (ok)
       err = "cannot sync '" + state + "'";
@@ -173,7 +171,7 @@ bool saveCheckpoint(dsrt_context *ctx, const std::string &dir, int64_t step,
 
 bool loadCheckpoint(dsrt_context *ctx, const std::string &dir,
                     const std::vector<CheckpointSlot> &slots, const io::Json &config,
-                    int64_t &step, std::string &err) {
+                    int64_t &step, std::vector<std::vector<char>> &data, std::string &err) {
   auto dirs = stepDirs(dir);
   if (dirs.empty()) {
     err = "--resume '" + dir + "' has no checkpoint (step-* directories written by --save)";
@@ -251,12 +249,9 @@ bool loadCheckpoint(dsrt_context *ctx, const std::string &dir,
         return false;
       }
     }
-    for (size_t i = 0; i < slots.size(); ++i) {
-      dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
-      if (!bySlot[i]->data.empty())
-        std::memcpy(t->data, bySlot[i]->data.data(), bySlot[i]->data.size());
-      dsrt_tensor_free(ctx, t);
-    }
+    data.assign(slots.size(), {});
+    for (size_t i = 0; i < slots.size(); ++i)
+      data[i].assign(bySlot[i]->data.begin(), bySlot[i]->data.end());
     const io::Json *rng = index.get("rng");
     if (!rng || dsrt_rng_set(ctx, rng->text.c_str()) != 0) {
       err = "checkpoint '" + path + "': its random state is damaged";

@@ -62,6 +62,8 @@ struct SlotSpec {
   std::vector<int64_t> dims;
   std::vector<std::string> aliases;
   bool sharded = false; ///< a ZeRO shard: differs between ranks
+  std::string viewOf;   ///< a member of this flat buffer
+  int64_t offset = 0;   ///< at this element
   uint64_t bytes() const {
     int64_t n = 1;
     for (int64_t d : dims)
@@ -111,13 +113,49 @@ private:
   int64_t firstStep = 1;      // > 1 after --resume
   int32_t rank = 0, worldSize = 1; // this process in the data-parallel group
 
-  std::vector<dsrt::driver::CheckpointSlot> checkpointSlots() const {
-    std::vector<dsrt::driver::CheckpointSlot> out;
-    for (const SlotSpec &s : slots)
-      if (s.kind != "flat") // the flat buffers' members are saved by name
-        out.push_back({s.name, s.dtype, s.dims});
+  /// A checkpoint's logical tensors, the same whatever the ZeRO layout: parameters and buffers
+  /// by name, and optimizer state by parameter ("NAME@exp_avg"), a sharded state expanded over
+  /// its flat buffer's members. Gradients are zero between steps and not saved.
+  struct LogicalTensor {
+    dsrt::driver::CheckpointSlot spec;
+    int32_t slot = -1;  ///< the slot that holds it whole, or
+    int32_t shard = -1; ///< the sharded state it is part of
+    int64_t offset = 0; ///< at this element of the unsharded state
+  };
+  std::vector<LogicalTensor> logicalTensors() const {
+    // Parameters and buffers in slot order, then optimizer state by parameter and role, so
+    // that every layout lists the same tensors in the same order.
+    std::vector<LogicalTensor> out;
+    std::vector<std::pair<std::pair<size_t, std::string>, LogicalTensor>> states;
+    auto slotOf = [&](const std::string &name) {
+      for (size_t k = 0; k < slots.size(); ++k)
+        if (slots[k].name == name)
+          return k;
+      return slots.size();
+    };
+    for (size_t i = 0; i < slots.size(); ++i) {
+      const SlotSpec &s = slots[i];
+      if (s.kind == "parameter" || s.kind == "buffer") {
+        out.push_back({{s.name, s.dtype, s.dims}, static_cast<int32_t>(i), -1, 0});
+      } else if (s.kind == "state" && !s.sharded) {
+        states.push_back({{slotOf(s.of), s.role},
+                          {{s.name, s.dtype, s.dims}, static_cast<int32_t>(i), -1, 0}});
+      } else if (s.kind == "state" && s.role != "grad_shard") {
+        for (const SlotSpec &m : slots) // the members of the flat buffer it partitions
+          if (m.viewOf == s.of)
+            states.push_back({{slotOf(m.name), s.role},
+                              {{m.name + "@" + s.role, s.dtype, m.dims}, -1,
+                               static_cast<int32_t>(i), m.offset}});
+      }
+    }
+    std::stable_sort(states.begin(), states.end(),
+                     [](const auto &a, const auto &b) { return a.first < b.first; });
+    for (auto &st : states)
+      out.push_back(st.second);
     return out;
   }
+  bool saveCheckpointHere(int64_t step, const std::string &dir, std::string &err);
+  bool resumeFrom(const std::string &dir, int64_t &step, std::string &err);
   dsrt_context *ctx = nullptr;
 
   int fail(const std::string &msg) {
@@ -296,6 +334,10 @@ bool Driver::readMetadata(std::string &err) {
       return bad("slot '" + s.name + "' has dtype " + dt->text);
     if (const Json *ro = j.get("role"); ro && ro->isString())
       s.role = ro->text;
+    if (const Json *vo = j.get("view_of"); vo && vo->isString())
+      s.viewOf = vo->text;
+    if (const Json *off = j.get("offset"); off && off->isNumber())
+      s.offset = static_cast<int64_t>(off->number);
     if (const Json *sh = j.get("sharded"); sh && sh->kind == Json::Bool)
       s.sharded = sh->boolean;
     if (const Json *of = j.get("of"); of && of->isString())
@@ -662,6 +704,78 @@ std::vector<char> gatherBytes(dsrt_context *ctx, const void *mine, int64_t n) {
   return out;
 }
 
+/// Every rank takes part (the sharded states are gathered); rank 0 writes.
+bool Driver::saveCheckpointHere(int64_t step, const std::string &dir, std::string &err) {
+  std::vector<LogicalTensor> tensors = logicalTensors();
+  std::map<int32_t, std::vector<char>> whole; // each sharded state, gathered
+  std::vector<dsrt_tensor *> held;
+  std::vector<dsrt::driver::CheckpointSlot> specs;
+  for (LogicalTensor &t : tensors) {
+    if (t.slot >= 0) {
+      dsrt_tensor *v = dsrt_slot_get(ctx, t.slot);
+      held.push_back(v);
+      t.spec.data = v->data;
+    } else {
+      auto it = whole.find(t.shard);
+      if (it == whole.end()) {
+        dsrt_tensor *part = dsrt_slot_get(ctx, t.shard);
+        std::vector<char> all(static_cast<size_t>(part->numel) * worldSize *
+                              dsrt_dtype_size(part->dtype));
+        std::vector<char> mine(static_cast<const char *>(part->data),
+                               static_cast<const char *>(part->data) +
+                                   all.size() / static_cast<size_t>(worldSize));
+        all = worldSize > 1 ? gatherBytes(ctx, mine.data(), static_cast<int64_t>(mine.size()))
+                            : mine;
+        dsrt_tensor_free(ctx, part);
+        it = whole.emplace(t.shard, std::move(all)).first;
+      }
+      t.spec.data = it->second.data() + t.offset * dsrt_dtype_size(t.spec.dtype);
+    }
+    specs.push_back(t.spec);
+  }
+  bool ok = rank != 0 || dsrt::driver::saveCheckpoint(ctx, dir, step, specs, *meta.get("config"),
+                                                      err);
+  for (dsrt_tensor *v : held)
+    dsrt_tensor_free(ctx, v);
+  return ok;
+}
+
+/// Every rank reads the checkpoint and keeps its own shard of the sharded states, so a run
+/// saved with N ranks (or another ZeRO stage) resumes with this program's layout.
+bool Driver::resumeFrom(const std::string &dir, int64_t &step, std::string &err) {
+  std::vector<LogicalTensor> tensors = logicalTensors();
+  std::vector<dsrt::driver::CheckpointSlot> specs;
+  for (const LogicalTensor &t : tensors)
+    specs.push_back(t.spec);
+  std::vector<std::vector<char>> data;
+  if (!dsrt::driver::loadCheckpoint(ctx, dir, specs, *meta.get("config"), step, data, err))
+    return false;
+  std::map<int32_t, std::vector<char>> whole; // each sharded state, unsharded (zero padding)
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const LogicalTensor &t = tensors[i];
+    if (t.slot >= 0) {
+      dsrt_tensor *v = dsrt_slot_get(ctx, t.slot);
+      std::memcpy(v->data, data[i].data(), data[i].size());
+      dsrt_tensor_free(ctx, v);
+      continue;
+    }
+    auto it = whole.find(t.shard);
+    if (it == whole.end()) {
+      const SlotSpec &s = slots[t.shard];
+      it = whole.emplace(t.shard, std::vector<char>(s.bytes() * worldSize, 0)).first;
+    }
+    std::memcpy(it->second.data() + t.offset * dsrt_dtype_size(t.spec.dtype), data[i].data(),
+                data[i].size());
+  }
+  for (auto &[slot, all] : whole) {
+    dsrt_tensor *part = dsrt_slot_get(ctx, slot);
+    size_t bytes = static_cast<size_t>(part->numel) * dsrt_dtype_size(part->dtype);
+    std::memcpy(part->data, all.data() + bytes * rank, bytes);
+    dsrt_tensor_free(ctx, part);
+  }
+  return true;
+}
+
 int Driver::train() {
   std::FILE *log = nullptr;
   if (!opt.log.empty() && rank == 0) {
@@ -787,11 +901,9 @@ int Driver::train() {
     }
     bool everyK = opt.saveEvery > 0 && step % opt.saveEvery == 0;
     std::string saveDir = opt.save.empty() ? opt.resume : opt.save;
-    // Stage 0 replicates the model state: rank 0 writes it.
-    if (rank == 0 && (everyK || (step == opt.steps && !opt.save.empty())) && !saveDir.empty()) {
+    if ((everyK || (step == opt.steps && !opt.save.empty())) && !saveDir.empty()) {
       std::string e;
-      if (!dsrt::driver::saveCheckpoint(ctx, saveDir, step, checkpointSlots(),
-                                        *meta.get("config"), e)) {
+      if (!saveCheckpointHere(step, saveDir, e)) {
         rc = fail("checkpoint at step " + std::to_string(step) + ": " + e);
         break;
       }
@@ -839,23 +951,11 @@ int Driver::run() {
   dsrt_comm_init(ctx, static_cast<int32_t>(dp)); // exits naming both sizes on a mismatch
   rank = dsrt_comm_rank(ctx);
   worldSize = dsrt_comm_size(ctx);
-  bool sharded = false;
-  for (const SlotSpec &s : slots)
-    sharded = sharded || s.sharded;
-  if (sharded && worldSize > 1 && (!opt.save.empty() || !opt.resume.empty())) {
-    int rc = fail("--save and --resume with ZeRO stages 1-2 are not implemented yet (each rank "
-                  "holds a different shard of the optimizer state); train with "
-                  "zero_optimization.stage 0 to checkpoint");
-    dsrt_context_destroy(ctx);
-    ctx = nullptr;
-    return rc;
-  }
   program->init_slots(ctx);
   int rc;
   if (!opt.resume.empty()) {
     int64_t done = 0;
-    if (!dsrt::driver::loadCheckpoint(ctx, opt.resume, checkpointSlots(), *meta.get("config"),
-                                      done, err)) {
+    if (!resumeFrom(opt.resume, done, err)) {
       rc = fail(err);
     } else if (done >= opt.steps) {
       std::printf("checkpoint '%s' is at step %lld; --steps %lld is already reached\n",
