@@ -9,7 +9,6 @@ usage: reshard.py --bin BUILD/bin --work DIR [--save-stage 1] [--resume-stage 2]
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -17,18 +16,10 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from train_compare import read_safetensors  # noqa: E402
+from train_compare import read_safetensors, run  # noqa: E402
 
 MODELS = os.path.join(HERE, '..', 'models')
 MPIRUN = ['mpirun', '--allow-run-as-root', '--oversubscribe']
-
-
-def run(cmd, log):
-    with open(log, 'w') as f:
-        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
-    if r.returncode != 0:
-        sys.stderr.write(open(log).read())
-        sys.exit('FAILED (exit %d): %s' % (r.returncode, ' '.join(cmd)))
 
 
 def main():
