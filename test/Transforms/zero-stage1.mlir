@@ -29,10 +29,16 @@
 // LOWER-COUNT-4: llvm.call @dsrt_slot_define(
 // LOWER: llvm.call @dsrt_slot_define_view(
 // LOWER-LABEL: llvm.func @ds_optimizer_step
+// The update writes this rank's shard of the flat buffer in place and the all-gather fills
+// the buffer around it; the gradients are zeroed in place.
 // LOWER: llvm.call @dsrt_reduce_scatter
-// LOWER: llvm.call @dsrt_comm_chunk
-// LOWER: llvm.call @dsrt_adamw_update
-// LOWER: llvm.call @dsrt_all_gather
+// LOWER: %[[CHUNK:.+]] = llvm.call @dsrt_comm_chunk
+// LOWER: %[[NEW:.+]] = llvm.call @dsrt_tensor_view(%{{.+}}, %[[CHUNK]]
+// LOWER: llvm.call @dsrt_adamw_update(%{{.+}}, %[[NEW]], %{{.+}}, %{{.+}}, %[[CHUNK]]
+// LOWER: %[[FLAT:.+]] = llvm.call @dsrt_slot_get
+// LOWER: llvm.call @dsrt_all_gather(%{{.+}}, %[[FLAT]], %[[NEW]])
+// LOWER: %[[GRADS:.+]] = llvm.call @dsrt_slot_get
+// LOWER: llvm.call @dsrt_fill(%{{.+}}, %[[GRADS]]
 // LOWER: \22kind\22:\22parameter\22,\22name\22:\22w\22,\22offset\22:0,\22view_of\22:\22zero.params\22
 module attributes {ds.config = "{\"train_batch_size\":8}"} {
   ds.parameter @w trainable : tensor<2x3xf32>

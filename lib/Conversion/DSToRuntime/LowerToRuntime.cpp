@@ -345,7 +345,20 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     if (!attr)
       return op->emitError() << "ds-lower-to-runtime: constant must be dense";
     if (attr.isSplat()) {
-      Value t = alloc(c.getResult(), describe(op));
+      // A splat written to a flat buffer (ZeRO's gradient zeroing) fills the buffer itself.
+      Value r = c.getResult();
+      auto write = r.hasOneUse() ? dyn_cast<AssignOp>(*r.getUsers().begin()) : AssignOp();
+      Value t;
+      if (write && slotIndex.count(write.getName()) &&
+          slots[slotIndex.lookup(write.getName())].pinned) {
+        int idx = slotIndex.lookup(write.getName());
+        t = call("dsrt_slot_get", {ctxArg, i32(idx)}, ptrTy);
+        lowered[r] = t;
+        storageOf[r] = slotStorage[idx];
+        arena.retain(slotStorage[idx]);
+      } else {
+        t = alloc(r, describe(op));
+      }
       double v = isa<FloatType>(type.getElementType())
                      ? attr.getSplatValue<APFloat>().convertToDouble()
                      : (double)attr.getSplatValue<APInt>().getSExtValue();
@@ -461,6 +474,28 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       Value r = op->getResult(i), old = olds[i];
       auto read = old.getDefiningOp<GetParameterOp>();
       auto write = r.hasOneUse() ? dyn_cast<AssignOp>(*r.getUsers().begin()) : AssignOp();
+      // ZeRO: this rank's shard of a flat buffer (a view) is updated in place when the result
+      // is only gathered back into that buffer.
+      if (auto slice = old.getDefiningOp<shard::AllSliceOp>(); slice && i == 0 && r.hasOneUse()) {
+        auto gather = dyn_cast<shard::AllGatherOp>(*r.getUsers().begin());
+        auto flatRead = slice.getInput().getDefiningOp<GetParameterOp>();
+        auto flatWrite = gather && gather->hasOneUse()
+                             ? dyn_cast<AssignOp>(*gather->getUsers().begin())
+                             : AssignOp();
+        if (flatRead && flatWrite && flatWrite.getName() == flatRead.getName() &&
+            old.hasOneUse()) {
+          read = GetParameterOp(); // not the generic pattern
+          write = AssignOp();
+          outs3[i] = get(old);
+          lowered[r] = call("dsrt_tensor_view", {ctxArg, get(old), i32(typeOf(r).getRank()),
+                                                 i64Array(typeOf(r).getShape())},
+                            ptrTy);
+          outs3[i] = lowered[r];
+          storageOf[r] = storageOf.lookup(old);
+          arena.retain(storageOf[r]);
+          continue;
+        }
+      }
       if (read && write && old.hasOneUse() && write.getName() == read.getName()) {
         RankedTensorType type = typeOf(r);
         outs3[i] = call("dsrt_tensor_view", {ctxArg, get(old), i32(type.getRank()),
@@ -960,7 +995,22 @@ LogicalResult Lowering::lowerCollective(Operation *op) {
   } else if (auto ag = dyn_cast<shard::AllGatherOp>(op)) {
     if (ag.getGatherAxis().getZExtValue() != 0)
       return op->emitError() << "ds-lower-to-runtime: all_gather must gather along dimension 0";
-    event = call("dsrt_all_gather", {ctxArg, alloc(r, describe(op)), lowered.lookup(in)}, ptrTy);
+    // In place into a flat buffer whose shard the input already is (ZeRO's updated
+    // parameters): the gathered value is the buffer itself.
+    auto write = r.hasOneUse() ? dyn_cast<AssignOp>(*r.getUsers().begin()) : AssignOp();
+    Value out;
+    if (write && slotIndex.count(write.getName())) {
+      int idx = slotIndex.lookup(write.getName());
+      if (slots[idx].pinned && storageOf.lookup(in) == slotStorage[idx]) {
+        out = call("dsrt_slot_get", {ctxArg, i32(idx)}, ptrTy);
+        lowered[r] = out;
+        storageOf[r] = slotStorage[idx];
+        arena.retain(slotStorage[idx]);
+      }
+    }
+    if (!out)
+      out = alloc(r, describe(op));
+    event = call("dsrt_all_gather", {ctxArg, out, lowered.lookup(in)}, ptrTy);
   } else {
     auto rs = cast<shard::ReduceScatterOp>(op);
     FailureOr<int> red = reduction(rs.getReduction());

@@ -74,7 +74,10 @@ public:
           "MPI_Allreduce");
   }
   void allGather(void *out, const void *in, int64_t bytes) override {
-    check(MPI_Allgather(in, (int)bytes, MPI_BYTE, out, (int)bytes, MPI_BYTE, MPI_COMM_WORLD),
+    // In place when this rank's part already sits at its position in the output.
+    bool inPlace = in == static_cast<const char *>(out) + bytes * rank_;
+    check(MPI_Allgather(inPlace ? MPI_IN_PLACE : in, (int)bytes, MPI_BYTE, out, (int)bytes,
+                        MPI_BYTE, MPI_COMM_WORLD),
           "MPI_Allgather");
   }
   void reduceScatter(void *out, const void *in, int64_t count, int32_t dtype,
