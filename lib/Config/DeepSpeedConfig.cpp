@@ -545,10 +545,6 @@ Error parseZero(const json::Value &v, ZeroConfig &z) {
     if (key == "stage" && z.stage > 3)
       return fail("'zero_optimization.stage' must be 0, 1, 2 or 3");
   }
-  if (z.stage > 2)
-    return fail("'zero_optimization.stage' " + std::to_string(z.stage) +
-                " is not implemented yet in ds (stages 0, 1 and 2 are: data parallelism, "
-                "optimizer state and gradient partitioning); set \"stage\": 2 or lower");
   return Error::success();
 }
 

@@ -19,6 +19,7 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   o.gradientClipping = config.gradientClipping;
   o.zeroStage = config.zeroStage;
   o.reduceBucketSize = config.zero.reduceBucketSize;
+  o.paramPersistenceThreshold = config.zero.paramPersistenceThreshold;
   return o;
 }
 
@@ -33,6 +34,7 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   zero.stage = options.zeroStage;
   zero.dataParallelSize = options.dataParallelSize;
   zero.reduceBucketSize = std::max<int64_t>(1, options.reduceBucketSize);
+  zero.persistenceThreshold = options.paramPersistenceThreshold;
   pm.addPass(createDSZero(zero));
   DSOptimizerOptions opt;
   opt.type = options.optimizer.type;

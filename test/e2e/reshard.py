@@ -47,7 +47,8 @@ def main():
         cfg = {'train_batch_size': G, 'train_micro_batch_size_per_gpu': mb,
                'gradient_accumulation_steps': G // (mb * ranks),
                'optimizer': {'type': 'AdamW', 'params': {'lr': 1e-4, 'weight_decay': 0.01}},
-               'zero_optimization': {'stage': stage, 'reduce_bucket_size': 5000},
+               'zero_optimization': {'stage': stage, 'reduce_bucket_size': 5000,
+                                     'stage3_param_persistence_threshold': 0},
                'steps_per_print': 1000}
         json.dump(cfg, open(w('cfg%d.json' % ranks), 'w'))
         step = w('step%d.mlir' % ranks)

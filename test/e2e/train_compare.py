@@ -117,6 +117,8 @@ def zero_model_state(psi, stage, n, shard):
         return 4 * n * shard, 4 * n * shard, 8 * shard
     if stage == 2:
         return 4 * n * shard, 4 * shard, 8 * shard
+    if stage == 3:  # every parameter partitioned (a persistence threshold of 0)
+        return 4 * shard, 4 * shard, 8 * shard
     raise ValueError('stage %d' % stage)
 
 
@@ -133,7 +135,7 @@ def check_memory(args, cfg, w, b, ds_log):
     # The shard: each flat parameter buffer (one; stage 2 one per gradient bucket) is padded to
     # a multiple of 16 x N elements, so a rank owns P/N plus at most 16 per buffer.
     flats = [int(m.group(1)) for m in re.finditer(
-        r'ds.flat_buffer @zero.params\S* role "params" .* : tensor<(\d+)xf32>',
+        r'ds.flat_buffer @zero.params\S* role "params(?:_sharded)?" .* : tensor<(\d+)xf32>',
         open(w('step.mlir')).read())]
     shard = sum(flats) // args.ranks if flats else -(-psi // args.ranks)
     ok = True

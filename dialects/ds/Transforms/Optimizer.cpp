@@ -122,6 +122,7 @@ void OptimizerPass::runOnOperation() {
     FlatBufferOp params;
     FlatBufferOp grads;
     StateOp gradShard;
+    StateOp paramShard; ///< stage 3: the parameters exist only as this shard
     RankedTensorType shardType;
     std::pair<std::string, std::string> moments;
     Value g;
@@ -138,7 +139,7 @@ void OptimizerPass::runOnOperation() {
     ranks = grid.getShape()[0];
     if (zeroStage >= 1) {
       for (auto f : module.getOps<FlatBufferOp>()) {
-        if (f.getRole() != "params")
+        if (f.getRole() != "params" && f.getRole() != "params_sharded")
           continue;
         Bucket bucket;
         bucket.params = f;
@@ -151,6 +152,8 @@ void OptimizerPass::runOnOperation() {
         for (auto st : module.getOps<StateOp>())
           if (st.getOfAttr().getValue() == f.getSymName() && st.getRole() == "grad_shard")
             bucket.gradShard = st;
+          else if (st.getOfAttr().getValue() == f.getSymName() && st.getRole() == "param_shard")
+            bucket.paramShard = st;
         int64_t n = f.getTensorType().getNumElements();
         bucket.shardType = RankedTensorType::get({n / ranks}, f.getTensorType().getElementType());
         if (!bucket.grads && !bucket.gradShard) {
@@ -222,7 +225,8 @@ void OptimizerPass::runOnOperation() {
                       mb.getStringAttr(role), TypeAttr::get(bucket.shardType));
       return name;
     };
-    Operation *last = bucket.gradShard ? bucket.gradShard.getOperation()
+    Operation *last = bucket.paramShard ? bucket.paramShard.getOperation()
+                      : bucket.gradShard ? bucket.gradShard.getOperation()
                       : bucket.grads   ? bucket.grads.getOperation()
                                        : bucket.params.getOperation();
     mb.setInsertionPointAfter(last);
@@ -375,6 +379,16 @@ void OptimizerPass::runOnOperation() {
     for (Bucket &bucket : buckets) {
       RankedTensorType flatType = bucket.params.getTensorType();
       Value g = clipCoef ? e.mul(bucket.g, clipCoef) : bucket.g;
+      if (bucket.paramShard) { // stage 3: the shard is all this rank keeps
+        StringRef name = bucket.paramShard.getSymName();
+        e.assign(name, elementwiseUpdate([&] { return e.get(name, bucket.shardType); }, g,
+                                         bucket.shardType, bucket.moments.first,
+                                         bucket.moments.second));
+        e.assign(bucket.gradShard.getSymName(),
+                 ConstantOp::create(b, loc, DenseElementsAttr::get(
+                                                bucket.shardType, FloatAttr::get(f32, 0.0))));
+        continue;
+      }
       Value pShard = shard::AllSliceOp::create(b, loc, bucket.shardType, "dp", dpAxes,
                                                e.get(bucket.params.getSymName(), flatType),
                                                APInt(64, 0));

@@ -122,7 +122,13 @@ def DSZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
       each bucket is packed and reduce-scattered right after its last gradient is computed,
       and accumulated into its shard once the next bucket has been issued (or at the end), so
       the reduction overlaps the rest of backward with at most two buckets in flight.
-    With N = 1 the pass changes nothing. Stage 3 is not implemented yet.
+    - stage 3 (parameter partitioning): as stage 2, and the buckets of parameters with at least
+      `param-persistence-threshold` elements keep only a shard (`@zero.params.K@shard`, role
+      `param_shard`; the buffer's role is `params_sharded`). Every use in `@micro_step` reads
+      a view of the bucket all-gathered from the shards, once for forward and once for
+      backward (split at the loss), issued one bucket ahead of its first use in the phase;
+      the gathered buffer dies after the phase's last use.
+    With N = 1 the pass changes nothing.
   }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::shard::ShardDialect"];
   let options = [
@@ -130,7 +136,11 @@ def DSZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
     Option<"dataParallelSize", "data-parallel-size", "int64_t", "1",
            "Number of data-parallel ranks (the grid's size)">,
     Option<"reduceBucketSize", "reduce-bucket-size", "int64_t", "500000000",
-           "Stage 2: elements per gradient bucket (DeepSpeed's reduce_bucket_size)">,
+           "Stages 2-3: elements per gradient (and stage-3 parameter) bucket (DeepSpeed's "
+           "reduce_bucket_size)">,
+    Option<"persistenceThreshold", "param-persistence-threshold", "int64_t", "100000",
+           "Stage 3: parameters with fewer elements stay whole (DeepSpeed's "
+           "stage3_param_persistence_threshold)">,
   ];
 }
 

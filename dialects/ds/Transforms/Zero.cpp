@@ -11,6 +11,8 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <numeric>
+
 namespace mlir::ds {
 #define GEN_PASS_DEF_DSZERO
 #include "ds/Transforms/Passes.h.inc"
@@ -27,6 +29,9 @@ struct ZeroPass : mlir::ds::impl::DSZeroBase<ZeroPass> {
   using DSZeroBase::DSZeroBase;
   void runOnOperation() override;
   LogicalResult partitionGradients(ModuleOp module);
+  LogicalResult partitionParameters(ModuleOp module);
+  /// Stage 3: the flat buffers whose parameters are partitioned (the others persist whole).
+  SmallVector<FlatBufferOp> shardedBuffers;
 };
 
 int64_t roundUp(int64_t n, int64_t unit) { return (n + unit - 1) / unit * unit; }
@@ -39,11 +44,7 @@ void ZeroPass::runOnOperation() {
                        << " is not a ZeRO stage (0, 1, 2 or 3)";
     return signalPassFailure();
   }
-  if (stage > 2) {
-    module.emitError() << "ds-zero: stage " << static_cast<int64_t>(stage)
-                       << " is not implemented yet; use stage 0, 1 or 2";
-    return signalPassFailure();
-  }
+
   if (reduceBucketSize < 1) {
     module.emitError() << "ds-zero: reduce-bucket-size must be >= 1 element";
     return signalPassFailure();
@@ -69,8 +70,9 @@ void ZeroPass::runOnOperation() {
   module->setAttr("ds.zero_stage", b.getI64IntegerAttr(stage));
   if (stage == 0)
     return;
-  if (stage == 2) {
-    if (failed(partitionGradients(module)))
+  if (stage >= 2) {
+    if (failed(partitionGradients(module)) ||
+        (stage == 3 && failed(partitionParameters(module))))
       return signalPassFailure();
     return;
   }
@@ -149,12 +151,14 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
           g = add->getOperand(1 - i);
         }
     if (!old || !add->hasOneUse() || !old->hasOneUse())
-      return assign.emitError() << "ds-zero: stage 2 expects ds-autodiff's accumulation "
+      return assign.emitError() << "ds-zero: stage " << static_cast<int64_t>(stage)
+                                << " expects ds-autodiff's accumulation "
                                    "(get, add, assign) of '"
                                 << state.getSymName() << "'";
     auto param = module.lookupSymbol<ParameterOp>(state.getOfAttr());
     if (!param.getTensorType().getElementType().isF32())
-      return param.emitError() << "ds-zero: stage 2 partitions f32 parameters only; '"
+      return param.emitError() << "ds-zero: stage " << static_cast<int64_t>(stage)
+                               << " partitions f32 parameters only; '"
                                << param.getSymName() << "' is "
                                << param.getTensorType().getElementType();
     grads.push_back({param, state, g, {assign, add, old}});
@@ -170,15 +174,23 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
   llvm::stable_sort(grads, [&](const Grad &x, const Grad &y) {
     return readyAt(x)->isBeforeInBlock(readyAt(y));
   });
-  SmallVector<SmallVector<Grad *>> buckets(1);
-  int64_t filled = 0;
-  for (Grad &gr : grads) {
-    if (filled >= reduceBucketSize) {
-      buckets.emplace_back();
-      filled = 0;
+  // Stage 3 keeps parameters under the persistence threshold whole, in buckets of their own.
+  SmallVector<SmallVector<Grad *>> buckets;
+  SmallVector<bool> partitioned;
+  for (bool persistent : {false, true}) {
+    int64_t filled = reduceBucketSize;
+    for (Grad &gr : grads) {
+      int64_t n = gr.param.getTensorType().getNumElements();
+      if ((stage == 3 && n < persistenceThreshold) != persistent)
+        continue;
+      if (filled >= reduceBucketSize) {
+        buckets.emplace_back();
+        partitioned.push_back(stage == 3 && !persistent);
+        filled = 0;
+      }
+      buckets.back().push_back(&gr);
+      filled += n;
     }
-    buckets.back().push_back(&gr);
-    filled += gr.param.getTensorType().getNumElements();
   }
 
   OpBuilder mb(module.getContext());
@@ -203,6 +215,28 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
     AssignOp::create(b, loc, FlatSymbolRefAttr::get(b.getContext(), p.shard), sum);
   };
   static const int16_t kDpAxis[] = {0};
+  // Issue the buckets in the order their last gradient is ready (the persistent ones of stage
+  // 3 interleave with the others).
+  auto lastReady = [&](ArrayRef<Grad *> bucket) {
+    Operation *last = nullptr;
+    for (Grad *gr : bucket)
+      if (!last || last->isBeforeInBlock(readyAt(*gr)))
+        last = readyAt(*gr);
+    return last;
+  };
+  SmallVector<size_t> order(buckets.size());
+  std::iota(order.begin(), order.end(), 0);
+  llvm::stable_sort(order, [&](size_t x, size_t y) {
+    return lastReady(buckets[x])->isBeforeInBlock(lastReady(buckets[y]));
+  });
+  SmallVector<SmallVector<Grad *>> sortedBuckets;
+  SmallVector<bool> sortedPartitioned;
+  for (size_t i : order) {
+    sortedBuckets.push_back(buckets[i]);
+    sortedPartitioned.push_back(partitioned[i]);
+  }
+  buckets = std::move(sortedBuckets);
+  partitioned = std::move(sortedPartitioned);
   for (auto [k, bucket] : llvm::enumerate(buckets)) {
     SmallVector<Attribute> members;
     int64_t total = 0;
@@ -218,8 +252,16 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
     auto flatType = RankedTensorType::get({padded}, f32);
     auto shardType = RankedTensorType::get({padded / dataParallelSize}, f32);
     std::string name = ("zero.params." + Twine(k)).str();
-    auto flat = FlatBufferOp::create(mb, loc, mb.getStringAttr(name), mb.getStringAttr("params"),
-                                     mb.getArrayAttr(members), TypeAttr::get(flatType));
+    auto flat = FlatBufferOp::create(
+        mb, loc, mb.getStringAttr(name),
+        mb.getStringAttr(partitioned[k] ? "params_sharded" : "params"), mb.getArrayAttr(members),
+        TypeAttr::get(flatType));
+    if (partitioned[k]) {
+      StateOp::create(mb, loc, mb.getStringAttr(name + "@shard"),
+                      FlatSymbolRefAttr::get(flat.getSymNameAttr()),
+                      mb.getStringAttr("param_shard"), TypeAttr::get(shardType));
+      shardedBuffers.push_back(flat);
+    }
     std::string shardName = name + "@grad";
     StateOp::create(mb, loc, mb.getStringAttr(shardName),
                     FlatSymbolRefAttr::get(flat.getSymNameAttr()), mb.getStringAttr("grad_shard"),
@@ -261,5 +303,106 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
   }
   for (Grad &gr : grads)
     gr.state.erase();
+  return success();
+}
+
+/// Stage 3: each partitioned bucket's parameters exist whole only while they are used. Every
+/// use of a member in @micro_step reads a view (a slice of dimension 0, reshaped) of the
+/// bucket all-gathered from its shard. Uses are split at the loss into forward and backward,
+/// and each phase gathers a bucket once, issued just before the first use of the bucket used
+/// before it in that phase (one bucket of look-ahead, so the gather overlaps that bucket's
+/// compute); the gathered buffer dies after the phase's last use of its views.
+LogicalResult ZeroPass::partitionParameters(ModuleOp module) {
+  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+  Block &body = micro.getBody().front();
+  Value loss = body.getTerminator()->getNumOperands() ? body.getTerminator()->getOperand(0)
+                                                      : Value();
+  Operation *boundary = loss ? loss.getDefiningOp() : nullptr;
+  auto phaseOf = [&](Operation *user) {
+    return boundary && boundary->isBeforeInBlock(user) ? 1 : 0;
+  };
+  Type f32 = Float32Type::get(module.getContext());
+  static const int16_t kDpAxis[] = {0};
+  OpBuilder b(module.getContext());
+  Location loc = micro.getLoc();
+  for (int phase = 0; phase < 2; ++phase) {
+    // Each bucket's uses in this phase, by member.
+    struct Use {
+      FlatBufferOp flat;
+      Operation *first = nullptr;
+      SmallVector<std::pair<int64_t, SmallVector<OpOperand *>>> members; // offset, uses
+    };
+    SmallVector<Use> uses;
+    for (FlatBufferOp flat : shardedBuffers) {
+      Use u{flat};
+      int64_t offset = 0;
+      for (Attribute a : flat.getMembers()) {
+        auto ref = cast<FlatSymbolRefAttr>(a);
+        auto param = module.lookupSymbol<ParameterOp>(ref);
+        SmallVector<OpOperand *> operands;
+        for (auto get : body.getOps<GetParameterOp>())
+          if (get.getName() == ref.getValue())
+            for (OpOperand &use : get->getUses())
+              if (phaseOf(use.getOwner()) == phase)
+                operands.push_back(&use);
+        for (OpOperand *o : operands)
+          if (!u.first || o->getOwner()->isBeforeInBlock(u.first))
+            u.first = o->getOwner();
+        if (!operands.empty())
+          u.members.push_back({offset, operands});
+        offset += param.getTensorType().getNumElements();
+      }
+      if (u.first)
+        uses.push_back(std::move(u));
+    }
+    llvm::stable_sort(uses, [](const Use &x, const Use &y) {
+      return x.first->isBeforeInBlock(y.first);
+    });
+    for (auto [j, u] : llvm::enumerate(uses)) {
+      RankedTensorType flatType = u.flat.getTensorType();
+      auto shardType = RankedTensorType::get({flatType.getNumElements() / dataParallelSize}, f32);
+      b.setInsertionPoint(j == 0 ? u.first : uses[j - 1].first);
+      auto read = GetParameterOp::create(
+          b, loc, shardType,
+          FlatSymbolRefAttr::get(b.getContext(), (u.flat.getSymName() + "@shard").str()));
+      // The backward gather re-reads the shard on purpose: CSE must not fold it into the
+      // forward one (which would keep the whole parameters alive across the loss).
+      if (phase == 1)
+        read->setAttr("rematerialized", b.getUnitAttr());
+      Value shard = read;
+      Value full = shard::AllGatherOp::create(b, loc, flatType, "dp", kDpAxis, shard,
+                                              APInt(64, 0));
+      for (auto &[offset, operands] : u.members) {
+        auto type = cast<RankedTensorType>(operands.front()->get().getType());
+        Operation *first = nullptr;
+        for (OpOperand *o : operands)
+          if (!first || o->getOwner()->isBeforeInBlock(first))
+            first = o->getOwner();
+        b.setInsertionPoint(first);
+        int64_t n = type.getNumElements();
+        Value piece = SliceOp::create(b, loc, RankedTensorType::get({n}, f32), full, 0, offset,
+                                      offset + n, 1);
+        Value view = type.getRank() == 1 ? piece : ReshapeOp::create(b, loc, type, piece).getResult();
+        for (OpOperand *o : operands)
+          o->set(view);
+      }
+    }
+  }
+  for (auto get : llvm::make_early_inc_range(body.getOps<GetParameterOp>()))
+    if (get->use_empty())
+      get->erase();
+  // No other function may read a partitioned parameter whole.
+  for (FlatBufferOp flat : shardedBuffers)
+    for (Attribute a : flat.getMembers()) {
+      auto ref = cast<FlatSymbolRefAttr>(a);
+      WalkResult r = module.walk([&](GetParameterOp g) {
+        if (g.getName() == ref.getValue())
+          return WalkResult::interrupt();
+        return WalkResult::advance();
+      });
+      if (r.wasInterrupted())
+        return module.emitError() << "ds-zero: stage 3 left a whole read of partitioned '"
+                                  << ref.getValue() << "'";
+    }
   return success();
 }

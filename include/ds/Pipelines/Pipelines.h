@@ -16,6 +16,7 @@ struct TrainingOptions {
   double gradientClipping = 0.0;
   int64_t zeroStage = 0;
   int64_t reduceBucketSize = 500000000;
+  int64_t paramPersistenceThreshold = 100000;
 
   static TrainingOptions fromConfig(const ::ds::DeepSpeedConfig &config);
 };

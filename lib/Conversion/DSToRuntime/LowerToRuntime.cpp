@@ -126,6 +126,7 @@ private:
     RankedTensorType type;
     std::string role;    ///< a state's or flat buffer's role
     int viewOf = -1;     ///< a member of this flat buffer's slot
+    int shardOf = -1;    ///< stage 3: a parameter that exists only as part of this shard slot
     int64_t offset = 0;  ///< elements into it
     bool pinned = false; ///< a view or a viewed buffer: assignments copy into it
     bool sharded = false; ///< differs between ranks (a ZeRO shard)
@@ -197,6 +198,8 @@ LogicalResult Lowering::collectSlots() {
       s.sharded = static_cast<bool>(module.lookupSymbol<FlatBufferOp>(st.getOfAttr()));
       s.role = st.getRole().str();
     } else if (auto f = dyn_cast<FlatBufferOp>(op)) {
+      if (f.getRole() == "params_sharded")
+        continue; // only its shard (a ds.state) is stored
       s.name = f.getSymName().str();
       s.kind = "flat";
       s.role = f.getRole().str();
@@ -211,8 +214,23 @@ LogicalResult Lowering::collectSlots() {
     slotIndex[s.name] = slots.size();
     slots.push_back(std::move(s));
   }
+  // Members of partitioned buffers exist only in their shard state (stage 3).
+  for (auto f : module.getOps<FlatBufferOp>()) {
+    if (f.getRole() != "params_sharded")
+      continue;
+    int shard = slotIndex.lookup((f.getSymName() + "@shard").str());
+    int64_t offset = 0;
+    for (Attribute a : f.getMembers()) {
+      Slot &m = slots[slotIndex.lookup(cast<FlatSymbolRefAttr>(a).getValue())];
+      m.shardOf = shard;
+      m.offset = offset;
+      offset += m.type.getNumElements();
+    }
+  }
   // Members of flat buffers are views at their running offsets.
   for (auto f : module.getOps<FlatBufferOp>()) {
+    if (f.getRole() == "params_sharded")
+      continue;
     int base = slotIndex.lookup(f.getSymName());
     int64_t offset = 0;
     for (Attribute a : f.getMembers()) {
@@ -324,6 +342,19 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   auto dims2 = [](ArrayRef<int64_t> a) { return std::make_pair(a[0], a[1]); };
   if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op))
     return lowerCollective(op);
+  // A contiguous slice of a 1-D tensor (stage 3's parameter views): a view, no copy.
+  if (auto sl = dyn_cast<SliceOp>(op);
+      sl && sl.getStep() == 1 && typeOf(sl.getInput()).getRank() == 1) {
+    RankedTensorType type = typeOf(sl.getResult());
+    lowered[sl.getResult()] = call("dsrt_tensor_view_at", {ctxArg, get(sl.getInput()),
+                                                           i64(sl.getStart()), i32(type.getRank()),
+                                                           i64Array(type.getShape())},
+                                   ptrTy);
+    int st = storageOf.lookup(sl.getInput());
+    storageOf[sl.getResult()] = st;
+    arena.retain(st);
+    return success();
+  }
   if (auto sl = dyn_cast<shard::AllSliceOp>(op)) {
     // This rank's chunk along dimension 0: a view, no communication.
     if (sl.getSliceAxis().getZExtValue() != 0)
@@ -400,6 +431,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   }
   if (auto g = dyn_cast<GetParameterOp>(op)) {
     int idx = slotIndex.lookup(g.getName());
+    if (slots[idx].shardOf >= 0)
+      return op->emitError() << "ds-lower-to-runtime: '" << g.getName()
+                             << "' is partitioned (ZeRO stage 3) and has no whole value to read";
     lowered[g.getResult()] = call("dsrt_slot_get", {ctxArg, i32(idx)}, ptrTy);
     storageOf[g.getResult()] = slotStorage[idx];
     arena.retain(slotStorage[idx]);
@@ -1034,7 +1068,7 @@ void Lowering::emitInitSlots() {
   b.setInsertionPointToStart(entry);
   ctxArg = entry->getArgument(0);
   for (auto [i, s] : llvm::enumerate(slots))
-    if (s.viewOf < 0)
+    if (s.viewOf < 0 && s.shardOf < 0)
       call("dsrt_slot_define", {ctxArg, i32(i), i32(*dtypeCode(s.type.getElementType())),
                                 i32(s.type.getRank()), i64Array(s.type.getShape())});
   for (auto [i, s] : llvm::enumerate(slots))
@@ -1072,7 +1106,7 @@ LogicalResult Lowering::run() {
 
   // Persistent slots, then the two functions, simulated in the driver's order.
   for (Slot &s : slots) {
-    if (s.viewOf >= 0) { // shares its flat buffer's storage
+    if (s.viewOf >= 0 || s.shardOf >= 0) { // shares its flat buffer's storage, or has none
       slotStorage.push_back(-1);
       continue;
     }
@@ -1140,6 +1174,10 @@ void Lowering::emitMetadata() {
       o["of"] = s.of;
     if (s.viewOf >= 0) {
       o["view_of"] = slots[s.viewOf].name;
+      o["offset"] = s.offset;
+    }
+    if (s.shardOf >= 0) {
+      o["sharded_by"] = slots[s.shardOf].name;
       o["offset"] = s.offset;
     }
     if (s.sharded)

@@ -63,6 +63,7 @@ struct SlotSpec {
   std::vector<std::string> aliases;
   bool sharded = false; ///< a ZeRO shard: differs between ranks
   std::string viewOf;   ///< a member of this flat buffer
+  std::string shardedBy; ///< stage 3: a parameter kept only as part of this shard slot
   int64_t offset = 0;   ///< at this element
   uint64_t bytes() const {
     int64_t n = 1;
@@ -135,14 +136,17 @@ private:
     };
     for (size_t i = 0; i < slots.size(); ++i) {
       const SlotSpec &s = slots[i];
-      if (s.kind == "parameter" || s.kind == "buffer") {
+      if (!s.shardedBy.empty()) {
+        out.push_back({{s.name, s.dtype, s.dims}, -1, static_cast<int32_t>(slotOf(s.shardedBy)),
+                       s.offset});
+      } else if (s.kind == "parameter" || s.kind == "buffer") {
         out.push_back({{s.name, s.dtype, s.dims}, static_cast<int32_t>(i), -1, 0});
       } else if (s.kind == "state" && !s.sharded) {
         states.push_back({{slotOf(s.of), s.role},
                           {{s.name, s.dtype, s.dims}, static_cast<int32_t>(i), -1, 0}});
-      } else if (s.kind == "state" && s.role != "grad_shard") {
+      } else if (s.kind == "state" && s.role != "grad_shard" && s.role != "param_shard") {
         for (const SlotSpec &m : slots) // the members of the flat buffer it partitions
-          if (m.viewOf == s.of)
+          if (m.viewOf == s.of || (!m.shardedBy.empty() && m.shardedBy == s.of + "@shard"))
             states.push_back({{slotOf(m.name), s.role},
                               {{m.name + "@" + s.role, s.dtype, m.dims}, -1,
                                static_cast<int32_t>(i), m.offset}});
@@ -336,6 +340,8 @@ bool Driver::readMetadata(std::string &err) {
       s.role = ro->text;
     if (const Json *vo = j.get("view_of"); vo && vo->isString())
       s.viewOf = vo->text;
+    if (const Json *sb = j.get("sharded_by"); sb && sb->isString())
+      s.shardedBy = sb->text;
     if (const Json *off = j.get("offset"); off && off->isNumber())
       s.offset = static_cast<int64_t>(off->number);
     if (const Json *sh = j.get("sharded"); sh && sh->kind == Json::Bool)
@@ -624,6 +630,22 @@ bool Driver::loadWeights(const std::string &path, std::string &err) {
             dsrt::io::dtypeName(s.dtype) + "; use the weights of the compiled model";
       return false;
     }
+    if (!s.shardedBy.empty()) { // stage 3: this rank's part of the parameter, into its shard
+      int32_t idx = -1;
+      for (size_t k = 0; k < slots.size(); ++k)
+        if (slots[k].name == s.shardedBy)
+          idx = static_cast<int32_t>(k);
+      dsrt_tensor *part = dsrt_slot_get(ctx, idx);
+      int64_t lo = part->numel * rank, hi = lo + part->numel;
+      int64_t n = static_cast<int64_t>(s.bytes() / dsrt::io::elementSize(s.dtype));
+      int64_t from = std::max(lo, s.offset), to = std::min(hi, s.offset + n);
+      size_t es = dsrt::io::elementSize(s.dtype);
+      if (from < to)
+        std::memcpy(static_cast<char *>(part->data) + (from - lo) * es,
+                    a->data.data() + (from - s.offset) * es, (to - from) * es);
+      dsrt_tensor_free(ctx, part);
+      continue;
+    }
     dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
     if (!a->data.empty())
       std::memcpy(t->data, a->data.data(), a->data.size());
@@ -634,15 +656,39 @@ bool Driver::loadWeights(const std::string &path, std::string &err) {
 
 /// Writes parameters and buffers (each under its name and aliases), or gradients (under
 /// their parameter's name).
+std::vector<char> gatherBytes(dsrt_context *ctx, const void *mine, int64_t n);
+
 bool Driver::writeSlots(const std::string &path, bool gradients, std::string &err) {
   std::vector<dsrt::io::SafetensorsEntry> entries;
   std::vector<dsrt_tensor *> held;
   std::vector<std::vector<char>> summed; // gradients over all ranks (outside the arena)
+  std::map<std::string, std::vector<char>> gathered; // stage-3 parameter shards, whole
   for (size_t i = 0; i < slots.size(); ++i) {
     const SlotSpec &s = slots[i];
     bool want = gradients ? s.kind == "gradient" : (s.kind == "parameter" || s.kind == "buffer");
     if (!want)
       continue;
+    if (!s.shardedBy.empty()) { // stage 3: gather the shard (every rank takes part)
+      auto it = gathered.find(s.shardedBy);
+      if (it == gathered.end()) {
+        int32_t idx = -1;
+        for (size_t k = 0; k < slots.size(); ++k)
+          if (slots[k].name == s.shardedBy)
+            idx = static_cast<int32_t>(k);
+        dsrt_tensor *part = dsrt_slot_get(ctx, idx);
+        size_t bytes = static_cast<size_t>(part->numel) * dsrt_dtype_size(part->dtype);
+        std::vector<char> all = worldSize > 1 ? gatherBytes(ctx, part->data, bytes)
+                                              : std::vector<char>((char *)part->data,
+                                                                  (char *)part->data + bytes);
+        dsrt_tensor_free(ctx, part);
+        it = gathered.emplace(s.shardedBy, std::move(all)).first;
+      }
+      const char *data = it->second.data() + s.offset * dsrt::io::elementSize(s.dtype);
+      entries.push_back({s.name, s.dtype, s.dims, data, s.bytes()});
+      for (const std::string &a : s.aliases)
+        entries.push_back({a, s.dtype, s.dims, data, s.bytes()});
+      continue;
+    }
     dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
     held.push_back(t);
     size_t bytes = static_cast<size_t>(t->numel) * dsrt::io::elementSize(t->dtype);
@@ -788,8 +834,11 @@ int Driver::train() {
   uint64_t paramBytes = 0, gradBytes = 0, optimBytes = 0;
   for (size_t i = 0; i < slots.size(); ++i) {
     const SlotSpec &s = slots[i];
+    if (!s.shardedBy.empty())
+      continue; // no storage of its own: part of a parameter shard
     uint64_t owned = dsrt_slot_storage_bytes(ctx, static_cast<int32_t>(i));
-    if (s.kind == "parameter" || (s.kind == "flat" && s.role == "params"))
+    if (s.kind == "parameter" || (s.kind == "flat" && s.role == "params") ||
+        s.role == "param_shard")
       paramBytes += owned;
     else if (s.kind == "gradient" || s.role == "grads" || s.role == "grad_shard")
       gradBytes += owned;
@@ -911,7 +960,7 @@ int Driver::train() {
   }
   if (log)
     std::fclose(log);
-  if (rc == 0 && rank == 0 && !opt.saveWeights.empty()) {
+  if (rc == 0 && !opt.saveWeights.empty()) { // every rank: stage 3 gathers, rank 0 writes
     std::string e;
     if (!writeSlots(opt.saveWeights, /*gradients=*/false, e))
       rc = fail("--save-weights: " + e);
