@@ -342,32 +342,27 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   auto dims2 = [](ArrayRef<int64_t> a) { return std::make_pair(a[0], a[1]); };
   if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op))
     return lowerCollective(op);
-  // A contiguous slice of a 1-D tensor (stage 3's parameter views): a view, no copy.
-  if (auto sl = dyn_cast<SliceOp>(op);
-      sl && sl.getStep() == 1 && typeOf(sl.getInput()).getRank() == 1) {
-    RankedTensorType type = typeOf(sl.getResult());
-    lowered[sl.getResult()] = call("dsrt_tensor_view_at", {ctxArg, get(sl.getInput()),
-                                                           i64(sl.getStart()), i32(type.getRank()),
-                                                           i64Array(type.getShape())},
-                                   ptrTy);
-    int st = storageOf.lookup(sl.getInput());
-    storageOf[sl.getResult()] = st;
+  // `result` is a view (made by runtime function `fn`) of `source`'s storage.
+  auto bindView = [&](Value result, Value source, StringRef fn, ArrayRef<Value> leading) {
+    RankedTensorType type = typeOf(result);
+    SmallVector<Value> args = {ctxArg, get(source)};
+    args.append(leading.begin(), leading.end());
+    args.append({i32(type.getRank()), i64Array(type.getShape())});
+    lowered[result] = call(fn, args, ptrTy);
+    int st = storageOf.lookup(source);
+    storageOf[result] = st;
     arena.retain(st);
     return success();
-  }
+  };
+  // A contiguous slice of a 1-D tensor (stage 3's parameter views): a view, no copy.
+  if (auto sl = dyn_cast<SliceOp>(op);
+      sl && sl.getStep() == 1 && typeOf(sl.getInput()).getRank() == 1)
+    return bindView(sl.getResult(), sl.getInput(), "dsrt_tensor_view_at", {i64(sl.getStart())});
   if (auto sl = dyn_cast<shard::AllSliceOp>(op)) {
     // This rank's chunk along dimension 0: a view, no communication.
     if (sl.getSliceAxis().getZExtValue() != 0)
       return op->emitError() << "ds-lower-to-runtime: all_slice must slice dimension 0";
-    RankedTensorType type = typeOf(sl.getResult());
-    lowered[sl.getResult()] = call("dsrt_comm_chunk", {ctxArg, get(sl.getInput()),
-                                                       i32(type.getRank()),
-                                                       i64Array(type.getShape())},
-                                   ptrTy);
-    int st = storageOf.lookup(sl.getInput());
-    storageOf[sl.getResult()] = st;
-    arena.retain(st);
-    return success();
+    return bindView(sl.getResult(), sl.getInput(), "dsrt_comm_chunk", {});
   }
 
   if (auto c = dyn_cast<ConstantOp>(op)) {
