@@ -896,6 +896,13 @@ int Driver::train() {
       break;
     }
     if (step == 1 && !opt.dumpGrads.empty()) {
+      bool whole = false;
+      for (const SlotSpec &s : slots)
+        whole = whole || s.kind == "gradient";
+      if (!whole && rank == 0)
+        std::fprintf(stderr, "%s: warning: --dump-grads: the gradients are partitioned (ZeRO "
+                             "stage 2 or 3) and never whole; '%s' will hold no tensors\n",
+                     tool.c_str(), opt.dumpGrads.c_str());
       std::string e;
       if (!writeSlots(opt.dumpGrads, /*gradients=*/true, e)) {
         rc = fail("--dump-grads: " + e);
