@@ -1552,3 +1552,41 @@ func.func @f(%dy: tensor<2x4xf32>, %i: tensor<3xi64>) -> tensor<10x4xf32> {
   %r = ds.embedding_grad %dy[%i] : (tensor<2x4xf32>, tensor<3xi64>) -> tensor<10x4xf32>
   return %r : tensor<10x4xf32>
 }
+
+// -----
+
+module {
+  ds.parameter @w trainable : tensor<4xf32>
+  // expected-error @+1 {{member @nope is not a ds.parameter or ds.state}}
+  ds.flat_buffer @zero.params role "params" members [@w, @nope] : tensor<16xf32>
+}
+
+// -----
+
+module {
+  ds.parameter @w trainable : tensor<4xf32>
+  // expected-error @+1 {{member @w is listed twice}}
+  ds.flat_buffer @zero.params role "params" members [@w, @w] : tensor<16xf32>
+}
+
+// -----
+
+module {
+  ds.parameter @h trainable : tensor<4xf16>
+  // expected-error @+1 {{member @h has element type 'f16', the buffer 'f32'}}
+  ds.flat_buffer @zero.params role "params" members [@h] : tensor<16xf32>
+}
+
+// -----
+
+module {
+  ds.parameter @w trainable : tensor<20xf32>
+  // expected-error @+1 {{members hold 20 elements, more than the buffer's 16}}
+  ds.flat_buffer @zero.params role "params" members [@w] : tensor<16xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'ds.zero_stage' must be an integer 0-3 on a builtin.module}}
+module attributes {ds.zero_stage = 7 : i64} {
+}

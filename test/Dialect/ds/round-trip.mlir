@@ -322,3 +322,13 @@ func.func @train_ops(%x: tensor<2x3xf32>, %lw: tensor<3xf32>, %s: tensor<2x2xf32
   ds.assign @"w@grad" = %i : tensor<2x3xf32>
   return
 }
+
+// ZeRO's flat buffers and shard states (ds-zero), in a module of their own.
+// CHECK: ds.flat_buffer @zero.params role "params" members [@w, @b] : tensor<32xf32>
+// CHECK: ds.state @"zero.params@exp_avg" of @zero.params role "exp_avg" : tensor<16xf32>
+module attributes {ds.zero_stage = 1 : i64} {
+  ds.parameter @w trainable : tensor<6xf32>
+  ds.parameter @b trainable : tensor<3xf32>
+  ds.flat_buffer @zero.params role "params" members [@w, @b] : tensor<32xf32>
+  ds.state @"zero.params@exp_avg" of @zero.params role "exp_avg" : tensor<16xf32>
+}
