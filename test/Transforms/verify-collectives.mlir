@@ -120,3 +120,38 @@ module {
     return
   }
 }
+
+// -----
+
+// A loop whose trip count is not known at compile time cannot be checked.
+module {
+  shard.grid @dp(shape = 2)
+  func.func @loop(%x: tensor<4xf32>, %n: index) -> tensor<4xf32> {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    // expected-error @below {{ds-verify-collectives: a loop at}}
+    %z = scf.for %k = %c0 to %n step %c1 iter_args(%acc = %x) -> tensor<4xf32> {
+      %s = shard.all_reduce %acc on @dp grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+      scf.yield %s : tensor<4xf32>
+    }
+    return %z : tensor<4xf32>
+  }
+}
+
+// -----
+
+// Other control flow around a collective cannot be checked either.
+module {
+  shard.grid @dp(shape = 2)
+  func.func @while(%x: tensor<4xf32>, %go: i1) -> tensor<4xf32> {
+    // expected-error @below {{ds-verify-collectives: collectives inside scf.while cannot be checked; use scf.if, scf.index_switch or scf.for}}
+    %r = scf.while (%a = %x) : (tensor<4xf32>) -> tensor<4xf32> {
+      scf.condition(%go) %a : tensor<4xf32>
+    } do {
+    ^bb0(%b: tensor<4xf32>):
+      %s = shard.all_reduce %b on @dp grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+      scf.yield %s : tensor<4xf32>
+    }
+    return %r : tensor<4xf32>
+  }
+}

@@ -499,33 +499,24 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     // goes back to that slot: no second copy of the parameter or its moments.
     Value olds[3] = {u.getParam(), u.getExpAvg(), u.getExpAvgSq()};
     Value outs3[3];
+    // ZeRO: this rank's shard of a flat buffer (a view) is also updated in place when the new
+    // value is only gathered back into that buffer.
+    auto inPlace = [&](Value old, Value r) {
+      if (!old.hasOneUse() || !r.hasOneUse())
+        return false;
+      Operation *user = *r.getUsers().begin();
+      if (auto slice = old.getDefiningOp<shard::AllSliceOp>()) {
+        old = slice.getInput();
+        user = isa<shard::AllGatherOp>(user) && user->hasOneUse() ? *user->getUsers().begin()
+                                                                  : nullptr;
+      }
+      auto read = old.getDefiningOp<GetParameterOp>();
+      auto write = dyn_cast_or_null<AssignOp>(user);
+      return read && write && write.getName() == read.getName();
+    };
     for (int i = 0; i < 3; ++i) {
       Value r = op->getResult(i), old = olds[i];
-      auto read = old.getDefiningOp<GetParameterOp>();
-      auto write = r.hasOneUse() ? dyn_cast<AssignOp>(*r.getUsers().begin()) : AssignOp();
-      // ZeRO: this rank's shard of a flat buffer (a view) is updated in place when the result
-      // is only gathered back into that buffer.
-      if (auto slice = old.getDefiningOp<shard::AllSliceOp>(); slice && i == 0 && r.hasOneUse()) {
-        auto gather = dyn_cast<shard::AllGatherOp>(*r.getUsers().begin());
-        auto flatRead = slice.getInput().getDefiningOp<GetParameterOp>();
-        auto flatWrite = gather && gather->hasOneUse()
-                             ? dyn_cast<AssignOp>(*gather->getUsers().begin())
-                             : AssignOp();
-        if (flatRead && flatWrite && flatWrite.getName() == flatRead.getName() &&
-            old.hasOneUse()) {
-          read = GetParameterOp(); // not the generic pattern
-          write = AssignOp();
-          outs3[i] = get(old);
-          lowered[r] = call("dsrt_tensor_view", {ctxArg, get(old), i32(typeOf(r).getRank()),
-                                                 i64Array(typeOf(r).getShape())},
-                            ptrTy);
-          outs3[i] = lowered[r];
-          storageOf[r] = storageOf.lookup(old);
-          arena.retain(storageOf[r]);
-          continue;
-        }
-      }
-      if (read && write && old.hasOneUse() && write.getName() == read.getName()) {
+      if (inPlace(old, r)) {
         RankedTensorType type = typeOf(r);
         outs3[i] = call("dsrt_tensor_view", {ctxArg, get(old), i32(type.getRank()),
                                              i64Array(type.getShape())},

@@ -16,7 +16,8 @@
 namespace dsrt::driver {
 namespace {
 
-const char *const kFormat = "ds-checkpoint-1";
+// 2: the logical tensors, whatever the ZeRO layout (1 held every slot, gradients included).
+const char *const kFormat = "ds-checkpoint-2";
 // The config keys whose values change the numbers of a run (the parallel layout may differ).
 const char *const kNumericKeys[] = {"optimizer", "scheduler", "train_batch_size",
                                     "gradient_clipping", "seed", "precision"};
@@ -181,8 +182,15 @@ bool loadCheckpoint(dsrt_context *ctx, const std::string &dir,
   for (const auto &[candidateStep, path] : dirs) {
     std::string text, e;
     io::Json index;
-    if (!io::readFile(path + "/checkpoint.json", text, e) || !io::parseJson(text, index, e) ||
-        !index.get("format") || index.get("format")->text != kFormat || !index.get("step")) {
+    if (io::readFile(path + "/checkpoint.json", text, e) && io::parseJson(text, index, e) &&
+        index.get("format") && index.get("format")->text == "ds-checkpoint-1") {
+      err = "checkpoint '" + path + "' was written by an older ds (format ds-checkpoint-1, one "
+            "tensor per slot); this ds reads ds-checkpoint-2 (parameters and optimizer state "
+            "by name, any ZeRO layout): start the run again without --resume";
+      return false;
+    }
+    if (text.empty() || !index.get("format") || index.get("format")->text != kFormat ||
+        !index.get("step")) {
       problems += "; " + path + ": incomplete or damaged index";
       std::fprintf(stderr, "ds-run: warning: skipping checkpoint '%s': incomplete or damaged\n",
                    path.c_str());

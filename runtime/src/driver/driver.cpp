@@ -123,22 +123,23 @@ private:
     int32_t shard = -1; ///< the sharded state it is part of
     int64_t offset = 0; ///< at this element of the unsharded state
   };
+  /// The index of the slot named `name`, or -1.
+  int32_t slotNamed(const std::string &name) const {
+    for (size_t k = 0; k < slots.size(); ++k)
+      if (slots[k].name == name)
+        return static_cast<int32_t>(k);
+    return -1;
+  }
   std::vector<LogicalTensor> logicalTensors() const {
     // Parameters and buffers in slot order, then optimizer state by parameter and role, so
     // that every layout lists the same tensors in the same order.
     std::vector<LogicalTensor> out;
     std::vector<std::pair<std::pair<size_t, std::string>, LogicalTensor>> states;
-    auto slotOf = [&](const std::string &name) {
-      for (size_t k = 0; k < slots.size(); ++k)
-        if (slots[k].name == name)
-          return k;
-      return slots.size();
-    };
+    auto slotOf = [&](const std::string &name) { return static_cast<size_t>(slotNamed(name)); };
     for (size_t i = 0; i < slots.size(); ++i) {
       const SlotSpec &s = slots[i];
       if (!s.shardedBy.empty()) {
-        out.push_back({{s.name, s.dtype, s.dims}, -1, static_cast<int32_t>(slotOf(s.shardedBy)),
-                       s.offset});
+        out.push_back({{s.name, s.dtype, s.dims}, -1, slotNamed(s.shardedBy), s.offset});
       } else if (s.kind == "parameter" || s.kind == "buffer") {
         out.push_back({{s.name, s.dtype, s.dims}, static_cast<int32_t>(i), -1, 0});
       } else if (s.kind == "state" && !s.sharded) {
@@ -631,11 +632,7 @@ bool Driver::loadWeights(const std::string &path, std::string &err) {
       return false;
     }
     if (!s.shardedBy.empty()) { // stage 3: this rank's part of the parameter, into its shard
-      int32_t idx = -1;
-      for (size_t k = 0; k < slots.size(); ++k)
-        if (slots[k].name == s.shardedBy)
-          idx = static_cast<int32_t>(k);
-      dsrt_tensor *part = dsrt_slot_get(ctx, idx);
+      dsrt_tensor *part = dsrt_slot_get(ctx, slotNamed(s.shardedBy));
       int64_t lo = part->numel * rank, hi = lo + part->numel;
       int64_t n = static_cast<int64_t>(s.bytes() / dsrt::io::elementSize(s.dtype));
       int64_t from = std::max(lo, s.offset), to = std::min(hi, s.offset + n);
@@ -671,11 +668,7 @@ bool Driver::writeSlots(const std::string &path, bool gradients, std::string &er
     if (!s.shardedBy.empty()) { // stage 3: gather the shard (every rank takes part)
       auto it = gathered.find(s.shardedBy);
       if (it == gathered.end()) {
-        int32_t idx = -1;
-        for (size_t k = 0; k < slots.size(); ++k)
-          if (slots[k].name == s.shardedBy)
-            idx = static_cast<int32_t>(k);
-        dsrt_tensor *part = dsrt_slot_get(ctx, idx);
+        dsrt_tensor *part = dsrt_slot_get(ctx, slotNamed(s.shardedBy));
         size_t bytes = static_cast<size_t>(part->numel) * dsrt_dtype_size(part->dtype);
         std::vector<char> all = worldSize > 1 ? gatherBytes(ctx, part->data, bytes)
                                               : std::vector<char>((char *)part->data,
