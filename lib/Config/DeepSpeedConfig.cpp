@@ -32,6 +32,7 @@ const char *const kDeepSpeedKeys[] = {
     "weight_quantization", "use_data_before_expert_parallelism", "mics_shard_size",
     "mics_hierarchical_params_gather", "zero_quantized_weights", "zero_quantized_gradients",
     "seed", "fp32_allreduce", "timers", "compile", "tensor_parallel", "sequence_parallel_size",
+    "bfloat16",
 };
 // Keys that DeepSpeed documents as not affecting the numbers: accepted with a warning.
 const char *const kWarnOnlyKeys[] = {
@@ -42,8 +43,13 @@ const char *const kWarnOnlyKeys[] = {
 const char *const kImplementedKeys[] = {
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
     "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed",
-    "zero_optimization",
+    "zero_optimization", "fp16", "bf16", "bfloat16",
 };
+// fp16's and bf16's keys (runtime/precision_config.py).
+const char *const kFp16Keys[] = {"enabled", "auto_cast", "loss_scale", "initial_scale_power",
+                                 "loss_scale_window", "hysteresis", "consecutive_hysteresis",
+                                 "min_loss_scale", "fp16_master_weights_and_grads"};
+const char *const kBf16Keys[] = {"enabled", "immediate_grad_update", "check_grad_overflow"};
 // zero_optimization's keys (zero/config.py): field names and their stage3_ aliases.
 const char *const kZeroKeys[] = {
     "stage", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size",
@@ -548,6 +554,86 @@ Error parseZero(const json::Value &v, ZeroConfig &z) {
   return Error::success();
 }
 
+/// `fp16` or `bf16` (alias `bfloat16`): 16-bit training, off unless `enabled`.
+Error parsePrecision(StringRef section, const json::Value &v, PrecisionConfig &p) {
+  const json::Object *obj = v.getAsObject();
+  if (!obj)
+    return fail("'" + section + "' must be an object, e.g. {\"enabled\": true}");
+  bool fp16 = section == "fp16";
+  ArrayRef<const char *> keys = fp16 ? ArrayRef<const char *>(kFp16Keys)
+                                     : ArrayRef<const char *>(kBf16Keys);
+  bool enabled = false;
+  PrecisionConfig out = p;
+  for (const auto &kv : *obj) {
+    StringRef key = kv.first;
+    std::string full = (section + "." + key).str();
+    if (!contains(keys, key))
+      return fail("'" + full + "' is not a DeepSpeed " + section + " key; did you mean '" +
+                  nearest(keys, key) + "'?");
+    const json::Value &val = kv.second;
+    auto flag = [&]() -> Expected<bool> {
+      if (std::optional<bool> b = val.getAsBoolean())
+        return *b;
+      return fail("'" + full + "' must be true or false");
+    };
+    auto number = [&](double lo) -> Expected<double> {
+      std::optional<double> d = val.getAsNumber();
+      if (!d || *d < lo)
+        return fail(formatv("'{0}' must be a number >= {1}", full, lo).str());
+      return *d;
+    };
+    auto integer = [&](int64_t lo) -> Expected<int64_t> {
+      std::optional<double> d = val.getAsNumber();
+      if (!d || std::floor(*d) != *d || *d < lo)
+        return fail(formatv("'{0}' must be an integer >= {1}", full, lo).str());
+      return static_cast<int64_t>(*d);
+    };
+    if (key == "enabled") {
+      auto b = flag();
+      if (!b)
+        return b.takeError();
+      enabled = *b;
+    } else if (key == "auto_cast" || key == "fp16_master_weights_and_grads" ||
+               key == "check_grad_overflow") {
+      auto b = flag();
+      if (!b)
+        return b.takeError();
+      if (*b)
+        return fail("'" + full + "': true is not implemented yet; remove the key");
+    } else if (key == "immediate_grad_update") {
+      auto b = flag();
+      if (!b)
+        return b.takeError(); // either way: ds accumulates 16-bit gradients in place
+    } else if (key == "loss_scale" || key == "min_loss_scale") {
+      auto d = number(key == "loss_scale" ? 0.0 : 1e-30);
+      if (!d)
+        return d.takeError();
+      (key == "loss_scale" ? out.lossScale : out.minLossScale) = *d;
+    } else if (key == "consecutive_hysteresis") {
+      auto b = flag();
+      if (!b)
+        return b.takeError();
+      out.consecutiveHysteresis = *b;
+    } else {
+      auto i = integer(key == "initial_scale_power" ? 0 : 1);
+      if (!i)
+        return i.takeError();
+      (key == "initial_scale_power" ? out.initialScalePower
+       : key == "loss_scale_window" ? out.lossScaleWindow
+                                    : out.hysteresis) = *i;
+    }
+  }
+  if (!enabled)
+    return Error::success();
+  if (out.initialScalePower > 63)
+    return fail("'" + section + ".initial_scale_power' must be at most 63");
+  if (p.mixed())
+    return fail("'fp16' and 'bf16' are both enabled; enable one of them");
+  out.dtype = fp16 ? "fp16" : "bf16";
+  p = out;
+  return Error::success();
+}
+
 } // namespace
 
 Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize) {
@@ -586,6 +672,9 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
       if (Error e = parseZero(v, cfg.zero))
         return std::move(e);
       cfg.zeroStage = cfg.zero.stage;
+    } else if (key == "fp16" || key == "bf16" || key == "bfloat16") {
+      if (Error e = parsePrecision(key == "fp16" ? "fp16" : "bf16", v, cfg.precision))
+        return std::move(e);
     } else if (key == "gradient_clipping") {
       auto d = getNumber(v, key);
       if (!d)
@@ -711,6 +800,16 @@ std::string DeepSpeedConfig::toJSON() const {
                                    zero.paramPersistenceThreshold},
                                   {"stage3_max_live_parameters", zero.maxLiveParameters},
                                   {"stage3_max_reuse_distance", zero.maxReuseDistance}}}};
+  if (precision.dtype == "bf16")
+    root["bf16"] = json::Object{{"enabled", true}};
+  if (precision.dtype == "fp16")
+    root["fp16"] = json::Object{{"enabled", true},
+                                {"loss_scale", precision.lossScale},
+                                {"initial_scale_power", precision.initialScalePower},
+                                {"loss_scale_window", precision.lossScaleWindow},
+                                {"hysteresis", precision.hysteresis},
+                                {"consecutive_hysteresis", precision.consecutiveHysteresis},
+                                {"min_loss_scale", precision.minLossScale}};
   if (scheduler.type == "OneCycle") {
     json::Object params{{"cycle_min_lr", scheduler.cycleMinLr},
                         {"cycle_max_lr", scheduler.cycleMaxLr},

@@ -20,10 +20,18 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   o.zeroStage = config.zeroStage;
   o.reduceBucketSize = config.zero.reduceBucketSize;
   o.paramPersistenceThreshold = config.zero.paramPersistenceThreshold;
+  o.precision = config.precision.dtype;
   return o;
 }
 
 void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options) {
+  bool mixed = options.precision != "fp32";
+  if (mixed) {
+    DSMixedPrecisionOptions mp;
+    mp.dtype = options.precision == "fp16" ? "f16" : "bf16";
+    mp.lossScaling = options.precision == "fp16";
+    pm.addPass(createDSMixedPrecision(mp));
+  }
   DSAutodiffOptions ad;
   ad.gradientAccumulationSteps = options.gradientAccumulationSteps;
   ad.dataParallelSize = options.dataParallelSize;
@@ -51,6 +59,10 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   pm.addPass(createDSOptimizer(opt));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (mixed) {
+    pm.addPass(createDSWiden16Bit());
+    pm.addPass(createCSEPass());
+  }
   pm.addPass(createDSVerifyCollectives());
 }
 

@@ -20,7 +20,7 @@ MODELS = os.path.join(HERE, '..', 'models')
 CLASSES = {'mlp': 4, 'gpt': 64, 'lm': 64, 'lm-nodrop': 64, 'vit': 10, 'resnet18': 10}
 
 _ST_DTYPES = {'F32': np.float32, 'F64': np.float64, 'I64': np.int64, 'I32': np.int32,
-              'BOOL': np.bool_, 'F16': np.float16}
+              'BOOL': np.bool_, 'F16': np.float16, 'BF16': np.uint16}
 
 
 def read_safetensors(path):
@@ -33,7 +33,10 @@ def read_safetensors(path):
         if k == '__metadata__':
             continue
         a, b = v['data_offsets']
-        out[k] = np.frombuffer(data[a:b], dtype=_ST_DTYPES[v['dtype']]).reshape(v['shape'])
+        arr = np.frombuffer(data[a:b], dtype=_ST_DTYPES[v['dtype']]).reshape(v['shape'])
+        if v['dtype'] == 'BF16':  # the upper half of an f32
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        out[k] = arr
     return out
 
 
@@ -107,18 +110,22 @@ def deepspeed_lr(scheduler, lr, step):
     return mn + (mx - mn) * g
 
 
-def zero_model_state(psi, stage, n, shard):
-    """DeepSpeed's per-rank model state in fp32 with Adam as (parameter, gradient, optimizer)
-    bytes, with `shard` the elements a rank owns (P/N rounded up to the alignment, so that the
-    flat buffers hold n * shard): stage 0 16P, stage 1 8P + 8P/N, stage 2 4P + 12P/N."""
+def zero_model_state(psi, stage, n, shard, mixed=False):
+    """DeepSpeed's per-rank model state with Adam as (parameter, gradient, optimizer) bytes,
+    with `shard` the elements a rank owns (P/N rounded up to the alignment, so that the flat
+    buffers hold n * shard). fp32: stage 0 16P, stage 1 8P + 8P/N, stage 2 4P + 12P/N, stage 3
+    16P/N. Mixed precision (16-bit parameters and gradients; fp32 masters and moments, 12 bytes
+    of optimizer state): stage 0 16P, stage 1 4P + 12P/N, stage 2 2P + 14P/N, stage 3 16P/N."""
+    k = 2 if mixed else 4  # bytes of a parameter or gradient element
+    o = 12 if mixed else 8  # bytes of optimizer state per element
     if n == 1 or stage == 0:
-        return 4 * psi, 4 * psi, 8 * psi
+        return k * psi, k * psi, o * psi
     if stage == 1:
-        return 4 * n * shard, 4 * n * shard, 8 * shard
+        return k * n * shard, k * n * shard, o * shard
     if stage == 2:
-        return 4 * n * shard, 4 * shard, 8 * shard
+        return k * n * shard, k * shard, o * shard
     if stage == 3:  # every parameter partitioned (a persistence threshold of 0)
-        return 4 * shard, 4 * shard, 8 * shard
+        return k * shard, k * shard, o * shard
     raise ValueError('stage %d' % stage)
 
 
@@ -128,22 +135,25 @@ def check_memory(args, cfg, w, b, ds_log):
     import re
     psi = 0
     for line in open(w('step.mlir')):
-        m = re.match(r'\s*ds.parameter @\S+ trainable : tensor<([0-9x]+)x?f32>', line)
+        m = re.match(r'\s*ds.parameter @\S+ trainable : tensor<([0-9x]+)x?b?f(?:32|16)>', line)
         if m:
             psi += int(np.prod([int(d) for d in m.group(1).split('x') if d]))
     stage = cfg.get('zero_optimization', {}).get('stage', 0)
     # The shard: each flat parameter buffer (one; stage 2 one per gradient bucket) is padded to
-    # a multiple of 16 x N elements, so a rank owns P/N plus at most 16 per buffer.
+    # a multiple of N x 64 bytes (16 f32 or 32 bf16 elements), so a rank owns P/N plus at most
+    # that per buffer.
+    mixed = bool(args.precision)
+    align = 32 if mixed else 16
     flats = [int(m.group(1)) for m in re.finditer(
-        r'ds.flat_buffer @zero.params\S* role "params(?:_sharded)?" .* : tensor<(\d+)xf32>',
+        r'ds.flat_buffer @zero.params\S* role "params(?:_sharded)?" .* : tensor<(\d+)xb?f(?:32|16)>',
         open(w('step.mlir')).read())]
     shard = sum(flats) // args.ranks if flats else -(-psi // args.ranks)
     ok = True
-    if flats and not (psi / args.ranks <= shard <= psi / args.ranks + 16 * len(flats)):
-        print('shard of %d elements is not P/N = %.1f plus at most 16 per buffer (%d buffers)'
-              % (shard, psi / args.ranks, len(flats)))
+    if flats and not (psi / args.ranks <= shard <= psi / args.ranks + align * len(flats)):
+        print('shard of %d elements is not P/N = %.1f plus at most %d per buffer (%d buffers)'
+              % (shard, psi / args.ranks, align, len(flats)))
         ok = False
-    want_parts = zero_model_state(psi, stage, args.ranks, shard)
+    want_parts = zero_model_state(psi, stage, args.ranks, shard, mixed)
     want = sum(want_parts)
     lowered = subprocess.run([b('ds-opt'), w('step.mlir'), '--ds-lower-to-runtime'],
                              capture_output=True, text=True).stdout
@@ -166,6 +176,38 @@ def check_memory(args, cfg, w, b, ds_log):
              r['gradient_bytes'], r['optimizer_state_bytes'], want, plan, r['device_peak_bytes'],
              'PASS' if ok else 'FAIL'))
     return ok
+
+
+def deepspeed_loss_scales(fp16, skipped):
+    """The loss scale DeepSpeed uses at each step, given which steps overflowed, written from
+    deepspeed/runtime/fp16/loss_scaler.py (DynamicLossScaler.update_scale). Independent of the
+    C++."""
+    if fp16.get('loss_scale', 0):
+        return [fp16['loss_scale']] * len(skipped)
+    scale = 2.0 ** fp16.get('initial_scale_power', 16)
+    window = fp16.get('loss_scale_window', 1000)
+    shift = fp16.get('hysteresis', 2)
+    consecutive = fp16.get('consecutive_hysteresis', False)
+    min_scale = fp16.get('min_loss_scale', 1)
+    hyst, last_overflow, it = shift, -1, 0
+    out = []
+    for overflow in skipped:
+        out.append(scale)
+        if overflow:
+            if shift == 1 or hyst == 1:
+                scale = max(scale / 2, min_scale)
+            else:
+                hyst -= 1
+            last_overflow = it
+        else:
+            if consecutive:
+                hyst = shift
+            if (it - last_overflow) % window == 0:
+                if not consecutive:
+                    hyst = shift
+                scale *= 2
+        it += 1
+    return out
 
 
 def parse_type(t):
@@ -245,6 +287,10 @@ def main():
                     'planned peak is within 5%% of the measured one')
     ap.add_argument('--tokens', default='', choices=['', 'uint16', 'uint32'],
                     help='feed the first two inputs from a token file of this dtype')
+    ap.add_argument('--precision', default='', choices=['', 'bf16', 'fp16'],
+                    help='train ds in 16 bits (DeepSpeed\'s bf16 or fp16 section) against the '
+                         'fp32 reference; step-1 gradients are then not compared')
+    ap.add_argument('--fp16', default='{}', help='more keys of the fp16 section, as JSON')
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     pt, inputs_file = model_path(args)
@@ -296,8 +342,14 @@ def main():
         cfg['scheduler'] = scheduler
     if args.zero:
         cfg['zero_optimization'] = json.loads(args.zero)
+    ref_cfg = dict(cfg)  # the reference is the fp32 judge
+    if args.precision:
+        cfg[args.precision] = dict({'enabled': True},
+                                   **(json.loads(args.fp16) if args.precision == 'fp16' else {}))
     cfg_path = os.path.join(args.work, 'ds_config.json')
     json.dump(cfg, open(cfg_path, 'w'))
+    ref_cfg_path = os.path.join(args.work, 'ref_config.json')
+    json.dump(ref_cfg, open(ref_cfg_path, 'w'))
 
     w = lambda f: os.path.join(args.work, f)
     b = lambda t: os.path.join(args.bin, t)
@@ -310,7 +362,7 @@ def main():
     run(launch + [b('ds-run'), w('step.mlir')] + common +
         ['--log', w('ds.jsonl'), '--save-weights', w('ds.safetensors'),
          '--dump-grads', w('ds_grads.safetensors')], w('ds-run.log'))
-    run([b('ds-reference'), pt, '--config', cfg_path] + common +
+    run([b('ds-reference'), pt, '--config', ref_cfg_path] + common +
         ['--log', w('ref.jsonl'), '--save-weights', w('ref.safetensors'),
          '--dump-grads', w('ref_grads.safetensors')], w('ref.log'))
 
@@ -339,6 +391,15 @@ def main():
             if abs(got - want) > 1e-8 * max(abs(want), 1e-12):
                 print('step %d: %s lr %.9g, DeepSpeed applies %.9g' % (a['step'], who, got, want))
                 ok = False
+    if args.precision == 'fp16':
+        skipped = [r['skipped'] for r in ds_log]
+        want = deepspeed_loss_scales(cfg['fp16'], skipped)
+        got = [r['loss_scale'] for r in ds_log]
+        same = got == want
+        print('fp16: %d of %d steps skipped on overflow; loss scales %s DeepSpeed\'s rule (%s)'
+              % (sum(skipped), len(skipped), 'follow' if same else 'DO NOT follow',
+                 ' '.join('%g' % g for g in got[:10]) + (' ...' if len(got) > 10 else '')))
+        ok = ok and same
     # Step-1 gradients (the backward of every op in the model against autograd).
     ds_g = read_safetensors(w('ds_grads.safetensors'))
     ref_g = read_safetensors(w('ref_grads.safetensors'))
@@ -348,6 +409,10 @@ def main():
     partitioned = not ds_g and cfg.get('zero_optimization', {}).get('stage', 0) >= 2
     if partitioned:
         print('gradients are partitioned (ZeRO stage 2): step-1 gradients not compared')
+    if args.precision:
+        partitioned = True
+        print('%s gradients (16-bit%s): step-1 gradients not compared' %
+              (args.precision, ', loss-scaled' if args.precision == 'fp16' else ''))
     for k, g in ref_g.items():
         g = g.astype(np.float64)
         scale = float(np.abs(g).max())

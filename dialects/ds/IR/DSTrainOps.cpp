@@ -26,11 +26,21 @@ LogicalResult expectShape(Operation *op, Value value, ArrayRef<int64_t> expected
 
 LogicalResult StateOp::verify() {
   auto module = (*this)->getParentOfType<ModuleOp>();
+  if (!getOfAttr()) {
+    if (getRole() != "loss_scale" && getRole() != "found_inf")
+      return emitOpError() << "role '" << getRole()
+                           << "' needs `of` (only loss_scale and found_inf belong to no "
+                              "parameter)";
+    if (getTensorType().getRank() != 0 || !getTensorType().getElementType().isF32())
+      return emitOpError() << "'" << getRole() << "' must be a tensor<f32> scalar, not "
+                           << getType();
+    return success();
+  }
   if (module && module.lookupSymbol<FlatBufferOp>(getOfAttr()))
     return success();
   auto param = module ? module.lookupSymbol<ParameterOp>(getOfAttr()) : ParameterOp();
   if (!param || !param.getTrainable())
-    return emitOpError() << "'" << getOf() << "' is not a trainable ds.parameter";
+    return emitOpError() << "'" << *getOf() << "' is not a trainable ds.parameter";
   return success();
 }
 

@@ -14,13 +14,19 @@ def DS_StateOp : DS_Op<"state", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     at zero; read with `ds.get_parameter`, written with `ds.assign`. Not in the state_dict.
     ```mlir
     ds.state @"fc.weight.grad" of @"fc.weight" role "grad" : tensor<32x16xf32>
+    ds.state @loss_scale role "loss_scale" : tensor<f32>
     ```
+    A state of no parameter is a scalar of the training loop that the compiled step shares
+    with the driver: role `loss_scale` (fp16's dynamic loss scale, set by the driver before a
+    step) or `found_inf` (1 when the step's gradients overflowed, set by `@optimizer_step`).
+
     **Constraints:** `of` names a trainable `ds.parameter` (or, for a ZeRO shard, the
-    `ds.flat_buffer` it partitions).
+    `ds.flat_buffer` it partitions); without `of`, the role is `loss_scale` or `found_inf`
+    and the type a scalar.
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, FlatSymbolRefAttr:$of, StrAttr:$role,
-                       TypeAttrOf<AnyStaticShapeTensor>:$type);
-  let assemblyFormat = "$sym_name `of` $of `role` $role `:` $type attr-dict";
+  let arguments = (ins SymbolNameAttr:$sym_name, OptionalAttr<FlatSymbolRefAttr>:$of,
+                       StrAttr:$role, TypeAttrOf<AnyStaticShapeTensor>:$type);
+  let assemblyFormat = "$sym_name (`of` $of^)? `role` $role `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {

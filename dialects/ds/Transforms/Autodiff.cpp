@@ -2,6 +2,7 @@
 #include "ds/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 
@@ -57,6 +58,80 @@ Value mergeDisjointSlices(OpBuilder &b, Location loc, Value acc, Value g) {
     return Value();
   return InsertSliceOp::create(b, loc, typeOf(acc), gi.getSource(), acc, gi.getDimAttr(),
                                gi.getStartAttr(), gi.getStepAttr());
+}
+
+/// A widening ds.convert (16-bit float to f32) of the forward that the backward reads is
+/// recomputed just before its first backward use, so that the 16-bit value is what lives
+/// across the loss (half the bytes). The copy is marked `rematerialized` so that CSE keeps it.
+void rematerializeWidenings(ArrayRef<Operation *> forwardOps) {
+  llvm::DenseSet<Operation *> forward(forwardOps.begin(), forwardOps.end());
+  auto isHalf = [](Value v) {
+    Type e = typeOf(v).getElementType();
+    return isa<FloatType>(e) && e.getIntOrFloatBitWidth() == 16;
+  };
+  // A 16-bit model's f32 result that the forward rounds (ds-mixed-precision): the backward
+  // reads the rounded value, as PyTorch's autograd saves a 16-bit model's 16-bit outputs.
+  for (Operation *op : forwardOps)
+    for (Value r : op->getResults()) {
+      auto t = dyn_cast<RankedTensorType>(r.getType());
+      if (!t || !t.getElementType().isF32())
+        continue;
+      ConvertOp narrowing;
+      Operation *first = nullptr;
+      for (Operation *user : r.getUsers()) {
+        if (auto c = dyn_cast<ConvertOp>(user); c && forward.contains(c) && isHalf(c.getResult()))
+          narrowing = c;
+        if (!forward.contains(user) && (!first || user->isBeforeInBlock(first)))
+          first = user;
+      }
+      if (!narrowing || !first)
+        continue;
+      OpBuilder b(first);
+      auto widen = ConvertOp::create(b, op->getLoc(), t, narrowing.getResult());
+      widen->setAttr("rematerialized", b.getUnitAttr());
+      r.replaceUsesWithIf(widen, [&](OpOperand &use) {
+        return !forward.contains(use.getOwner()) && use.getOwner() != widen;
+      });
+    }
+  // Widenings, and reshapes (views) of them, that the backward reads: each gets its own copy
+  // of the chain just before its first backward use.
+  llvm::DenseSet<Value> widened;
+  for (Operation *op : forwardOps) {
+    if (auto c = dyn_cast<ConvertOp>(op)) {
+      if (!typeOf(c.getResult()).getElementType().isF32() || !isHalf(c.getInput()))
+        continue;
+    } else if (auto r = dyn_cast<ReshapeOp>(op)) {
+      if (!widened.contains(r.getInput()))
+        continue;
+    } else {
+      continue;
+    }
+    Value v = op->getResult(0);
+    widened.insert(v);
+    Operation *first = nullptr;
+    for (Operation *user : v.getUsers())
+      if (!forward.contains(user) && (!first || user->isBeforeInBlock(first)))
+        first = user;
+    if (!first)
+      continue;
+    OpBuilder b(first);
+    std::function<Value(Value)> copy = [&](Value x) -> Value {
+      Operation *def = x.getDefiningOp();
+      if (!def || !widened.contains(x))
+        return x;
+      IRMapping map;
+      for (Value in : def->getOperands())
+        map.map(in, copy(in));
+      Operation *c = b.clone(*def, map);
+      if (isa<ConvertOp>(c))
+        c->setAttr("rematerialized", b.getUnitAttr());
+      return c->getResult(0);
+    };
+    Value again = copy(v);
+    v.replaceUsesWithIf(again, [&](OpOperand &use) {
+      return !forward.contains(use.getOwner()) && use.getOwner() != again.getDefiningOp();
+    });
+  }
 }
 
 /// ds.dropout(x) -> x * ds.dropout_mask, so the backward multiplies by the same mask.
@@ -140,6 +215,16 @@ void AutodiffPass::runOnOperation() {
   auto seed = DenseElementsAttr::get(
       lossType, FloatAttr::get(lossType.getElementType(), scale));
   grads[loss] = ConstantOp::create(b, loss.getLoc(), seed);
+  // fp16's loss scaling: the seed times the scale the driver sets before the step.
+  for (auto state : module.getOps<StateOp>())
+    if (state.getRole() == "loss_scale") {
+      Value s = GetParameterOp::create(
+          b, loss.getLoc(), state.getTensorType(),
+          FlatSymbolRefAttr::get(state.getSymNameAttr()));
+      if (s.getType() != lossType)
+        s = ConvertOp::create(b, loss.getLoc(), lossType, s);
+      grads[loss] = MulOp::create(b, loss.getLoc(), lossType, grads[loss], s);
+    }
 
   llvm::MapVector<StringAttr, Value> paramGrads;
   SmallVector<Operation *> forwardOps;
@@ -182,6 +267,8 @@ void AutodiffPass::runOnOperation() {
       if (g && active.contains(operand))
         accumulate(operand, g, op->getLoc());
   }
+
+  rematerializeWidenings(forwardOps);
 
   // Gradient states, accumulated across micro-batches.
   OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());

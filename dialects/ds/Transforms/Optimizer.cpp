@@ -95,13 +95,30 @@ void OptimizerPass::runOnOperation() {
   // Gradient states by parameter, from ds-autodiff.
   SmallVector<std::pair<ParameterOp, StateOp>> params;
   for (auto state : module.getOps<StateOp>())
-    if (state.getRole() == "grad")
+    if (state.getRole() == "grad" && state.getOfAttr())
       params.push_back({module.lookupSymbol<ParameterOp>(state.getOfAttr()), state});
   bool hasFlat = !module.getOps<FlatBufferOp>().empty();
   if (params.empty() && !hasFlat) {
     module.emitError() << "ds-optimizer: no gradient states; run ds-autodiff first";
     return signalPassFailure();
   }
+
+  // Mixed precision (ds-mixed-precision): 16-bit parameters and gradients, updated through
+  // f32 master copies with f32 moments; fp16 also unscales the gradients and skips the step
+  // when they overflowed.
+  auto isHalfType = [](Type t) {
+    return isa<FloatType>(t) && t.getIntOrFloatBitWidth() == 16;
+  };
+  auto wide = [&](RankedTensorType t) {
+    return RankedTensorType::get(t.getShape(), Float32Type::get(ctx));
+  };
+  bool mixed = false;
+  for (auto param : module.getOps<ParameterOp>())
+    mixed |= param.getTrainable() && isHalfType(param.getTensorType().getElementType());
+  StateOp lossScaleState;
+  for (auto st : module.getOps<StateOp>())
+    if (st.getRole() == "loss_scale")
+      lossScaleState = st;
 
   bool isAdam = type == "AdamW" || type == "Adam";
   bool isSgd = type == "SGD";
@@ -125,6 +142,7 @@ void OptimizerPass::runOnOperation() {
     StateOp paramShard; ///< stage 3: the parameters exist only as this shard
     RankedTensorType shardType;
     std::pair<std::string, std::string> moments;
+    std::string master; ///< mixed precision: the f32 master shard
     Value g;
   };
   SmallVector<Bucket> buckets;
@@ -150,9 +168,9 @@ void OptimizerPass::runOnOperation() {
               if (st.getOfAttr() == firstParam)
                 bucket.grads = g;
         for (auto st : module.getOps<StateOp>())
-          if (st.getOfAttr().getValue() == f.getSymName() && st.getRole() == "grad_shard")
+          if (st.getOf() == f.getSymName() && st.getRole() == "grad_shard")
             bucket.gradShard = st;
-          else if (st.getOfAttr().getValue() == f.getSymName() && st.getRole() == "param_shard")
+          else if (st.getOf() == f.getSymName() && st.getRole() == "param_shard")
             bucket.paramShard = st;
         int64_t n = f.getTensorType().getNumElements();
         bucket.shardType = RankedTensorType::get({n / ranks}, f.getTensorType().getElementType());
@@ -210,11 +228,12 @@ void OptimizerPass::runOnOperation() {
   Location loc = module.getLoc();
   SmallVector<std::pair<std::string, std::string>> moments;
   SmallVector<bool> muonParam;
+  // Optimizer state is f32 (the parameters' type, or their masters' in mixed precision).
   auto newState = [&](ParameterOp param, StringRef role) {
     std::string name = (param.getSymName() + "@" + role).str();
     StateOp::create(mb, param.getLoc(), mb.getStringAttr(name),
                     FlatSymbolRefAttr::get(param.getSymNameAttr()), mb.getStringAttr(role),
-                    TypeAttr::get(param.getType()));
+                    TypeAttr::get(wide(param.getTensorType())));
     return name;
   };
   for (Bucket &bucket : buckets) {
@@ -222,7 +241,7 @@ void OptimizerPass::runOnOperation() {
       std::string name = (bucket.params.getSymName() + "@" + role).str();
       StateOp::create(mb, loc, mb.getStringAttr(name),
                       FlatSymbolRefAttr::get(bucket.params.getSymNameAttr()),
-                      mb.getStringAttr(role), TypeAttr::get(bucket.shardType));
+                      mb.getStringAttr(role), TypeAttr::get(wide(bucket.shardType)));
       return name;
     };
     Operation *last = bucket.paramShard ? bucket.paramShard.getOperation()
@@ -230,14 +249,18 @@ void OptimizerPass::runOnOperation() {
                       : bucket.grads   ? bucket.grads.getOperation()
                                        : bucket.params.getOperation();
     mb.setInsertionPointAfter(last);
+    if (mixed)
+      bucket.master = shardState("master");
     if (isAdam)
       bucket.moments = {shardState("exp_avg"), shardState("exp_avg_sq")};
     else if (momentum != 0)
       bucket.moments = {shardState("momentum_buffer"), ""};
   }
+  SmallVector<std::string> masters;
   for (auto [param, grad] : params) {
     if (flat)
       break;
+    masters.push_back(mixed ? newState(param, "master") : "");
     muonParam.push_back(isMuon && usesMuonRule(param));
     if (muonParam.back())
       moments.push_back({newState(param, "momentum_buffer"), ""});
@@ -247,6 +270,14 @@ void OptimizerPass::runOnOperation() {
       moments.push_back({newState(param, "momentum_buffer"), ""});
     else
       moments.push_back({"", ""});
+  }
+
+  std::string foundInfName;
+  if (lossScaleState) {
+    foundInfName = "found_inf";
+    StateOp::create(mb, loc, mb.getStringAttr(foundInfName), FlatSymbolRefAttr(),
+                    mb.getStringAttr("found_inf"),
+                    TypeAttr::get(RankedTensorType::get({}, Float32Type::get(ctx))));
   }
 
   // func.func @optimizer_step(%lr: tensor<f32>, %step: tensor<f32>, %beta1: tensor<f64>,
@@ -291,6 +322,55 @@ void OptimizerPass::runOnOperation() {
                                               e.get(bucket.grads.getSymName(), flatType),
                                               shard::ReductionKind::Sum, APInt(64, 0));
   }
+  // Mixed precision: the update reads f32 gradients, divided by fp16's loss scale.
+  Value invScale;
+  if (lossScaleState)
+    invScale = e.div(e.constant(f32, 1.0),
+                     e.get(lossScaleState.getSymName(), lossScaleState.getTensorType()));
+  // Widened where used, one tensor at a time: the update's copy is marked so that CSE does
+  // not merge it with the clipping's or the overflow check's (which would keep every f32
+  // gradient alive at once).
+  auto widenGrad = [&](Value g, bool atUse) {
+    if (!isHalfType(typeOf(g).getElementType()))
+      return g;
+    g = e.convert(g, f32);
+    if (atUse)
+      g.getDefiningOp()->setAttr("rematerialized", b.getUnitAttr());
+    return invScale ? e.mul(g, invScale) : g;
+  };
+  // Without ZeRO partitioning: each parameter's gradient.
+  auto paramGrad = [&](size_t i, bool atUse) {
+    auto [param, grad] = params[i];
+    return widenGrad(e.get(grad.getSymName(), param.getTensorType()), atUse);
+  };
+  // fp16: found_inf is 1 when a gradient (of any rank's shard) is inf or NaN, which is when
+  // their sum times zero is NaN; the step's new values are then the old ones.
+  Value ok;
+  if (lossScaleState) {
+    Value local;
+    auto probe = [&](Value g) {
+      Value z = e.sumAll(e.mul(g, e.constant(f32, 0.0)));
+      local = local ? e.add(local, z) : z;
+    };
+    for (Bucket &bucket : buckets)
+      probe(widenGrad(bucket.g, false));
+    for (size_t i = 0; !flat && i < params.size(); ++i)
+      probe(paramGrad(i, false));
+    if (flat)
+      local = shard::AllReduceOp::create(b, loc, typeOf(local), "dp", dpAxes, local,
+                                         shard::ReductionKind::Sum);
+    ok = CmpOp::create(b, loc, RankedTensorType::get({}, b.getI1Type()),
+                       CmpPredicateAttr::get(ctx, CmpPredicate::eq), local,
+                       e.constant(f32, 0.0));
+    Value one = e.constant(f32, 1.0), zero = e.constant(f32, 0.0);
+    e.assign(foundInfName, WhereOp::create(b, loc, typeOf(one), ok, zero, one));
+  }
+  // The new value of a state, or (fp16, on overflow) its old one.
+  auto keep = [&](Value next, Value old) -> Value {
+    if (!ok)
+      return next;
+    return WhereOp::create(b, loc, typeOf(next), ok, next, old);
+  };
   // Muon's AdamW group has its own lr; every other optimizer has one group.
   Value adamLr = isMuon ? entry->getArgument(3) : lr;
 
@@ -312,7 +392,8 @@ void OptimizerPass::runOnOperation() {
     // The shards' sums of squares, summed over the ranks (the padding adds zeros).
     Value local;
     for (Bucket &bucket : buckets) {
-      Value sq = e.sumAll(e.mul(bucket.g, bucket.g));
+      Value g = widenGrad(bucket.g, false);
+      Value sq = e.sumAll(e.mul(g, g));
       local = local ? e.add(local, sq) : sq;
     }
     Value total = shard::AllReduceOp::create(b, loc, scalarF32, "dp", dpAxes, local,
@@ -322,9 +403,8 @@ void OptimizerPass::runOnOperation() {
     clipCoef = MinimumOp::create(b, loc, scalarF32, coef, e.constant(f32, 1.0));
   } else if (gradientClipping > 0) {
     Value total;
-    for (auto [param, grad] : params) {
-      RankedTensorType t = param.getTensorType();
-      Value g = e.get(grad.getSymName(), t);
+    for (size_t i = 0; i < params.size(); ++i) {
+      Value g = paramGrad(i, false);
       Value norm = e.sqrt(e.sumAll(e.mul(g, g)));
       Value sq = e.mul(norm, norm);
       total = total ? e.add(total, sq) : sq;
@@ -357,55 +437,66 @@ void OptimizerPass::runOnOperation() {
         Value first = CmpOp::create(b, loc, RankedTensorType::get({}, b.getI1Type()),
                                     CmpPredicateAttr::get(ctx, CmpPredicate::eq), step,
                                     e.constant(f32, 1.0));
+        Value oldBuf = buf;
         buf = WhereOp::create(b, loc, t, first, g, next);
-        e.assign(m1, buf);
+        e.assign(m1, keep(buf, oldBuf));
         g = nesterov ? e.add(g, e.mul(buf, e.constant(f32, momentum))) : buf;
       }
-      return e.sub(p, e.mul(g, lr));
+      return keep(e.sub(p, e.mul(g, lr)), p);
     }
     if (!decoupled && weightDecay != 0) // Adam's L2: the decay joins the gradient
       g = e.add(g, e.mul(pget(), e.constant(f32, weightDecay)));
-    auto update = AdamWUpdateOp::create(b, loc, t, t, t, pget(), g, e.get(m1, t), e.get(m2, t),
-                                        stepSize, bc2Sqrt, decay, beta1Value,
-                                        b.getF64FloatAttr(beta2), b.getF64FloatAttr(eps));
-    e.assign(m1, update.getNewExpAvg());
-    e.assign(m2, update.getNewExpAvgSq());
-    return update.getNewParam();
+    Value p = pget(), m = e.get(m1, t), v = e.get(m2, t);
+    auto update = AdamWUpdateOp::create(b, loc, t, t, t, p, g, m, v, stepSize, bc2Sqrt, decay,
+                                        beta1Value, b.getF64FloatAttr(beta2),
+                                        b.getF64FloatAttr(eps));
+    e.assign(m1, keep(update.getNewExpAvg(), m));
+    e.assign(m2, keep(update.getNewExpAvgSq(), v));
+    return keep(update.getNewParam(), p);
   };
 
   if (flat) {
     // ZeRO stages 1-2: update this rank's shard of each flat parameter buffer (a view), then
     // gather every rank's into the buffer, which the parameters are views of.
+    auto zeros = [&](RankedTensorType t) {
+      return ConstantOp::create(b, loc,
+                                DenseElementsAttr::get(t, FloatAttr::get(t.getElementType(), 0.0)));
+    };
     for (Bucket &bucket : buckets) {
       RankedTensorType flatType = bucket.params.getTensorType();
-      Value g = clipCoef ? e.mul(bucket.g, clipCoef) : bucket.g;
+      RankedTensorType masterType = wide(bucket.shardType);
+      Value g = widenGrad(bucket.g, true);
+      if (clipCoef)
+        g = e.mul(g, clipCoef);
+      // Mixed precision: the f32 master shard is updated, and the 16-bit parameters become
+      // its rounding.
+      auto updateShard = [&](llvm::function_ref<Value()> pget) -> Value {
+        if (bucket.master.empty())
+          return elementwiseUpdate(pget, g, bucket.shardType, bucket.moments.first,
+                                   bucket.moments.second);
+        Value master = elementwiseUpdate([&] { return e.get(bucket.master, masterType); }, g,
+                                         masterType, bucket.moments.first,
+                                         bucket.moments.second);
+        e.assign(bucket.master, master);
+        return e.convert(master, bucket.shardType.getElementType());
+      };
       if (bucket.paramShard) { // stage 3: the shard is all this rank keeps
         StringRef name = bucket.paramShard.getSymName();
-        e.assign(name, elementwiseUpdate([&] { return e.get(name, bucket.shardType); }, g,
-                                         bucket.shardType, bucket.moments.first,
-                                         bucket.moments.second));
-        e.assign(bucket.gradShard.getSymName(),
-                 ConstantOp::create(b, loc, DenseElementsAttr::get(
-                                                bucket.shardType, FloatAttr::get(f32, 0.0))));
+        e.assign(name, updateShard([&] { return e.get(name, bucket.shardType); }));
+        e.assign(bucket.gradShard.getSymName(), zeros(bucket.shardType));
         continue;
       }
       Value pShard = shard::AllSliceOp::create(b, loc, bucket.shardType, "dp", dpAxes,
                                                e.get(bucket.params.getSymName(), flatType),
                                                APInt(64, 0));
-      Value newShard = elementwiseUpdate([&] { return pShard; }, g, bucket.shardType,
-                                         bucket.moments.first, bucket.moments.second);
+      Value newShard = updateShard([&] { return pShard; });
       Value gathered = shard::AllGatherOp::create(b, loc, flatType, "dp", dpAxes, newShard,
                                                   APInt(64, 0));
       e.assign(bucket.params.getSymName(), gathered);
       if (bucket.grads)
-        e.assign(bucket.grads.getSymName(),
-                 ConstantOp::create(b, loc, DenseElementsAttr::get(
-                                                bucket.grads.getTensorType(),
-                                                FloatAttr::get(f32, 0.0))));
+        e.assign(bucket.grads.getSymName(), zeros(bucket.grads.getTensorType()));
       else
-        e.assign(bucket.gradShard.getSymName(),
-                 ConstantOp::create(b, loc, DenseElementsAttr::get(
-                                                bucket.shardType, FloatAttr::get(f32, 0.0))));
+        e.assign(bucket.gradShard.getSymName(), zeros(bucket.shardType));
     }
     func::ReturnOp::create(b, loc);
     return;
@@ -413,9 +504,12 @@ void OptimizerPass::runOnOperation() {
 
   for (auto [i, pg] : llvm::enumerate(params)) {
     auto [param, grad] = pg;
-    RankedTensorType t = param.getTensorType();
-    StringRef name = param.getSymName();
-    Value g = e.get(grad.getSymName(), t);
+    RankedTensorType gradType = param.getTensorType();
+    // The updated tensor: the parameter, or in mixed precision its f32 master, which the
+    // 16-bit parameter then rounds.
+    RankedTensorType t = wide(gradType);
+    std::string name = mixed ? masters[i] : param.getSymName().str();
+    Value g = paramGrad(i, true);
     if (clipCoef)
       g = e.mul(g, clipCoef);
     if (muonParam[i]) {
@@ -423,8 +517,9 @@ void OptimizerPass::runOnOperation() {
       // quintic Newton-Schulz iteration on u viewed as [rows, rest], transposed when tall,
       // normalized by its Frobenius norm + 1e-7; then u * max(1, size(-2) / size(-1))^0.5,
       // p *= 1 - lr wd, p -= lr u.
-      Value buf = e.lerp(e.get(moments[i].first, t), g, 1.0 - momentum);
-      e.assign(moments[i].first, buf);
+      Value oldBuf = e.get(moments[i].first, t);
+      Value buf = e.lerp(oldBuf, g, 1.0 - momentum);
+      e.assign(moments[i].first, keep(buf, oldBuf));
       Value u = e.lerp(g, buf, momentum);
       ArrayRef<int64_t> shape = t.getShape();
       int64_t rows = shape[0], cols = t.getNumElements() / rows;
@@ -446,25 +541,32 @@ void OptimizerPass::runOnOperation() {
       double ratio = static_cast<double>(shape[shape.size() - 2]) /
                      static_cast<double>(shape[shape.size() - 1]);
       x = e.mul(x, e.constant(f32, std::sqrt(std::max(1.0, ratio))));
-      Value p = e.mul(e.get(name, t), muonDecay);
-      e.assign(name, e.sub(p, e.mul(e.reshape(x, shape), lr)));
+      Value old = e.get(name, t);
+      Value p = e.mul(old, muonDecay);
+      e.assign(name, keep(e.sub(p, e.mul(e.reshape(x, shape), lr)), old));
     } else if (isMuon) {
       // MuonWithAuxAdam's adam_update: lerp moments, bias-corrected by division, eps after
       // the square root; p *= 1 - lr wd, p -= lr update.
-      Value m = e.lerp(e.get(moments[i].first, t), g, 1.0 - beta1);
-      Value v = e.lerp(e.get(moments[i].second, t), e.mul(g, g), 1.0 - beta2);
-      e.assign(moments[i].first, m);
-      e.assign(moments[i].second, v);
+      Value oldM = e.get(moments[i].first, t), oldV = e.get(moments[i].second, t);
+      Value m = e.lerp(oldM, g, 1.0 - beta1);
+      Value v = e.lerp(oldV, e.mul(g, g), 1.0 - beta2);
+      e.assign(moments[i].first, keep(m, oldM));
+      e.assign(moments[i].second, keep(v, oldV));
       Value mc = e.div(m, e.convert(bc1, f32));
       Value vc = e.div(v, e.convert(bc2, f32));
       Value update = e.div(mc, e.add(e.sqrt(vc), e.constant(f32, eps)));
-      Value p = e.mul(e.get(name, t), decay);
-      e.assign(name, e.sub(p, e.mul(update, adamLr)));
+      Value old = e.get(name, t);
+      Value p = e.mul(old, decay);
+      e.assign(name, keep(e.sub(p, e.mul(update, adamLr)), old));
     } else {
       e.assign(name, elementwiseUpdate([&] { return e.get(name, t); }, g, t, moments[i].first,
                                        moments[i].second));
     }
-    Value zero = ConstantOp::create(b, loc, DenseElementsAttr::get(t, FloatAttr::get(t.getElementType(), 0.0)));
+    if (mixed)
+      e.assign(param.getSymName(),
+               e.convert(e.get(name, t), gradType.getElementType()));
+    Value zero = ConstantOp::create(
+        b, loc, DenseElementsAttr::get(gradType, FloatAttr::get(gradType.getElementType(), 0.0)));
     e.assign(grad.getSymName(), zero);
   }
   func::ReturnOp::create(b, loc);

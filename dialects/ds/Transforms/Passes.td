@@ -20,13 +20,63 @@ def DSPrintParameterTable : Pass<"ds-print-parameter-table", "::mlir::ModuleOp">
 }
 
 
+def DSMixedPrecision : Pass<"ds-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "Makes @forward a 16-bit (bf16 or fp16) model that computes in f32.";
+  let description = [{
+    Runs before `ds-autodiff` for DeepSpeed's `bf16` and `fp16` modes. Trainable parameters
+    become 16-bit (`ds-optimizer` keeps fp32 masters of them) and are widened where read;
+    every f32 result of a computing op (not of reshapes, slices and other ops that only move
+    elements, not the returned loss) is rounded through the 16-bit type right after it, as a
+    16-bit PyTorch model rounds each kernel's output. Buffers stay f32. `ds-autodiff` then
+    rounds the backward at the same points, and the parameter gradients are 16-bit.
+    With `loss-scaling` (fp16) it declares `ds.state @loss_scale role "loss_scale"`, which
+    `ds-autodiff` multiplies into the loss gradient's seed and `ds-optimizer` divides out.
+
+    ```mlir
+    // before
+    ds.parameter @w trainable : tensor<4x16xf32>
+    %w = ds.get_parameter @w : tensor<4x16xf32>
+    %y = ds.matmul %x, %w : ...
+    // after
+    ds.parameter @w trainable : tensor<4x16xbf16>
+    %w16 = ds.get_parameter @w : tensor<4x16xbf16>
+    %w = ds.convert %w16 : tensor<4x16xbf16> -> tensor<4x16xf32>
+    %y = ds.matmul %x, %w : ...
+    %y16 = ds.convert %y : tensor<8x4xf32> -> tensor<8x4xbf16>
+    %y1 = ds.convert %y16 : tensor<8x4xbf16> -> tensor<8x4xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+  let options = [
+    Option<"dtype", "dtype", "std::string", "\"bf16\"", "The 16-bit type: bf16 or f16">,
+    Option<"lossScaling", "loss-scaling", "bool", "false",
+           "Declare the loss-scale state (fp16's dynamic or static loss scaling)">,
+  ];
+}
+
+def DSWiden16Bit : Pass<"ds-widen-16bit", "::mlir::ModuleOp"> {
+  let summary = "Widens the arithmetic on 16-bit tensors to f32 (the CPU backend's kernels).";
+  let description = [{
+    The CPU runtime stores, copies, fills, converts, moves (reshape, transpose, broadcast,
+    slices, embedding rows) and communicates bf16 and f16 tensors, but computes in f32. This
+    pass rewrites every other op that has a 16-bit float operand or result into the same op
+    on f32 operands, with conversions before and after, so the training step lowers. Last in
+    the training pipeline.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 def DSAutodiff : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
   let summary = "Builds forward + backward of one micro-batch by reverse-mode differentiation.";
   let description = [{
     Turns `func.func @forward(inputs) -> loss` into `func.func @micro_step(inputs) -> loss`
     that also accumulates the gradient of every trainable parameter into a `ds.state` of role
     `grad`. The loss gradient is seeded with 1 / (gradient_accumulation_steps x
-    data_parallel_size), so the accumulated gradient is the mean over a step's micro-batches.
+    data_parallel_size), so the accumulated gradient is the mean over a step's micro-batches;
+    with a `ds.state` of role `loss_scale` (fp16) the seed is multiplied by it. A widening
+    `ds.convert` (16-bit to f32) that the backward reads is recomputed in the backward
+    (marked `rematerialized`), so the 16-bit value, not the f32 one, is what stays alive
+    between forward and backward.
     Each op's backward comes from its `GradientOpInterface`; only values that depend on a
     trainable parameter are differentiated. `ds.dropout` becomes `x * ds.dropout_mask` so the
     backward reuses the mask.

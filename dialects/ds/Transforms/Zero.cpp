@@ -22,8 +22,24 @@ using namespace mlir;
 using namespace mlir::ds;
 
 namespace {
-/// Shards are whole multiples of 16 elements (64 bytes of f32, the arena's alignment).
-constexpr int64_t kShardAlignment = 16;
+/// Shards are whole multiples of 64 bytes (the arena's alignment): 16 f32 or 32 bf16/f16
+/// elements.
+constexpr int64_t kShardAlignmentBytes = 64;
+int64_t shardAlignment(Type elem) {
+  return kShardAlignmentBytes / std::max<int64_t>(1, elem.getIntOrFloatBitWidth() / 8);
+}
+/// The one element type of the trainable parameters (one flat buffer per dtype; ds-zero
+/// partitions models whose trainable parameters share it).
+LogicalResult checkElementType(ParameterOp param, Type &elem, int64_t stage) {
+  Type t = param.getTensorType().getElementType();
+  if (!isa<FloatType>(t) || (elem && t != elem))
+    return param.emitError() << "ds-zero: stage " << stage
+                             << " partitions trainable parameters of one float type; '"
+                             << param.getSymName() << "' is " << t << " and others are "
+                             << elem << " (make them one type)";
+  elem = t;
+  return success();
+}
 
 struct ZeroPass : mlir::ds::impl::DSZeroBase<ZeroPass> {
   using DSZeroBase::DSZeroBase;
@@ -86,13 +102,8 @@ void ZeroPass::runOnOperation() {
       continue;
     auto param = module.lookupSymbol<ParameterOp>(state.getOfAttr());
     RankedTensorType t = param.getTensorType();
-    if (!t.getElementType().isF32()) {
-      param.emitError() << "ds-zero: stage " << static_cast<int64_t>(stage)
-                        << " partitions f32 parameters only; '" << param.getSymName() << "' is "
-                        << t.getElementType();
+    if (failed(checkElementType(param, elem, stage)))
       return signalPassFailure();
-    }
-    elem = t.getElementType();
     params.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
     grads.push_back(FlatSymbolRefAttr::get(state.getSymNameAttr()));
     total += t.getNumElements();
@@ -101,7 +112,7 @@ void ZeroPass::runOnOperation() {
     module.emitError() << "ds-zero: no gradient states; run ds-autodiff first";
     return signalPassFailure();
   }
-  int64_t padded = roundUp(total, dataParallelSize * kShardAlignment);
+  int64_t padded = roundUp(total, dataParallelSize * shardAlignment(elem));
   auto flatType = RankedTensorType::get({padded}, elem);
   b.setInsertionPointToEnd(module.getBody());
   for (Operation &op : *module.getBody())
@@ -136,6 +147,7 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
     SmallVector<Operation *> ops;
   };
   SmallVector<Grad> grads;
+  Type elem;
   for (auto assign : llvm::make_early_inc_range(body.getOps<AssignOp>())) {
     auto state = module.lookupSymbol<StateOp>(assign.getNameAttr());
     if (!state || state.getRole() != "grad")
@@ -156,11 +168,8 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
                                    "(get, add, assign) of '"
                                 << state.getSymName() << "'";
     auto param = module.lookupSymbol<ParameterOp>(state.getOfAttr());
-    if (!param.getTensorType().getElementType().isF32())
-      return param.emitError() << "ds-zero: stage " << static_cast<int64_t>(stage)
-                               << " partitions f32 parameters only; '"
-                               << param.getSymName() << "' is "
-                               << param.getTensorType().getElementType();
+    if (failed(checkElementType(param, elem, stage)))
+      return failure();
     grads.push_back({param, state, g, {assign, add, old}});
   }
   if (grads.empty())
@@ -201,7 +210,7 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
       break;
     }
   Location loc = module.getLoc();
-  Type f32 = mb.getF32Type();
+  Type f32 = elem; // the parameters' type (f32, or bf16/f16 in mixed precision)
   struct Pending {
     std::string shard;
     RankedTensorType type;
@@ -248,7 +257,7 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
       if (!last || last->isBeforeInBlock(r))
         last = r;
     }
-    int64_t padded = roundUp(total, dataParallelSize * kShardAlignment);
+    int64_t padded = roundUp(total, dataParallelSize * shardAlignment(elem));
     auto flatType = RankedTensorType::get({padded}, f32);
     auto shardType = RankedTensorType::get({padded / dataParallelSize}, f32);
     std::string name = ("zero.params." + Twine(k)).str();
@@ -321,7 +330,6 @@ LogicalResult ZeroPass::partitionParameters(ModuleOp module) {
   auto phaseOf = [&](Operation *user) {
     return boundary && boundary->isBeforeInBlock(user) ? 1 : 0;
   };
-  Type f32 = Float32Type::get(module.getContext());
   static const int16_t kDpAxis[] = {0};
   OpBuilder b(module.getContext());
   Location loc = micro.getLoc();
@@ -360,6 +368,7 @@ LogicalResult ZeroPass::partitionParameters(ModuleOp module) {
     });
     for (auto [j, u] : llvm::enumerate(uses)) {
       RankedTensorType flatType = u.flat.getTensorType();
+      Type f32 = flatType.getElementType();
       auto shardType = RankedTensorType::get({flatType.getNumElements() / dataParallelSize}, f32);
       b.setInsertionPoint(j == 0 ? u.first : uses[j - 1].first);
       auto read = GetParameterOp::create(

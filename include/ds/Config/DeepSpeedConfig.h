@@ -77,6 +77,18 @@ struct ZeroConfig {
   int64_t maxLiveParameters = 1000000000, maxReuseDistance = 1000000000;
 };
 
+/// `fp16` / `bf16` (deepspeed/runtime/precision_config.py) with DeepSpeed's defaults: 16-bit
+/// parameters, gradients and activations with fp32 master weights and optimizer state; fp16
+/// adds dynamic loss scaling (loss_scale 0) or a static scale.
+struct PrecisionConfig {
+  std::string dtype = "fp32"; ///< "fp32", "bf16" or "fp16"
+  double lossScale = 0;       ///< fp16: 0 = dynamic
+  int64_t initialScalePower = 16, lossScaleWindow = 1000, hysteresis = 2;
+  bool consecutiveHysteresis = false;
+  double minLossScale = 1;
+  bool mixed() const { return dtype != "fp32"; }
+};
+
 /// The keys of a DeepSpeed config that ds implements, after DeepSpeed's batch-size rule
 /// (two of train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps
 /// determine the third; all three agree with the data-parallel size).
@@ -90,6 +102,7 @@ struct DeepSpeedConfig {
   double gradientClipping = 0.0; ///< global norm; 0 = off
   ZeroConfig zero;
   int64_t zeroStage = 0; ///< zero.stage
+  PrecisionConfig precision;
   int64_t stepsPerPrint = 10;
   uint64_t seed = 1234;
   std::vector<std::string> warnings; ///< keys ignored because they don't affect the numbers

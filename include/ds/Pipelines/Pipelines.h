@@ -17,13 +17,16 @@ struct TrainingOptions {
   int64_t zeroStage = 0;
   int64_t reduceBucketSize = 500000000;
   int64_t paramPersistenceThreshold = 100000;
+  /// "fp32", "bf16" or "fp16" (DeepSpeed's bf16 / fp16 sections).
+  std::string precision = "fp32";
 
   static TrainingOptions fromConfig(const ::ds::DeepSpeedConfig &config);
 };
 
-/// forward -> micro_step (ds-autodiff), the data-parallel partitioning (ds-zero), the update
-/// with its collectives (ds-optimizer), simplified, then the check that ranks agree
-/// (ds-verify-collectives).
+/// (bf16/fp16: a 16-bit forward, ds-mixed-precision) forward -> micro_step (ds-autodiff), the
+/// data-parallel partitioning (ds-zero), the update with its collectives (ds-optimizer),
+/// simplified, (bf16/fp16: f32 arithmetic for the CPU kernels, ds-widen-16bit) then the check
+/// that ranks agree (ds-verify-collectives).
 void buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options);
 
 /// Builds the training step of an imported module and records `config` in it (`ds.config`).

@@ -193,9 +193,9 @@ LogicalResult Lowering::collectSlots() {
     } else if (auto st = dyn_cast<StateOp>(op)) {
       s.name = st.getSymName().str();
       s.kind = st.getRole() == "grad" ? "gradient" : "state";
-      s.of = st.getOf().str();
+      s.of = st.getOf().value_or("").str();
       s.type = st.getTensorType();
-      s.sharded = static_cast<bool>(module.lookupSymbol<FlatBufferOp>(st.getOfAttr()));
+      s.sharded = st.getOfAttr() && module.lookupSymbol<FlatBufferOp>(st.getOfAttr());
       s.role = st.getRole().str();
     } else if (auto f = dyn_cast<FlatBufferOp>(op)) {
       if (f.getRole() == "params_sharded")

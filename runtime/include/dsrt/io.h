@@ -147,6 +147,10 @@ struct LogRecord {
   uint64_t devicePeakBytes = 0;
   uint64_t hostPeakBytes = 0;
   std::vector<RankStats> ranks;
+  /// fp16 only (lossScale > 0): the loss scale of this step, and whether its gradients
+  /// overflowed so that the update was skipped. Logged as "loss_scale" and "skipped".
+  double lossScale = 0;
+  bool skipped = false;
 };
 
 /// The JSON object of one log line, without the newline.

@@ -5,6 +5,7 @@
 //
 #include "channel.h"
 
+#include "../core/half.h"
 #include "dsrt/dsrt.h"
 
 #include <cstdio>
@@ -44,7 +45,31 @@ MPI_Datatype mpiType(int32_t dtype) {
     std::abort();
   }
 }
-MPI_Op mpiOp(int32_t reduction) {
+// bf16 and f16 travel as 16-bit words (MPI has no such floating types); their sums are
+// user operations that add in f32 and round once per pair.
+void sumBf16(void *in, void *inout, int *len, MPI_Datatype *) {
+  halfAccumulate(DSRT_BF16, static_cast<uint16_t *>(inout), static_cast<const uint16_t *>(in),
+                 *len);
+}
+void sumF16(void *in, void *inout, int *len, MPI_Datatype *) {
+  halfAccumulate(DSRT_F16, static_cast<uint16_t *>(inout), static_cast<const uint16_t *>(in),
+                 *len);
+}
+MPI_Datatype mpiReductionType(int32_t dtype) {
+  return isHalfType(dtype) ? MPI_UINT16_T : mpiType(dtype);
+}
+MPI_Op mpiOp(int32_t reduction, int32_t dtype) {
+  if (isHalfType(dtype)) {
+    if (reduction != DSRT_COMM_SUM) {
+      std::fprintf(stderr, "dsrt: mpi: only sums of bf16 and f16 are implemented\n");
+      std::abort();
+    }
+    static MPI_Op ops[2] = {MPI_OP_NULL, MPI_OP_NULL};
+    MPI_Op &op = ops[dtype == DSRT_F16];
+    if (op == MPI_OP_NULL)
+      MPI_Op_create(dtype == DSRT_F16 ? sumF16 : sumBf16, /*commute=*/1, &op);
+    return op;
+  }
   return reduction == DSRT_COMM_MAX ? MPI_MAX : reduction == DSRT_COMM_MIN ? MPI_MIN : MPI_SUM;
 }
 void check(int rc, const char *what) {
@@ -69,8 +94,8 @@ public:
   const char *name() const override { return "mpi"; }
   void allReduce(void *out, const void *in, int64_t count, int32_t dtype,
                  int32_t reduction) override {
-    check(MPI_Allreduce(out == in ? MPI_IN_PLACE : in, out, (int)count, mpiType(dtype),
-                        mpiOp(reduction), MPI_COMM_WORLD),
+    check(MPI_Allreduce(out == in ? MPI_IN_PLACE : in, out, (int)count,
+                        mpiReductionType(dtype), mpiOp(reduction, dtype), MPI_COMM_WORLD),
           "MPI_Allreduce");
   }
   void allGather(void *out, const void *in, int64_t bytes) override {
@@ -82,7 +107,8 @@ public:
   }
   void reduceScatter(void *out, const void *in, int64_t count, int32_t dtype,
                      int32_t reduction) override {
-    check(MPI_Reduce_scatter_block(in, out, (int)count, mpiType(dtype), mpiOp(reduction),
+    check(MPI_Reduce_scatter_block(in, out, (int)count,
+                                   mpiReductionType(dtype), mpiOp(reduction, dtype),
                                    MPI_COMM_WORLD),
           "MPI_Reduce_scatter_block");
   }

@@ -1,4 +1,5 @@
 // CPU kernels: fill, copy, convert and the data-movement ops (transpose, broadcast, slices).
+#include "../core/half.h"
 #include "../core/internal.h"
 
 #include <cstring>
@@ -8,6 +9,15 @@ using namespace dsrt;
 
 extern "C" void dsrt_fill(dsrt_context *, dsrt_tensor *out, double value) {
   DSRT_PROFILE("fill");
+  if (isHalfType(out->dtype)) {
+    uint16_t v = floatToHalf(out->dtype, static_cast<float>(value));
+    uint16_t *p = static_cast<uint16_t *>(out->data);
+    int64_t n = out->numel;
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = v;
+    return;
+  }
   auto run = [&](auto tag) {
     using T = decltype(tag);
     T v;
@@ -38,13 +48,49 @@ extern "C" void dsrt_convert(dsrt_context *, dsrt_tensor *out, const dsrt_tensor
   if (out->numel != in->numel)
     fail("convert", "result %s and operand %s differ in size", shapeString(out).c_str(),
          shapeString(in).c_str());
+  int64_t n = in->numel;
+  if (isHalfType(in->dtype) || isHalfType(out->dtype)) {
+    // Through f32: bf16 and f16 widen exactly; narrowing rounds to nearest even once.
+    auto read = [&](auto tag, int64_t i) -> float {
+      using I = decltype(tag);
+      return static_cast<float>(static_cast<const I *>(in->data)[i]);
+    };
+    auto write = [&](auto tag, int64_t i, float v) {
+      using O = decltype(tag);
+      if constexpr (std::is_same_v<O, uint8_t>)
+        static_cast<O *>(out->data)[i] = v != 0.0f;
+      else
+        static_cast<O *>(out->data)[i] = static_cast<O>(v);
+    };
+    if (isHalfType(in->dtype) && isHalfType(out->dtype)) {
+      const uint16_t *x = static_cast<const uint16_t *>(in->data);
+      uint16_t *y = static_cast<uint16_t *>(out->data);
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = floatToHalf(out->dtype, halfToFloat(in->dtype, x[i]));
+    } else if (isHalfType(in->dtype)) {
+      const uint16_t *x = static_cast<const uint16_t *>(in->data);
+      dispatchAll("convert", out->dtype, [&](auto otag) {
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+        for (int64_t i = 0; i < n; ++i)
+          write(otag, i, halfToFloat(in->dtype, x[i]));
+      });
+    } else {
+      uint16_t *y = static_cast<uint16_t *>(out->data);
+      dispatchAll("convert", in->dtype, [&](auto itag) {
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+        for (int64_t i = 0; i < n; ++i)
+          y[i] = floatToHalf(out->dtype, read(itag, i));
+      });
+    }
+    return;
+  }
   dispatchAll("convert", in->dtype, [&](auto itag) {
     using I = decltype(itag);
     dispatchAll("convert", out->dtype, [&](auto otag) {
       using O = decltype(otag);
       const I *x = (const I *)in->data;
       O *y = (O *)out->data;
-      int64_t n = in->numel;
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
       for (int64_t i = 0; i < n; ++i) {
         if constexpr (std::is_same_v<O, uint8_t>)

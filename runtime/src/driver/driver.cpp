@@ -6,7 +6,9 @@
 //
 #include "dsrt/dsrt.h"
 #include "dsrt/io.h"
+#include "../core/half.h"
 #include "checkpoint.h"
+#include "loss_scaler.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -113,6 +115,54 @@ private:
   dsrt::io::TokenFile tokens; // with --tokens: feeds inputs 0 and 1
   int64_t firstStep = 1;      // > 1 after --resume
   int32_t rank = 0, worldSize = 1; // this process in the data-parallel group
+  // fp16: the loss scale, and the optimizer steps applied (not skipped on overflow), which
+  // drive Adam's step count and the LR schedule as in DeepSpeed.
+  bool lossScaling = false;
+  dsrt::driver::LossScaler scaler;
+  int64_t applied = 0;
+
+  /// Mixed precision: where parameter `s`'s f32 master lives: its slot, and for a ZeRO shard of
+  /// a flat buffer the element of the unsharded buffer where `s` starts. -1 without a master.
+  int32_t masterOf(const SlotSpec &s, int64_t &offset) const {
+    offset = 0;
+    if (!dsrt::isHalfType(s.dtype) || s.kind != "parameter")
+      return -1;
+    std::string flat = s.viewOf;
+    if (!s.shardedBy.empty())
+      flat = s.shardedBy.substr(0, s.shardedBy.rfind('@'));
+    if (flat.empty())
+      return slotNamed(s.name + "@master");
+    offset = s.offset;
+    return slotNamed(flat + "@master");
+  }
+  /// Writes `n` elements of `src` (dtype `from`) into `dst` (dtype `to`), converting f32 and
+  /// the 16-bit types.
+  static void copyElements(void *dst, int32_t to, const void *src, int32_t from, int64_t n) {
+    if (to == from) {
+      std::memcpy(dst, src, static_cast<size_t>(n) * dsrt_dtype_size(to));
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      float v = from == DSRT_F32 ? static_cast<const float *>(src)[i]
+                                 : dsrt::halfToFloat(from, static_cast<const uint16_t *>(src)[i]);
+      if (to == DSRT_F32)
+        static_cast<float *>(dst)[i] = v;
+      else
+        static_cast<uint16_t *>(dst)[i] = dsrt::floatToHalf(to, v);
+    }
+  }
+  /// Writes elements [offset, offset + n) of a tensor whose rank-`rank` part of `shardNumel`
+  /// elements per rank is `part` (a ZeRO shard), or all of it when `part` is not sharded.
+  void writeIntoShard(dsrt_tensor *part, bool sharded, int64_t offset, const void *src,
+                      int32_t srcDtype, int64_t n) const {
+    int64_t lo = sharded ? part->numel * rank : 0, hi = lo + part->numel;
+    int64_t from = std::max(lo, offset), to = std::min(hi, offset + n);
+    if (from >= to)
+      return;
+    size_t es = dsrt_dtype_size(srcDtype), ed = dsrt_dtype_size(part->dtype);
+    copyElements(static_cast<char *>(part->data) + (from - lo) * ed, part->dtype,
+                 static_cast<const char *>(src) + (from - offset) * es, srcDtype, to - from);
+  }
 
   /// A checkpoint's logical tensors, the same whatever the ZeRO layout: parameters and buffers
   /// by name, and optimizer state by parameter ("NAME@exp_avg"), a sharded state expanded over
@@ -625,27 +675,31 @@ bool Driver::loadWeights(const std::string &path, std::string &err) {
             "); save the model's full state_dict";
       return false;
     }
-    if (a->dims != s.dims || a->dtype != s.dtype) {
+    // Mixed precision: the model's f32 weights initialize the masters and, rounded, the
+    // 16-bit parameters.
+    bool widened = dsrt::isHalfType(s.dtype) && a->dtype == DSRT_F32;
+    if (a->dims != s.dims || (a->dtype != s.dtype && !widened)) {
       err = "weights '" + path + "': tensor '" + key + "' is " + a->describe() + " but the " +
             s.kind + " is " + dsrt::io::formatDims(s.dims) + " " +
             dsrt::io::dtypeName(s.dtype) + "; use the weights of the compiled model";
       return false;
     }
+    int64_t n = static_cast<int64_t>(s.bytes() / dsrt::io::elementSize(s.dtype));
+    int64_t masterOffset = 0;
+    if (int32_t m = masterOf(s, masterOffset); m >= 0) {
+      dsrt_tensor *master = dsrt_slot_get(ctx, m);
+      writeIntoShard(master, slots[m].sharded, masterOffset, a->data.data(), a->dtype, n);
+      dsrt_tensor_free(ctx, master);
+    }
     if (!s.shardedBy.empty()) { // stage 3: this rank's part of the parameter, into its shard
       dsrt_tensor *part = dsrt_slot_get(ctx, slotNamed(s.shardedBy));
-      int64_t lo = part->numel * rank, hi = lo + part->numel;
-      int64_t n = static_cast<int64_t>(s.bytes() / dsrt::io::elementSize(s.dtype));
-      int64_t from = std::max(lo, s.offset), to = std::min(hi, s.offset + n);
-      size_t es = dsrt::io::elementSize(s.dtype);
-      if (from < to)
-        std::memcpy(static_cast<char *>(part->data) + (from - lo) * es,
-                    a->data.data() + (from - s.offset) * es, (to - from) * es);
+      writeIntoShard(part, true, s.offset, a->data.data(), a->dtype, n);
       dsrt_tensor_free(ctx, part);
       continue;
     }
     dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
     if (!a->data.empty())
-      std::memcpy(t->data, a->data.data(), a->data.size());
+      copyElements(t->data, t->dtype, a->data.data(), a->dtype, n);
     dsrt_tensor_free(ctx, t);
   }
   return true;
@@ -665,6 +719,29 @@ bool Driver::writeSlots(const std::string &path, bool gradients, std::string &er
     bool want = gradients ? s.kind == "gradient" : (s.kind == "parameter" || s.kind == "buffer");
     if (!want)
       continue;
+    int64_t masterOffset = 0;
+    if (int32_t m = gradients ? -1 : masterOf(s, masterOffset); m >= 0) {
+      // Mixed precision: the export is the f32 masters (DeepSpeed's zero_to_fp32), gathered
+      // when they are shards.
+      std::string key = slots[m].name;
+      auto it = gathered.find(key);
+      if (it == gathered.end()) {
+        dsrt_tensor *part = dsrt_slot_get(ctx, m);
+        size_t bytes = static_cast<size_t>(part->numel) * dsrt_dtype_size(part->dtype);
+        std::vector<char> all = slots[m].sharded && worldSize > 1
+                                    ? gatherBytes(ctx, part->data, bytes)
+                                    : std::vector<char>((char *)part->data,
+                                                        (char *)part->data + bytes);
+        dsrt_tensor_free(ctx, part);
+        it = gathered.emplace(key, std::move(all)).first;
+      }
+      const char *data = it->second.data() + masterOffset * sizeof(float);
+      uint64_t bytes = s.bytes() / dsrt_dtype_size(s.dtype) * sizeof(float);
+      entries.push_back({s.name, DSRT_F32, s.dims, data, bytes});
+      for (const std::string &a : s.aliases)
+        entries.push_back({a, DSRT_F32, s.dims, data, bytes});
+      continue;
+    }
     if (!s.shardedBy.empty()) { // stage 3: gather the shard (every rank takes part)
       auto it = gathered.find(s.shardedBy);
       if (it == gathered.end()) {
@@ -772,6 +849,12 @@ bool Driver::saveCheckpointHere(int64_t step, const std::string &dir, std::strin
     }
     specs.push_back(t.spec);
   }
+  // fp16: the loss scaler's progress and the applied-step count.
+  double scalerState[6] = {scaler.scale, static_cast<double>(scaler.curHysteresis),
+                           static_cast<double>(scaler.lastOverflowIter),
+                           static_cast<double>(scaler.curIter), static_cast<double>(applied), 0};
+  if (lossScaling)
+    specs.push_back({"loss_scaler", DSRT_F64, {6}, scalerState});
   bool ok = rank != 0 || dsrt::driver::saveCheckpoint(ctx, dir, step, specs, *meta.get("config"),
                                                       err);
   for (dsrt_tensor *v : held)
@@ -786,9 +869,20 @@ bool Driver::resumeFrom(const std::string &dir, int64_t &step, std::string &err)
   std::vector<dsrt::driver::CheckpointSlot> specs;
   for (const LogicalTensor &t : tensors)
     specs.push_back(t.spec);
+  if (lossScaling)
+    specs.push_back({"loss_scaler", DSRT_F64, {6}, nullptr});
   std::vector<std::vector<char>> data;
   if (!dsrt::driver::loadCheckpoint(ctx, dir, specs, *meta.get("config"), step, data, err))
     return false;
+  if (lossScaling) {
+    double v[6];
+    std::memcpy(v, data.back().data(), sizeof v);
+    scaler.scale = v[0];
+    scaler.curHysteresis = static_cast<int64_t>(v[1]);
+    scaler.lastOverflowIter = static_cast<int64_t>(v[2]);
+    scaler.curIter = static_cast<int64_t>(v[3]);
+    applied = static_cast<int64_t>(v[4]);
+  }
   std::map<int32_t, std::vector<char>> whole; // each sharded state, unsharded (zero padding)
   for (size_t i = 0; i < tensors.size(); ++i) {
     const LogicalTensor &t = tensors[i];
@@ -835,8 +929,8 @@ int Driver::train() {
       paramBytes += owned;
     else if (s.kind == "gradient" || s.role == "grads" || s.role == "grad_shard")
       gradBytes += owned;
-    else if (s.kind == "state")
-      optimBytes += owned;
+    else if (s.kind == "state" && s.role != "loss_scale" && s.role != "found_inf")
+      optimBytes += owned; // the fp32 masters of mixed precision are optimizer state
   }
   uint64_t modelState = paramBytes + gradBytes + optimBytes;
 
@@ -849,8 +943,21 @@ int Driver::train() {
   }
 
   int rc = 0;
+  int32_t lossScaleSlot = -1, foundInfSlot = -1;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].role == "loss_scale")
+      lossScaleSlot = static_cast<int32_t>(i);
+    if (slots[i].role == "found_inf")
+      foundInfSlot = static_cast<int32_t>(i);
+  }
   for (int64_t step = firstStep; step <= opt.steps && rc == 0; ++step) {
     auto t0 = std::chrono::steady_clock::now();
+    double stepScale = scaler.scale;
+    if (lossScaleSlot >= 0) {
+      dsrt_tensor *t = dsrt_slot_get(ctx, lossScaleSlot);
+      *static_cast<float *>(t->data) = static_cast<float>(stepScale);
+      dsrt_tensor_free(ctx, t);
+    }
     std::vector<float> losses;
     for (int64_t k = 0; k < gas; ++k) {
       int64_t first = dsrt::io::sampleOffset(step, rank, k, G, mb, gas);
@@ -903,10 +1010,12 @@ int Driver::train() {
       }
     }
     auto tOptimizer = std::chrono::steady_clock::now();
-    dsrt::io::StepScalars hyper = dsrt::io::scheduled(*meta.get("config"), step);
+    // The schedule and Adam's step count advance with the applied steps (all of them unless
+    // fp16 skips one on overflow).
+    dsrt::io::StepScalars hyper = dsrt::io::scheduled(*meta.get("config"), applied + 1);
     double lrStep = hyper.lr;
     dsrt_tensor *lrT = scalarTensor(ctx, static_cast<float>(hyper.lr));
-    dsrt_tensor *stepT = scalarTensor(ctx, static_cast<float>(step));
+    dsrt_tensor *stepT = scalarTensor(ctx, static_cast<float>(applied + 1));
     dsrt_tensor *beta1T = scalarTensorF64(ctx, hyper.beta1);
     dsrt_tensor *auxLrT = scalarTensor(ctx, static_cast<float>(hyper.auxLr));
     program->optimizer_step(ctx, lrT, stepT, beta1T, auxLrT);
@@ -920,6 +1029,25 @@ int Driver::train() {
                        .count());
     for (dsrt_tensor *t : {lrT, stepT, beta1T, auxLrT})
       dsrt_tensor_free(ctx, t);
+    bool overflow = false;
+    if (foundInfSlot >= 0) {
+      dsrt_tensor *t = dsrt_slot_get(ctx, foundInfSlot);
+      overflow = *static_cast<const float *>(t->data) != 0.0f; // the same on every rank
+      dsrt_tensor_free(ctx, t);
+    }
+    if (!overflow)
+      ++applied;
+    if (lossScaling) {
+      if (overflow && rank == 0)
+        std::fprintf(stderr, "%s: step %lld: gradient overflow at loss scale %g; step skipped\n",
+                     tool.c_str(), (long long)step, stepScale);
+      if (!scaler.update(overflow)) {
+        rc = fail("step " + std::to_string(step) + ": the gradients overflow at the minimum loss "
+                  "scale " + dsrt::io::formatFloat(scaler.minScale) +
+                  "; lower fp16.min_loss_scale or the learning rate, or use bf16");
+        break;
+      }
+    }
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                     .count();
 
@@ -927,6 +1055,8 @@ int Driver::train() {
     r.step = step;
     r.loss = mean;
     r.lr = lrStep;
+    r.lossScale = lossScaling ? stepScale : 0.0;
+    r.skipped = overflow;
     r.stepMs = ms;
     r.samplesPerS = ms > 0 ? static_cast<double>(G) * 1000.0 / ms : 0.0;
     r.devicePeakBytes = dsrt_device_peak_bytes(ctx);
@@ -980,6 +1110,10 @@ int Driver::run() {
     return fail("--steps N is required (the number of optimizer steps to run)");
   if (!readMetadata(err))
     return fail(err);
+  if (const Json *fp16 = meta.get("config")->get("fp16"); fp16 && fp16->kind == Json::Object) {
+    lossScaling = true;
+    scaler.configure(*fp16);
+  }
   if (!opt.config.empty() && !checkConfigFile(err))
     return fail(err);
   if (!loadData(err))
@@ -1012,6 +1146,8 @@ int Driver::run() {
       rc = 0;
     } else {
       firstStep = done + 1;
+      if (!lossScaling)
+        applied = done;
       rc = train();
     }
   } else {

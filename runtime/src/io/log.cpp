@@ -77,7 +77,11 @@ std::string formatLogLine(const LogRecord &r) {
                   ",\"lr\":" + formatFloat(r.lr) + ",\"step_ms\":" + formatFloat(r.stepMs) +
                   ",\"samples_per_s\":" + formatFloat(r.samplesPerS) +
                   ",\"device_peak_bytes\":" + u(r.devicePeakBytes) +
-                  ",\"host_peak_bytes\":" + u(r.hostPeakBytes) + ",\"ranks\":[";
+                  ",\"host_peak_bytes\":" + u(r.hostPeakBytes);
+  if (r.lossScale > 0)
+    s += ",\"loss_scale\":" + formatFloat(r.lossScale) +
+         ",\"skipped\":" + (r.skipped ? "true" : "false");
+  s += ",\"ranks\":[";
   for (size_t i = 0; i < r.ranks.size(); ++i) {
     const RankStats &k = r.ranks[i];
     s += std::string(i ? "," : "") + "{\"rank\":" + std::to_string(k.rank) +
@@ -103,7 +107,12 @@ std::string formatProgress(const LogRecord &r, int64_t steps) {
                 static_cast<long long>(r.step), static_cast<long long>(steps), r.loss,
                 r.samplesPerS, formatBytes(r.devicePeakBytes).c_str(),
                 formatBytes(r.hostPeakBytes).c_str());
-  return buf;
+  std::string line = buf;
+  if (r.lossScale > 0) {
+    std::snprintf(buf, sizeof buf, " loss scale %g%s", r.lossScale, r.skipped ? " (skipped)" : "");
+    line += buf;
+  }
+  return line;
 }
 
 float meanLoss(const std::vector<float> &losses) {

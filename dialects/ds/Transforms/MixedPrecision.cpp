@@ -1,0 +1,135 @@
+//===- MixedPrecision.cpp - ds-mixed-precision: a 16-bit forward -----------===//
+//
+// DeepSpeed's bf16 and fp16 modes run a model whose parameters, activations and gradients are
+// 16-bit, with every kernel computing in fp32 internally (PyTorch's opmath) and rounding its
+// result. This pass gives @forward exactly those numbers while its ops stay f32: trainable
+// parameters become 16-bit (widened where read), and every f32 result of a computing op is
+// rounded through the 16-bit type right after it. ds-autodiff then differentiates the rounding
+// (the gradient of a narrowing is a widening and vice versa), so the backward's gradients are
+// rounded at the same points and the parameter gradients come out 16-bit.
+//
+//===----------------------------------------------------------------------===//
+#include "ds/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_DSMIXEDPRECISION
+#include "ds/Transforms/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+struct MixedPrecisionPass : mlir::ds::impl::DSMixedPrecisionBase<MixedPrecisionPass> {
+  using DSMixedPrecisionBase::DSMixedPrecisionBase;
+  void runOnOperation() override;
+};
+
+/// Ops that only move or select elements: a 16-bit-representable input stays representable,
+/// so their results need no rounding.
+bool movesElementsOnly(Operation *op) {
+  return isa<ReshapeOp, TransposeOp, BroadcastToOp, SliceOp, ConcatOp, EmbeddingOp,
+             InsertSliceOp>(op);
+}
+} // namespace
+
+void MixedPrecisionPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  MLIRContext *ctx = &getContext();
+  Type half;
+  if (dtype == "bf16")
+    half = BFloat16Type::get(ctx);
+  else if (dtype == "f16")
+    half = Float16Type::get(ctx);
+  else {
+    module.emitError() << "ds-mixed-precision: dtype '" << dtype << "' is not bf16 or f16";
+    return signalPassFailure();
+  }
+  auto func = module.lookupSymbol<func::FuncOp>("forward");
+  if (!func) {
+    module.emitError() << "ds-mixed-precision runs before ds-autodiff on a func.func @forward "
+                          "(import a model with ds-opt MODEL.pt first)";
+    return signalPassFailure();
+  }
+  auto narrow = [&](RankedTensorType t) { return RankedTensorType::get(t.getShape(), half); };
+  llvm::DenseSet<Operation *> inserted;
+  // x -> convert(convert(x : f32 -> half) : half -> f32), replacing x's other uses.
+  auto round = [&](OpBuilder &b, Value x) {
+    Location loc = x.getLoc();
+    auto n = ConvertOp::create(b, loc, narrow(typeOf(x)), x);
+    auto w = ConvertOp::create(b, loc, typeOf(x), n);
+    inserted.insert(n);
+    inserted.insert(w);
+    x.replaceAllUsesExcept(w, n);
+  };
+
+  // Trainable parameters are stored in 16 bits (ds-optimizer keeps their f32 masters).
+  llvm::DenseSet<StringAttr> narrowed;
+  for (auto param : module.getOps<ParameterOp>()) {
+    if (!param.getTrainable())
+      continue;
+    RankedTensorType t = param.getTensorType();
+    if (!t.getElementType().isF32()) {
+      param.emitError() << "ds-mixed-precision: trainable parameters must be f32 before "
+                           "the pass; '"
+                        << param.getSymName() << "' is " << t.getElementType();
+      return signalPassFailure();
+    }
+    param.setTypeAttr(TypeAttr::get(narrow(t)));
+    narrowed.insert(param.getSymNameAttr());
+  }
+  Block &body = func.getBody().front();
+  Operation *ret = body.getTerminator();
+  OpBuilder b(ctx);
+  b.setInsertionPointToStart(&body);
+  for (BlockArgument arg : body.getArguments())
+    if (auto t = dyn_cast<RankedTensorType>(arg.getType()); t && t.getElementType().isF32() &&
+                                                             !arg.use_empty())
+      round(b, arg);
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    if (inserted.contains(&op))
+      continue;
+    b.setInsertionPointAfter(&op);
+    if (auto get = dyn_cast<GetParameterOp>(op)) {
+      if (!narrowed.contains(get.getNameAttr().getAttr()))
+        continue; // buffers stay f32
+      Value v = get.getResult();
+      RankedTensorType t = typeOf(v);
+      v.setType(narrow(t));
+      auto w = ConvertOp::create(b, get.getLoc(), t, v);
+      inserted.insert(w);
+      v.replaceAllUsesExcept(w, w);
+      continue;
+    }
+    if (isa<ConstantOp>(op) || movesElementsOnly(&op))
+      continue;
+    for (auto [i, r] : llvm::enumerate(op.getResults())) {
+      auto t = dyn_cast<RankedTensorType>(r.getType());
+      if (!t || !t.getElementType().isF32() || r.use_empty())
+        continue;
+      if (isa<BatchNormOp>(op) && i > 0)
+        continue; // the batch statistics stay f32, as PyTorch keeps them
+      // The loss itself is reported (and seeded) in f32.
+      if (llvm::all_of(r.getUsers(), [&](Operation *u) { return u == ret; }))
+        continue;
+      round(b, r);
+    }
+  }
+
+  // fp16: the loss is multiplied by the dynamic scale before backward (ds-autodiff seeds with
+  // it) and the gradients divided by it again in the optimizer.
+  if (lossScaling) {
+    OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
+    for (Operation &op : *module.getBody())
+      if (isa<ParameterOp, StateOp>(op))
+        mb.setInsertionPointAfter(&op);
+    StateOp::create(mb, module.getLoc(), mb.getStringAttr("loss_scale"), FlatSymbolRefAttr(),
+                    mb.getStringAttr("loss_scale"),
+                    TypeAttr::get(RankedTensorType::get({}, mb.getF32Type())));
+  }
+}
