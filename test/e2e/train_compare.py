@@ -398,7 +398,7 @@ def main():
         same = got == want
         print('fp16: %d of %d steps skipped on overflow; loss scales %s DeepSpeed\'s rule (%s)'
               % (sum(skipped), len(skipped), 'follow' if same else 'DO NOT follow',
-                 ' '.join('%g' % g for g in got[:10]) + (' ...' if len(got) > 10 else '')))
+                 ' '.join('%d' % g if g == int(g) else '%g' % g for g in got[:10]) + (' ...' if len(got) > 10 else '')))
         ok = ok and same
     # Step-1 gradients (the backward of every op in the model against autograd).
     ds_g = read_safetensors(w('ds_grads.safetensors'))
