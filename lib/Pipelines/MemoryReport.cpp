@@ -42,11 +42,11 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
   const llvm::json::Object *plan = root->getObject("plan");
 
   // Persistent bytes by category; views of flat buffers are counted in their buffer.
-  int64_t params = 0, grads = 0, optim = 0;
+  int64_t params = 0, grads = 0, optim = 0, buffers = 0;
   for (const llvm::json::Value &v : *root->getArray("slots")) {
     const llvm::json::Object *s = v.getAsObject();
-    if (s->get("view_of"))
-      continue;
+    if (s->get("view_of") || s->get("sharded_by"))
+      continue; // no storage of its own: part of a flat buffer or of a parameter shard
     int64_t n = 1;
     for (const llvm::json::Value &d : *s->getArray("dims"))
       n *= *d.getAsInteger();
@@ -55,11 +55,15 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
                                                          : dtype == "i1"                        ? 1
                                                                                                 : 4);
     llvm::StringRef kind = *s->getString("kind"), role = s->getString("role").value_or("");
-    if (kind == "parameter" || kind == "buffer" || (kind == "flat" && role == "params"))
+    // The runtime's categories (the log's ranks entries): fp32 masters are optimizer state;
+    // fp16's loss-scale scalars are none of the three.
+    if (kind == "parameter" || (kind == "flat" && role == "params") || role == "param_shard")
       params += bytes;
+    else if (kind == "buffer")
+      buffers += bytes; // not model state (ZeRO's formulas count trainable parameters)
     else if (kind == "gradient" || role == "grads" || role == "grad_shard")
       grads += bytes;
-    else
+    else if (role != "loss_scale" && role != "found_inf")
       optim += bytes;
   }
   int64_t micro = number(plan, "micro_step_peak_bytes");
@@ -69,7 +73,7 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
   int64_t comm = number(plan, microPeak ? "micro_step_communication_bytes"
                                         : "optimizer_step_communication_bytes");
   int64_t inputs = microPeak ? number(plan, "input_bytes") : 0;
-  int64_t activations = peak - params - grads - optim - comm - inputs;
+  int64_t activations = peak - params - grads - optim - buffers - comm - inputs;
 
   int64_t ranks = 1, stage = 0;
   if (const llvm::json::Object *cfg = root->getObject("config")) {
@@ -80,13 +84,14 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
   os << "memory plan per rank (bytes; ZeRO stage " << stage << ", " << ranks << " rank"
      << (ranks == 1 ? "" : "s") << ", peak in " << (microPeak ? "micro_step" : "optimizer_step")
      << ")\n";
-  os << llvm::format("%-5s %14s %14s %14s %14s %14s %14s %14s\n", "rank", "parameters",
-                     "gradients", "optimizer", "activations", "inputs", "communication", "peak");
+  os << llvm::format("%-5s %14s %14s %14s %14s %14s %14s %14s %14s\n", "rank", "parameters",
+                     "gradients", "optimizer", "buffers", "activations", "inputs",
+                     "communication", "peak");
   // Every rank runs the same program (ds-verify-collectives), so every rank has this plan.
   for (int64_t r = 0; r < ranks; ++r)
-    os << llvm::format("%-5lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld\n", (long long)r,
-                       (long long)params, (long long)grads, (long long)optim,
-                       (long long)activations, (long long)inputs, (long long)comm,
-                       (long long)peak);
+    os << llvm::format("%-5lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld\n",
+                       (long long)r, (long long)params, (long long)grads, (long long)optim,
+                       (long long)buffers, (long long)activations, (long long)inputs,
+                       (long long)comm, (long long)peak);
   return success();
 }

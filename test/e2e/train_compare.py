@@ -169,6 +169,13 @@ def check_memory(args, cfg, w, b, ds_log):
                 print('step %d rank %d: planned peak %d bytes, measured %d' %
                       (rec['step'], r['rank'], plan, r['device_peak_bytes']))
                 ok = False
+    # The compiler's report (ds-opt --memory-report) names the same bytes per category.
+    report = subprocess.run([b('ds-opt'), w('step.mlir'), '--memory-report', '-o', os.devnull],
+                            capture_output=True, text=True).stdout.splitlines()
+    row = [int(v) for v in report[2].split()[1:4]]
+    if row != list(want_parts):
+        print('memory report: parameters, gradients, optimizer %s, formula %s' % (row, want_parts))
+        ok = False
     r = ds_log[-1]['ranks'][0]
     print('memory: psi %d, stage %d, %d ranks: model state %d bytes per rank (parameters %d, '
           'gradients %d, optimizer %d; formula %d), planned peak %d, measured %d -> %s'
