@@ -5,7 +5,9 @@ threshold) beside PyTorch DDP and
 ZeroRedundancyOptimizer on gloo (Debian's torch 1.13, 4 processes started with
 torch.multiprocessing as FACTS.md says), for the same model, batch and optimizer: a GPT with
 d_model 512, 6 layers, 8 heads, seq 128, vocab 1024 (19.5M parameters), global batch 16 (4 per
-rank), fp32 AdamW, one thread per rank. LibTorch gets OpenBLAS (bench/train_gpt.py).
+rank), AdamW, one thread per rank, ds in fp32 and in bf16 (DeepSpeed's bf16 section: 16-bit
+parameters, activations, gradients and communication, fp32 masters and moments); PyTorch in
+fp32. LibTorch gets OpenBLAS (bench/train_gpt.py).
 
 ds reports its device arena's peak (what the compiler's plan predicts exactly) and the model
 state it allocates (parameters + gradients + optimizer state); PyTorch reports the process's
@@ -96,30 +98,33 @@ def main():
     np.save(w('targets.npy'), tgt)
     mb = BATCH // RANKS
 
-    print('GPT d512 x 6 layers, seq %d, global batch %d (%d per rank), %.1fM parameters, fp32 '
+    print('GPT d512 x 6 layers, seq %d, global batch %d (%d per rank), %.1fM parameters, '
           'AdamW, %d ranks x 1 thread, median of steps 2..%d' % (SEQ, BATCH, mb, n / 1e6, RANKS,
                                                                 args.steps))
-    print('%-28s %10s %16s %14s %14s' % ('run', 'step ms', 'model state MiB', 'peak MiB',
+    print('%-32s %10s %16s %14s %14s' % ('run', 'step ms', 'model state MiB', 'peak MiB',
                                          'RSS MiB'))
     rows = {}
-    for stage in (0, 1, 2, 3):
+    for precision, stage in [(p, s) for p in ('fp32', 'bf16') for s in (0, 1, 2, 3)]:
         cfg = {'train_batch_size': BATCH, 'train_micro_batch_size_per_gpu': mb,
                'gradient_accumulation_steps': 1,
                'optimizer': {'type': 'AdamW', 'params': {'lr': 1e-4}},
                'zero_optimization': {'stage': stage}, 'steps_per_print': 1000}
-        json.dump(cfg, open(w('cfg%d.json' % stage), 'w'))
+        if precision == 'bf16':
+            cfg['bf16'] = {'enabled': True}
+        tag = '%s%d' % (precision, stage)
+        json.dump(cfg, open(w('cfg%s.json' % tag), 'w'))
         subprocess.run([b('ds-opt'), w('gpt.pt'), '--input', 'idx=tensor<%dx%dxi64>' % (mb, SEQ),
                         '--input', 'targets=tensor<%dx%dxi64>' % (mb, SEQ), '--config',
-                        w('cfg%d.json' % stage), '-o', w('step%d.mlir' % stage)], check=True)
-        log = w('ds%d.jsonl' % stage)
-        subprocess.run(MPIRUN + [b('ds-run'), w('step%d.mlir' % stage), '--data',
+                        w('cfg%s.json' % tag), '-o', w('step%s.mlir' % tag)], check=True)
+        log = w('ds%s.jsonl' % tag)
+        subprocess.run(MPIRUN + [b('ds-run'), w('step%s.mlir' % tag), '--data',
                                  'idx=' + w('idx.npy'), '--data', 'targets=' + w('targets.npy'),
                                  '--steps', str(args.steps), '--threads', '1', '--log', log],
                        check=True, stdout=subprocess.DEVNULL)
         lines = [json.loads(l) for l in open(log)]
         ms = statistics.median(l['step_ms'] for l in lines[1:])
         last = lines[-1]['ranks']
-        rows['ds ZeRO stage %d' % stage] = (ms, max(r['model_state_bytes'] for r in last),
+        rows['ds %s ZeRO stage %d' % (precision, stage)] = (ms, max(r['model_state_bytes'] for r in last),
                                             max(r['device_peak_bytes'] for r in last),
                                             max(r['host_peak_bytes'] for r in last))
     for kind, name in (('ddp', 'PyTorch DDP (gloo)'), ('zero', 'PyTorch DDP + ZeroRedundancyOpt')):
@@ -128,13 +133,23 @@ def main():
         rows[name] = (ms, max(state), None, max(rss))
     base = rows['PyTorch DDP (gloo)'][0]
     for name, (ms, state, peak, rss) in rows.items():
-        print('%-28s %10.0f %16.1f %14s %14.0f   %.2fx DDP time' % (
+        print('%-32s %10.0f %16.1f %14s %14.0f   %.2fx DDP time' % (
             name, ms, state / 2**20, '%.1f' % (peak / 2**20) if peak else '-', rss / 2**20,
             ms / base))
-    s0 = rows['ds ZeRO stage 0'][0]
-    print('ds stage 3 / ds stage 0 step time: %.2fx (goal <= 1.15x); ds stage 3 / PyTorch DDP: '
-          '%.2fx (goal < 1); bf16: not implemented yet' % (rows['ds ZeRO stage 3'][0] / s0,
-                                                          rows['ds ZeRO stage 3'][0] / base))
+    s0 = rows['ds fp32 ZeRO stage 0'][0]
+    print('ds stage 3 / ds stage 0 step time (fp32): %.2fx (goal <= 1.15x); ds stage 3 / PyTorch '
+          'DDP: %.2fx (goal < 1)' % (rows['ds fp32 ZeRO stage 3'][0] / s0,
+                                      rows['ds fp32 ZeRO stage 3'][0] / base))
+    best = min(rows['ds bf16 ZeRO stage %d' % s][0] for s in range(4))
+    print('ds bf16 (best stage) / PyTorch fp32 DDP step time: %.2fx (goal <= 0.2x: needs bf16 '
+          'matrix units; this CPU %s)' % (best / base, 'has them' if has_bf16_units()
+                                          else 'has none, so bf16 computes in f32'))
+
+
+def has_bf16_units():
+    """Whether the CPU has bf16 dot-product or matrix instructions (AVX512_BF16 or AMX)."""
+    flags = open('/proc/cpuinfo').read()
+    return 'avx512_bf16' in flags or 'amx_bf16' in flags
 
 
 if __name__ == '__main__':

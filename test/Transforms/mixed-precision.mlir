@@ -1,6 +1,7 @@
 // RUN: ds-opt %s --ds-mixed-precision | FileCheck %s
 // RUN: ds-opt %s --ds-mixed-precision="dtype=f16 loss-scaling=true" --ds-autodiff | FileCheck %s --check-prefix=AD
 // RUN: ds-opt %s --ds-mixed-precision --ds-autodiff --ds-optimizer --canonicalize --cse --ds-widen-16bit | FileCheck %s --check-prefix=WIDE
+// RUN: ds-opt %s --ds-mixed-precision="dtype=f16 loss-scaling=true" --ds-autodiff --ds-optimizer | FileCheck %s --check-prefix=FP16
 // RUN: not ds-opt %s --ds-mixed-precision="dtype=f8" 2>&1 | FileCheck %s --check-prefix=BADTYPE
 
 // A 16-bit model: the trainable parameter is stored in bf16 and widened where read; the
@@ -55,6 +56,21 @@
 // WIDE: %[[P:.+]] = ds.convert %{{.+}} : tensor<4x8xf32> -> tensor<4x8xbf16>
 // WIDE: ds.assign @w = %[[P]] : tensor<4x8xbf16>
 // WIDE: ds.assign @"w@grad" = %{{.+}} : tensor<4x8xbf16>
+
+// fp16's update: the gradient times 1 / loss_scale; found_inf from the sum of g * 0 (NaN when
+// a gradient is inf or NaN); every written state keeps its old value on overflow.
+// FP16: ds.state @found_inf role "found_inf" : tensor<f32>
+// FP16-LABEL: func.func @optimizer_step
+// FP16: %[[S:.+]] = ds.get_parameter @loss_scale
+// FP16: %[[INV:.+]] = ds.div %{{.+}}, %[[S]]
+// FP16: ds.mul %{{.+}}, %[[INV]]
+// FP16: %[[OK:.+]] = ds.cmp eq
+// FP16: ds.assign @found_inf =
+// FP16: %[[OLD:.+]] = ds.get_parameter @"w@master"
+// FP16: %[[NEW:.+]], %{{.+}}, %{{.+}} = ds.adamw_update %[[OLD]]
+// FP16: %[[KEPT:.+]] = ds.where %[[OK]], %[[NEW]], %[[OLD]]
+// FP16: ds.assign @"w@master" = %[[KEPT]]
+// FP16: ds.assign @w = %{{.+}} : tensor<4x8xf16>
 
 // BADTYPE: ds-mixed-precision: dtype 'f8' is not bf16 or f16
 module {

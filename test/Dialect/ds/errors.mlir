@@ -1590,3 +1590,13 @@ module {
 // expected-error @+1 {{'ds.zero_stage' must be an integer 0-3 on a builtin.module}}
 module attributes {ds.zero_stage = 7 : i64} {
 }
+
+// -----
+
+// expected-error @+1 {{role 'grad' needs `of` (only loss_scale and found_inf belong to no parameter)}}
+ds.state @g role "grad" : tensor<4xf32>
+
+// -----
+
+// expected-error @+1 {{'loss_scale' must be a tensor<f32> scalar, not 'tensor<2xf32>'}}
+ds.state @loss_scale role "loss_scale" : tensor<2xf32>
