@@ -20,6 +20,9 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   o.zeroStage = config.zeroStage;
   o.reduceBucketSize = config.zero.reduceBucketSize;
   o.paramPersistenceThreshold = config.zero.paramPersistenceThreshold;
+  o.prefetchBucketSize = config.zero.prefetchBucketSize;
+  o.maxLiveParameters = config.zero.maxLiveParameters;
+  o.maxReuseDistance = config.zero.maxReuseDistance;
   o.precision = config.precision.dtype;
   return o;
 }
@@ -43,6 +46,9 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   zero.dataParallelSize = options.dataParallelSize;
   zero.reduceBucketSize = std::max<int64_t>(1, options.reduceBucketSize);
   zero.persistenceThreshold = options.paramPersistenceThreshold;
+  zero.prefetchBucketSize = options.prefetchBucketSize;
+  zero.maxLiveParameters = options.maxLiveParameters;
+  zero.maxReuseDistance = options.maxReuseDistance;
   pm.addPass(createDSZero(zero));
   DSOptimizerOptions opt;
   opt.type = options.optimizer.type;

@@ -1,6 +1,6 @@
-// RUN: ds-opt %s --ds-zero="stage=3 data-parallel-size=2 param-persistence-threshold=4" | FileCheck %s
-// RUN: ds-opt %s --ds-zero="stage=3 data-parallel-size=2 param-persistence-threshold=4" --ds-optimizer --canonicalize --cse | FileCheck %s --check-prefix=OPT
-// RUN: ds-opt %s --ds-zero="stage=3 data-parallel-size=2 param-persistence-threshold=4" --ds-optimizer --canonicalize --cse --ds-lower-to-runtime | FileCheck %s --check-prefix=LOWER
+// RUN: ds-opt %s --ds-zero="stage=3 data-parallel-size=2 param-persistence-threshold=4 max-reuse-distance=0" | FileCheck %s
+// RUN: ds-opt %s --ds-zero="stage=3 data-parallel-size=2 param-persistence-threshold=4 max-reuse-distance=0" --ds-optimizer --canonicalize --cse | FileCheck %s --check-prefix=OPT
+// RUN: ds-opt %s --ds-zero="stage=3 data-parallel-size=2 param-persistence-threshold=4 max-reuse-distance=0" --ds-optimizer --canonicalize --cse --ds-lower-to-runtime | FileCheck %s --check-prefix=LOWER
 
 // Stage 3: @w (6 elements) is partitioned: its bucket keeps only a 16-element shard; @b (3,
 // under the threshold of 4) persists whole in a bucket of its own, as in stage 2.
@@ -8,7 +8,8 @@
 // CHECK-DAG: ds.state @"zero.params.{{[0-9]}}@shard" of @zero.params.{{[0-9]}} role "param_shard" : tensor<16xf32>
 // CHECK-DAG: ds.flat_buffer @zero.params.{{[0-9]}} role "params" members [@b] : tensor<32xf32>
 // Forward reads @w through a view of the gathered bucket; after the loss, backward gathers it
-// again (marked so that CSE keeps both) instead of keeping it alive across the loss.
+// again (marked so that CSE keeps both) instead of keeping it alive across the loss (with
+// max-reuse-distance 0; zero-stage3-prefetch.mlir shows the other cases).
 // CHECK-LABEL: func.func @micro_step
 // CHECK: %[[S0:.+]] = ds.get_parameter @"zero.params.{{[0-9]}}@shard" : tensor<16xf32>
 // CHECK: %[[F0:.+]] = shard.all_gather %[[S0]] on @dp grid_axes = [0] gather_axis = 0 : tensor<16xf32> -> tensor<32xf32>

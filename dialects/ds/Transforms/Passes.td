@@ -176,8 +176,14 @@ def DSZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
       `param-persistence-threshold` elements keep only a shard (`@zero.params.K@shard`, role
       `param_shard`; the buffer's role is `params_sharded`). Every use in `@micro_step` reads
       a view of the bucket all-gathered from the shards, once for forward and once for
-      backward (split at the loss), issued one bucket ahead of its first use in the phase;
-      the gathered buffer dies after the phase's last use.
+      backward (split at the loss); the gathered buffer dies after the phase's last use. A
+      gather is issued as early as `prefetch-bucket-size` allows: at the first use of the
+      earliest bucket from which the buckets after it, up to this one, hold at most that many
+      elements (and, with the bucket then computed, at most `max-live-parameters`); with 0, at
+      the bucket's own first use. A bucket whose backward first use follows its last forward
+      use within fewer than `max-reuse-distance` elements of other buckets' uses is not
+      gathered again: the forward gather stays alive until its backward uses (DeepSpeed's
+      defaults, 5e7 / 1e9 / 1e9, prefetch and keep every bucket of a small model).
     With N = 1 the pass changes nothing.
   }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::shard::ShardDialect"];
@@ -188,6 +194,15 @@ def DSZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
     Option<"reduceBucketSize", "reduce-bucket-size", "int64_t", "500000000",
            "Stages 2-3: elements per gradient (and stage-3 parameter) bucket (DeepSpeed's "
            "reduce_bucket_size)">,
+    Option<"prefetchBucketSize", "prefetch-bucket-size", "int64_t", "50000000",
+           "Stage 3: elements of buckets gathered ahead of the compute (DeepSpeed's "
+           "stage3_prefetch_bucket_size; 0 = each bucket at its first use)">,
+    Option<"maxLiveParameters", "max-live-parameters", "int64_t", "1000000000",
+           "Stage 3: at most this many gathered elements in flight ahead of and at the "
+           "compute (DeepSpeed's stage3_max_live_parameters)">,
+    Option<"maxReuseDistance", "max-reuse-distance", "int64_t", "1000000000",
+           "Stage 3: a bucket whose backward reuse follows its last forward use within "
+           "fewer gathered elements stays gathered (DeepSpeed's stage3_max_reuse_distance)">,
     Option<"persistenceThreshold", "param-persistence-threshold", "int64_t", "100000",
            "Stage 3: parameters with fewer elements stay whole (DeepSpeed's "
            "stage3_param_persistence_threshold)">,

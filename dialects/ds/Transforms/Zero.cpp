@@ -333,13 +333,13 @@ LogicalResult ZeroPass::partitionParameters(ModuleOp module) {
   static const int16_t kDpAxis[] = {0};
   OpBuilder b(module.getContext());
   Location loc = micro.getLoc();
-  for (int phase = 0; phase < 2; ++phase) {
-    // Each bucket's uses in this phase, by member.
-    struct Use {
-      FlatBufferOp flat;
-      Operation *first = nullptr;
-      SmallVector<std::pair<int64_t, SmallVector<OpOperand *>>> members; // offset, uses
-    };
+  // Each bucket's uses in a phase, by member.
+  struct Use {
+    FlatBufferOp flat;
+    Operation *first = nullptr, *last = nullptr;
+    SmallVector<std::pair<int64_t, SmallVector<OpOperand *>>> members; // offset, uses
+  };
+  auto usesIn = [&](int phase) {
     SmallVector<Use> uses;
     for (FlatBufferOp flat : shardedBuffers) {
       Use u{flat};
@@ -353,9 +353,12 @@ LogicalResult ZeroPass::partitionParameters(ModuleOp module) {
             for (OpOperand &use : get->getUses())
               if (phaseOf(use.getOwner()) == phase)
                 operands.push_back(&use);
-        for (OpOperand *o : operands)
+        for (OpOperand *o : operands) {
           if (!u.first || o->getOwner()->isBeforeInBlock(u.first))
             u.first = o->getOwner();
+          if (!u.last || u.last->isBeforeInBlock(o->getOwner()))
+            u.last = o->getOwner();
+        }
         if (!operands.empty())
           u.members.push_back({offset, operands});
         offset += param.getTensorType().getNumElements();
@@ -366,21 +369,69 @@ LogicalResult ZeroPass::partitionParameters(ModuleOp module) {
     llvm::stable_sort(uses, [](const Use &x, const Use &y) {
       return x.first->isBeforeInBlock(y.first);
     });
+    return uses;
+  };
+  SmallVector<Use> phases[2] = {usesIn(0), usesIn(1)};
+  auto size = [](const Use &u) {
+    FlatBufferOp flat = u.flat;
+    return flat.getTensorType().getNumElements();
+  };
+
+  // max_reuse_distance: a bucket stays gathered from forward into backward when the other
+  // buckets used between its last forward use and its first backward use hold fewer elements.
+  llvm::DenseMap<Operation *, Value> forwardGather; // flat buffer -> its forward gather
+  llvm::DenseSet<Operation *> reused;
+  for (const Use &bw : phases[1])
+    for (const Use &fw : phases[0]) {
+      if (fw.flat != bw.flat)
+        continue;
+      int64_t between = 0;
+      llvm::DenseSet<Operation *> counted; // each other bucket once
+      for (int phase = 0; phase < 2; ++phase)
+        for (const Use &o : phases[phase])
+          if (o.flat != bw.flat && fw.last->isBeforeInBlock(o.last) &&
+              o.first->isBeforeInBlock(bw.first) && counted.insert(o.flat).second)
+            between += size(o);
+      if (between < maxReuseDistance)
+        reused.insert(bw.flat);
+    }
+
+  for (int phase = 0; phase < 2; ++phase) {
+    SmallVector<Use> &uses = phases[phase];
     for (auto [j, u] : llvm::enumerate(uses)) {
       RankedTensorType flatType = u.flat.getTensorType();
       Type f32 = flatType.getElementType();
-      auto shardType = RankedTensorType::get({flatType.getNumElements() / dataParallelSize}, f32);
-      b.setInsertionPoint(j == 0 ? u.first : uses[j - 1].first);
-      auto read = GetParameterOp::create(
-          b, loc, shardType,
-          FlatSymbolRefAttr::get(b.getContext(), (u.flat.getSymName() + "@shard").str()));
-      // The backward gather re-reads the shard on purpose: CSE must not fold it into the
-      // forward one (which would keep the whole parameters alive across the loss).
-      if (phase == 1)
-        read->setAttr("rematerialized", b.getUnitAttr());
-      Value shard = read;
-      Value full = shard::AllGatherOp::create(b, loc, flatType, "dp", kDpAxis, shard,
-                                              APInt(64, 0));
+      Value full;
+      if (phase == 1 && reused.contains(u.flat)) {
+        full = forwardGather.lookup(u.flat);
+      } else {
+        // Issued at the first use of bucket i: the earliest bucket such that the buckets
+        // after it, up to this one, hold at most prefetch_bucket_size elements and, with
+        // bucket i itself, at most max_live_parameters (i = j: no prefetch).
+        size_t i = j;
+        int64_t inFlight = 0;
+        for (size_t k = j; k > 0; --k) {
+          inFlight += size(uses[k]);
+          if (inFlight > prefetchBucketSize ||
+              inFlight + size(uses[k - 1]) > maxLiveParameters)
+            break;
+          i = k - 1;
+        }
+        auto shardType =
+            RankedTensorType::get({flatType.getNumElements() / dataParallelSize}, f32);
+        b.setInsertionPoint(uses[i].first);
+        auto read = GetParameterOp::create(
+            b, loc, shardType,
+            FlatSymbolRefAttr::get(b.getContext(), (u.flat.getSymName() + "@shard").str()));
+        // The backward gather re-reads the shard on purpose: CSE must not fold it into the
+        // forward one (which would keep the whole parameters alive across the loss).
+        if (phase == 1)
+          read->setAttr("rematerialized", b.getUnitAttr());
+        Value shard = read;
+        full = shard::AllGatherOp::create(b, loc, flatType, "dp", kDpAxis, shard, APInt(64, 0));
+        if (phase == 0)
+          forwardGather[u.flat] = full;
+      }
       for (auto &[offset, operands] : u.members) {
         auto type = cast<RankedTensorType>(operands.front()->get().getType());
         Operation *first = nullptr;

@@ -17,6 +17,8 @@ struct TrainingOptions {
   int64_t zeroStage = 0;
   int64_t reduceBucketSize = 500000000;
   int64_t paramPersistenceThreshold = 100000;
+  int64_t prefetchBucketSize = 50000000, maxLiveParameters = 1000000000;
+  int64_t maxReuseDistance = 1000000000;
   /// "fp32", "bf16" or "fp16" (DeepSpeed's bf16 / fp16 sections).
   std::string precision = "fp32";
 
