@@ -1003,6 +1003,10 @@ int Driver::train() {
         std::fprintf(stderr, "%s: warning: --dump-grads: the gradients are partitioned (ZeRO "
                              "stage 2 or 3) and never whole; '%s' will hold no tensors\n",
                      tool.c_str(), opt.dumpGrads.c_str());
+      if (lossScaling && rank == 0)
+        std::fprintf(stderr, "%s: warning: --dump-grads: the fp16 gradients in '%s' are "
+                             "multiplied by the loss scale %g\n",
+                     tool.c_str(), opt.dumpGrads.c_str(), stepScale);
       std::string e;
       if (!writeSlots(opt.dumpGrads, /*gradients=*/true, e)) {
         rc = fail("--dump-grads: " + e);
