@@ -199,17 +199,25 @@ void OptimizerPass::runOnOperation() {
   // Muon's selection (DeepSpeed's rule, shared with ds-reference): the embedding tables are
   // the parameters that a ds.embedding reads; the LM head is the weight of the ds.linear whose
   // result, through reshapes, is a ds.cross_entropy's logits.
+  // Reshapes and conversions (a 16-bit model's roundings) are looked through.
+  auto source = [](Value v) {
+    while (true) {
+      if (auto r = v.getDefiningOp<ReshapeOp>())
+        v = r.getInput();
+      else if (auto c = v.getDefiningOp<ConvertOp>())
+        v = c.getInput();
+      else
+        return v;
+    }
+  };
   llvm::StringSet<> embeddingTables;
   module.walk([&](EmbeddingOp e) {
-    if (auto g = e.getWeight().getDefiningOp<GetParameterOp>())
+    if (auto g = source(e.getWeight()).getDefiningOp<GetParameterOp>())
       embeddingTables.insert(g.getName());
   });
   module.walk([&](CrossEntropyOp ce) {
-    Value v = ce.getLogits();
-    while (auto r = v.getDefiningOp<ReshapeOp>())
-      v = r.getInput();
-    if (auto lin = v.getDefiningOp<LinearOp>())
-      if (auto g = lin.getWeight().getDefiningOp<GetParameterOp>())
+    if (auto lin = source(ce.getLogits()).getDefiningOp<LinearOp>())
+      if (auto g = source(lin.getWeight()).getDefiningOp<GetParameterOp>())
         embeddingTables.insert(g.getName());
   });
   auto usesMuonRule = [&](ParameterOp param) {
