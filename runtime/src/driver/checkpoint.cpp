@@ -60,7 +60,9 @@ std::string numericConfig(const io::Json &config) {
   bool first = true;
   for (const char *key : kNumericKeys) {
     const io::Json *v = config.get(key);
-    std::string text = v ? v->dump() : (std::string(key) == "precision" ? "\"fp32\"" : "null");
+    std::string text = v ? v->dump() : "null";
+    if (std::string(key) == "precision") // the normalized config has a section when enabled
+      text = config.get("fp16") ? "\"fp16\"" : config.get("bf16") ? "\"bf16\"" : "\"fp32\"";
     out += (first ? "" : ",") + io::jsonQuote(key) + ":" + text;
     first = false;
   }
@@ -196,6 +198,21 @@ bool loadCheckpoint(dsrt_context *ctx, const std::string &dir,
                    path.c_str());
       continue;
     }
+    // The config keys that change the numbers.
+    io::Json saved, mine;
+    std::string perr;
+    io::parseJson(numericConfig(config), mine, perr);
+    const io::Json *cfg = index.get("config");
+    for (const char *key : kNumericKeys) {
+      const io::Json *a = cfg ? cfg->get(key) : nullptr, *b = mine.get(key);
+      std::string as = a ? a->dump() : "null", bs = b ? b->dump() : "null";
+      if (as != bs) {
+        err = "checkpoint '" + path + "' was trained with " + key + " = " + as +
+              " but this run has " + bs + "; resume with the same " + key +
+              " (or start a new run without --resume)";
+        return false;
+      }
+    }
     // The model: the same slots, names, shapes and types.
     const io::Json *model = index.get("model");
     if (!model || !model->isArray() || model->items.size() != slots.size()) {
@@ -218,21 +235,6 @@ bool loadCheckpoint(dsrt_context *ctx, const std::string &dir,
       if (gotNorm != wantNorm) {
         err = "checkpoint '" + path + "' is of another model: tensor " + std::to_string(i) +
               " is " + got + " there but " + want + " here";
-        return false;
-      }
-    }
-    // The config keys that change the numbers.
-    io::Json saved, mine;
-    std::string perr;
-    io::parseJson(numericConfig(config), mine, perr);
-    const io::Json *cfg = index.get("config");
-    for (const char *key : kNumericKeys) {
-      const io::Json *a = cfg ? cfg->get(key) : nullptr, *b = mine.get(key);
-      std::string as = a ? a->dump() : "null", bs = b ? b->dump() : "null";
-      if (as != bs) {
-        err = "checkpoint '" + path + "' was trained with " + key + " = " + as +
-              " but this run has " + bs + "; resume with the same " + key +
-              " (or start a new run without --resume)";
         return false;
       }
     }

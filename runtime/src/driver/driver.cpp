@@ -493,6 +493,21 @@ bool Driver::checkConfigFile(std::string &err) {
     err = "--config '" + opt.config + "' is not a JSON object" + (e.empty() ? "" : ": " + e);
     return false;
   }
+  // The precision is a section that the compiled config has only when enabled.
+  auto precision = [](const Json &c) -> std::string {
+    auto enabled = [&](const char *key) {
+      const Json *s = c.get(key);
+      const Json *e = s ? s->get("enabled") : nullptr;
+      return e && e->kind == Json::Bool && e->boolean;
+    };
+    return enabled("fp16") ? "fp16" : enabled("bf16") || enabled("bfloat16") ? "bf16" : "fp32";
+  };
+  std::string want = precision(user), have = precision(*meta.get("config"));
+  if (want != have) {
+    err = "--config '" + opt.config + "' trains in " + want + " but the program was compiled " +
+          "for " + have + "; recompile with this config or drop --config";
+    return false;
+  }
   std::string diff;
   if (!sameConfig(user, *meta.get("config"), "", diff)) {
     err = "--config '" + opt.config + "' disagrees with the config compiled into the program: " +
