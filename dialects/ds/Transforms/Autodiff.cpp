@@ -93,15 +93,16 @@ void rematerializeWidenings(ArrayRef<Operation *> forwardOps) {
         return !forward.contains(use.getOwner()) && use.getOwner() != widen;
       });
     }
-  // Widenings, and reshapes (views) of them, that the backward reads: each gets its own copy
-  // of the chain just before its first backward use.
+  // Widenings, and reshapes, transposes, slices and broadcasts of them (element moves), that
+  // the backward reads: each gets its own copy of the chain just before its first backward
+  // use, so that only the 16-bit value lives across the loss.
   llvm::DenseSet<Value> widened;
   for (Operation *op : forwardOps) {
     if (auto c = dyn_cast<ConvertOp>(op)) {
       if (!typeOf(c.getResult()).getElementType().isF32() || !isHalf(c.getInput()))
         continue;
-    } else if (auto r = dyn_cast<ReshapeOp>(op)) {
-      if (!widened.contains(r.getInput()))
+    } else if (isa<ReshapeOp, TransposeOp, SliceOp, BroadcastToOp>(op)) {
+      if (!widened.contains(op->getOperand(0)))
         continue;
     } else {
       continue;

@@ -74,9 +74,10 @@ def DSAutodiff : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
     `grad`. The loss gradient is seeded with 1 / (gradient_accumulation_steps x
     data_parallel_size), so the accumulated gradient is the mean over a step's micro-batches;
     with a `ds.state` of role `loss_scale` (fp16) the seed is multiplied by it. A widening
-    `ds.convert` (16-bit to f32) that the backward reads is recomputed in the backward
-    (marked `rematerialized`), so the 16-bit value, not the f32 one, is what stays alive
-    between forward and backward.
+    `ds.convert` (16-bit to f32) that the backward reads, or a reshape, transpose, slice or
+    broadcast of one, is recomputed in the backward (the conversion marked
+    `rematerialized`), so the 16-bit value, not the f32 one, is what stays alive between
+    forward and backward.
     Each op's backward comes from its `GradientOpInterface`; only values that depend on a
     trainable parameter are differentiated. `ds.dropout` becomes `x * ds.dropout_mask` so the
     backward reuses the mask.
