@@ -49,7 +49,8 @@ const char *const kImplementedKeys[] = {
 const char *const kFp16Keys[] = {"enabled", "auto_cast", "loss_scale", "initial_scale_power",
                                  "loss_scale_window", "hysteresis", "consecutive_hysteresis",
                                  "min_loss_scale", "fp16_master_weights_and_grads"};
-const char *const kBf16Keys[] = {"enabled", "immediate_grad_update", "check_grad_overflow"};
+const char *const kBf16Keys[] = {"enabled", "immediate_grad_update", "check_grad_overflow",
+                                 "bf16_master_weights_and_grads", "bf16_optimizer_states"};
 // zero_optimization's keys (zero/config.py): field names and their stage3_ aliases.
 const char *const kZeroKeys[] = {
     "stage", "contiguous_gradients", "reduce_scatter", "reduce_bucket_size",
@@ -594,7 +595,8 @@ Error parsePrecision(StringRef section, const json::Value &v, PrecisionConfig &p
         return b.takeError();
       enabled = *b;
     } else if (key == "auto_cast" || key == "fp16_master_weights_and_grads" ||
-               key == "check_grad_overflow") {
+               key == "check_grad_overflow" || key == "bf16_master_weights_and_grads" ||
+               key == "bf16_optimizer_states") {
       auto b = flag();
       if (!b)
         return b.takeError();
@@ -673,6 +675,11 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
         return std::move(e);
       cfg.zeroStage = cfg.zero.stage;
     } else if (key == "fp16" || key == "bf16" || key == "bfloat16") {
+      if (key == "bfloat16" && root->get("bf16")) {
+        cfg.warnings.push_back("'bfloat16' is ignored: 'bf16' is also set (DeepSpeed reads "
+                               "'bf16')");
+        continue;
+      }
       if (Error e = parsePrecision(key == "fp16" ? "fp16" : "bf16", v, cfg.precision))
         return std::move(e);
     } else if (key == "gradient_clipping") {

@@ -3,6 +3,8 @@
 // RUN: ds-opt %s --ds-mixed-precision --ds-autodiff --ds-optimizer --canonicalize --cse --ds-widen-16bit | FileCheck %s --check-prefix=WIDE
 // RUN: ds-opt %s --ds-mixed-precision="dtype=f16 loss-scaling=true" --ds-autodiff --ds-optimizer | FileCheck %s --check-prefix=FP16
 // RUN: not ds-opt %s --ds-mixed-precision="dtype=f8" 2>&1 | FileCheck %s --check-prefix=BADTYPE
+// RUN: not ds-opt %s --ds-autodiff --ds-mixed-precision 2>&1 | FileCheck %s --check-prefix=ORDER
+// RUN: not ds-opt %s --ds-mixed-precision --ds-mixed-precision 2>&1 | FileCheck %s --check-prefix=TWICE
 
 // A 16-bit model: the trainable parameter is stored in bf16 and widened where read; the
 // linear layer's and the GELU's results are rounded through bf16; the reshape only moves
@@ -73,6 +75,8 @@
 // FP16: ds.assign @w = %{{.+}} : tensor<4x8xf16>
 
 // BADTYPE: ds-mixed-precision: dtype 'f8' is not bf16 or f16
+// ORDER: ds-mixed-precision runs before ds-autodiff on a func.func @forward
+// TWICE: ds-mixed-precision: trainable parameters must be f32 before the pass; 'w' is 'bf16'
 module {
   ds.parameter @w trainable : tensor<4x8xf32>
   ds.parameter @scale : tensor<4xf32>

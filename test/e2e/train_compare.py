@@ -185,10 +185,11 @@ def check_memory(args, cfg, w, b, ds_log):
     return ok
 
 
-def deepspeed_loss_scales(fp16, skipped):
+def deepspeed_loss_scales(fp16, skipped, zero_stage):
     """The loss scale DeepSpeed uses at each step, given which steps overflowed, written from
-    deepspeed/runtime/fp16/loss_scaler.py (DynamicLossScaler.update_scale). Independent of the
-    C++."""
+    DeepSpeed's sources: without ZeRO FP16_Optimizer._update_scale (fused_optimizer.py: every
+    overflow halves, clamped at min_loss_scale), with ZeRO DynamicLossScaler.update_scale
+    (loss_scaler.py: hysteresis); both double after loss_scale_window stable steps."""
     if fp16.get('loss_scale', 0):
         return [fp16['loss_scale']] * len(skipped)
     scale = 2.0 ** fp16.get('initial_scale_power', 16)
@@ -200,7 +201,15 @@ def deepspeed_loss_scales(fp16, skipped):
     out = []
     for overflow in skipped:
         out.append(scale)
-        if overflow:
+        if zero_stage == 0:
+            if overflow:
+                scale = max(scale / 2, min_scale)
+                last_overflow = it
+            else:
+                stable = it - last_overflow - 1
+                if stable > 0 and stable % window == 0:
+                    scale *= 2
+        elif overflow:
             if shift == 1 or hyst == 1:
                 scale = max(scale / 2, min_scale)
             else:
@@ -209,7 +218,8 @@ def deepspeed_loss_scales(fp16, skipped):
         else:
             if consecutive:
                 hyst = shift
-            if (it - last_overflow) % window == 0:
+            stable = it - last_overflow - 1
+            if stable > 0 and stable % window == 0:
                 if not consecutive:
                     hyst = shift
                 scale *= 2
@@ -400,7 +410,8 @@ def main():
                 ok = False
     if args.precision == 'fp16':
         skipped = [r['skipped'] for r in ds_log]
-        want = deepspeed_loss_scales(cfg['fp16'], skipped)
+        want = deepspeed_loss_scales(cfg['fp16'], skipped,
+                                     cfg.get('zero_optimization', {}).get('stage', 0))
         got = [r['loss_scale'] for r in ds_log]
         same = got == want
         print('fp16: %d of %d steps skipped on overflow; loss scales %s DeepSpeed\'s rule (%s)'

@@ -76,15 +76,22 @@ void rematerializeWidenings(ArrayRef<Operation *> forwardOps) {
       auto t = dyn_cast<RankedTensorType>(r.getType());
       if (!t || !t.getElementType().isF32())
         continue;
+      // Only ds-mixed-precision's pattern: the narrowing is r's one forward user, so every
+      // forward reader sees the rounded value too. (A model's own r.to(bf16) beside other
+      // uses of r keeps r.)
       ConvertOp narrowing;
       Operation *first = nullptr;
+      int forwardUsers = 0;
       for (Operation *user : r.getUsers()) {
-        if (auto c = dyn_cast<ConvertOp>(user); c && forward.contains(c) && isHalf(c.getResult()))
-          narrowing = c;
-        if (!forward.contains(user) && (!first || user->isBeforeInBlock(first)))
+        if (forward.contains(user)) {
+          ++forwardUsers;
+          if (auto c = dyn_cast<ConvertOp>(user); c && isHalf(c.getResult()))
+            narrowing = c;
+        } else if (!first || user->isBeforeInBlock(first)) {
           first = user;
+        }
       }
-      if (!narrowing || !first)
+      if (!narrowing || forwardUsers != 1 || !first)
         continue;
       OpBuilder b(first);
       auto widen = ConvertOp::create(b, op->getLoc(), t, narrowing.getResult());

@@ -61,8 +61,11 @@ std::string numericConfig(const io::Json &config) {
   for (const char *key : kNumericKeys) {
     const io::Json *v = config.get(key);
     std::string text = v ? v->dump() : "null";
-    if (std::string(key) == "precision") // the normalized config has a section when enabled
-      text = config.get("fp16") ? "\"fp16\"" : config.get("bf16") ? "\"bf16\"" : "\"fp32\"";
+    if (std::string(key) == "precision") // the normalized config has a section when enabled;
+      // fp16's settings (the loss scaler's) are part of it
+      text = config.get("fp16")   ? "{\"fp16\":" + config.get("fp16")->dump() + "}"
+             : config.get("bf16") ? "\"bf16\""
+                                  : "\"fp32\"";
     out += (first ? "" : ",") + io::jsonQuote(key) + ":" + text;
     first = false;
   }

@@ -1131,7 +1131,11 @@ int Driver::run() {
     return fail(err);
   if (const Json *fp16 = meta.get("config")->get("fp16"); fp16 && fp16->kind == Json::Object) {
     lossScaling = true;
-    scaler.configure(*fp16);
+    int64_t zeroStage = 0;
+    if (const Json *z = meta.get("config")->get("zero_optimization"))
+      if (const Json *st = z->get("stage"); st && st->isNumber())
+        zeroStage = static_cast<int64_t>(st->number);
+    scaler.configure(*fp16, zeroStage);
   }
   if (!opt.config.empty() && !checkConfigFile(err))
     return fail(err);
