@@ -84,14 +84,15 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
   os << "memory plan per rank (bytes; ZeRO stage " << stage << ", " << ranks << " rank"
      << (ranks == 1 ? "" : "s") << ", peak in " << (microPeak ? "micro_step" : "optimizer_step")
      << ")\n";
+  // Columns only ever get added at the end, so that scripts reading them keep working.
   os << llvm::format("%-5s %14s %14s %14s %14s %14s %14s %14s %14s\n", "rank", "parameters",
-                     "gradients", "optimizer", "buffers", "activations", "inputs",
-                     "communication", "peak");
+                     "gradients", "optimizer", "activations", "inputs", "communication",
+                     "peak", "buffers");
   // Every rank runs the same program (ds-verify-collectives), so every rank has this plan.
   for (int64_t r = 0; r < ranks; ++r)
     os << llvm::format("%-5lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld\n",
                        (long long)r, (long long)params, (long long)grads, (long long)optim,
-                       (long long)buffers, (long long)activations, (long long)inputs,
-                       (long long)comm, (long long)peak);
+                       (long long)activations, (long long)inputs, (long long)comm,
+                       (long long)peak, (long long)buffers);
   return success();
 }

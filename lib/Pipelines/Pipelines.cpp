@@ -18,11 +18,7 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   o.optimizer = config.optimizer;
   o.gradientClipping = config.gradientClipping;
   o.zeroStage = config.zeroStage;
-  o.reduceBucketSize = config.zero.reduceBucketSize;
-  o.paramPersistenceThreshold = config.zero.paramPersistenceThreshold;
-  o.prefetchBucketSize = config.zero.prefetchBucketSize;
-  o.maxLiveParameters = config.zero.maxLiveParameters;
-  o.maxReuseDistance = config.zero.maxReuseDistance;
+  o.zero = config.zero;
   o.precision = config.precision.dtype;
   return o;
 }
@@ -44,11 +40,11 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   DSZeroOptions zero;
   zero.stage = options.zeroStage;
   zero.dataParallelSize = options.dataParallelSize;
-  zero.reduceBucketSize = std::max<int64_t>(1, options.reduceBucketSize);
-  zero.persistenceThreshold = options.paramPersistenceThreshold;
-  zero.prefetchBucketSize = options.prefetchBucketSize;
-  zero.maxLiveParameters = options.maxLiveParameters;
-  zero.maxReuseDistance = options.maxReuseDistance;
+  zero.reduceBucketSize = std::max<int64_t>(1, options.zero.reduceBucketSize);
+  zero.persistenceThreshold = options.zero.paramPersistenceThreshold;
+  zero.prefetchBucketSize = options.zero.prefetchBucketSize;
+  zero.maxLiveParameters = options.zero.maxLiveParameters;
+  zero.maxReuseDistance = options.zero.maxReuseDistance;
   pm.addPass(createDSZero(zero));
   DSOptimizerOptions opt;
   opt.type = options.optimizer.type;

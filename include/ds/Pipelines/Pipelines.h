@@ -15,10 +15,7 @@ struct TrainingOptions {
   ::ds::OptimizerConfig optimizer;
   double gradientClipping = 0.0;
   int64_t zeroStage = 0;
-  int64_t reduceBucketSize = 500000000;
-  int64_t paramPersistenceThreshold = 100000;
-  int64_t prefetchBucketSize = 50000000, maxLiveParameters = 1000000000;
-  int64_t maxReuseDistance = 1000000000;
+  ::ds::ZeroConfig zero; ///< buckets, persistence and stage 3's gather schedule
   /// "fp32", "bf16" or "fp16" (DeepSpeed's bf16 / fp16 sections).
   std::string precision = "fp32";
 
