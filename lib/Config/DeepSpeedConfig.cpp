@@ -147,14 +147,20 @@ std::string nearest(ArrayRef<const char *> list, StringRef key) {
 
 Error fail(const Twine &msg) { return createStringError(inconvertibleErrorCode(), msg); }
 
+/// A JSON number with no fraction that fits in int64 (DeepSpeed configs often write 5e8);
+/// none for anything else, 1e30 included.
+std::optional<int64_t> integralValue(const json::Value &v) {
+  if (std::optional<int64_t> i = v.getAsInteger())
+    return i;
+  std::optional<double> d = v.getAsNumber();
+  if (!d || std::floor(*d) != *d || !(*d >= -9223372036854775808.0 && *d < 9223372036854775808.0))
+    return std::nullopt;
+  return static_cast<int64_t>(*d);
+}
+
 /// A positive integer value (JSON number with no fraction).
 Expected<int64_t> getPositiveInt(const json::Value &v, StringRef key) {
-  std::optional<int64_t> i = v.getAsInteger();
-  if (!i) {
-    std::optional<double> d = v.getAsNumber();
-    if (d && std::floor(*d) == *d)
-      i = static_cast<int64_t>(*d);
-  }
+  std::optional<int64_t> i = integralValue(v);
   if (!i || *i <= 0)
     return fail("'" + key + "' must be a positive integer");
   return *i;
@@ -502,12 +508,7 @@ Error parseZero(const json::Value &v, ZeroConfig &z) {
       continue;
     }
     auto integer = [&](int64_t &out) -> Error {
-      std::optional<int64_t> i = val.getAsInteger();
-      if (!i) {
-        std::optional<double> d = val.getAsNumber();
-        if (d && std::floor(*d) == *d)
-          i = static_cast<int64_t>(*d); // DeepSpeed configs often write 5e8
-      }
+      std::optional<int64_t> i = integralValue(val);
       if (!i || *i < 0)
         return fail("'" + full + "' must be a non-negative integer");
       out = *i;
@@ -584,10 +585,10 @@ Error parsePrecision(StringRef section, const json::Value &v, PrecisionConfig &p
       return *d;
     };
     auto integer = [&](int64_t lo) -> Expected<int64_t> {
-      std::optional<double> d = val.getAsNumber();
-      if (!d || std::floor(*d) != *d || *d < lo)
+      std::optional<int64_t> i = integralValue(val);
+      if (!i || *i < lo)
         return fail(formatv("'{0}' must be an integer >= {1}", full, lo).str());
-      return static_cast<int64_t>(*d);
+      return *i;
     };
     if (key == "enabled") {
       auto b = flag();

@@ -54,27 +54,36 @@ def main():
     random.seed(args.seed)
     env = dict(os.environ, DSRT_TEST_SAVE_DELAY_MS='40')
     logs, killed, partial_seen = [], 0, 0
+    def partials():
+        # A partial save by its name and inode: a resumed run may recreate the same name.
+        if not os.path.isdir(ck):
+            return set()
+        return {(n, os.stat(os.path.join(ck, n)).st_ino) for n in os.listdir(ck)
+                if n.startswith('.partial-')}
+
     for attempt in range(args.kills + 1):
-        has = os.path.isdir(ck) and any(n.startswith('step-') for n in os.listdir(ck))
+        # A run resumes once a checkpoint is published and named by `latest`.
+        has = os.path.exists(os.path.join(ck, 'latest'))
         log = w('run%d.jsonl' % attempt)
         cmd = base + ['--save', ck, '--save-every', '1', '--log', log] + (
             ['--resume', ck] if has else [])
+        before = partials()
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         if attempt < args.kills:
-            # Wait until a save is under way (its partial directory exists), then kill at a
-            # random point of it: before the state is synced, between state and index, or
-            # around the rename.
-            deadline = time.time() + 10
-            while p.poll() is None and time.time() < deadline and not (
-                    os.path.isdir(ck) and any(n.startswith('.partial-') for n in os.listdir(ck))):
+            # Wait until this run's save is under way (a new partial directory exists), then
+            # kill at a random point of it: while the rank file is written, between it and the
+            # index, or around the rename and `latest`.
+            deadline = time.time() + 20
+            while p.poll() is None and time.time() < deadline and not (partials() - before):
                 time.sleep(0.002)
             time.sleep(random.uniform(0, 0.09))
             if p.poll() is None:
                 p.send_signal(signal.SIGKILL)
                 killed += 1
+            else:
+                sys.exit('run %d ended before it was killed: %s' % (attempt, p.stderr.read().decode()))
             p.wait()
-            if os.path.isdir(ck):
-                partial_seen += sum(n.startswith('.partial-') for n in os.listdir(ck))
+            partial_seen += bool(partials() - before)
         else:
             _, err = p.communicate()
             if p.returncode != 0:
@@ -95,7 +104,8 @@ def main():
                 print('%s step %d: loss %.9g lr %.9g, uninterrupted %.9g %.9g'
                       % (os.path.basename(log), l['step'], l['loss'], l['lr'], *full[l['step']]))
                 ok = False
-    ok = ok and last == args.steps
+    # Every attempt was killed inside a save, and some kills left their save unpublished.
+    ok = ok and last == args.steps and killed == args.kills and partial_seen >= 1
     print('%d kills (%d left a partial checkpoint behind), %d runs: every logged step equals the '
           'uninterrupted run, last step %d -> %s' % (killed, partial_seen, len(logs), last,
                                                      'PASS' if ok else 'FAIL'))

@@ -126,6 +126,19 @@ int32_t dsrt_comm_rank(dsrt_context *ctx);
 int32_t dsrt_comm_size(dsrt_context *ctx);
 /** "mpi" or "loopback". */
 const char *dsrt_comm_channel(dsrt_context *ctx);
+/** Seconds a collective may wait for the other ranks (default 1800, torch.distributed's for
+ *  gloo; 0 waits forever). Past it, every rank that is alive reports where it waits and which
+ *  ranks did not answer (stopped, hung or dead), and the job ends. */
+void dsrt_comm_set_timeout(dsrt_context *ctx, double seconds);
+/** Returns when every rank has called it (the start-up barrier after loading). */
+void dsrt_comm_barrier(dsrt_context *ctx);
+/** Agrees on a failure that some ranks saw: each rank passes its error message (NULL or "" if
+ *  it has none). Returns -1 when no rank failed, else the lowest failing rank, whose message
+ *  is copied into `msg` (`cap` bytes, NUL-terminated). Every rank must call it. */
+int32_t dsrt_comm_agree(dsrt_context *ctx, const char *error, char *msg, size_t cap);
+/** Ends every rank of the group with exit code `code` (MPI_Abort under MPI); the caller
+ *  prints why first. With one rank (or no group yet) it exits. Never returns. */
+void dsrt_comm_abort(dsrt_context *ctx, int32_t code);
 /** Elementwise reduction of `in` over the ranks into `out` (same shape; may alias `in`). */
 dsrt_event *dsrt_all_reduce(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in,
                             int32_t reduction);

@@ -8,6 +8,7 @@
 #ifndef DSRT_IO_H
 #define DSRT_IO_H
 
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -47,11 +48,25 @@ struct Array {
 std::string formatDims(const std::vector<int64_t> &dims);
 
 //===----------------------------------------------------------------------===//
+// Checked arithmetic for sizes read from files and configs
+//===----------------------------------------------------------------------===//
+
+/// a * b and a + b of non-negative values; false on a negative operand or on overflow.
+bool checkedMul(int64_t a, int64_t b, int64_t &out);
+bool checkedAdd(int64_t a, int64_t b, int64_t &out);
+/// The element count of `dims`; false when a dimension is negative or the product overflows.
+bool checkedNumel(const std::vector<int64_t> &dims, int64_t &out);
+/// `numel` elements of `dtype` in bytes, at most `limit`; false otherwise.
+bool checkedBytes(int64_t numel, int32_t dtype, int64_t &out, int64_t limit = INT64_MAX);
+
+//===----------------------------------------------------------------------===//
 // .npy (format versions 1 to 3; <f4 <f8 <i8 <i4 <f2 |b1 |u1; C order)
 //===----------------------------------------------------------------------===//
 
 /// Reads `path`. On failure returns false and sets `err` to a message naming the file.
 bool readNpy(const std::string &path, Array &out, std::string &err);
+/// The same from the file's bytes (`path` names it in messages).
+bool parseNpy(const std::string &bytes, const std::string &path, Array &out, std::string &err);
 /// Writes a version 1.0 file.
 bool writeNpy(const std::string &path, const Array &a, std::string &err);
 
@@ -63,6 +78,26 @@ using NamedArray = std::pair<std::string, Array>;
 
 /// Reads every tensor of `path` in header order (`__metadata__` skipped).
 bool readSafetensors(const std::string &path, std::vector<NamedArray> &out, std::string &err);
+/// The same from the file's bytes (`path` names it in messages).
+bool parseSafetensors(const std::string &bytes, const std::string &path,
+                      std::vector<NamedArray> &out, std::string &err);
+
+/// One tensor of a safetensors header: where its bytes are in the file.
+struct SafetensorsEntryInfo {
+  std::string name;
+  int32_t dtype = -1;
+  std::vector<int64_t> dims;
+  uint64_t begin = 0, end = 0; ///< absolute file offsets
+};
+/// Parses a header (the 8-byte size and the JSON that follows, from `head`) of a file of
+/// `fileSize` bytes: every entry, checked against the file's size and its own shape.
+/// `headerBytes` gets the size of the JSON (so the data start at 8 + headerBytes).
+bool parseSafetensorsHeader(const std::string &head, uint64_t fileSize, const std::string &path,
+                            std::vector<SafetensorsEntryInfo> &out, uint64_t &headerBytes,
+                            std::string &err);
+/// Reads only the header of `path`.
+bool readSafetensorsHeader(const std::string &path, std::vector<SafetensorsEntryInfo> &out,
+                           std::string &err);
 /// One entry to write; `data` points to `bytes` bytes that live until the call returns.
 struct SafetensorsEntry {
   std::string name;
@@ -71,6 +106,11 @@ struct SafetensorsEntry {
   const void *data;
   size_t bytes;
 };
+/// The part of a safetensors file before its data: the 8-byte header size and the JSON
+/// header (padded to 8 bytes) of `entries` stored back to back in this order (their `data` is
+/// not read). `format` goes into __metadata__.
+std::string safetensorsPrefix(const std::vector<SafetensorsEntry> &entries,
+                              const char *format = "pt");
 /// Writes atomically (a temporary file renamed over `path`).
 bool writeSafetensors(const std::string &path, const std::vector<SafetensorsEntry> &entries,
                       std::string &err);
@@ -97,6 +137,8 @@ struct Json {
   bool isObject() const { return kind == Object; }
   /// Compact JSON text of this value.
   std::string dump() const;
+  /// An integral number in [lo, hi] (no fraction, no overflow on conversion); false otherwise.
+  bool asInt(int64_t lo, int64_t hi, int64_t &out) const;
 };
 
 /// Parses `text`; on failure sets `err` to "line L column C: cause".
@@ -124,8 +166,23 @@ int64_t stepsThatFit(int64_t samples, int64_t G);
 bool parseBytes(const std::string &text, uint64_t &out);
 /// "12.3 MiB".
 std::string formatBytes(uint64_t bytes);
-/// Peak resident memory of this process (getrusage ru_maxrss * 1024).
+/// Peak resident memory of this process over its life (the kernel's high-water mark, kept
+/// across HostMemoryWindow's resets).
 uint64_t hostPeakBytes();
+
+/// The most host memory an operation (a checkpoint save or resume) adds to what the process
+/// held when it started: the growth of the resident set's high-water mark, which begin()
+/// resets (Linux /proc/self/clear_refs). Where the reset is not allowed, the growth of the
+/// resident set at the end (a lower bound).
+class HostMemoryWindow {
+public:
+  void begin();
+  uint64_t peakGrowth() const;
+
+private:
+  uint64_t startRss_ = 0;
+  bool reset_ = false;
+};
 
 /// One rank's memory in a log line.
 struct RankStats {
@@ -135,6 +192,10 @@ struct RankStats {
   uint64_t modelStateBytes = 0; ///< parameters + gradients + optimizer state
   /// The arena storage of each (flat buffers with their padding; views not again).
   uint64_t parameterBytes = 0, gradientBytes = 0, optimizerBytes = 0;
+  /// A step that saved a checkpoint: the host memory the save added (HostMemoryWindow);
+  /// logged as "save_host_peak_bytes". The first step after a resume likewise.
+  bool saved = false, resumed = false;
+  uint64_t saveHostPeakBytes = 0, resumeHostPeakBytes = 0;
 };
 
 /// One optimizer step's record: one line of LOG.jsonl.

@@ -1,14 +1,31 @@
 // Channels: the transports of the data-parallel group (not installed). Every call blocks and
 // runs on the communication thread (comm.cpp), one at a time, in the order the program issued
-// them.
+// them. A channel that can wait on peers waits at most the control's timeout, then ends the
+// job naming the ranks that did not answer.
 #ifndef DSRT_COMM_CHANNEL_H
 #define DSRT_COMM_CHANNEL_H
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 namespace dsrt {
+
+/// One collective as the timeout report names it: "all_reduce #57 (1024 f32)".
+struct CommOp {
+  const char *name = "";
+  int64_t seq = 0;    ///< 1-based position among the group's collectives (the same on every rank)
+  std::string detail; ///< its size
+};
+
+/// Shared by the communication thread, the channel and the threads that ask to end the job.
+struct CommControl {
+  /// Seconds a collective may wait for its peers; 0 waits forever.
+  std::atomic<double> timeoutSeconds{1800};
+  /// >= 0: another thread asks the channel to end every rank with this exit code.
+  std::atomic<int> abortCode{-1};
+};
 
 class Channel {
 public:
@@ -17,14 +34,22 @@ public:
   virtual int size() const = 0;
   virtual const char *name() const = 0;
   /// `count` elements of `dtype` (DSRT_*); `out` may equal `in`.
-  virtual void allReduce(void *out, const void *in, int64_t count, int32_t dtype,
-                         int32_t reduction) = 0;
-  /// `in` is `bytes` long; `out` size() times that, in rank order.
-  virtual void allGather(void *out, const void *in, int64_t bytes) = 0;
+  virtual void allReduce(const CommOp &op, void *out, const void *in, int64_t count,
+                         int32_t dtype, int32_t reduction) = 0;
+  /// `in` is `bytes` long; `out` size() times that, in rank order. `in` may be this rank's
+  /// part of `out` (in place).
+  virtual void allGather(const CommOp &op, void *out, const void *in, int64_t bytes) = 0;
   /// `in` holds size() chunks of `count` elements; rank r's `out` gets the reduced chunk r.
-  virtual void reduceScatter(void *out, const void *in, int64_t count, int32_t dtype,
-                             int32_t reduction) = 0;
-  virtual void broadcast(void *data, int64_t bytes, int root) = 0;
+  virtual void reduceScatter(const CommOp &op, void *out, const void *in, int64_t count,
+                             int32_t dtype, int32_t reduction) = 0;
+  virtual void broadcast(const CommOp &op, void *data, int64_t bytes, int root) = 0;
+  /// Returns when every rank has called it.
+  virtual void barrier(const CommOp &op) = 0;
+  /// Called on the communication thread while no work is queued: serves the control's abort
+  /// request and peers' timeout reports.
+  virtual void idle() {}
+  /// Ends every rank of the group with `code` (the caller has printed why).
+  [[noreturn]] virtual void abort(int code) = 0;
 };
 
 /// One rank: every collective is a copy.
@@ -32,8 +57,18 @@ std::unique_ptr<Channel> makeLoopbackChannel();
 /// Whether the process was started by an MPI launcher (mpirun, srun).
 bool launchedByMpiLauncher();
 /// MPI_COMM_WORLD; must be created, used and destroyed on one thread. On failure (no MPI in
-/// this build, or MPI_Init failing) returns null and sets `err`.
-std::unique_ptr<Channel> makeMpiChannel(std::string &err);
+/// this build, MPI_Init failing, or the thread level it needs not provided) returns null and
+/// sets `err`.
+std::unique_ptr<Channel> makeMpiChannel(CommControl &control, std::string &err);
+
+/// Splits [0, total) into calls of at most `limit` elements: f(offset, count) for each.
+template <class F> void forEachChunk(int64_t total, int64_t limit, F &&f) {
+  for (int64_t off = 0; off < total || (total == 0 && off == 0); off += limit) {
+    f(off, total - off < limit ? total - off : limit);
+    if (total == 0)
+      break;
+  }
+}
 
 } // namespace dsrt
 

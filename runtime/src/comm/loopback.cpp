@@ -3,6 +3,8 @@
 
 #include "dsrt/dsrt.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace dsrt {
@@ -12,15 +14,24 @@ public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
   const char *name() const override { return "loopback"; }
-  void allReduce(void *out, const void *in, int64_t count, int32_t dtype, int32_t) override {
+  void allReduce(const CommOp &, void *out, const void *in, int64_t count, int32_t dtype,
+                 int32_t) override {
     copy(out, in, count * dsrt_dtype_size(dtype));
   }
-  void allGather(void *out, const void *in, int64_t bytes) override { copy(out, in, bytes); }
-  void reduceScatter(void *out, const void *in, int64_t count, int32_t dtype,
+  void allGather(const CommOp &, void *out, const void *in, int64_t bytes) override {
+    copy(out, in, bytes);
+  }
+  void reduceScatter(const CommOp &, void *out, const void *in, int64_t count, int32_t dtype,
                      int32_t) override {
     copy(out, in, count * dsrt_dtype_size(dtype));
   }
-  void broadcast(void *, int64_t, int) override {}
+  void broadcast(const CommOp &, void *, int64_t, int) override {}
+  void barrier(const CommOp &) override {}
+  [[noreturn]] void abort(int code) override {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(code);
+  }
 
 private:
   static void copy(void *out, const void *in, int64_t bytes) {

@@ -1,15 +1,27 @@
 //===- mpi.cpp - the MPI channel ----------------------------------------------===//
 //
 // MPI_COMM_WORLD as the data-parallel group. MPI is initialized, called and finalized on the
-// communication thread only (MPI_THREAD_FUNNELED from that thread's point of view).
+// communication thread only, so MPI_THREAD_FUNNELED is what it needs (that thread is MPI's main
+// thread); a library that provides less is refused. Every collective is nonblocking and polled,
+// so that a wait can time out: the rank then tells every other rank where it is stuck, hears
+// back from the ranks that are alive, prints which ranks did not answer, and ends the job.
+// Counts beyond INT_MAX elements (or the test limit DSRT_TEST_MPI_MAX_COUNT) are split, since
+// OpenMPI 4.1 has no large-count calls.
 //
 #include "channel.h"
 
 #include "../core/half.h"
 #include "dsrt/dsrt.h"
 
+#include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <sched.h>
+#include <string>
+#include <thread>
+#include <vector>
 
 #ifdef DSRT_HAVE_MPI
 // The C API only: OpenMPI's and MPICH's headers otherwise pull in the C++ bindings library.
@@ -30,6 +42,25 @@ bool launchedByMpiLauncher() {
 
 #ifdef DSRT_HAVE_MPI
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+[[noreturn]] void abortWorld(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code); // MPI_Abort does not return; this is for the compiler
+}
+
+[[noreturn]] void unsupported(const char *what) {
+  std::fprintf(stderr, "dsrt: mpi: %s\n", what);
+  abortWorld(1);
+}
+
 MPI_Datatype mpiType(int32_t dtype) {
   switch (dtype) {
   case DSRT_F32:
@@ -41,8 +72,7 @@ MPI_Datatype mpiType(int32_t dtype) {
   case DSRT_I32:
     return MPI_INT32_T;
   default:
-    std::fprintf(stderr, "dsrt: mpi: reductions of dtype %d are not implemented\n", dtype);
-    std::abort();
+    unsupported("reductions of this element type are not implemented");
   }
 }
 // bf16 and f16 travel as 16-bit words (MPI has no such floating types); their sums are
@@ -60,10 +90,8 @@ MPI_Datatype mpiReductionType(int32_t dtype) {
 }
 MPI_Op mpiOp(int32_t reduction, int32_t dtype) {
   if (isHalfType(dtype)) {
-    if (reduction != DSRT_COMM_SUM) {
-      std::fprintf(stderr, "dsrt: mpi: only sums of bf16 and f16 are implemented\n");
-      std::abort();
-    }
+    if (reduction != DSRT_COMM_SUM)
+      unsupported("only sums of bf16 and f16 are implemented");
     static MPI_Op ops[2] = {MPI_OP_NULL, MPI_OP_NULL};
     MPI_Op &op = ops[dtype == DSRT_F16];
     if (op == MPI_OP_NULL)
@@ -79,58 +107,362 @@ void check(int rc, const char *what) {
   int len = 0;
   MPI_Error_string(rc, msg, &len);
   std::fprintf(stderr, "dsrt: mpi: %s failed: %.*s\n", what, len, msg);
-  MPI_Abort(MPI_COMM_WORLD, 1);
+  abortWorld(1);
+}
+
+/// Where a rank is, as it tells its peers after a timeout.
+struct Position {
+  int64_t rank = -1;
+  int64_t waiting = 0;  ///< 1: inside collective `seq`; 0: computing after collective `seq`
+  int64_t timedOut = 0; ///< 1: its own wait ran past the timeout
+  int64_t seq = 0;
+  double waited = 0; ///< seconds in the collective so far
+  char name[24] = {};
+  char detail[64] = {};
+};
+constexpr int kReportTag = 7001;
+
+std::string rankList(const std::vector<int> &ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+std::string collective(const Position &p) {
+  std::string d = std::string(p.name) + " #" + std::to_string(p.seq);
+  return p.detail[0] ? d + " (" + p.detail + ")" : d;
+}
+
+std::string describe(const Position &p) {
+  if (!p.waiting)
+    return "computing after collective #" + std::to_string(p.seq);
+  return "waiting in " + collective(p);
 }
 
 class Mpi : public Channel {
 public:
-  Mpi() {
+  explicit Mpi(CommControl &control) : control_(control) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    // Timeout reports travel on their own communicator, never mixed with collectives.
+    MPI_Comm_dup(MPI_COMM_WORLD, &reports_);
+    maxCount_ = INT_MAX;
+    if (const char *v = std::getenv("DSRT_TEST_MPI_MAX_COUNT")) // tests of the split
+      maxCount_ = std::max<int64_t>(1, std::atoll(v));
   }
-  ~Mpi() override { MPI_Finalize(); }
+  ~Mpi() override {
+    MPI_Comm_free(&reports_);
+    MPI_Finalize();
+  }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char *name() const override { return "mpi"; }
-  void allReduce(void *out, const void *in, int64_t count, int32_t dtype,
+
+  void allReduce(const CommOp &op, void *out, const void *in, int64_t count, int32_t dtype,
                  int32_t reduction) override {
-    check(MPI_Allreduce(out == in ? MPI_IN_PLACE : in, out, (int)count,
-                        mpiReductionType(dtype), mpiOp(reduction, dtype), MPI_COMM_WORLD),
-          "MPI_Allreduce");
-  }
-  void allGather(void *out, const void *in, int64_t bytes) override {
-    // In place when this rank's part already sits at its position in the output.
-    bool inPlace = in == static_cast<const char *>(out) + bytes * rank_;
-    check(MPI_Allgather(inPlace ? MPI_IN_PLACE : in, (int)bytes, MPI_BYTE, out, (int)bytes,
-                        MPI_BYTE, MPI_COMM_WORLD),
-          "MPI_Allgather");
-  }
-  void reduceScatter(void *out, const void *in, int64_t count, int32_t dtype,
-                     int32_t reduction) override {
-    check(MPI_Reduce_scatter_block(in, out, (int)count,
-                                   mpiReductionType(dtype), mpiOp(reduction, dtype),
-                                   MPI_COMM_WORLD),
-          "MPI_Reduce_scatter_block");
-  }
-  void broadcast(void *data, int64_t bytes, int root) override {
-    check(MPI_Bcast(data, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+    Scope s(*this, op);
+    size_t es = dsrt_dtype_size(dtype);
+    forEachChunk(count, maxCount_, [&](int64_t off, int64_t n) {
+      char *o = static_cast<char *>(out) + off * es;
+      const char *i = static_cast<const char *>(in) + off * es;
+      MPI_Request r;
+      check(MPI_Iallreduce(out == in ? MPI_IN_PLACE : i, o, static_cast<int>(n),
+                           mpiReductionType(dtype), mpiOp(reduction, dtype), MPI_COMM_WORLD, &r),
+            "MPI_Iallreduce");
+      wait(r);
+    });
   }
 
+  void allGather(const CommOp &op, void *out, const void *in, int64_t bytes) override {
+    Scope s(*this, op);
+    char *o = static_cast<char *>(out);
+    // In place when this rank's part already sits at its position in the output.
+    bool inPlace = in == o + bytes * rank_;
+    MPI_Request r;
+    if (bytes <= maxCount_) {
+      check(MPI_Iallgather(inPlace ? MPI_IN_PLACE : in, static_cast<int>(bytes), MPI_BYTE, o,
+                           static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD, &r),
+            "MPI_Iallgather");
+      wait(r);
+      return;
+    }
+    // Chunk k of every rank's part: a block of n bytes whose extent is a whole part, so that
+    // rank q's block lands at out + q * bytes + k.
+    forEachChunk(bytes, maxCount_, [&](int64_t off, int64_t n) {
+      MPI_Datatype block, strided;
+      MPI_Type_contiguous(static_cast<int>(n), MPI_BYTE, &block);
+      MPI_Type_create_resized(block, 0, static_cast<MPI_Aint>(bytes), &strided);
+      MPI_Type_commit(&strided);
+      const void *send = inPlace ? MPI_IN_PLACE : static_cast<const char *>(in) + off;
+      check(MPI_Iallgather(send, static_cast<int>(n), MPI_BYTE, o + off, 1, strided,
+                           MPI_COMM_WORLD, &r),
+            "MPI_Iallgather");
+      wait(r);
+      MPI_Type_free(&strided);
+      MPI_Type_free(&block);
+    });
+  }
+
+  void reduceScatter(const CommOp &op, void *out, const void *in, int64_t count, int32_t dtype,
+                     int32_t reduction) override {
+    Scope s(*this, op);
+    MPI_Datatype type = mpiReductionType(dtype);
+    MPI_Op mop = mpiOp(reduction, dtype);
+    size_t es = dsrt_dtype_size(dtype);
+    const char *src = static_cast<const char *>(in);
+    char *dst = static_cast<char *>(out);
+    bool overlap = dst < src + count * es * size_ && src < dst + count * es;
+    if (count <= maxCount_ && (out == in || !overlap)) {
+      MPI_Request r;
+      check(MPI_Ireduce_scatter_block(out == in ? MPI_IN_PLACE : in, out,
+                                      static_cast<int>(count), type, mop, MPI_COMM_WORLD, &r),
+            "MPI_Ireduce_scatter_block");
+      wait(r);
+      return;
+    }
+    // Larger parts (or an output inside the input): chunk by chunk, one reduction to each
+    // rank.
+    bool ownInPlace = src + count * es * rank_ == dst;
+    std::vector<char> scratch;
+    forEachChunk(count, maxCount_, [&](int64_t off, int64_t n) {
+      bool aliased = !ownInPlace && overlap;
+      if (aliased)
+        scratch.resize(n * es);
+      char *result = aliased ? scratch.data() : dst + off * es;
+      std::vector<MPI_Request> rs(size_);
+      for (int q = 0; q < size_; ++q) {
+        const char *part = src + (q * count + off) * es;
+        const void *send = q == rank_ && ownInPlace ? MPI_IN_PLACE : part;
+        check(MPI_Ireduce(send, q == rank_ ? result : nullptr, static_cast<int>(n), type, mop, q,
+                          MPI_COMM_WORLD, &rs[q]),
+              "MPI_Ireduce");
+      }
+      for (MPI_Request &r : rs)
+        wait(r);
+      if (aliased)
+        std::memcpy(dst + off * es, scratch.data(), n * es);
+    });
+  }
+
+  void broadcast(const CommOp &op, void *data, int64_t bytes, int root) override {
+    Scope s(*this, op);
+    forEachChunk(bytes, maxCount_, [&](int64_t off, int64_t n) {
+      MPI_Request r;
+      check(MPI_Ibcast(static_cast<char *>(data) + off, static_cast<int>(n), MPI_BYTE, root,
+                       MPI_COMM_WORLD, &r),
+            "MPI_Ibcast");
+      wait(r);
+    });
+  }
+
+  void barrier(const CommOp &op) override {
+    Scope s(*this, op);
+    MPI_Request r;
+    check(MPI_Ibarrier(MPI_COMM_WORLD, &r), "MPI_Ibarrier");
+    wait(r);
+  }
+
+  void idle() override { serve(); }
+
+  [[noreturn]] void abort(int code) override { abortWorld(code); }
+
 private:
+  CommControl &control_;
   int rank_ = 0, size_ = 1;
+  MPI_Comm reports_ = MPI_COMM_NULL;
+  int64_t maxCount_ = INT_MAX;
+  const CommOp *current_ = nullptr; ///< the collective in progress
+  int64_t finished_ = 0;            ///< the last one completed
+  Clock::time_point started_;
+
+  /// Marks the collective in progress for the reports.
+  struct Scope {
+    Mpi &m;
+    Scope(Mpi &m, const CommOp &op) : m(m) {
+      m.current_ = &op;
+      m.started_ = Clock::now();
+    }
+    ~Scope() {
+      m.finished_ = m.current_->seq;
+      m.current_ = nullptr;
+    }
+  };
+
+  /// Polls `r` to completion; past the timeout, ends the job with a report.
+  void wait(MPI_Request &r) {
+    for (uint32_t i = 0;; ++i) {
+      int done = 0;
+      check(MPI_Test(&r, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done)
+        return;
+      if ((i & 63) == 0) {
+        serve();
+        double limit = control_.timeoutSeconds.load();
+        if (limit > 0 && secondsSince(started_) > limit)
+          endAfterTimeout(nullptr);
+      }
+      sched_yield();
+    }
+  }
+
+  /// Another thread's request to end the job, or a peer's timeout report.
+  void serve() {
+    int code = control_.abortCode.load();
+    if (code >= 0)
+      abortWorld(code);
+    int flag = 0;
+    MPI_Status st;
+    MPI_Iprobe(MPI_ANY_SOURCE, kReportTag, reports_, &flag, &st);
+    if (!flag)
+      return;
+    Position p;
+    MPI_Recv(&p, sizeof p, MPI_BYTE, st.MPI_SOURCE, kReportTag, reports_, MPI_STATUS_IGNORE);
+    endAfterTimeout(&p);
+  }
+
+  Position here(bool timedOut) const {
+    Position p;
+    p.rank = rank_;
+    p.timedOut = timedOut;
+    if (current_) {
+      p.waiting = 1;
+      p.seq = current_->seq;
+      p.waited = secondsSince(started_);
+      std::snprintf(p.name, sizeof p.name, "%s", current_->name);
+      std::snprintf(p.detail, sizeof p.detail, "%s", current_->detail.c_str());
+    } else {
+      p.seq = finished_;
+    }
+    return p;
+  }
+
+  /// Every rank that is alive sends its position to every other and collects theirs for a
+  /// grace period; the ranks that stay silent are stopped, hung or dead. Prints this rank's
+  /// report and ends the job.
+  [[noreturn]] void endAfterTimeout(const Position *peer) {
+    double limit = control_.timeoutSeconds.load();
+    std::vector<Position> pos(size_);
+    std::vector<bool> heard(size_, false);
+    Position mine = here(/*timedOut=*/peer == nullptr);
+    pos[rank_] = mine;
+    heard[rank_] = true;
+    if (peer && peer->rank >= 0 && peer->rank < size_) {
+      pos[peer->rank] = *peer;
+      heard[peer->rank] = true;
+    }
+    std::vector<MPI_Request> sends;
+    for (int q = 0; q < size_; ++q)
+      if (q != rank_) {
+        sends.emplace_back();
+        MPI_Isend(&mine, sizeof mine, MPI_BYTE, q, kReportTag, reports_, &sends.back());
+      }
+    double grace = std::min(5.0, std::max(0.5, limit / 4));
+    auto t0 = Clock::now();
+    auto heardAll = [&] {
+      for (bool h : heard)
+        if (!h)
+          return false;
+      return true;
+    };
+    while (secondsSince(t0) < grace && !heardAll()) {
+      int flag = 0;
+      MPI_Status st;
+      MPI_Iprobe(MPI_ANY_SOURCE, kReportTag, reports_, &flag, &st);
+      if (flag) {
+        Position p;
+        MPI_Recv(&p, sizeof p, MPI_BYTE, st.MPI_SOURCE, kReportTag, reports_, MPI_STATUS_IGNORE);
+        if (st.MPI_SOURCE >= 0 && st.MPI_SOURCE < size_) {
+          pos[st.MPI_SOURCE] = p;
+          heard[st.MPI_SOURCE] = true;
+        }
+        continue;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::fprintf(stderr, "dsrt: rank %d: %s\n", rank_, report(pos, heard, limit).c_str());
+    std::fflush(stderr);
+    // Let the other ranks print theirs before the first abort ends them.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    abortWorld(1);
+  }
+
+  std::string report(const std::vector<Position> &pos, const std::vector<bool> &heard,
+                     double limit) const {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", limit);
+    const Position &mine = pos[rank_];
+    std::string s;
+    // Which rank's timer ran out first: this one, or the one that told us.
+    int first = -1;
+    for (int q = 0; q < size_; ++q)
+      if (heard[q] && pos[q].timedOut && (first < 0 || pos[q].waited > pos[first].waited))
+        first = q;
+    if (mine.timedOut)
+      s = "waited " + std::string(buf) + " s (--comm-timeout) in " + collective(mine);
+    else if (first >= 0)
+      s = describe(mine) + " when rank " + std::to_string(first) + " timed out after " + buf +
+          " s in " + collective(pos[first]);
+    else
+      s = describe(mine);
+    std::vector<int> silent;
+    for (int q = 0; q < size_; ++q)
+      if (!heard[q])
+        silent.push_back(q);
+    if (!silent.empty()) {
+      s += "; " + rankList(silent) + (silent.size() == 1 ? " did not answer: it is" :
+                                                           " did not answer: they are") +
+           " stopped, hung or dead";
+    } else {
+      // Everyone is alive: either some rank is slower than the timeout, or the ranks wait in
+      // different collectives.
+      std::vector<int> computing, other;
+      for (int q = 0; q < size_; ++q) {
+        if (!pos[q].waiting)
+          computing.push_back(q);
+        else if (std::strcmp(pos[q].name, mine.name) != 0 || pos[q].seq != mine.seq)
+          other.push_back(q);
+      }
+      if (!computing.empty())
+        s += "; " + rankList(computing) + " answered but " +
+             (computing.size() == 1 ? "is" : "are") +
+             " still computing (a step longer than the timeout: raise --comm-timeout)";
+      for (int q : other)
+        s += "; rank " + std::to_string(q) + " waits in " + describe(pos[q]);
+      if (!other.empty())
+        s += " (the ranks issued different collectives: a bug in the compiled program; please "
+             "report it)";
+      if (computing.empty() && other.empty())
+        s += "; every rank waits in it (the transport is stuck)";
+    }
+    return s + "; ending the job";
+  }
 };
 } // namespace
 
-std::unique_ptr<Channel> makeMpiChannel(std::string &err) {
+std::unique_ptr<Channel> makeMpiChannel(CommControl &control, std::string &err) {
+  // All MPI calls are made by the communication thread, which initializes MPI: FUNNELED.
   int provided = 0;
   if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
     err = "MPI_Init_thread failed";
     return nullptr;
   }
-  return std::make_unique<Mpi>();
+  if (const char *v = std::getenv("DSRT_TEST_MPI_THREAD_LEVEL")) // tests of the refusal
+    provided = std::strcmp(v, "single") == 0 ? MPI_THREAD_SINGLE : provided;
+  int isMain = 0;
+  MPI_Is_thread_main(&isMain);
+  if (provided < MPI_THREAD_FUNNELED || !isMain) {
+    MPI_Finalize();
+    err = "the MPI library provides thread level " +
+          std::string(provided == MPI_THREAD_SINGLE ? "MPI_THREAD_SINGLE" : "?") +
+          " but dsrt needs MPI_THREAD_FUNNELED (every MPI call is made by its communication "
+          "thread); use an MPI built with thread support (OpenMPI's default)";
+    return nullptr;
+  }
+  return std::make_unique<Mpi>(control);
 }
 #else
-std::unique_ptr<Channel> makeMpiChannel(std::string &err) {
+std::unique_ptr<Channel> makeMpiChannel(CommControl &, std::string &err) {
   err = "this runtime was built without MPI (install libopenmpi-dev and rebuild)";
   return nullptr;
 }

@@ -20,7 +20,34 @@ void dsrt::fail(const char *kernel, const char *fmt, ...) {
   va_end(ap);
   std::fputc('\n', stderr);
   std::fflush(stderr);
-  std::abort();
+  endJob(134); // as abort() would: 128 + SIGABRT
+}
+
+namespace {
+std::mutex endJobMutex;
+void (*endJobHook)(void *, int) = nullptr;
+void *endJobArg = nullptr;
+} // namespace
+
+void dsrt::setEndJobHook(void (*hook)(void *, int), void *arg) {
+  std::lock_guard<std::mutex> lock(endJobMutex);
+  endJobHook = hook;
+  endJobArg = arg;
+}
+
+void dsrt::endJob(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  void (*hook)(void *, int);
+  void *arg;
+  {
+    std::lock_guard<std::mutex> lock(endJobMutex);
+    hook = endJobHook;
+    arg = endJobArg;
+  }
+  if (hook)
+    hook(arg, code); // does not return
+  std::_Exit(code);
 }
 
 const char *dsrt::dtypeName(int32_t dtype) {
@@ -299,8 +326,7 @@ extern "C" dsrt_tensor *dsrt_tensor_alloc(dsrt_context *ctx, int32_t dtype, int3
                  "in use, budget %llu (raise --device-memory or shard/offload)\n",
                  shapeString(rank, dims).c_str(), dtypeName(dtype), (unsigned long long)bytes,
                  (unsigned long long)ctx->inUse, (unsigned long long)ctx->budget);
-    std::fflush(stderr);
-    std::exit(1);
+    endJob(1);
   }
   auto *s = new dsrt_storage();
   // The count is exact (the compiler predicts it); the allocation is padded to the alignment.
@@ -316,7 +342,7 @@ extern "C" dsrt_tensor *dsrt_tensor_alloc(dsrt_context *ctx, int32_t dtype, int3
   if (!s->data) {
     std::fprintf(stderr, "dsrt: out of host memory allocating %llu bytes\n",
                  (unsigned long long)bytes);
-    std::exit(1);
+    endJob(1);
   }
   s->bytes = bytes;
   ctx->inUse += bytes;
@@ -401,9 +427,10 @@ extern "C" void dsrt_slot_define(dsrt_context *ctx, int32_t index, int32_t dtype
 extern "C" void dsrt_slot_define_view(dsrt_context *ctx, int32_t index, int32_t base,
                                       int64_t offset, int32_t dtype, int32_t rank,
                                       const int64_t *dims) {
-  dsrt_context::Slot &b = slotAt(ctx, base, "slot_define_view");
+  slotAt(ctx, base, "slot_define_view"); // checks that the base is defined
   if (index < 0 || index == base)
     fail("slot_define_view", "bad slot index %d", index);
+  // Growing the vector moves its slots: take references only after it.
   if ((size_t)index >= ctx->slots.size())
     ctx->slots.resize(index + 1);
   dsrt_context::Slot &baseSlot = ctx->slots[base];
@@ -412,7 +439,7 @@ extern "C" void dsrt_slot_define_view(dsrt_context *ctx, int32_t index, int32_t 
     numel *= dims[i];
   for (int i = 0; i < baseSlot.rank; ++i)
     baseNumel *= baseSlot.dims[i];
-  if (dtype != b.dtype || offset < 0 || offset + numel > baseNumel)
+  if (dtype != baseSlot.dtype || offset < 0 || offset + numel > baseNumel)
     fail("slot_define_view", "slot %d (%s %s at %lld) does not fit in slot %d (%s %s)", index,
          shapeString(rank, dims).c_str(), dtypeName(dtype), (long long)offset, base,
          shapeString(baseSlot.rank, baseSlot.dims).c_str(), dtypeName(baseSlot.dtype));

@@ -90,7 +90,15 @@ struct ProfileScope {
 void printProfile();
 #define DSRT_PROFILE(...) ::dsrt::ProfileScope dsrtProfileScope_(__VA_ARGS__)
 
-/// Programming errors (compiler bugs): prints `dsrt: <kernel>: <what>` and aborts.
+/// Ends the process after a fatal error (its message printed), and with it every rank of
+/// its group: a multi-rank communication group registers a hook that aborts the whole job, so
+/// that no other rank waits for this one. Flushes stdio first. Never returns.
+[[noreturn]] void endJob(int code);
+/// The group's hook (null to remove it).
+void setEndJobHook(void (*hook)(void *arg, int code), void *arg);
+
+/// Programming errors (compiler bugs): prints `dsrt: <kernel>: <what>` and aborts (the whole
+/// job when there is one).
 [[noreturn]] void fail(const char *kernel, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -143,7 +143,13 @@ bool parseNpyHeader(const std::string &h, std::string &descr, bool &fortran,
       cause = "malformed 'shape' (" + body + ")";
       return false;
     }
-    shape.push_back(std::stoll(body.substr(i, j - i)));
+    int64_t d = 0;
+    for (size_t k = i; k < j; ++k)
+      if (!checkedMul(d, 10, d) || !checkedAdd(d, body[k] - '0', d)) {
+        cause = "dimension " + body.substr(i, j - i) + " of 'shape' is too large";
+        return false;
+      }
+    shape.push_back(d);
     i = j;
     while (i < body.size() && body[i] == 'L') // Python 2 longs
       ++i;
@@ -181,6 +187,10 @@ bool readNpy(const std::string &path, Array &out, std::string &err) {
   std::string bytes;
   if (!readFile(path, bytes, err))
     return false;
+  return parseNpy(bytes, path, out, err);
+}
+
+bool parseNpy(const std::string &bytes, const std::string &path, Array &out, std::string &err) {
   auto bad = [&](const std::string &cause) {
     err = "'" + path + "' is not a usable .npy file: " + cause;
     return false;
@@ -201,7 +211,7 @@ bool readNpy(const std::string &path, Array &out, std::string &err) {
   } else {
     return bad("unsupported format version " + std::to_string(major));
   }
-  if (headerStart + headerLen > bytes.size())
+  if (headerLen > bytes.size() - headerStart)
     return bad("truncated header");
   std::string header = bytes.substr(headerStart, headerLen);
   std::string descr, cause;
@@ -215,9 +225,12 @@ bool readNpy(const std::string &path, Array &out, std::string &err) {
   if (dtype < 0)
     return bad("element type '" + descr +
                "' is not supported (use <f4 <f8 <i8 <i4 <f2 |b1 |u1, little-endian)");
+  int64_t numel = 0, needBytes = 0;
+  if (!checkedNumel(shape, numel) || !checkedBytes(numel, dtype, needBytes))
+    return bad("shape " + formatDims(shape) + " has more elements than a file can hold");
   out.dtype = dtype;
   out.dims = shape;
-  size_t need = static_cast<size_t>(out.numel()) * elementSize(dtype);
+  size_t need = static_cast<size_t>(needBytes);
   size_t dataStart = headerStart + headerLen;
   if (bytes.size() - dataStart < need)
     return bad("data is truncated (" + std::to_string(bytes.size() - dataStart) +
@@ -265,28 +278,28 @@ bool writeNpy(const std::string &path, const Array &a, std::string &err) {
 // safetensors
 //===----------------------------------------------------------------------===//
 
-bool readSafetensors(const std::string &path, std::vector<NamedArray> &out, std::string &err) {
-  std::string bytes;
-  if (!readFile(path, bytes, err))
-    return false;
+bool parseSafetensorsHeader(const std::string &head, uint64_t fileSize, const std::string &path,
+                            std::vector<SafetensorsEntryInfo> &out, uint64_t &headerBytes,
+                            std::string &err) {
   auto bad = [&](const std::string &cause) {
     err = "'" + path + "' is not a usable safetensors file: " + cause;
     return false;
   };
-  if (bytes.size() < 8)
+  if (head.size() < 8 || fileSize < 8)
     return bad("shorter than its 8-byte header size");
   uint64_t n = 0;
   for (int k = 0; k < 8; ++k)
-    n |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[k])) << (8 * k);
-  if (n > bytes.size() - 8)
+    n |= static_cast<uint64_t>(static_cast<unsigned char>(head[k])) << (8 * k);
+  if (n > fileSize - 8 || n > head.size() - 8)
     return bad("header size " + std::to_string(n) + " exceeds the file");
   Json header;
   std::string jerr;
-  if (!parseJson(bytes.substr(8, n), header, jerr))
+  if (!parseJson(head.substr(8, n), header, jerr))
     return bad("header JSON: " + jerr);
   if (!header.isObject())
     return bad("header is not a JSON object");
-  size_t dataStart = 8 + n, dataSize = bytes.size() - dataStart;
+  headerBytes = n;
+  uint64_t dataStart = 8 + n, dataSize = fileSize - dataStart;
   out.clear();
   for (const auto &m : header.members) {
     if (m.first == "__metadata__")
@@ -296,29 +309,85 @@ bool readSafetensors(const std::string &path, std::vector<NamedArray> &out, std:
     if (!dt || !dt->isString() || !shape || !shape->isArray() || !offs || !offs->isArray() ||
         offs->items.size() != 2)
       return bad("entry '" + m.first + "' lacks dtype, shape or data_offsets");
-    Array a;
+    SafetensorsEntryInfo a;
+    a.name = m.first;
     a.dtype = dtypeFromSafetensors(dt->text);
     if (a.dtype < 0)
       return bad("entry '" + m.first + "' has unsupported dtype " + dt->text +
                  " (supported: F32 F64 I64 I32 BOOL BF16 F16 U8)");
-    for (const Json &d : shape->items)
+    for (const Json &d : shape->items) {
+      if (!d.isNumber() || !(d.number >= 0 && d.number <= 9.0e15) ||
+          d.number != static_cast<double>(static_cast<int64_t>(d.number)))
+        return bad("entry '" + m.first + "' has a shape that is not a list of sizes");
       a.dims.push_back(static_cast<int64_t>(d.number));
+    }
+    for (const Json &o : offs->items)
+      if (!o.isNumber() || !(o.number >= 0 && o.number <= 9.0e18))
+        return bad("entry '" + m.first + "' has data_offsets that are not byte offsets");
     uint64_t b = static_cast<uint64_t>(offs->items[0].number);
     uint64_t en = static_cast<uint64_t>(offs->items[1].number);
-    if (b > en || en > dataSize ||
-        en - b != static_cast<uint64_t>(a.numel()) * elementSize(a.dtype))
+    int64_t numel = 0, bytes = 0;
+    if (!checkedNumel(a.dims, numel) || !checkedBytes(numel, a.dtype, bytes) || b > en ||
+        en > dataSize || en - b != static_cast<uint64_t>(bytes))
       return bad("entry '" + m.first + "' has data_offsets that do not match its shape " +
                  formatDims(a.dims) + " " + dt->text);
-    a.data.assign(bytes.begin() + dataStart + b, bytes.begin() + dataStart + en);
-    out.emplace_back(m.first, std::move(a));
+    a.begin = dataStart + b;
+    a.end = dataStart + en;
+    out.push_back(std::move(a));
   }
   return true;
 }
 
-bool writeSafetensors(const std::string &path, const std::vector<SafetensorsEntry> &entries,
-                      std::string &err) {
-  std::string header = "{\"__metadata__\":{\"format\":\"pt\"}";
-  size_t offset = 0;
+bool readSafetensorsHeader(const std::string &path, std::vector<SafetensorsEntryInfo> &out,
+                           std::string &err) {
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    err = "cannot read '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  std::string head(8, '\0');
+  bool ok = std::fread(&head[0], 1, 8, f) == 8 && std::fseek(f, 0, SEEK_END) == 0;
+  long size = ok ? std::ftell(f) : -1;
+  uint64_t n = 0;
+  for (int k = 0; k < 8 && ok; ++k)
+    n |= static_cast<uint64_t>(static_cast<unsigned char>(head[k])) << (8 * k);
+  if (ok && size >= 8 && n <= static_cast<uint64_t>(size) - 8) {
+    head.resize(8 + n);
+    ok = std::fseek(f, 8, SEEK_SET) == 0 && std::fread(&head[8], 1, n, f) == n;
+  }
+  std::fclose(f);
+  uint64_t headerBytes = 0;
+  return parseSafetensorsHeader(head, size < 0 ? 0 : static_cast<uint64_t>(size), path, out,
+                                headerBytes, err);
+}
+
+bool readSafetensors(const std::string &path, std::vector<NamedArray> &out, std::string &err) {
+  std::string bytes;
+  if (!readFile(path, bytes, err))
+    return false;
+  return parseSafetensors(bytes, path, out, err);
+}
+
+bool parseSafetensors(const std::string &bytes, const std::string &path,
+                      std::vector<NamedArray> &out, std::string &err) {
+  std::vector<SafetensorsEntryInfo> entries;
+  uint64_t headerBytes = 0;
+  if (!parseSafetensorsHeader(bytes, bytes.size(), path, entries, headerBytes, err))
+    return false;
+  out.clear();
+  for (SafetensorsEntryInfo &e : entries) {
+    Array a;
+    a.dtype = e.dtype;
+    a.dims = std::move(e.dims);
+    a.data.assign(bytes.begin() + e.begin, bytes.begin() + e.end);
+    out.emplace_back(std::move(e.name), std::move(a));
+  }
+  return true;
+}
+
+std::string safetensorsPrefix(const std::vector<SafetensorsEntry> &entries, const char *format) {
+  std::string header = std::string("{\"__metadata__\":{\"format\":") + jsonQuote(format) + "}";
+  uint64_t offset = 0;
   for (const SafetensorsEntry &e : entries) {
     header += "," + jsonQuote(e.name) + ":{\"dtype\":\"" + dtypeToSafetensors(e.dtype) +
               "\",\"shape\":[";
@@ -331,18 +400,22 @@ bool writeSafetensors(const std::string &path, const std::vector<SafetensorsEntr
   header += "}";
   while (header.size() % 8)
     header += ' ';
+  std::string prefix(8, '\0');
+  for (int k = 0; k < 8; ++k)
+    prefix[k] = static_cast<char>((static_cast<uint64_t>(header.size()) >> (8 * k)) & 0xff);
+  return prefix + header;
+}
+
+bool writeSafetensors(const std::string &path, const std::vector<SafetensorsEntry> &entries,
+                      std::string &err) {
+  std::string prefix = safetensorsPrefix(entries);
   std::string tmp = path + ".tmp";
   std::FILE *f = std::fopen(tmp.c_str(), "wb");
   if (!f) {
     err = "cannot write '" + tmp + "': " + std::strerror(errno);
     return false;
   }
-  uint64_t size = header.size();
-  unsigned char le[8];
-  for (int k = 0; k < 8; ++k)
-    le[k] = (size >> (8 * k)) & 0xff;
-  bool ok = std::fwrite(le, 1, 8, f) == 8 &&
-            std::fwrite(header.data(), 1, header.size(), f) == header.size();
+  bool ok = std::fwrite(prefix.data(), 1, prefix.size(), f) == prefix.size();
   for (const SafetensorsEntry &e : entries)
     ok = ok && (e.bytes == 0 || std::fwrite(e.data, 1, e.bytes, f) == e.bytes);
   ok = (std::fclose(f) == 0) && ok;

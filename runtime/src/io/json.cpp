@@ -17,6 +17,17 @@ const Json *Json::get(const std::string &key) const {
   return nullptr;
 }
 
+bool Json::asInt(int64_t lo, int64_t hi, int64_t &out) const {
+  if (kind != Number || std::floor(number) != number ||
+      !(number >= -9223372036854775808.0 && number < 9223372036854775808.0))
+    return false;
+  int64_t v = static_cast<int64_t>(number);
+  if (v < lo || v > hi)
+    return false;
+  out = v;
+  return true;
+}
+
 std::string Json::dump() const {
   switch (kind) {
   case Null:

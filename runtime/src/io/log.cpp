@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
-#include <sys/resource.h>
 
 namespace dsrt::io {
 
@@ -64,12 +63,6 @@ std::string formatBytes(uint64_t bytes) {
   return buf;
 }
 
-uint64_t hostPeakBytes() {
-  struct rusage ru;
-  if (getrusage(RUSAGE_SELF, &ru) != 0)
-    return 0;
-  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
-}
 
 std::string formatLogLine(const LogRecord &r) {
   auto u = [](uint64_t v) { return std::to_string(v); };
@@ -90,7 +83,12 @@ std::string formatLogLine(const LogRecord &r) {
          ",\"model_state_bytes\":" + u(k.modelStateBytes) +
          ",\"parameter_bytes\":" + u(k.parameterBytes) +
          ",\"gradient_bytes\":" + u(k.gradientBytes) +
-         ",\"optimizer_state_bytes\":" + u(k.optimizerBytes) + "}";
+         ",\"optimizer_state_bytes\":" + u(k.optimizerBytes);
+    if (k.saved)
+      s += ",\"save_host_peak_bytes\":" + u(k.saveHostPeakBytes);
+    if (k.resumed)
+      s += ",\"resume_host_peak_bytes\":" + u(k.resumeHostPeakBytes);
+    s += "}";
   }
   return s + "]}";
 }

@@ -1,0 +1,425 @@
+//===- checkpointing.cpp - sharded checkpoints of a training run ---------------===//
+#include "checkpointing.h"
+
+#include "../checkpoint/directory.h"
+#include "../checkpoint/rank_file.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <memory>
+#include <unistd.h>
+
+namespace dsrt::driver {
+
+namespace {
+// The config keys whose values change the numbers of a run (the parallel layout may differ).
+const char *const kNumericKeys[] = {"optimizer", "scheduler", "train_batch_size",
+                                    "gradient_clipping", "seed", "precision"};
+} // namespace
+
+std::string numericConfig(const io::Json &config) {
+  std::string out = "{";
+  bool first = true;
+  for (const char *key : kNumericKeys) {
+    const io::Json *v = config.get(key);
+    std::string text = v ? v->dump() : "null";
+    if (std::string(key) == "precision") // the normalized config has a section when enabled;
+      // fp16's settings (the loss scaler's) are part of it
+      text = config.get("fp16")   ? "{\"fp16\":" + config.get("fp16")->dump() + "}"
+             : config.get("bf16") ? "\"bf16\""
+                                  : "\"fp32\"";
+    out += (first ? "" : ",") + io::jsonQuote(key) + ":" + text;
+    first = false;
+  }
+  return out + "}";
+}
+
+namespace {
+/// For tests of atomicity: DSRT_TEST_SAVE_DELAY_MS widens the windows a kill can hit.
+void testDelay() {
+  if (const char *ms = std::getenv("DSRT_TEST_SAVE_DELAY_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+}
+} // namespace
+
+Checkpointer::Checkpointer(const ProgramSpec &p, const Group &g, std::string tool)
+    : p_(p), g_(g), tool_(std::move(tool)) {}
+
+void Checkpointer::collect() {
+  if (!tensors_.empty())
+    return;
+  const std::vector<SlotSpec> &slots = p_.slots;
+  // Parameters and buffers in slot order, then optimizer state by parameter and role, so that
+  // every layout lists the same tensors in the same order.
+  std::vector<std::pair<std::pair<size_t, std::string>, Logical>> states;
+  auto slotOf = [&](const std::string &name) { return static_cast<size_t>(p_.slotNamed(name)); };
+  auto whole = [&](size_t i, ckpt::TensorEntry e) {
+    const SlotSpec &s = slots[i];
+    Logical t;
+    t.entry = std::move(e);
+    t.where = Where::Slot;
+    t.slot = static_cast<int32_t>(i);
+    int32_t flat = s.viewOf.empty() ? -1 : p_.slotNamed(s.viewOf);
+    t.storage = flat >= 0 ? s.viewOf : s.name;
+    t.storageOffset = flat >= 0 ? s.offset : 0;
+    t.storageTotal = flat >= 0 ? slots[flat].numel : s.numel;
+    return t;
+  };
+  auto sharded = [&](int32_t shardSlot, int64_t offset, ckpt::TensorEntry e) {
+    Logical t;
+    t.entry = std::move(e);
+    t.where = Where::Shard;
+    t.slot = shardSlot;
+    t.offset = offset;
+    t.shardNumel = slots[shardSlot].numel;
+    t.storage = slots[shardSlot].name;
+    t.storageOffset = offset;
+    t.storageTotal = t.shardNumel * g_.size();
+    t.storageSharded = true;
+    return t;
+  };
+  auto entry = [](const SlotSpec &s, std::string name, std::string kind, std::string of,
+                  std::string role, std::vector<int64_t> dims) {
+    ckpt::TensorEntry e;
+    e.name = std::move(name);
+    e.kind = std::move(kind);
+    e.of = std::move(of);
+    e.role = std::move(role);
+    e.dtype = s.dtype;
+    e.dims = std::move(dims);
+    io::checkedNumel(e.dims, e.numel);
+    return e;
+  };
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const SlotSpec &s = slots[i];
+    if (!s.shardedBy.empty()) {
+      ckpt::TensorEntry e = entry(s, s.name, s.kind, "", "", s.dims);
+      e.aliases = s.aliases;
+      tensors_.push_back(sharded(p_.slotNamed(s.shardedBy), s.offset, std::move(e)));
+    } else if (s.kind == "parameter" || s.kind == "buffer") {
+      ckpt::TensorEntry e = entry(s, s.name, s.kind, "", "", s.dims);
+      e.aliases = s.aliases;
+      tensors_.push_back(whole(i, std::move(e)));
+    } else if (s.kind == "state" && !s.sharded) {
+      states.push_back({{slotOf(s.of), s.role},
+                        whole(i, entry(s, s.name, "optimizer_state", s.of, s.role, s.dims))});
+    } else if (s.kind == "state" && s.role != "grad_shard" && s.role != "param_shard") {
+      for (const SlotSpec &m : slots) // the members of the flat buffer it partitions
+        if (m.viewOf == s.of || (!m.shardedBy.empty() && m.shardedBy == s.of + "@shard")) {
+          ckpt::TensorEntry e =
+              entry(s, m.name + "@" + s.role, "optimizer_state", m.name, s.role, m.dims);
+          states.push_back(
+              {{slotOf(m.name), s.role}, sharded(static_cast<int32_t>(i), m.offset, e)});
+        }
+    }
+  }
+  std::stable_sort(states.begin(), states.end(),
+                   [](const auto &a, const auto &b) { return a.first < b.first; });
+  for (auto &st : states)
+    tensors_.push_back(std::move(st.second));
+  if (scaler_) { // fp16: the scaler's scale, hysteresis, last overflow, iteration, applied steps
+    Logical t;
+    t.entry.name = "loss_scaler";
+    t.entry.kind = "loss_scaler";
+    t.entry.dtype = DSRT_F64;
+    t.entry.dims = {6};
+    t.entry.numel = 6;
+    t.where = Where::Host;
+    t.storage = "loss_scaler";
+    t.storageTotal = 6;
+    tensors_.push_back(std::move(t));
+  }
+}
+
+void Checkpointer::startRun() {
+  run_ = g_.broadcast(g_.rank() == 0 ? ckpt::newRunId() : std::string());
+}
+
+void Checkpointer::writtenBy(const Logical &t, int64_t r, int64_t &begin, int64_t &end) const {
+  int64_t lo, hi;
+  if (t.storageSharded) {
+    lo = t.shardNumel * r;
+    hi = lo + t.shardNumel;
+  } else {
+    ckpt::partOf(t.storageTotal, g_.size(), r, lo, hi);
+  }
+  begin = std::max(lo, t.storageOffset) - t.storageOffset;
+  end = std::min(hi, t.storageOffset + t.entry.numel) - t.storageOffset;
+  if (end < begin)
+    end = begin = 0;
+}
+
+void Checkpointer::heldHere(const Logical &t, int64_t &begin, int64_t &end) const {
+  begin = 0;
+  end = t.entry.numel;
+  if (t.where == Where::Shard) {
+    int64_t lo = t.shardNumel * g_.rank(), hi = lo + t.shardNumel;
+    begin = std::max(lo, t.offset) - t.offset;
+    end = std::min(hi, t.offset + t.entry.numel) - t.offset;
+    if (end < begin)
+      end = begin = 0;
+  }
+}
+
+char *Checkpointer::address(const Logical &t, int64_t e,
+                            std::map<int32_t, dsrt_tensor *> &slots) const {
+  size_t es = io::elementSize(t.entry.dtype);
+  if (t.where == Where::Host)
+    return reinterpret_cast<char *>(scaler_) + e * es;
+  auto it = slots.find(t.slot);
+  if (it == slots.end())
+    it = slots.emplace(t.slot, dsrt_slot_get(g_.ctx(), t.slot)).first;
+  char *base = static_cast<char *>(it->second->data);
+  if (t.where == Where::Slot)
+    return base + e * es;
+  return base + (t.offset + e - t.shardNumel * g_.rank()) * es;
+}
+
+std::string Checkpointer::writeRankFile(const std::string &path) const {
+  std::map<int32_t, dsrt_tensor *> slots;
+  std::vector<ckpt::PieceSource> pieces;
+  for (const Logical &t : tensors_) {
+    int64_t b, e;
+    writtenBy(t, g_.rank(), b, e);
+    if (e == b)
+      continue;
+    size_t es = io::elementSize(t.entry.dtype);
+    // The copy out of the slot: the one explicit host copy a device backend will make.
+    const char *src = address(t, b, slots);
+    pieces.push_back({t.entry.name, t.entry.dtype, e - b,
+                      [src, es](int64_t off, int64_t n, void *dst) {
+                        std::memcpy(dst, src + off * es, static_cast<size_t>(n) * es);
+                      }});
+  }
+  std::string err;
+  bool ok = ckpt::writeRankFile(path, pieces, ckpt::transferBufferBytes(), err);
+  for (auto &[slot, t] : slots)
+    dsrt_tensor_free(g_.ctx(), t);
+  return ok ? "" : err;
+}
+
+bool Checkpointer::save(const std::string &dir, int64_t step, uint64_t &hostPeak) {
+  collect();
+  io::HostMemoryWindow window;
+  window.begin();
+  const bool root = g_.rank() == 0;
+  std::string tag = g_.broadcast(root ? ckpt::tagFor(dir, step, run_) : std::string());
+  std::string where = "checkpoint at step " + std::to_string(step) + ": ";
+  ckpt::PartialSave partial;
+  std::string err;
+  if (root && !partial.create(dir, tag, run_, err))
+    err = where + err;
+  if (!g_.agree(tool_, err))
+    return false;
+  std::string path = ckpt::partialPath(dir, tag, run_);
+  err = writeRankFile(path + "/" + ckpt::rankFileName(g_.rank(), g_.size()));
+  testDelay();
+  if (!g_.agree(tool_, err.empty() ? "" : where + err))
+    return false;
+  if (root) {
+    ckpt::Index x;
+    x.tag = tag;
+    x.step = step;
+    x.samplesConsumed = step * p_.G;
+    x.run = run_;
+    auto last = lastTag_.find(dir);
+    x.previous = last == lastTag_.end() ? "" : last->second;
+    x.worldSize = g_.size();
+    x.zeroStage = p_.zeroStage;
+    x.precision = p_.precision();
+    std::string rng(dsrt_rng_get(g_.ctx(), nullptr, 0) + 1, '\0');
+    dsrt_rng_get(g_.ctx(), rng.data(), rng.size());
+    rng.pop_back();
+    x.rng = rng;
+    x.numericConfig = numericConfig(p_.config());
+    for (int32_t r = 0; r < g_.size(); ++r)
+      x.files.push_back(ckpt::rankFileName(r, g_.size()));
+    for (const Logical &t : tensors_) {
+      ckpt::TensorEntry e = t.entry;
+      for (int32_t r = 0; r < g_.size(); ++r) {
+        int64_t b, en;
+        writtenBy(t, r, b, en);
+        if (en > b)
+          e.pieces.push_back({r, b, en - b});
+      }
+      x.tensors.push_back(std::move(e));
+    }
+    std::string text = ckpt::formatIndex(x);
+    std::string indexPath = path + "/checkpoint.json";
+    std::FILE *f = std::fopen(indexPath.c_str(), "w");
+    bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    ok = (f && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0) && ok;
+    ok = (f && std::fclose(f) == 0) && ok;
+    testDelay();
+    if (!ok)
+      err = where + "cannot write '" + indexPath + "': " + std::strerror(errno);
+    else if (!partial.publish(err) || !ckpt::writeLatest(dir, tag, err))
+      err = where + err;
+    else
+      ckpt::prune(dir, tag, run_, /*keep=*/2);
+  }
+  if (!g_.agree(tool_, err))
+    return false;
+  lastTag_[dir] = tag;
+  hostPeak = window.peakGrowth();
+  return true;
+}
+
+std::string Checkpointer::compatible(const ckpt::Index &x, const std::string &where) const {
+  // The config keys that change the numbers.
+  io::Json saved, mine;
+  std::string perr;
+  io::parseJson(numericConfig(p_.config()), mine, perr);
+  io::parseJson(x.numericConfig, saved, perr);
+  for (const char *key : kNumericKeys) {
+    const io::Json *a = saved.get(key), *b = mine.get(key);
+    std::string as = a ? a->dump() : "null", bs = b ? b->dump() : "null";
+    if (as != bs)
+      return "checkpoint '" + where + "' was trained with " + key + " = " + as +
+             " but this run has " + bs + "; resume with the same " + key +
+             " (or start a new run without --resume)";
+  }
+  // The model: the same tensors, names, shapes and types.
+  if (x.tensors.size() != tensors_.size())
+    return "checkpoint '" + where + "' is of another model: it has " +
+           std::to_string(x.tensors.size()) + " tensors, this program " +
+           std::to_string(tensors_.size());
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const ckpt::TensorEntry &a = x.tensors[i], &b = tensors_[i].entry;
+    if (a.name != b.name || a.dims != b.dims || a.dtype != b.dtype)
+      return "checkpoint '" + where + "' is of another model: tensor " + std::to_string(i) +
+             " is " + a.name + " " + io::formatDims(a.dims) + " " + io::dtypeName(a.dtype) +
+             " there but " + b.name + " " + io::formatDims(b.dims) + " " +
+             io::dtypeName(b.dtype) + " here";
+  }
+  return "";
+}
+
+std::string Checkpointer::readTensors(const std::string &dir, const ckpt::Index &x) const {
+  std::map<int32_t, dsrt_tensor *> slots;
+  std::map<int32_t, std::unique_ptr<ckpt::RankFile>> files;
+  std::vector<char> buffer;
+  size_t limit = ckpt::transferBufferBytes();
+  std::string err;
+  for (size_t i = 0; i < tensors_.size() && err.empty(); ++i) {
+    const Logical &t = tensors_[i];
+    int64_t need0, need1;
+    heldHere(t, need0, need1);
+    size_t es = io::elementSize(t.entry.dtype);
+    for (const ckpt::Piece &piece : x.tensors[i].pieces) {
+      int64_t a = std::max(need0, piece.start), b = std::min(need1, piece.start + piece.count);
+      if (a >= b)
+        continue;
+      auto f = files.find(piece.file);
+      if (f == files.end()) {
+        auto file = std::make_unique<ckpt::RankFile>();
+        if (!file->open(dir + "/" + x.files[piece.file], err))
+          break;
+        f = files.emplace(piece.file, std::move(file)).first;
+      }
+      int32_t dtype;
+      int64_t count;
+      if (!f->second->entry(t.entry.name, dtype, count) || dtype != t.entry.dtype ||
+          count != piece.count) {
+        err = "'" + f->second->path() + "' does not hold '" + t.entry.name + "' as its index " +
+              "says (damaged checkpoint)";
+        break;
+      }
+      // Through the transfer buffer: the one explicit host copy into the slot.
+      int64_t per = static_cast<int64_t>(std::max<size_t>(limit / es, 1));
+      for (int64_t at = a; at < b && err.empty(); at += per) {
+        int64_t n = std::min(per, b - at);
+        buffer.resize(static_cast<size_t>(n) * es);
+        if (f->second->read(t.entry.name, at - piece.start, n, buffer.data(), err))
+          std::memcpy(address(t, at, slots), buffer.data(), buffer.size());
+      }
+      if (!err.empty())
+        break;
+    }
+  }
+  for (auto &[slot, v] : slots)
+    dsrt_tensor_free(g_.ctx(), v);
+  return err;
+}
+
+bool Checkpointer::resume(const std::string &dir, int64_t &step, uint64_t &hostPeak) {
+  collect();
+  io::HostMemoryWindow window;
+  window.begin();
+  std::string tag, err;
+  if (!ckpt::readLatest(dir, tag, err)) {
+    err = "--resume '" + dir + "': " + err;
+  } else if (tag.empty()) {
+    // An older ds wrote step-* directories without `latest`.
+    bool older = false;
+    for (const ckpt::Listed &l : ckpt::listCheckpoints(dir))
+      older = older || l.problem.find("has format ds-checkpoint-") != std::string::npos;
+    err = older ? "--resume '" + dir + "' holds checkpoints of an older ds (format "
+                  "ds-checkpoint-2 or 1: one file for every rank, no 'latest'); this ds writes "
+                  "and reads " + std::string(ckpt::kFormat) + ": start the run again without "
+                  "--resume"
+                : "--resume '" + dir + "' has no checkpoint (no 'latest' file; --save writes "
+                  "one)";
+  }
+  if (!g_.agree(tool_, err))
+    return false;
+  std::string problems;
+  for (;;) {
+    std::string where = dir + "/" + tag, damaged, fatal, previous;
+    ckpt::Index x;
+    if (!ckpt::readIndexOf(dir, tag, x, damaged)) {
+      if (damaged.find("has format ds-checkpoint-") != std::string::npos)
+        fatal = "checkpoint '" + where + "' was written by an older ds: " + damaged +
+                "; start the run again without --resume";
+    } else {
+      previous = x.previous;
+      fatal = compatible(x, where);
+      if (fatal.empty())
+        damaged = readTensors(where, x);
+      if (fatal.empty() && damaged.empty() && dsrt_rng_set(g_.ctx(), x.rng.c_str()) != 0)
+        damaged = "its random state is damaged";
+      step = x.step;
+    }
+    std::string message;
+    int32_t who = g_.agreeOn(fatal.empty() ? (damaged.empty() ? "" : "D" + damaged) : "F" + fatal,
+                             message);
+    if (who < 0)
+      break;
+    bool isFatal = message[0] == 'F';
+    message = message.substr(1);
+    if (!isFatal) {
+      if (g_.rank() == 0)
+        std::fprintf(stderr, "%s: warning: skipping checkpoint '%s': %s\n", tool_.c_str(),
+                     where.c_str(), message.c_str());
+      problems += "; " + where + ": " + message;
+      previous = g_.broadcast(previous); // rank 0's view of the chain
+      if (!previous.empty()) {
+        tag = previous;
+        continue;
+      }
+      message = "--resume '" + dir + "' has no complete checkpoint" + problems;
+    }
+    int32_t reporter = isFatal ? who : 0;
+    if (g_.rank() == reporter)
+      std::fprintf(stderr, "%s: error: %s\n", tool_.c_str(), message.c_str());
+    else
+      std::fprintf(stderr, "%s: rank %d: stopping because rank %d failed: %s\n", tool_.c_str(),
+                   g_.rank(), reporter, message.c_str());
+    return false;
+  }
+  // The resumed run continues this checkpoint's chain.
+  ckpt::Index x;
+  std::string e;
+  ckpt::readIndexOf(dir, tag, x, e);
+  run_ = x.run;
+  lastTag_[dir] = tag;
+  hostPeak = window.peakGrowth();
+  return true;
+}
+
+} // namespace dsrt::driver

@@ -1,0 +1,68 @@
+//===- group.cpp - the driver's rank group and its agreement points -----------===//
+#include "group.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace dsrt::driver {
+
+void Group::join(dsrt_context *ctx, int64_t expectedSize, double timeoutSeconds) {
+  ctx_ = ctx;
+  dsrt_comm_init(ctx, static_cast<int32_t>(expectedSize));
+  dsrt_comm_set_timeout(ctx, timeoutSeconds);
+  rank_ = dsrt_comm_rank(ctx);
+  size_ = dsrt_comm_size(ctx);
+}
+
+std::vector<char> Group::gather(const void *mine, int64_t n) const {
+  std::vector<char> in(static_cast<const char *>(mine), static_cast<const char *>(mine) + n);
+  std::vector<char> out(static_cast<size_t>(n) * size_);
+  int64_t inDims = n, outDims = n * size_;
+  dsrt_tensor *a = dsrt_tensor_borrow(ctx_, DSRT_I1, 1, &inDims, in.data());
+  dsrt_tensor *b = dsrt_tensor_borrow(ctx_, DSRT_I1, 1, &outDims, out.data());
+  dsrt_event_release(dsrt_all_gather(ctx_, b, a));
+  dsrt_tensor_free(ctx_, a);
+  dsrt_tensor_free(ctx_, b);
+  return out;
+}
+
+std::string Group::broadcast(const std::string &text) const {
+  if (size_ == 1)
+    return text;
+  int64_t n = static_cast<int64_t>(text.size()), one = 1;
+  dsrt_tensor *len = dsrt_tensor_borrow(ctx_, DSRT_I64, 1, &one, &n);
+  dsrt_event_release(dsrt_comm_broadcast(ctx_, len, 0));
+  dsrt_tensor_free(ctx_, len);
+  std::string out = rank_ == 0 ? text : std::string(static_cast<size_t>(n), '\0');
+  dsrt_tensor *t = dsrt_tensor_borrow(ctx_, DSRT_I1, 1, &n, out.data());
+  dsrt_event_release(dsrt_comm_broadcast(ctx_, t, 0));
+  dsrt_tensor_free(ctx_, t);
+  return out;
+}
+
+int32_t Group::agreeOn(const std::string &error, std::string &message) const {
+  message = error;
+  if (size_ == 1)
+    return error.empty() ? -1 : 0;
+  std::vector<char> buf(4096, '\0');
+  int32_t who =
+      dsrt_comm_agree(ctx_, error.empty() ? nullptr : error.c_str(), buf.data(), buf.size());
+  message = buf.data();
+  return who;
+}
+
+bool Group::agree(const std::string &tool, const std::string &error) const {
+  std::string message;
+  int32_t who = agreeOn(error, message);
+  if (who < 0)
+    return true;
+  if (who == rank_)
+    std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), error.c_str());
+  else
+    std::fprintf(stderr, "%s: rank %d: stopping because rank %d failed: %s\n", tool.c_str(),
+                 rank_, who, message.c_str());
+  std::fflush(stderr);
+  return false;
+}
+
+} // namespace dsrt::driver

@@ -1,0 +1,253 @@
+//===- program.cpp - a compiled step's metadata, and the checks against it ----===//
+#include "program.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dsrt::driver {
+
+using io::Json;
+
+int32_t ProgramSpec::slotNamed(const std::string &name) const {
+  for (size_t k = 0; k < slots.size(); ++k)
+    if (slots[k].name == name)
+      return static_cast<int32_t>(k);
+  return -1;
+}
+
+std::string ProgramSpec::precision() const {
+  const Json &c = config();
+  return c.get("fp16") ? "fp16" : c.get("bf16") ? "bf16" : "fp32";
+}
+
+namespace {
+bool dimsOf(const Json *j, std::vector<int64_t> &dims, int64_t &numel) {
+  if (!j || !j->isArray() || j->items.size() > 8)
+    return false;
+  dims.clear();
+  for (const Json &d : j->items) {
+    int64_t v;
+    if (!d.asInt(0, INT64_MAX, v))
+      return false;
+    dims.push_back(v);
+  }
+  return io::checkedNumel(dims, numel);
+}
+
+} // namespace
+
+bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
+  std::string jerr;
+  Json &meta = p.meta;
+  std::vector<InputSpec> &inputs = p.inputs;
+  std::vector<SlotSpec> &slots = p.slots;
+  if (!metadata || !dsrt::io::parseJson(metadata, meta, jerr)) {
+    err = "the program's metadata is not valid JSON (" + jerr + "); recompile it";
+    return false;
+  }
+  auto bad = [&](const std::string &what) {
+    err = "the program's metadata is malformed: " + what + "; recompile it";
+    return false;
+  };
+  const Json *ins = meta.get("inputs");
+  if (!ins || !ins->isArray())
+    return bad("no \"inputs\" list");
+  for (const Json &j : ins->items) {
+    InputSpec in;
+    int64_t n0 = 0;
+    const Json *n = j.get("name"), *dt = j.get("dtype");
+    if (!n || !n->isString() || !dt || !dt->isString() || !dimsOf(j.get("dims"), in.dims, n0))
+      return bad("an input lacks name, dtype or dims");
+    in.name = n->text;
+    in.dtype = dsrt::io::dtypeFromName(dt->text);
+    if (in.dtype < 0 || in.dims.empty())
+      return bad("input '" + in.name + "' has dtype " + dt->text + " or no batch dimension");
+    inputs.push_back(std::move(in));
+  }
+  const Json *ss = meta.get("slots");
+  if (!ss || !ss->isArray())
+    return bad("no \"slots\" list");
+  for (const Json &j : ss->items) {
+    SlotSpec s;
+    const Json *n = j.get("name"), *k = j.get("kind"), *dt = j.get("dtype");
+    if (!n || !n->isString() || !k || !k->isString() || !dt || !dt->isString() ||
+        !dimsOf(j.get("dims"), s.dims, s.numel))
+      return bad("a slot lacks name, kind, dtype or dims");
+    s.name = n->text;
+    s.kind = k->text;
+    s.dtype = dsrt::io::dtypeFromName(dt->text);
+    if (s.dtype < 0)
+      return bad("slot '" + s.name + "' has dtype " + dt->text);
+    if (const Json *ro = j.get("role"); ro && ro->isString())
+      s.role = ro->text;
+    if (const Json *vo = j.get("view_of"); vo && vo->isString())
+      s.viewOf = vo->text;
+    if (const Json *sb = j.get("sharded_by"); sb && sb->isString())
+      s.shardedBy = sb->text;
+    if (const Json *off = j.get("offset"); off && !off->asInt(0, INT64_MAX, s.offset))
+      return bad("slot '" + s.name + "' has a bad offset");
+    if (const Json *sh = j.get("sharded"); sh && sh->kind == Json::Bool)
+      s.sharded = sh->boolean;
+    if (const Json *of = j.get("of"); of && of->isString())
+      s.of = of->text;
+    if (const Json *al = j.get("aliases"); al && al->isArray())
+      for (const Json &a : al->items)
+        if (a.isString())
+          s.aliases.push_back(a.text);
+    slots.push_back(std::move(s));
+  }
+  const Json *cfg = meta.get("config");
+  if (!cfg || !cfg->isObject())
+    return bad("no \"config\" object");
+  auto num = [&](const char *key, double &out) {
+    const Json *v = cfg->get(key);
+    if (!v || !v->isNumber())
+      return false;
+    out = v->number;
+    return true;
+  };
+  double g, m, a, w = 1, spp = 10, sd = 1234;
+  if (!num("train_batch_size", g) || !num("train_micro_batch_size_per_gpu", m) ||
+      !num("gradient_accumulation_steps", a))
+    return bad("the config lacks the batch sizes");
+  num("world_size", w);
+  num("steps_per_print", spp);
+  num("seed", sd);
+  auto integral = [](double v) { return std::floor(v) == v && v > 0 && v < 9.0e15; };
+  if (!integral(g) || !integral(m) || !integral(a) || !integral(w) || !integral(spp) ||
+      !(sd >= 0 && sd < 1.8e19))
+    return bad("the config's batch sizes, world size, steps_per_print or seed are out of range");
+  int64_t &G = p.G, &mb = p.mb, &gas = p.gas, &dp = p.dp;
+  G = static_cast<int64_t>(g);
+  mb = static_cast<int64_t>(m);
+  gas = static_cast<int64_t>(a);
+  dp = static_cast<int64_t>(w);
+  p.stepsPerPrint = static_cast<int64_t>(spp);
+  p.seed = static_cast<uint64_t>(sd);
+  if (const Json *z = cfg->get("zero_optimization"))
+    if (const Json *st = z->get("stage"))
+      st->asInt(0, 3, p.zeroStage);
+  int64_t product = 0;
+  if (!io::checkedMul(mb, gas, product) || !io::checkedMul(product, dp, product) || G != product)
+    return bad("train_batch_size " + std::to_string(G) + " != micro-batch " +
+               std::to_string(mb) + " x accumulation " + std::to_string(gas) + " x world " +
+               std::to_string(dp));
+  const Json *optim = cfg->get("optimizer");
+  const Json *params = optim ? optim->get("params") : nullptr;
+  const Json *lrj = params ? params->get("lr") : nullptr;
+  if (!lrj || !lrj->isNumber())
+    return bad("the config has no optimizer.params.lr");
+  p.lr = lrj->number;
+  for (const InputSpec &in : inputs)
+    if (in.dims[0] != mb)
+      return bad("input '" + in.name + "' has batch dimension " + std::to_string(in.dims[0]) +
+                 " but the micro-batch is " + std::to_string(mb));
+  return true;
+}
+
+namespace {
+/// Compares the keys that both configs set; `path` is the dotted key so far.
+bool sameConfig(const Json &user, const Json &compiled, const std::string &path,
+                std::string &diff) {
+  if (user.isObject() && compiled.isObject()) {
+    for (const auto &m : user.members) {
+      const Json *c = compiled.get(m.first);
+      if (!c)
+        continue; // keys the compiler ignored (with a warning) or derived under another name
+      if (!sameConfig(m.second, *c, path.empty() ? m.first : path + "." + m.first, diff))
+        return false;
+    }
+    return true;
+  }
+  bool same;
+  if (user.isNumber() && compiled.isNumber()) {
+    double a = user.number, b = compiled.number;
+    same = a == b || std::fabs(a - b) <= 1e-12 * std::max(std::fabs(a), std::fabs(b));
+  } else if (user.isString() && compiled.isString()) {
+    std::string a = user.text, b = compiled.text;
+    std::transform(a.begin(), a.end(), a.begin(), ::tolower);
+    std::transform(b.begin(), b.end(), b.begin(), ::tolower);
+    same = a == b;
+  } else if (user.isArray() && compiled.isArray() && user.items.size() == compiled.items.size()) {
+    same = true;
+    for (size_t i = 0; i < user.items.size() && same; ++i) {
+      std::string sub;
+      same = sameConfig(user.items[i], compiled.items[i], path, sub);
+    }
+  } else {
+    same = user.kind == compiled.kind && user.dump() == compiled.dump();
+  }
+  if (!same)
+    diff = "key '" + path + "' is " + user.dump() + " there but " + compiled.dump() +
+           " in the compiled program";
+  return same;
+}
+
+} // namespace
+
+bool checkConfigFile(const std::string &path, const ProgramSpec &p, std::string &err) {
+  std::string text, e;
+  if (!dsrt::io::readFile(path, text, e)) {
+    err = "--config: " + e;
+    return false;
+  }
+  Json user;
+  if (!dsrt::io::parseJson(text, user, e) || !user.isObject()) {
+    err = "--config '" + path + "' is not a JSON object" + (e.empty() ? "" : ": " + e);
+    return false;
+  }
+  // The precision is a section that the compiled config has only when enabled.
+  auto precision = [](const Json &c) -> std::string {
+    auto enabled = [&](const char *key) {
+      const Json *s = c.get(key);
+      const Json *e = s ? s->get("enabled") : nullptr;
+      return e && e->kind == Json::Bool && e->boolean;
+    };
+    return enabled("fp16") ? "fp16" : enabled("bf16") || enabled("bfloat16") ? "bf16" : "fp32";
+  };
+  std::string want = precision(user), have = precision(p.config());
+  if (want != have) {
+    err = "--config '" + path + "' trains in " + want + " but the program was compiled " +
+          "for " + have + "; recompile with this config or drop --config";
+    return false;
+  }
+  std::string diff;
+  if (!sameConfig(user, p.config(), "", diff)) {
+    err = "--config '" + path + "' disagrees with the config compiled into the program: " +
+          diff + "; recompile with this config or drop --config";
+    return false;
+  }
+  return true;
+}
+
+bool checkPlan(const ProgramSpec &p, uint64_t deviceMemory, std::string &err) {
+  const Json *plan = p.meta.get("plan");
+  if (!deviceMemory || !plan)
+    return true;
+  const Json *peak = plan->get("peak_bytes");
+  if (!peak || !peak->isNumber())
+    return true;
+  uint64_t need = static_cast<uint64_t>(peak->number);
+  if (need <= deviceMemory)
+    return true;
+  std::string largest;
+  if (const Json *bufs = plan->get("buffers"); bufs && bufs->isArray()) {
+    size_t shown = 0;
+    for (const Json &b : bufs->items) {
+      const Json *n = b.get("name"), *by = b.get("bytes");
+      if (!n || !by || shown == 5)
+        continue;
+      largest += std::string(shown++ ? ", " : "") + n->text + " " +
+                 dsrt::io::formatBytes(static_cast<uint64_t>(by->number));
+    }
+  }
+  err = "the compiled plan needs " + std::to_string(need) + " bytes (" +
+        dsrt::io::formatBytes(need) + ") of device memory but --device-memory allows " +
+        std::to_string(deviceMemory) + " (" + dsrt::io::formatBytes(deviceMemory) +
+        ")" + (largest.empty() ? "" : "; largest buffers: " + largest) +
+        "; raise --device-memory to at least " + std::to_string(need) +
+        " or lower train_micro_batch_size_per_gpu";
+  return false;
+}
+
+} // namespace dsrt::driver

@@ -1,0 +1,58 @@
+// What a compiled step declares in its metadata: its inputs, its persistent slots (parameters,
+// buffers, gradients, optimizer state, ZeRO flat buffers and shards), its config and its
+// memory plan; and the checks of a user's --config and --device-memory against it.
+#ifndef DSRT_DRIVER_PROGRAM_H
+#define DSRT_DRIVER_PROGRAM_H
+
+#include "dsrt/io.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dsrt::driver {
+
+struct InputSpec {
+  std::string name;
+  int32_t dtype = -1;
+  std::vector<int64_t> dims;
+};
+
+struct SlotSpec {
+  std::string name, kind, of, role;
+  int32_t dtype = -1;
+  std::vector<int64_t> dims;
+  std::vector<std::string> aliases;
+  bool sharded = false;  ///< a ZeRO shard: differs between ranks
+  std::string viewOf;    ///< a member of this flat buffer
+  std::string shardedBy; ///< stage 3: a parameter kept only as part of this shard slot
+  int64_t offset = 0;    ///< at this element
+  int64_t numel = 0;
+  uint64_t bytes() const { return static_cast<uint64_t>(numel) * io::elementSize(dtype); }
+};
+
+struct ProgramSpec {
+  io::Json meta;
+  std::vector<InputSpec> inputs;
+  std::vector<SlotSpec> slots;
+  int64_t G = 0, mb = 0, gas = 0, dp = 1, stepsPerPrint = 10, zeroStage = 0;
+  uint64_t seed = 1234;
+  double lr = 0;
+  const io::Json &config() const { return *meta.get("config"); }
+  /// The index of the slot named `name`, or -1.
+  int32_t slotNamed(const std::string &name) const;
+  /// "fp32", "bf16" or "fp16".
+  std::string precision() const;
+};
+
+/// Parses the program's metadata JSON; `err` says it is malformed and to recompile.
+bool readProgram(const char *metadata, ProgramSpec &out, std::string &err);
+/// A user's --config must agree with the compiled one on every key both set.
+bool checkConfigFile(const std::string &path, const ProgramSpec &p, std::string &err);
+/// The compiled plan's peak against --device-memory (0 = unlimited), naming the largest
+/// buffers when it does not fit.
+bool checkPlan(const ProgramSpec &p, uint64_t deviceMemory, std::string &err);
+
+} // namespace dsrt::driver
+
+#endif

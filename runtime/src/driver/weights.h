@@ -1,0 +1,34 @@
+// Weights in and out of the slots: the initial weights (into parameters, their fp32 masters
+// and stage-3 shards), --save-weights (the fp32 state_dict, gathered) and --dump-grads.
+#ifndef DSRT_DRIVER_WEIGHTS_H
+#define DSRT_DRIVER_WEIGHTS_H
+
+#include "group.h"
+#include "program.h"
+
+#include <string>
+
+namespace dsrt::driver {
+
+/// Mixed precision: the slot of parameter `s`'s f32 master, and for a ZeRO shard of a flat
+/// buffer the element of the unsharded buffer where `s` starts (in `offset`); -1 without a
+/// master.
+int32_t masterOf(const ProgramSpec &p, const SlotSpec &s, int64_t &offset);
+
+/// Writes `n` elements of `src` (dtype `from`) into `dst` (dtype `to`), converting f32 and the
+/// 16-bit types.
+void copyElements(void *dst, int32_t to, const void *src, int32_t from, int64_t n);
+
+/// Loads the initial weights of every parameter and buffer (under its name or an alias).
+bool loadWeights(const ProgramSpec &p, const Group &g, const std::string &path,
+                 std::string &err);
+
+/// Writes parameters and buffers (each under its name and aliases; 16-bit parameters as their
+/// f32 masters), or with `gradients` the gradients under their parameters' names (summed over
+/// the ranks). Every rank takes part (shards are gathered); rank 0 writes.
+bool writeSlots(const ProgramSpec &p, const Group &g, const std::string &path, bool gradients,
+                std::string &err);
+
+} // namespace dsrt::driver
+
+#endif
