@@ -62,6 +62,14 @@ bool locate(const std::string &dir, const std::string &tag, std::string &where,
     }
   }
   where = dir + "/" + t;
+  if (!isFile(where + "/checkpoint.json")) {
+    std::string tags;
+    for (const ckpt::Listed &l : ckpt::listCheckpoints(dir))
+      tags += (tags.empty() ? "" : ", ") + l.tag;
+    err = "'" + dir + "' has no checkpoint '" + t + "' (it has: " +
+          (tags.empty() ? "none" : tags) + ")";
+    return false;
+  }
   return ckpt::readIndexOf(dir, t, x, err);
 }
 

@@ -4,11 +4,19 @@ same global batch, and its losses match the uninterrupted 4-rank run within 1e-5
 export (--save-weights) of the resumed run loads into the TorchScript module with
 load_state_dict: every state_dict name and shape.
 
+With --check-shards, the saved checkpoint is checked as well: one rank file per rank, each
+holding no more than that rank's own model state and all of them together the model state
+exactly once; every rank's save_host_peak_bytes and resume_host_peak_bytes within its own
+model state plus the transfer buffer (DSRT_CHECKPOINT_BUFFER_BYTES); and `ds-checkpoint
+export` of it equal, tensor for tensor, to the saving run's --save-weights, and loadable into
+the TorchScript module.
+
 usage: reshard.py --bin BUILD/bin --work DIR [--save-stage 1] [--resume-stage 2]
 """
 import argparse
 import json
 import os
+import shutil
 import sys
 
 import numpy as np
@@ -16,10 +24,58 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from train_compare import read_safetensors, run  # noqa: E402
+from train_compare import model_path, read_safetensors, run  # noqa: E402
 
 MODELS = os.path.join(HERE, '..', 'models')
 MPIRUN = ['mpirun', '--allow-run-as-root', '--oversubscribe']
+
+
+def check_shards(args, w, b, ck, pt, buffer_bytes):
+    """The checkpoint the 4-rank run saved: its files, their sizes, the save's host memory,
+    and ds-checkpoint's export."""
+    ok = True
+    tag = open(os.path.join(ck, 'latest')).read().strip()
+    where = os.path.join(ck, tag)
+    names = sorted(os.listdir(where))
+    want = ['checkpoint.json'] + ['rank-%05d-of-00004.safetensors' % r for r in range(4)]
+    print('checkpoint %s: %s' % (tag, ' '.join(names)))
+    ok = ok and names == want
+    index = json.load(open(os.path.join(where, 'checkpoint.json')))
+    size = lambda t: int(np.prod(t['dims'])) * {'f32': 4, 'bf16': 2, 'f16': 2, 'f64': 8,
+                                                'i64': 8, 'i1': 1}[t['dtype']]
+    logical = sum(size(t) for t in index['tensors'])
+    # Buffers (the causal masks) are replicated: written once, a part by each rank.
+    buffers = sum(size(t) for t in index['tensors'] if t['kind'] == 'buffer')
+    saved = [json.loads(l) for l in open(w('first.jsonl'))][-1]['ranks']
+    sizes = []
+    for r in range(4):
+        data = read_safetensors(os.path.join(where, 'rank-%05d-of-00004.safetensors' % r))
+        sizes.append(sum(a.nbytes for a in data.values()))
+    own = [k['parameter_bytes'] + k['optimizer_state_bytes'] for k in saved]
+    print('rank files hold %s bytes; each rank holds %s bytes of parameters and optimizer '
+          'state and a part of %d bytes of buffers; the model state once is %d bytes' %
+          (sizes, own, buffers, logical))
+    ok = ok and all(s <= o + buffers for s, o in zip(sizes, own)) and sum(sizes) == logical
+    peaks = [(k['save_host_peak_bytes'], k['model_state_bytes']) for k in saved]
+    within = all(p <= m + buffer_bytes for p, m in peaks)
+    print('save_host_peak_bytes %s, each within its model state + the %d-byte buffer: %s' %
+          (' '.join('%d' % p for p, _ in peaks), buffer_bytes, within))
+    ok = ok and within
+    # ds-checkpoint export: the saving run's own --save-weights, tensor for tensor.
+    run([b('ds-checkpoint'), 'export', ck, '-o', w('offline.safetensors')], w('offline.log'))
+    offline = read_safetensors(w('offline.safetensors'))
+    direct = read_safetensors(w('first.safetensors'))
+    same = sorted(offline) == sorted(direct) and all(
+        np.array_equal(offline[k], direct[k]) for k in direct)
+    sd = torch.jit.load(pt).state_dict()
+    loadable = sorted(sd) == sorted(offline) and all(
+        tuple(offline[k].shape) == tuple(sd[k].shape) for k in sd)
+    if loadable:
+        for k, v in sd.items():
+            v.copy_(torch.from_numpy(np.array(offline[k])))
+    print('ds-checkpoint export: %d tensors, equal to --save-weights: %s, loads into the '
+          'TorchScript module: %s' % (len(offline), same, loadable))
+    return ok and same and loadable
 
 
 def main():
@@ -34,11 +90,16 @@ def main():
                     'JSON, e.g. {"fp16": {"enabled": true}}')
     ap.add_argument('--loss-rtol', type=float, default=1e-5,
                     help='0 demands the very same losses')
+    ap.add_argument('--family', default='gpt', help='gpt or gpt-wide (800K parameters)')
+    ap.add_argument('--check-shards', action='store_true')
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     w = lambda f: os.path.join(args.work, f)
     b = lambda t: os.path.join(args.bin, t)
-    pt = os.path.join(MODELS, 'gpt_script.pt')
+    args.kind = 'script'
+    pt, _ = model_path(args)
+    buffer_bytes = 65536
+    env = dict(os.environ, DSRT_CHECKPOINT_BUFFER_BYTES=str(buffer_bytes))
     mb, seq, vocab = 4, 16, 64
     G = 32  # 4 ranks x 2 accumulation steps, or 2 ranks x 4
     rng = np.random.RandomState(0)
@@ -64,18 +125,32 @@ def main():
         steps[ranks, stage] = step
     half = args.steps // 2
     ck = w('ckpt')
+    shutil.rmtree(ck, ignore_errors=True)  # no checkpoint of an earlier run of this test
     first, second = steps[4, args.save_stage], steps[args.resume_ranks, args.resume_stage]
     run(MPIRUN + ['-np', '4', b('ds-run'), first] + data +
         ['--steps', str(args.steps), '--log', w('full.jsonl')], w('full.log'))
-    run(MPIRUN + ['-np', '4', b('ds-run'), first] + data + ['--steps', str(half), '--save', ck],
-        w('first.log'))
+    run(MPIRUN + ['-np', '4', b('ds-run'), first] + data + ['--steps', str(half), '--save', ck,
+                                                             '--log', w('first.jsonl'),
+                                                             '--save-weights',
+                                                             w('first.safetensors')],
+        w('first.log'), env)
+    shards_ok = check_shards(args, w, b, ck, pt, buffer_bytes) if args.check_shards else True
     run(MPIRUN + ['-np', str(args.resume_ranks), b('ds-run'), second] + data +
         ['--steps', str(args.steps), '--resume', ck, '--log', w('resumed.jsonl'),
-         '--save-weights', w('export.safetensors')], w('resumed.log'))
+         '--save-weights', w('export.safetensors')], w('resumed.log'), env)
 
     full = [json.loads(l) for l in open(w('full.jsonl'))][half:]
     resumed = [json.loads(l) for l in open(w('resumed.jsonl'))]
-    ok = len(full) == len(resumed) == args.steps - half
+    ok = len(full) == len(resumed) == args.steps - half and shards_ok
+    if args.check_shards:
+        peaks = [(r['rank'], r['resume_host_peak_bytes'], r['model_state_bytes'])
+                 for r in resumed[0]['ranks']]
+        within = all(p <= m + buffer_bytes for _, p, m in peaks)
+        print('resume at %d ranks: resume_host_peak_bytes %s, each within its model state + '
+              'the %d-byte buffer: %s' % (args.resume_ranks, ' '.join('%d' % p for _, p, _ in peaks),
+                                          buffer_bytes, within))
+        ok = ok and within and all('resume_host_peak_bytes' not in r['ranks'][0]
+                                   for r in resumed[1:])
     worst = 0.0
     for a, r in zip(full, resumed):
         rel = abs(a['loss'] - r['loss']) / abs(a['loss'])

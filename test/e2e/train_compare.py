@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, '..', 'models')
 
 # Integer inputs are class indices: their exclusive upper bound per family.
-CLASSES = {'mlp': 4, 'gpt': 64, 'lm': 64, 'lm-nodrop': 64, 'vit': 10, 'resnet18': 10}
+CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'lm': 64, 'lm-nodrop': 64, 'vit': 10, 'resnet18': 10}
 
 _ST_DTYPES = {'F32': np.float32, 'F64': np.float64, 'I64': np.int64, 'I32': np.int32,
               'BOOL': np.bool_, 'F16': np.float16, 'BF16': np.uint16}
@@ -250,9 +250,9 @@ def write_data(specs, family, samples, work, rng):
     return flags
 
 
-def run(cmd, log):
+def run(cmd, log, env=None):
     with open(log, 'w') as f:
-        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT)
+        r = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
     if r.returncode != 0:
         sys.stderr.write(open(log).read())
         sys.exit('FAILED (exit %d): %s' % (r.returncode, ' '.join(cmd)))

@@ -239,6 +239,10 @@ FAMILIES = {
     'gpt': (lambda: GPT(GPTConfig()),
             [('idx', (4, 16), torch.int64, _randint(64, (4, 16))),
              ('targets', (4, 16), torch.int64, _randint(64, (4, 16)))]),
+    # The GPT at 800K parameters, for tests whose measure needs megabytes of model state.
+    'gpt-wide': (lambda: GPT(GPTConfig(n_layer=4, n_head=4, n_embd=128)),
+                 [('idx', (4, 16), torch.int64, _randint(64, (4, 16))),
+                  ('targets', (4, 16), torch.int64, _randint(64, (4, 16)))]),
     'lm': (TransformerLM,
            [('idx', (4, 16), torch.int64, _randint(64, (4, 16))),
             ('targets', (4, 16), torch.int64, _randint(64, (4, 16)))]),
