@@ -10,6 +10,7 @@ pkgs=(
   libdnnl-dev
   libgtest-dev
   bc
+  clang-22 libclang-rt-22-dev
 )
 
 missing=()

@@ -5,7 +5,7 @@ import lit.formats
 config.name = "ds"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["models", "unit", "train_compare.py", "op_gradients.py", "compile_compare.py", "checkpoint_kill.py", "reshard.py", "make_data.py", "lit.cfg.py", "CMakeLists.txt", "Inputs"]
+config.excludes = ["models", "unit", "fuzz", "train_compare.py", "op_gradients.py", "compile_compare.py", "checkpoint_kill.py", "reshard.py", "make_data.py", "lit.cfg.py", "CMakeLists.txt", "Inputs"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.ds_obj_root, "test")
 
@@ -16,6 +16,9 @@ config.substitutions.append(("%models", os.path.join(config.ds_src_root, "test",
 config.substitutions.append(("%ds_src", config.ds_src_root))
 config.substitutions.append(("%ds_obj", config.ds_obj_root))
 config.substitutions.append(("%python_torch", config.python_torch or "false"))
+# The bounds of the 16-bit tests (test/e2e/mixed-precision.test).
+config.substitutions.append(("%{bf16}", "--lr 3e-3 --loss-rtol 2e-3 --param-rtol 5e-2 --param-rtol-1d 1"))
+config.substitutions.append(("%{fp16}", "--lr 4e-3 --loss-rtol 2e-3 --param-rtol 5e-2 --param-rtol-1d 1"))
 config.substitutions.append(("%unit", os.path.join(config.ds_obj_root, "test", "unit")))
 
 if config.ds_enable_torch:

@@ -233,16 +233,50 @@ def parse_type(t):
     return [int(d) for d in body[:-1]], body[-1]
 
 
-def write_data(specs, family, samples, work, rng):
-    """Random .npy data for the inputs `specs` ((name, type) pairs): normal floats, class
-    indices below the family's bound for integers. Returns the --data flags."""
+TOKEN_FAMILIES = ('gpt', 'gpt-wide', 'lm', 'lm-nodrop')
+
+
+def markov_tokens(n, vocab, rng):
+    """A token stream a language model can learn: each token is followed by (5 t + 3) mod V
+    with probability 0.8, else by one of the next two tokens."""
+    out = np.empty(n, dtype=np.int64)
+    out[0] = rng.randint(vocab)
+    step = rng.choice(3, size=n, p=[0.8, 0.15, 0.05])
+    for i in range(1, n):
+        out[i] = (5 * out[i - 1] + 3 + step[i]) % vocab
+    return out
+
+
+def write_data(specs, family, samples, work, rng, learnable=True):
+    """.npy data for the inputs `specs` ((name, type) pairs). Learnable (the default): a
+    language model's tokens and targets are windows of a Markov chain and the same windows
+    shifted by one; a classifier's label is the argmax of a fixed linear map of its input.
+    Otherwise random: normal floats, class indices below the family's bound. Returns the
+    --data flags."""
+    arrays = {}
+    if len(specs) < 2:
+        learnable = False  # a third input of its own (the token file feeds the first two)
+    if learnable and family in TOKEN_FAMILIES:
+        (n0, t0), (n1, _) = specs[0], specs[1]
+        T = parse_type(t0)[0][1]
+        stream = markov_tokens(samples * T + 1, CLASSES[family], rng)
+        arrays[n0] = np.stack([stream[j * T:j * T + T] for j in range(samples)])
+        arrays[n1] = np.stack([stream[j * T + 1:j * T + T + 1] for j in range(samples)])
+    elif learnable:
+        (nx, tx), (ny, _) = specs[0], specs[1]
+        dims, _ = parse_type(tx)
+        x = rng.randn(*([samples] + dims[1:])).astype(np.float32)
+        feature = x.reshape(samples, dims[1], -1).mean(axis=2) if len(dims) > 2 else x
+        w = rng.randn(feature.shape[1], CLASSES[family])
+        arrays[nx], arrays[ny] = x, np.argmax(feature @ w, axis=1).astype(np.int64)
     flags = []
     for name, t in specs:
         dims, dtype = parse_type(t)
         shape = [samples] + dims[1:]
-        if dtype == 'f32':
+        arr = arrays.get(name)
+        if arr is None and dtype == 'f32':
             arr = rng.randn(*shape).astype(np.float32)
-        else:
+        elif arr is None:
             arr = rng.randint(0, CLASSES[family], size=shape).astype(np.int64)
         path = os.path.join(work, name + '.npy')
         np.save(path, arr)
@@ -277,13 +311,16 @@ def main():
     ap.add_argument('--bin', required=True)
     ap.add_argument('--work', required=True)
     ap.add_argument('--steps', type=int, default=20)
-    ap.add_argument('--lr', type=float, default=1e-4)
+    ap.add_argument('--lr', type=float, default=2e-3)
     ap.add_argument('--weight-decay', type=float, default=0.01)
     ap.add_argument('--gas', type=int, default=2)
     ap.add_argument('--mb', type=int, default=0, help='micro-batch (default: the .inputs one)')
     ap.add_argument('--clip', type=float, default=0.0)
     ap.add_argument('--loss-rtol', type=float, default=1e-5)
     ap.add_argument('--param-rtol', type=float, default=1e-4)
+    ap.add_argument('--param-rtol-1d', type=float, default=None,
+                    help='the bound for 1-D parameters (biases, norm weights); default '
+                         '--param-rtol')
     # Gradient elements below this fraction of their tensor's largest at step 1 are rounding
     # noise: an attention key bias has an exact gradient of zero (softmax ignores a per-row
     # shift), which every implementation computes as noise of ~1e-9 and Adam then turns into
@@ -308,6 +345,11 @@ def main():
                     help='train ds in 16 bits (DeepSpeed\'s bf16 or fp16 section) against the '
                          'fp32 reference; step-1 gradients are then not compared')
     ap.add_argument('--fp16', default='{}', help='more keys of the fp16 section, as JSON')
+    ap.add_argument('--random-data', action='store_true',
+                    help='uniform random data instead of data the model can learn')
+    ap.add_argument('--min-move', type=float, default=100,
+                    help='every parameter tensor of the reference must move at least this many '
+                         'times its tolerance (--param-rtol) from its initial value; 0: no check')
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     pt, inputs_file = model_path(args)
@@ -324,7 +366,9 @@ def main():
         # A nanoGPT-style .bin: the first input reads windows of T tokens, the second the same
         # windows shifted by one.
         T = parse_type(specs[0][1])[0][1]
-        toks = rng.randint(0, CLASSES[args.family], size=args.steps * G * T + 1)
+        toks = (rng.randint(0, CLASSES[args.family], size=args.steps * G * T + 1)
+                if args.random_data else markov_tokens(args.steps * G * T + 1,
+                                                       CLASSES[args.family], rng))
         path = os.path.join(args.work, 'tokens.bin')
         toks.astype(np.uint16 if args.tokens == 'uint16' else np.uint32).tofile(path)
         data_flags += ['--tokens', path, '--seq-len', str(T), '--token-dtype', args.tokens]
@@ -340,7 +384,8 @@ def main():
                      '--data', '%s=%s' % (specs[1][0], os.path.join(args.work, 'tgt.npy'))]
     else:
         specs_data = specs
-    data_flags += write_data(specs_data, args.family, args.steps * G, args.work, rng)
+    data_flags += write_data(specs_data, args.family, args.steps * G, args.work, rng,
+                             learnable=not args.random_data)
 
     cfg = {'train_batch_size': G, 'train_micro_batch_size_per_gpu': mb,
            'gradient_accumulation_steps': args.gas,
@@ -359,10 +404,14 @@ def main():
         cfg['scheduler'] = scheduler
     if args.zero:
         cfg['zero_optimization'] = json.loads(args.zero)
-    ref_cfg = dict(cfg)  # the reference is the fp32 judge
+    ref_cfg = dict(cfg)
     if args.precision:
         cfg[args.precision] = dict({'enabled': True},
                                    **(json.loads(args.fp16) if args.precision == 'fp16' else {}))
+    if args.precision == 'fp16':
+        # The reference trains in fp32 under DeepSpeed's loss scaler, deciding each step's
+        # overflow from its own gradients (the overflow oracle).
+        ref_cfg['fp16'] = cfg['fp16']
     cfg_path = os.path.join(args.work, 'ds_config.json')
     json.dump(cfg, open(cfg_path, 'w'))
     ref_cfg_path = os.path.join(args.work, 'ref_config.json')
@@ -379,7 +428,10 @@ def main():
     run(launch + [b('ds-run'), w('step.mlir')] + common +
         ['--log', w('ds.jsonl'), '--save-weights', w('ds.safetensors'),
          '--dump-grads', w('ds_grads.safetensors')], w('ds-run.log'))
-    run([b('ds-reference'), pt, '--config', ref_cfg_path] + common +
+    # The 16-bit oracle: LibTorch trains in bf16 with fp32 masters (fp16 waits for LibTorch
+    # 2.x's CPU kernels; its reference stays fp32).
+    ref_precision = ['--precision', 'bf16'] if args.precision == 'bf16' else []
+    run([b('ds-reference'), pt, '--config', ref_cfg_path] + ref_precision + common +
         ['--log', w('ref.jsonl'), '--save-weights', w('ref.safetensors'),
          '--dump-grads', w('ref_grads.safetensors')], w('ref.log'))
 
@@ -409,15 +461,37 @@ def main():
                 print('step %d: %s lr %.9g, DeepSpeed applies %.9g' % (a['step'], who, got, want))
                 ok = False
     if args.precision == 'fp16':
-        skipped = [r['skipped'] for r in ds_log]
-        want = deepspeed_loss_scales(cfg['fp16'], skipped,
+        # Every skipped step and every loss scale is pinned by the overflow oracle: the
+        # reference decides overflow from PyTorch's gradients, and the scales follow from its
+        # decisions by DeepSpeed's rule (transcribed here, independently of both). Each of its
+        # decisions must be clear-cut: the largest scaled gradient at least 1.1x the fp16
+        # limit, or at most 0.9x, so that fp16 rounding and the fp32 reference's own path
+        # (its losses agree with ds's to about 2e-5) cannot tip it.
+        import re
+        oracle = [(int(m.group(1)), float(m.group(2))) for m in re.finditer(
+            r'overflow-oracle step (\d+) .*\(([0-9.e+-]+|nan|inf) x the fp16 limit\)',
+            open(w('ref.log')).read())]
+        undecided = [(st, r) for st, r in oracle if 0.9 < r < 1.1]
+        ref_skipped = [r['skipped'] for r in ref_log]
+        ds_skipped = [r['skipped'] for r in ds_log]
+        want = deepspeed_loss_scales(cfg['fp16'], ref_skipped,
                                      cfg.get('zero_optimization', {}).get('stage', 0))
-        got = [r['loss_scale'] for r in ds_log]
-        same = got == want
-        print('fp16: %d of %d steps skipped on overflow; loss scales %s DeepSpeed\'s rule (%s)'
-              % (sum(skipped), len(skipped), 'follow' if same else 'DO NOT follow',
-                 ' '.join('%d' % g if g == int(g) else '%g' % g for g in got[:10]) + (' ...' if len(got) > 10 else '')))
-        ok = ok and same
+        ref_scales = [r['loss_scale'] for r in ref_log]
+        ds_scales = [r['loss_scale'] for r in ds_log]
+        fmt = lambda xs: ' '.join('%d' % g if g == int(g) else '%g' % g for g in xs)
+        print('fp16: the oracle skips steps %s; ds skips %s -> %s' %
+              ([i + 1 for i, k in enumerate(ref_skipped) if k],
+               [i + 1 for i, k in enumerate(ds_skipped) if k],
+               'same' if ds_skipped == ref_skipped else 'DIFFERENT'))
+        print('fp16: loss scales %s; the oracle\'s %s; DeepSpeed\'s rule on the oracle\'s '
+              'overflows %s' % (fmt(ds_scales), 'equal' if ds_scales == ref_scales else
+                                'DIFFER (%s)' % fmt(ref_scales),
+                                'agrees' if ref_scales == want else 'DISAGREES (%s)' % fmt(want)))
+        if undecided or len(oracle) != len(ref_log):
+            print('fp16: the oracle cannot decide steps %s (largest scaled gradient / fp16 '
+                  'limit): choose another initial_scale_power' % undecided)
+        ok = ok and ds_skipped == ref_skipped and ds_scales == ref_scales == want and \
+            not undecided and len(oracle) == len(ref_log)
     # Step-1 gradients (the backward of every op in the model against autograd).
     ds_g = read_safetensors(w('ds_grads.safetensors'))
     ref_g = read_safetensors(w('ref_grads.safetensors'))
@@ -455,7 +529,7 @@ def main():
             ok = False
     ds_w = read_safetensors(w('ds.safetensors'))
     ref_w = read_safetensors(w('ref.safetensors'))
-    worst_p = 0.0
+    worst_p = worst_1d = 0.0
     excluded = 0
     for k, ref in ref_w.items():
         if k not in ds_w:
@@ -477,15 +551,64 @@ def main():
         d = np.linalg.norm((got - ref).ravel())
         n = np.linalg.norm(ref.ravel())
         rel = d / n if n > 0 else d
-        if rel > args.param_rtol:
-            print('parameter %s: relative distance %.2e > %g' % (k, rel, args.param_rtol))
+        bound = args.param_rtol if ds_w[k].ndim != 1 or args.param_rtol_1d is None \
+            else args.param_rtol_1d
+        if rel > bound:
+            print('parameter %s: relative distance %.2e > %g' % (k, rel, bound))
             ok = False
             continue
-        worst_p = max(worst_p, rel)
+        if ds_w[k].ndim == 1 and args.param_rtol_1d is not None:
+            worst_1d = max(worst_1d, rel)
+        else:
+            worst_p = max(worst_p, rel)
     print('%s %s: step-1 gradients worst rel distance %.2e (%d noise-level elements '
           'compared absolutely)' % (args.family, args.kind, worst_g, excluded))
+    # The run must move every parameter far past the tolerance it is checked at, or a broken
+    # update could pass: ||p_ref - p_init|| >= min_move * param_rtol * ||p_ref||.
+    init = read_safetensors(w('step.safetensors'))
+    import re
+    trainable = set()
+    for line in open(w('step.mlir')):
+        m = re.match(r'\s*ds.parameter @"?([^" ]+)"? trainable : \S+(?: aliases \[(.*)\])?', line)
+        if m:
+            trainable.add(m.group(1))
+            trainable.update(a.strip().strip('"') for a in (m.group(2) or '').split(',') if a)
+    least, least_name = float('inf'), ''
+    for k, ref in ref_w.items():
+        if ref.dtype.kind != 'f' or k not in init or k not in trainable:
+            continue
+        ref = ref.astype(np.float64).ravel()
+        start = init[k].astype(np.float64).ravel()
+        mask = noise_masks.get(k)
+        if mask is not None and mask.any():
+            ref, start = ref[~mask.ravel()], start[~mask.ravel()]
+        n = np.linalg.norm(ref)
+        if n == 0:
+            continue
+        ratio = np.linalg.norm(ref - start) / (args.param_rtol * n)
+        if ratio < least:
+            least, least_name = ratio, k
+    loss_move = abs(ref_log[-1]['loss'] - ref_log[0]['loss']) / abs(ref_log[0]['loss'])
+    if args.precision:
+        # 16-bit parameters are checked loosely (see --param-rtol-1d); the per-step loss is the
+        # tight check, so it is the loss that must move far past its bound.
+        moved = args.min_move <= 0 or loss_move >= args.min_move * args.loss_rtol
+        print('%s %s: the reference loss moves %.3g relative, %.3g x its tolerance%s' %
+              (args.family, args.kind, loss_move, loss_move / args.loss_rtol,
+               '' if moved else ' (< %g: the test could not see a broken update) FAIL'
+               % args.min_move))
+    else:
+        moved = args.min_move <= 0 or least >= args.min_move
+        print('%s %s: the reference loss moves %.3g relative; the least-moved parameter %s '
+              'moves %.3g x its tolerance%s' % (args.family, args.kind, loss_move, least_name,
+                                                least, '' if moved else ' (< %g: the test could '
+                                                'not see a broken update) FAIL' % args.min_move))
+    ok = ok and moved
     if args.check_memory:
         ok = check_memory(args, cfg, w, b, ds_log) and ok
+    if args.param_rtol_1d is not None:
+        print('%s %s: worst 1-D parameter (bias, norm) rel distance %.2e' %
+              (args.family, args.kind, worst_1d))
     print('%s %s: %d steps, worst loss rel diff %.2e, worst parameter rel distance %.2e '
           '(%d tensors) -> %s' % (args.family, args.kind, len(ds_log), worst, worst_p,
                                   len(ref_w), 'PASS' if ok else 'FAIL'))

@@ -41,11 +41,14 @@ const char *const kUsage =
     "  --device-memory BYTES    accepted for symmetry with ds-run; LibTorch CPU has no arena\n"
     "  --save-weights FILE      write parameters and buffers after the last step (rank 0's)\n"
     "  --dump-grads FILE        write step 1's gradients (before clipping and the optimizer)\n"
+    "  --precision P            fp32 (default) or bf16: bf16 parameters and activations\n"
+    "                           (LibTorch's bf16 kernels), the loss in f32, fp32 master\n"
+    "                           weights and optimizer state, as DeepSpeed's bf16 mode\n"
     "  --help                   show this help\n";
 
 const char *const kFlags = "--config, --data, --steps, --log, --world-size, --loss-index, "
                            "--weights, --threads, --device-memory, --save-weights, "
-                           "--dump-grads, --help";
+                           "--dump-grads, --precision, --help";
 
 /// The useful line of a LibTorch exception: TorchScript wraps the cause ("RuntimeError: ...")
 /// after a traceback.
@@ -74,7 +77,7 @@ std::string causeOf(const std::exception &e) {
 }
 
 struct Options {
-  std::string model, config, log, weights, saveWeights, dumpGrads, tokens;
+  std::string model, config, log, weights, saveWeights, dumpGrads, tokens, precision = "fp32";
   std::vector<std::pair<std::string, std::string>> data;
   int64_t steps = -1, worldSize = 0, lossIndex = -1, threads = 0, seqLen = 0;
   int tokenBytes = 2;
@@ -113,7 +116,7 @@ Options parseFlags(int argc, char **argv) {
     static const std::unordered_set<std::string> known = {
         "--config",  "--data",    "--steps",         "--log",          "--world-size",
         "--loss-index", "--weights", "--threads", "--device-memory", "--save-weights",
-        "--dump-grads", "--tokens", "--seq-len", "--token-dtype"};
+        "--dump-grads", "--tokens", "--seq-len", "--token-dtype", "--precision"};
     if (!known.count(name))
       die("unknown flag '" + name + "' (valid flags: " + kFlags + ")");
     if (!hasValue) {
@@ -157,6 +160,13 @@ Options parseFlags(int argc, char **argv) {
       o.saveWeights = value;
     } else if (name == "--dump-grads") {
       o.dumpGrads = value;
+    } else if (name == "--precision") {
+      if (value == "fp16")
+        die("--precision fp16 needs LibTorch's CPU fp16 kernels, which Debian's LibTorch 1.13 "
+            "lacks (they come with LibTorch 2.x); use --precision bf16, or the fp32 reference");
+      if (value != "fp32" && value != "bf16")
+        die("--precision takes fp32 or bf16, got '" + value + "'");
+      o.precision = value;
     }
   }
   if (o.model.empty())
@@ -365,6 +375,79 @@ private:
   int64_t step_ = 0;
 };
 
+/// DeepSpeed's loss scale for fp16, written from its sources (independently of the driver's):
+/// a static `loss_scale`, or a dynamic one. Without ZeRO (FP16_Optimizer._update_scale) every
+/// overflow halves it, clamped at min_loss_scale; with ZeRO (DynamicLossScaler.update_scale)
+/// overflows are first absorbed by the hysteresis, and one at the minimum scale is an error.
+/// Both double after loss_scale_window steps without an overflow since the last one.
+struct DeepSpeedLossScale {
+  double scale = 65536, minScale = 1;
+  bool dynamic = true, zero = false, consecutive = false;
+  int64_t window = 1000, shift = 2, hysteresis = 2, lastOverflow = -1, iter = 0;
+
+  explicit DeepSpeedLossScale(const ::ds::PrecisionConfig &p, int64_t zeroStage) {
+    dynamic = p.lossScale == 0;
+    scale = dynamic ? std::ldexp(1.0, static_cast<int>(p.initialScalePower)) : p.lossScale;
+    minScale = p.minLossScale;
+    window = p.lossScaleWindow;
+    shift = hysteresis = p.hysteresis;
+    consecutive = p.consecutiveHysteresis;
+    zero = zeroStage > 0;
+  }
+  /// False when a ZeRO run overflows at the minimum scale.
+  bool update(bool overflow) {
+    if (!dynamic)
+      return true;
+    if (overflow) {
+      if (!zero) {
+        scale = std::max(scale / 2, minScale);
+      } else if (shift == 1 || hysteresis == 1) {
+        if (scale == minScale)
+          return false;
+        scale = std::max(scale / 2, minScale);
+      } else {
+        --hysteresis;
+      }
+      lastOverflow = iter;
+    } else {
+      if (zero && consecutive)
+        hysteresis = shift;
+      int64_t stable = iter - lastOverflow - 1;
+      if (stable > 0 && stable % window == 0) {
+        if (zero && !consecutive)
+          hysteresis = shift;
+        scale *= 2;
+      }
+    }
+    ++iter;
+    return true;
+  }
+};
+
+/// bf16 as ds trains it (and DeepSpeed's bf16 mode with an f32 loss): the cross-entropy of
+/// forward's graph reads its logits widened to f32, so that the loss is computed and returned
+/// in f32 from the bf16 logits rather than rounded to bf16. Returns how many it changed.
+int widenLossInputs(torch::jit::Module &m) {
+  std::shared_ptr<torch::jit::Graph> g = m.get_method("forward").graph();
+  torch::jit::Inline(*g); // F.cross_entropy is a call until inlined
+  int changed = 0;
+  std::function<void(torch::jit::Block *)> visit = [&](torch::jit::Block *b) {
+    for (torch::jit::Node *n : b->nodes()) {
+      for (torch::jit::Block *sub : n->blocks())
+        visit(sub);
+      if (n->kind() != c10::Symbol::aten("cross_entropy_loss"))
+        continue;
+      torch::jit::WithInsertPoint at(n);
+      torch::jit::Value *wide = g->insert(c10::Symbol::aten("to"),
+                                          {n->input(0), c10::ScalarType::Float});
+      n->replaceInput(0, wide);
+      ++changed;
+    }
+  };
+  visit(g->block());
+  return changed;
+}
+
 ModelState collect(torch::jit::Module &m) {
   ModelState s;
   std::unordered_set<const void *> seen;
@@ -512,8 +595,27 @@ int run(int argc, char **argv) {
   ModelState s = collect(module);
   if (!o.weights.empty())
     loadWeights(o.weights, s);
+  // bf16: the parameters become bf16 and the optimizer steps their f32 masters (buffers, such
+  // as BatchNorm's statistics, stay f32, as ds keeps them).
+  const bool bf16 = o.precision == "bf16";
+  std::vector<at::Tensor> masters;
+  if (bf16) {
+    if (widenLossInputs(module) == 0)
+      die("--precision bf16: forward has no aten::cross_entropy_loss whose input could be "
+          "widened to compute the loss in f32");
+    torch::NoGradGuard noGrad;
+    for (at::Tensor &p : s.params) {
+      masters.push_back(p.detach().clone());
+      p.set_data(p.detach().to(at::kBFloat16));
+    }
+    for (at::Tensor &d : data) // float inputs enter a bf16 model rounded, as in ds
+      if (d.is_floating_point())
+        d = d.to(at::kBFloat16);
+  }
   for (at::Tensor &p : s.params)
     p.requires_grad_(true);
+  // What the optimizer updates: the parameters, or their f32 masters.
+  std::vector<at::Tensor> &updated = bf16 ? masters : s.params;
 
   dsrt::io::Json configJson;
   {
@@ -540,25 +642,25 @@ int run(int argc, char **argv) {
         }
       useMuon.push_back(::ds::usesMuon(names, s.params[i].dim(), table));
     }
-    muon = std::make_unique<MuonWithAuxAdam>(s.params, useMuon, oc);
+    muon = std::make_unique<MuonWithAuxAdam>(updated, useMuon, oc);
     // torch::optim needs an optimizer object for the code below; Muon never steps it.
-    optimizerPtr = std::make_unique<torch::optim::SGD>(s.params, torch::optim::SGDOptions(0));
+    optimizerPtr = std::make_unique<torch::optim::SGD>(updated, torch::optim::SGDOptions(0));
   } else if (oc.type == "SGD")
     optimizerPtr = std::make_unique<torch::optim::SGD>(
-        s.params, torch::optim::SGDOptions(oc.lr)
+        updated, torch::optim::SGDOptions(oc.lr)
                       .momentum(oc.momentum)
                       .dampening(oc.dampening)
                       .weight_decay(oc.weightDecay)
                       .nesterov(oc.nesterov));
   else if (oc.adamWMode)
     optimizerPtr = std::make_unique<torch::optim::AdamW>(
-        s.params, torch::optim::AdamWOptions(oc.lr)
+        updated, torch::optim::AdamWOptions(oc.lr)
                       .betas(std::make_tuple(oc.beta1, oc.beta2))
                       .eps(oc.eps)
                       .weight_decay(oc.weightDecay));
   else
     optimizerPtr = std::make_unique<torch::optim::Adam>(
-        s.params, torch::optim::AdamOptions(oc.lr)
+        updated, torch::optim::AdamOptions(oc.lr)
                       .betas(std::make_tuple(oc.beta1, oc.beta2))
                       .eps(oc.eps)
                       .weight_decay(oc.weightDecay));
@@ -593,13 +695,46 @@ int run(int argc, char **argv) {
   for (const at::Tensor &p : s.params)
     paramBytes += p.nbytes();
 
+  // fp16 (LibTorch 1.13 has no CPU fp16 kernels): fp32 training driven by DeepSpeed's loss
+  // scaler, each step's overflow decided from these gradients: the step overflows when one
+  // element that ds holds in fp16, scaled, reaches 65520 (the first value fp16 rounds to
+  // infinity). ds holds each micro-batch's gradient, each rank's running sum and the sum over
+  // the ranks; all are scaled by the loss scale over dp x gas, as is the loss.
+  const bool fp16 = cfg.precision.dtype == "fp16";
+  std::unique_ptr<DeepSpeedLossScale> scaler;
+  if (fp16)
+    scaler = std::make_unique<DeepSpeedLossScale>(cfg.precision, cfg.zeroStage);
+  int64_t applied = 0; // optimizer steps taken (fp16 skips those that overflow)
+  auto largestElement = [](const std::vector<at::Tensor> &ts) {
+    double m = 0;
+    for (const at::Tensor &t : ts)
+      if (t.defined() && t.numel())
+        m = std::max(m, t.abs().max().item<double>());
+    return m;
+  };
+  auto grads = [&] {
+    std::vector<at::Tensor> g;
+    for (const at::Tensor &p : s.params)
+      g.push_back(p.grad().defined() ? p.grad().detach().clone() : torch::zeros_like(p));
+    return g;
+  };
+  auto minus = [](const std::vector<at::Tensor> &a, const std::vector<at::Tensor> &b) {
+    std::vector<at::Tensor> d;
+    for (size_t i = 0; i < a.size(); ++i)
+      d.push_back(a[i] - b[i]);
+    return d;
+  };
+
   for (int64_t step = 1; step <= o.steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<float> losses;
+    double largest = 0; // fp16: the largest gradient element ds would hold, unscaled
     for (int64_t r = 0; r < dp; ++r) {
       if (swapBuffers)
         swapIn(r);
+      std::vector<at::Tensor> rankStart = fp16 ? grads() : std::vector<at::Tensor>();
       for (int64_t k = 0; k < gas; ++k) {
+        std::vector<at::Tensor> before = fp16 ? grads() : std::vector<at::Tensor>();
         int64_t first = dsrt::io::sampleOffset(step, r, k, G, mb, gas);
         std::vector<c10::IValue> inputs;
         for (const at::Tensor &d : data)
@@ -619,6 +754,11 @@ int run(int argc, char **argv) {
               " tensor, not a floating-point scalar; pass --loss-index I");
         losses.push_back(loss.detach().to(at::kFloat).item<float>());
         (loss / static_cast<double>(dp * gas)).backward();
+        if (fp16) {
+          std::vector<at::Tensor> now = grads();
+          largest = std::max({largest, largestElement(minus(now, before)),
+                              largestElement(minus(now, rankStart))});
+        }
       }
       if (swapBuffers)
         swapOut(r);
@@ -635,12 +775,43 @@ int run(int argc, char **argv) {
       }
       writeTensors("--dump-grads", o.dumpGrads, grads);
     }
-    if (cfg.gradientClipping > 0)
-      torch::nn::utils::clip_grad_norm_(s.params, cfg.gradientClipping);
-    // DeepSpeed's schedule, the same function the driver uses (no LibTorch equivalent).
-    dsrt::io::StepScalars hyper = dsrt::io::scheduled(configJson, step);
+    bool overflow = false;
+    double stepScale = fp16 ? scaler->scale : 0;
+    if (fp16) {
+      largest = std::max(largest, largestElement(grads()));
+      double ratio = stepScale * largest / 65520.0;
+      overflow = !(ratio < 1); // NaN too
+      std::printf("overflow-oracle step %lld scale %.17g largest-scaled-gradient %.6g "
+                  "(%.4g x the fp16 limit) -> %s\n",
+                  (long long)step, stepScale, stepScale * largest, ratio,
+                  overflow ? "overflow" : "fits");
+      if (overflow) { // the step is skipped: the parameters and optimizer state stay
+        for (at::Tensor &p : s.params)
+          if (p.grad().defined())
+            p.grad().zero_();
+      }
+      if (!scaler->update(overflow))
+        die("step " + std::to_string(step) + ": the gradients overflow at the minimum loss "
+            "scale " + dsrt::io::formatFloat(scaler->minScale) + " (DeepSpeed raises here)");
+    }
+    if (bf16) { // the bf16 gradients, widened, are the masters' (DeepSpeed's bf16 optimizer)
+      torch::NoGradGuard noGrad;
+      for (size_t i = 0; i < s.params.size(); ++i) {
+        at::Tensor g = s.params[i].grad();
+        masters[i].mutable_grad() = g.defined() ? g.to(at::kFloat) : torch::zeros_like(masters[i]);
+        if (g.defined())
+          g.zero_();
+      }
+    }
+    if (cfg.gradientClipping > 0 && !overflow)
+      torch::nn::utils::clip_grad_norm_(updated, cfg.gradientClipping);
+    // DeepSpeed's schedule, the same function the driver uses (no LibTorch equivalent); it
+    // advances with the steps taken, as Adam's step count does.
+    dsrt::io::StepScalars hyper = dsrt::io::scheduled(configJson, applied + 1);
     double lrStep = hyper.lr;
-    if (muon) {
+    if (overflow) {
+      // skipped
+    } else if (muon) {
       muon->step(hyper.lr, hyper.auxLr);
       muon->zeroGrad();
     } else {
@@ -654,6 +825,13 @@ int run(int argc, char **argv) {
       }
       optimizer.step();
       optimizer.zero_grad();
+    }
+    if (!overflow)
+      ++applied;
+    if (bf16) { // the bf16 parameters become their masters' rounding
+      torch::NoGradGuard noGrad;
+      for (size_t i = 0; i < s.params.size(); ++i)
+        s.params[i].copy_(masters[i]);
     }
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                     .count();
@@ -678,6 +856,8 @@ int run(int argc, char **argv) {
     rec.step = step;
     rec.loss = mean;
     rec.lr = lrStep;
+    rec.lossScale = stepScale;
+    rec.skipped = overflow;
     rec.stepMs = ms;
     rec.samplesPerS = ms > 0 ? static_cast<double>(G) * 1000.0 / ms : 0.0;
     rec.hostPeakBytes = dsrt::io::hostPeakBytes();
@@ -699,6 +879,11 @@ int run(int argc, char **argv) {
     if (swapBuffers)
       swapIn(0);
     std::vector<std::pair<std::string, at::Tensor>> all = s.namedParams;
+    if (bf16) // the export is the f32 masters, as ds's (DeepSpeed's zero_to_fp32)
+      for (auto &np : all)
+        for (size_t i = 0; i < s.params.size(); ++i)
+          if (np.second.unsafeGetTensorImpl() == s.params[i].unsafeGetTensorImpl())
+            np.second = masters[i];
     all.insert(all.end(), s.namedBuffers.begin(), s.namedBuffers.end());
     writeTensors("--save-weights", o.saveWeights, all);
   }

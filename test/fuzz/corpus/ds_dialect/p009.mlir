@@ -1,0 +1,69 @@
+// A 16-bit model: the trainable parameter is stored in bf16 and widened where read; the
+// linear layer's and the GELU's results are rounded through bf16; the reshape only moves
+// elements (no rounding); the input is rounded; the buffer stays f32; the loss stays f32.
+
+// fp16 with loss scaling: the seed is 1 times the loss-scale state; the backward reads the
+// rounded activations again (rematerialized widenings), and the parameter's gradient state is
+// f16.
+// AD: ds.state @loss_scale role "loss_scale" : tensor<f32>
+// AD: ds.state @"w@grad" of @w role "grad" : tensor<4x8xf16>
+// AD-LABEL: func.func @micro_step
+// AD: %[[L:.+]] = ds.cross_entropy
+// AD: %[[SCALE:.+]] = ds.get_parameter @loss_scale : tensor<f32>
+// AD: %[[SEED:.+]] = ds.mul %{{.+}}, %[[SCALE]]
+// AD: ds.convert %{{.+}} {rematerialized} : tensor<2x4xf16> -> tensor<2x4xf32>
+// AD: ds.cross_entropy_grad %{{.+}}, %{{.+}}, %[[SEED]]
+// AD: ds.convert %{{.+}} {rematerialized} : tensor<2x8xf16> -> tensor<2x8xf32>
+// AD: ds.linear_grad_weight
+// AD: ds.assign @"w@grad" = %{{.+}} : tensor<4x8xf16>
+
+// After ds-widen-16bit only conversions, reads, writes and fills touch bf16: the gradient
+// accumulation adds in f32, and the optimizer updates the f32 master, which the bf16
+// parameter rounds.
+// WIDE: ds.state @"w@master" of @w role "master" : tensor<4x8xf32>
+// WIDE: ds.state @"w@exp_avg" of @w role "exp_avg" : tensor<4x8xf32>
+// WIDE-LABEL: func.func @micro_step
+// WIDE: ds.add %{{.+}}, %{{.+}} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+// WIDE-LABEL: func.func @optimizer_step
+// WIDE: %[[G:.+]] = ds.get_parameter @"w@grad" : tensor<4x8xbf16>
+// WIDE: %[[G32:.+]] = ds.convert %[[G]] {rematerialized} : tensor<4x8xbf16> -> tensor<4x8xf32>
+// WIDE: %[[M:.+]] = ds.get_parameter @"w@master" : tensor<4x8xf32>
+// WIDE: ds.adamw_update %[[M]], %[[G32]]
+// WIDE: ds.assign @"w@master" =
+// WIDE: %[[P:.+]] = ds.convert %{{.+}} : tensor<4x8xf32> -> tensor<4x8xbf16>
+// WIDE: ds.assign @w = %[[P]] : tensor<4x8xbf16>
+// WIDE: ds.assign @"w@grad" = %{{.+}} : tensor<4x8xbf16>
+
+// fp16's update: the gradient times 1 / loss_scale; found_inf from the sum of g * 0 (NaN when
+// a gradient is inf or NaN); every written state keeps its old value on overflow.
+// FP16: ds.state @found_inf role "found_inf" : tensor<f32>
+// FP16-LABEL: func.func @optimizer_step
+// FP16: %[[S:.+]] = ds.get_parameter @loss_scale
+// FP16: %[[INV:.+]] = ds.div %{{.+}}, %[[S]]
+// FP16: ds.mul %{{.+}}, %[[INV]]
+// FP16: %[[OK:.+]] = ds.cmp eq
+// FP16: ds.assign @found_inf =
+// FP16: %[[OLD:.+]] = ds.get_parameter @"w@master"
+// FP16: %[[NEW:.+]], %{{.+}}, %{{.+}} = ds.adamw_update %[[OLD]]
+// FP16: %[[KEPT:.+]] = ds.where %[[OK]], %[[NEW]], %[[OLD]]
+// FP16: ds.assign @"w@master" = %[[KEPT]]
+// FP16: ds.assign @w = %{{.+}} : tensor<4x8xf16>
+
+// BADTYPE: ds-mixed-precision: dtype 'f8' is not bf16 or f16
+// ORDER: ds-mixed-precision runs before ds-autodiff on a func.func @forward
+// TWICE: ds-mixed-precision: trainable parameters must be f32 before the pass; 'w' is 'bf16'
+module {
+  ds.parameter @w trainable : tensor<4x8xf32>
+  ds.parameter @scale : tensor<4xf32>
+  func.func @forward(%x: tensor<2x8xf32>, %t: tensor<2xi64>) -> tensor<f32> {
+    %w = ds.get_parameter @w : tensor<4x8xf32>
+    %y = ds.linear %x, %w : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+    %g = ds.gelu %y : tensor<2x4xf32>
+    %s = ds.get_parameter @scale : tensor<4xf32>
+    %m = ds.mul %g, %s : tensor<2x4xf32>, tensor<4xf32> -> tensor<2x4xf32>
+    %r = ds.reshape %m : tensor<2x4xf32> -> tensor<8xf32>
+    %b = ds.reshape %r : tensor<8xf32> -> tensor<2x4xf32>
+    %l = ds.cross_entropy %b, %t : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}

@@ -1,0 +1,3 @@
+module {
+  ds.parameter @w trainable : tensor<3xf32>
+}
