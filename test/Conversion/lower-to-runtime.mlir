@@ -16,6 +16,7 @@
 // CHECK-DAG: llvm.func @dsrt_tensor_alloc(!llvm.ptr, i32, i32, !llvm.ptr) -> !llvm.ptr
 // CHECK-LABEL: llvm.func @ds_init_slots
 // CHECK-COUNT-2: llvm.call @dsrt_slot_define
+// CHECK-NOT: llvm.call @dsrt_slot_define
 // CHECK-LABEL: llvm.func @ds_micro_step(%{{.+}}: !llvm.ptr, %{{.+}}: !llvm.ptr) -> !llvm.ptr
 // CHECK: %[[W:.+]] = llvm.call @dsrt_slot_get
 // CHECK: %[[Y:.+]] = llvm.call @dsrt_tensor_alloc

@@ -18,6 +18,7 @@
 // CHECK: ds.transpose %{{.+}} perm = [1, 0] : tensor<8x4xf32> -> tensor<4x8xf32>
 // CHECK: ds.constant dense<1.000000e-07> : tensor<f32>
 // CHECK-COUNT-15: ds.matmul
+// CHECK-NOT: ds.matmul
 // CHECK: ds.transpose %{{.+}} perm = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
 // CHECK: ds.constant dense<1.41421354> : tensor<f32>
 // CHECK: ds.assign @h.fc.weight =

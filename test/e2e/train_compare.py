@@ -292,6 +292,26 @@ def run(cmd, log, env=None):
         sys.exit('FAILED (exit %d): %s' % (r.returncode, ' '.join(cmd)))
 
 
+def python_step1_loss(pt, flags, specs, mb, gas, ranks):
+    """Step 1's loss as PyTorch computes it here, from the module and the .npy files in
+    `flags`, with the data order written out independently of dsrt::io: rank r's micro-batch
+    k of step 1 is samples [(r gas + k) mb, +mb); the mean over the ranks' micro-batches."""
+    import torch
+    paths = {flags[i + 1].split('=', 1)[0]: flags[i + 1].split('=', 1)[1]
+             for i in range(0, len(flags), 2) if flags[i] == '--data'}
+    arrays = [np.load(paths[name]) for name, _ in specs]
+    module = torch.jit.load(pt)
+    module.train()
+    losses = []
+    with torch.no_grad():
+        for r in range(ranks):
+            for k in range(gas):
+                first = (r * gas + k) * mb
+                out = module(*[torch.from_numpy(a[first:first + mb]) for a in arrays])
+                losses.append(float((out[-1] if isinstance(out, tuple) else out).item()))
+    return float(np.float32(np.mean(np.array(losses, dtype=np.float64))))
+
+
 def model_path(args):
     name = '%s_%s.pt' % (args.family, args.kind)
     committed = os.path.join(MODELS, name)
@@ -436,6 +456,13 @@ def main():
          '--dump-grads', w('ref_grads.safetensors')], w('ref.log'))
 
     ds_log = [json.loads(l) for l in open(w('ds.jsonl'))]
+    # The data order and the first forward, judged by PyTorch alone (no code shared with ds).
+    py_flags = npy_flags + data_flags[6:] if args.tokens else data_flags
+    py_loss = python_step1_loss(pt, py_flags, specs, mb, args.gas, args.ranks)
+    py_rel = abs(ds_log[0]['loss'] - py_loss) / abs(py_loss)
+    print('step 1 in PyTorch (data order written here): loss %.9g, ds %.9g, rel diff %.2e%s' %
+          (py_loss, ds_log[0]['loss'], py_rel,
+           '' if py_rel <= max(args.loss_rtol, 1e-5) else ' FAIL'))
     if args.tokens:
         run([b('ds-run'), w('step.mlir')] + npy_flags + ['--steps', str(args.steps), '--threads', '1', '--log', w('npy.jsonl')],
             w('ds-run-npy.log'))
@@ -446,7 +473,8 @@ def main():
     else:
         ok_tokens = True
     ref_log = [json.loads(l) for l in open(w('ref.jsonl'))]
-    ok = len(ds_log) == len(ref_log) == args.steps and ok_tokens
+    ok = len(ds_log) == len(ref_log) == args.steps and ok_tokens and \
+        py_rel <= max(args.loss_rtol, 1e-5)
     worst = 0.0
     print('step  ds loss          reference loss   rel diff')
     for a, r in zip(ds_log, ref_log):

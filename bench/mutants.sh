@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Shows that the tests can fail: applies deliberate bugs, one at a time, to a scratch copy of
+# the source, rebuilds it and runs the lit tests each bug names; every bug must make at least
+# one of them fail. Prints a table. Never part of the test run (about 30 minutes here).
+#
+#   bash bench/mutants.sh [SCRATCH]      (default SCRATCH: build-mutants/)
+#
+# The scratch copy is the working tree as it is (tracked and untracked files that git does not
+# ignore); its build is kept between runs, so a second run rebuilds only what a bug touches.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scratch=$(realpath -m "${1:-build-mutants}")
+src=$scratch/src
+mkdir -p "$src"
+git ls-files -z --cached --others --exclude-standard | rsync -a --from0 --files-from=- ./ "$src"/
+export CCACHE_BASEDIR=$scratch CCACHE_NOHASHDIR=1
+echo "mutants: building the scratch copy in $scratch/build (log: $scratch/build.log)"
+cmake -S "$src" -B "$scratch/build" -G Ninja >"$scratch/build.log" 2>&1
+ninja -C "$scratch/build" >>"$scratch/build.log" 2>&1 || { tail -30 "$scratch/build.log"; exit 1; }
+lit=/usr/lib/llvm-22/bin/lit
+
+# name | file | text | replacement | tests (lit paths under test/)
+mutants=$(cat <<'EOF'
+drop weight decay|dialects/ds/Transforms/Optimizer.cpp|e.constant(f64, decoupled ? weightDecay : 0.0)|e.constant(f64, 0.0)|e2e/optimizers.test
+drop Adam's bias correction|dialects/ds/Transforms/Optimizer.cpp|Value bc1 = e.sub(one64, e.pow(beta1Value, step64));@@Value bc2 = e.sub(one64, e.pow(e.constant(f64, beta2), step64));|Value bc1 = one64;@@Value bc2 = one64;|e2e/gpt-fidelity.test
+clip by the squared norm|dialects/ds/Transforms/Optimizer.cpp|Value totalNorm = e.sqrt(total);@@e.add(e.sqrt(total), e.constant(f32, 1e-6))|Value totalNorm = total;@@e.add(total, e.constant(f32, 1e-6))|e2e/optimizers.test
+double the loss-scale window|runtime/src/driver/loss_scaler.h|window = static_cast<int64_t>(num("loss_scale_window", 1000));|window = 2 * static_cast<int64_t>(num("loss_scale_window", 1000));|e2e/mixed-precision.test
+shift the data order by one sample|runtime/src/driver/data.cpp|int64_t first = io::sampleOffset(step, rank, k, p.G, p.mb, p.gas);|int64_t first = io::sampleOffset(step, rank, k, p.G, p.mb, p.gas) + 1;|e2e/gpt-fidelity.test
+all-reduce with the wrong scale|dialects/ds/Transforms/Autodiff.cpp|double scale = 1.0 / double(gradientAccumulationSteps * dataParallelSize);|double scale = 1.0 / double(gradientAccumulationSteps);|e2e/data-parallel.test
+skip one bucket's reduce-scatter|dialects/ds/Transforms/Zero.cpp|Value reduced = shard::ReduceScatterOp::create(b, loc, shardType, "dp", kDpAxis, packed,|Value reduced = k == 0 ? shard::AllSliceOp::create(b, loc, shardType, "dp", ArrayRef<int16_t>(kDpAxis), packed, APInt(64, 0)).getResult() : shard::ReduceScatterOp::create(b, loc, shardType, "dp", kDpAxis, packed,|e2e/zero.test
+EOF
+)
+
+# Applies (or with --revert undoes) one mutant's replacements; fails when a text is missing,
+# so that a mutant cannot silently stop applying after the code moves.
+mutate() {
+  /usr/bin/python3 - "$@" <<'EOF'
+import sys
+path, texts, repls, mode = sys.argv[1], sys.argv[2].split('@@'), sys.argv[3].split('@@'), sys.argv[4]
+s = open(path).read()
+for a, b in zip(texts, repls):
+    if mode == 'revert':
+        a, b = b, a
+    if s.count(a) != 1:
+        sys.exit('mutants: %r occurs %d times in %s' % (a, s.count(a), path))
+    s = s.replace(a, b)
+open(path, 'w').write(s)
+EOF
+}
+
+# The named tests pass unmutated first.
+all_tests=$(echo "$mutants" | cut -d'|' -f5 | tr ' ' '\n' | sort -u | sed "s|^|$scratch/build/test/|")
+echo "mutants: the named tests unmutated: $(echo $all_tests | wc -w) files"
+if ! $lit -q $all_tests >"$scratch/baseline.log" 2>&1; then
+  tail -30 "$scratch/baseline.log"
+  echo "mutants: the tests fail without a mutant; fix that first" >&2
+  exit 1
+fi
+
+rows=()
+missed=0
+while IFS='|' read -r name file text repl tests; do
+  [ -n "$name" ] || continue
+  start=$(date +%s)
+  mutate "$src/$file" "$text" "$repl" apply
+  result=
+  if ! ninja -C "$scratch/build" >"$scratch/mutant.log" 2>&1; then
+    result="DOES NOT BUILD"
+  else
+    paths=$(for t in $tests; do echo "$scratch/build/test/$t"; done)
+    if $lit -q $paths >>"$scratch/mutant.log" 2>&1; then
+      result="MISSED"
+      missed=$((missed + 1))
+    else
+      failed=$(grep -o 'ds :: [^ ]*' "$scratch/mutant.log" | sed 's/ds :: //' | sort -u | tr '\n' ' ')
+      result="caught by $failed"
+    fi
+  fi
+  mutate "$src/$file" "$text" "$repl" revert
+  rows+=("$(printf '| %-36s | %-40s | %-28s | %4ds |' "$name" "$file" "$result" $(( $(date +%s) - start )))")
+  echo "mutants: $name: $result"
+done <<<"$mutants"
+ninja -C "$scratch/build" >/dev/null 2>&1 || true # back to the unmutated build
+
+echo
+echo "| mutant                               | file                                     | result                       | time  |"
+echo "|--------------------------------------|------------------------------------------|------------------------------|-------|"
+printf '%s\n' "${rows[@]}"
+[ "$missed" -eq 0 ] || { echo "mutants: $missed not caught" >&2; exit 1; }
