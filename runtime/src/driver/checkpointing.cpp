@@ -12,6 +12,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <memory>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace dsrt::driver {
@@ -347,12 +348,20 @@ std::string Checkpointer::readTensors(const std::string &dir, const ckpt::Index 
   return err;
 }
 
-bool Checkpointer::resume(const std::string &dir, int64_t &step, uint64_t &hostPeak) {
+bool Checkpointer::resume(const std::string &given, int64_t &step, uint64_t &hostPeak) {
   collect();
   io::HostMemoryWindow window;
   window.begin();
-  std::string tag, err;
-  if (!ckpt::readLatest(dir, tag, err)) {
+  std::string dir = given, tag, err;
+  // One checkpoint's own directory (DIR/TAG) names that checkpoint instead of DIR/latest.
+  if (struct stat st; ::stat((given + "/checkpoint.json").c_str(), &st) == 0) {
+    std::string trimmed = given;
+    while (trimmed.size() > 1 && trimmed.back() == '/')
+      trimmed.pop_back();
+    size_t slash = trimmed.find_last_of('/');
+    dir = slash == std::string::npos ? "." : trimmed.substr(0, slash);
+    tag = trimmed.substr(slash == std::string::npos ? 0 : slash + 1);
+  } else if (!ckpt::readLatest(dir, tag, err)) {
     err = "--resume '" + dir + "': " + err;
   } else if (tag.empty()) {
     // An older ds wrote step-* directories without `latest`.

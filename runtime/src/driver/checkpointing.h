@@ -33,7 +33,7 @@ public:
   bool save(const std::string &dir, int64_t step, uint64_t &hostPeak);
 
   /// Resumes from `dir`'s latest checkpoint (or the one before it, when the latest is
-  /// damaged). Refuses a checkpoint of another model or of a config that changes the
+  /// damaged), or from the checkpoint `dir` is the directory of (DIR/TAG). Refuses a checkpoint of another model or of a config that changes the
   /// numbers. False (printed on every rank) on failure.
   bool resume(const std::string &dir, int64_t &step, uint64_t &hostPeak);
 
