@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 scratch=$(realpath -m "${1:-build-mutants}")
 src=$scratch/src
 mkdir -p "$src"
-git ls-files -z --cached --others --exclude-standard | rsync -a --from0 --files-from=- ./ "$src"/
+git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$src"
 export CCACHE_BASEDIR=$scratch CCACHE_NOHASHDIR=1
 echo "mutants: building the scratch copy in $scratch/build (log: $scratch/build.log)"
 cmake -S "$src" -B "$scratch/build" -G Ninja >"$scratch/build.log" 2>&1

@@ -150,6 +150,11 @@ dsrt_event *dsrt_reduce_scatter(dsrt_context *ctx, dsrt_tensor *out, const dsrt_
 /** This rank's chunk of `t` split into equal parts along dimension 0 (shard.all_slice): a
  *  view, no communication. `dims` is the chunk's shape. */
 dsrt_tensor *dsrt_comm_chunk(dsrt_context *ctx, dsrt_tensor *t, int32_t rank, const int64_t *dims);
+/** Rank `root` receives `bytes[q]` bytes from each rank q (`in`), one after another in rank
+ *  order, into `out` (ignored on the other ranks); at most INT_MAX bytes in all. The caller
+ *  keeps both buffers alive until the event completes. */
+dsrt_event *dsrt_gather(dsrt_context *ctx, void *out, const void *in, const int64_t *bytes,
+                        int32_t root);
 /** Every rank's `t` becomes rank `root`'s. */
 dsrt_event *dsrt_comm_broadcast(dsrt_context *ctx, dsrt_tensor *t, int32_t root);
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace dsrt {
 
@@ -43,6 +44,10 @@ public:
   virtual void reduceScatter(const CommOp &op, void *out, const void *in, int64_t count,
                              int32_t dtype, int32_t reduction) = 0;
   virtual void broadcast(const CommOp &op, void *data, int64_t bytes, int root) = 0;
+  /// Rank `root` receives bytes[q] bytes from each rank q, one after another in rank order,
+  /// into `out` (ignored elsewhere). The total is at most INT_MAX bytes.
+  virtual void gather(const CommOp &op, void *out, const void *in,
+                      const std::vector<int64_t> &bytes, int root) = 0;
   /// Returns when every rank has called it.
   virtual void barrier(const CommOp &op) = 0;
   /// Called on the communication thread while no work is queued: serves the control's abort

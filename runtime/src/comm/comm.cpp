@@ -277,6 +277,18 @@ extern "C" dsrt_event *dsrt_comm_broadcast(dsrt_context *ctx, dsrt_tensor *t, in
                    [=](Channel &ch, const CommOp &op) { ch.broadcast(op, d, bytes, root); });
 }
 
+extern "C" dsrt_event *dsrt_gather(dsrt_context *ctx, void *out, const void *in,
+                                   const int64_t *bytes, int32_t root) {
+  Comm &c = comm(ctx, "gather");
+  std::vector<int64_t> b(bytes, bytes + c.size);
+  int64_t total = 0;
+  for (int64_t n : b)
+    total += n;
+  return c.enqueue(ctx, {}, "gather", std::to_string(total) + " bytes to rank " +
+                                          std::to_string(root),
+                   [=](Channel &ch, const CommOp &op) { ch.gather(op, out, in, b, root); });
+}
+
 extern "C" dsrt_tensor *dsrt_comm_chunk(dsrt_context *ctx, dsrt_tensor *t, int32_t rank,
                                        const int64_t *dims) {
   Comm &c = comm(ctx, "comm_chunk");

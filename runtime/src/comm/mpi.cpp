@@ -256,6 +256,25 @@ public:
     });
   }
 
+  void gather(const CommOp &op, void *out, const void *in, const std::vector<int64_t> &bytes,
+              int root) override {
+    Scope s(*this, op);
+    std::vector<int> counts(size_), displs(size_);
+    int64_t at = 0;
+    for (int q = 0; q < size_; ++q) {
+      if (at + bytes[q] > INT_MAX)
+        unsupported("a gather of more than INT_MAX bytes (the caller splits it)");
+      counts[q] = static_cast<int>(bytes[q]);
+      displs[q] = static_cast<int>(at);
+      at += bytes[q];
+    }
+    MPI_Request r;
+    check(MPI_Igatherv(in, counts[rank_], MPI_BYTE, out, counts.data(), displs.data(), MPI_BYTE,
+                       root, MPI_COMM_WORLD, &r),
+          "MPI_Igatherv");
+    wait(r);
+  }
+
   void barrier(const CommOp &op) override {
     Scope s(*this, op);
     MPI_Request r;

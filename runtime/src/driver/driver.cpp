@@ -229,7 +229,7 @@ int Driver::train(uint64_t resumePeak) {
                              "multiplied by the loss scale %g\n",
                      tool.c_str(), opt.dumpGrads.c_str(), stepScale);
       std::string e;
-      if (!writeSlots(p, group, opt.dumpGrads, /*gradients=*/true, e))
+      if (!dumpGradients(p, group, opt.dumpGrads, e))
         stepError = "--dump-grads: " + e;
     }
     if (!group.agree(tool, stepError))
@@ -327,7 +327,7 @@ int Driver::train(uint64_t resumePeak) {
   }
   if (!opt.saveWeights.empty()) { // every rank: stage 3 gathers, rank 0 writes
     std::string e;
-    if (!writeSlots(p, group, opt.saveWeights, /*gradients=*/false, e))
+    if (!exportWeights(p, group, opt.saveWeights, e))
       e = "--save-weights: " + e;
     if (!group.agree(tool, e))
       return 1;

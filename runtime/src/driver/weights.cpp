@@ -1,10 +1,13 @@
 //===- weights.cpp - initial weights, --save-weights and --dump-grads -----------===//
 #include "weights.h"
 
+#include "../checkpoint/rank_file.h"
 #include "../core/half.h"
 
 #include <algorithm>
 #include <cstring>
+#include <cerrno>
+#include <cstdio>
 #include <map>
 
 namespace dsrt::driver {
@@ -118,81 +121,124 @@ bool loadWeights(const ProgramSpec &p, const Group &g, const std::string &path,
   return true;
 }
 
-bool writeSlots(const ProgramSpec &p, const Group &g, const std::string &path, bool gradients,
-                std::string &err) {
+bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path,
+                   std::string &err) {
   const std::vector<SlotSpec> &slots = p.slots;
   dsrt_context *ctx = g.ctx();
-  const int32_t worldSize = g.size(), rank = g.rank();
+  const int32_t world = g.size(), rank = g.rank();
+  // What each state_dict entry is read from: a slot this rank holds whole, or elements
+  // [offset, offset + numel) of a state sharded over the ranks.
+  struct Item {
+    std::string name;
+    int32_t dtype; ///< as written (and as held)
+    std::vector<int64_t> dims;
+    int64_t numel;
+    int32_t slot;
+    bool sharded;
+    int64_t offset;
+  };
+  std::vector<Item> items;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const SlotSpec &s = slots[i];
+    if (s.kind != "parameter" && s.kind != "buffer")
+      continue;
+    Item it{s.name, s.dtype, s.dims, s.numel, static_cast<int32_t>(i), false, 0};
+    int64_t masterOffset = 0;
+    if (int32_t m = masterOf(p, s, masterOffset); m >= 0) {
+      // Mixed precision: the export is the f32 masters (DeepSpeed's zero_to_fp32).
+      it.dtype = DSRT_F32;
+      it.slot = m;
+      it.sharded = slots[m].sharded;
+      it.offset = masterOffset;
+    } else if (!s.shardedBy.empty()) { // stage 3: a part of every rank's parameter shard
+      it.slot = p.slotNamed(s.shardedBy);
+      it.sharded = true;
+      it.offset = s.offset;
+    }
+    items.push_back(it);
+    for (const std::string &a : s.aliases) {
+      items.push_back(it);
+      items.back().name = a;
+    }
+  }
+  // Rank 0 writes the header, then each tensor in turn: its own slots directly, sharded
+  // tensors window by window as the ranks' parts of them arrive (a gather to rank 0), so that
+  // no rank ever holds more than one window beyond its own state.
+  std::FILE *f = nullptr;
+  std::string tmp = path + ".tmp";
+  if (rank == 0) {
+    std::vector<io::SafetensorsEntry> layout;
+    for (const Item &it : items)
+      layout.push_back({it.name, it.dtype, it.dims, nullptr,
+                        static_cast<size_t>(it.numel) * io::elementSize(it.dtype)});
+    std::string prefix = io::safetensorsPrefix(layout);
+    f = std::fopen(tmp.c_str(), "wb");
+    if (!f || std::fwrite(prefix.data(), 1, prefix.size(), f) != prefix.size())
+      err = "cannot write '" + tmp + "': " + std::strerror(errno);
+  }
+  auto put = [&](const void *data, size_t n) {
+    if (rank == 0 && err.empty() && n && std::fwrite(data, 1, n, f) != n)
+      err = "cannot write '" + tmp + "': " + std::strerror(errno);
+  };
+  std::vector<char> window;
+  std::vector<int64_t> counts(world);
+  for (const Item &it : items) {
+    dsrt_tensor *t = dsrt_slot_get(ctx, it.slot);
+    size_t es = io::elementSize(it.dtype);
+    const char *mine = static_cast<const char *>(t->data);
+    if (!it.sharded || world == 1) {
+      put(mine + it.offset * es, static_cast<size_t>(it.numel) * es);
+    } else {
+      const int64_t shard = t->numel, per = static_cast<int64_t>(
+                                              std::max<size_t>(ckpt::transferBufferBytes() / es, 1));
+      for (int64_t a = 0; a < it.numel; a += per) {
+        int64_t lo = it.offset + a, hi = it.offset + std::min(it.numel, a + per);
+        for (int32_t q = 0; q < world; ++q)
+          counts[q] = std::max<int64_t>(0, std::min(hi, shard * (q + 1)) -
+                                               std::max(lo, shard * q)) * es;
+        window.resize(rank == 0 ? static_cast<size_t>(hi - lo) * es : 0);
+        const char *send = mine + (std::max(lo, shard * rank) - shard * rank) * es;
+        dsrt_event_release(dsrt_gather(ctx, window.data(), send, counts.data(), 0));
+        put(window.data(), window.size());
+      }
+    }
+    dsrt_tensor_free(ctx, t);
+  }
+  if (f) {
+    bool closed = std::fclose(f) == 0;
+    if (err.empty() && (!closed || std::rename(tmp.c_str(), path.c_str()) != 0))
+      err = "cannot write '" + path + "': " + std::strerror(errno);
+    if (!err.empty())
+      std::remove(tmp.c_str());
+  }
+  return err.empty();
+}
+
+bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path,
+                   std::string &err) {
+  dsrt_context *ctx = g.ctx();
   std::vector<io::SafetensorsEntry> entries;
   std::vector<dsrt_tensor *> held;
   std::vector<std::vector<char>> summed; // gradients over all ranks (outside the arena)
-  std::map<std::string, std::vector<char>> gathered; // stage-3 parameter shards, whole
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const SlotSpec &s = slots[i];
-    bool want = gradients ? s.kind == "gradient" : (s.kind == "parameter" || s.kind == "buffer");
-    if (!want)
+  for (size_t i = 0; i < p.slots.size(); ++i) {
+    const SlotSpec &s = p.slots[i];
+    if (s.kind != "gradient")
       continue;
-    int64_t masterOffset = 0;
-    if (int32_t m = gradients ? -1 : masterOf(p, s, masterOffset); m >= 0) {
-      // Mixed precision: the export is the f32 masters (DeepSpeed's zero_to_fp32), gathered
-      // when they are shards.
-      std::string key = slots[m].name;
-      auto it = gathered.find(key);
-      if (it == gathered.end()) {
-        dsrt_tensor *part = dsrt_slot_get(ctx, m);
-        size_t bytes = static_cast<size_t>(part->numel) * dsrt_dtype_size(part->dtype);
-        std::vector<char> all = slots[m].sharded && worldSize > 1
-                                    ? g.gather(part->data, bytes)
-                                    : std::vector<char>((char *)part->data,
-                                                        (char *)part->data + bytes);
-        dsrt_tensor_free(ctx, part);
-        it = gathered.emplace(key, std::move(all)).first;
-      }
-      const char *data = it->second.data() + masterOffset * sizeof(float);
-      uint64_t bytes = s.bytes() / dsrt_dtype_size(s.dtype) * sizeof(float);
-      entries.push_back({s.name, DSRT_F32, s.dims, data, bytes});
-      for (const std::string &a : s.aliases)
-        entries.push_back({a, DSRT_F32, s.dims, data, bytes});
-      continue;
-    }
-    if (!s.shardedBy.empty()) { // stage 3: gather the shard (every rank takes part)
-      auto it = gathered.find(s.shardedBy);
-      if (it == gathered.end()) {
-        dsrt_tensor *part = dsrt_slot_get(ctx, p.slotNamed(s.shardedBy));
-        size_t bytes = static_cast<size_t>(part->numel) * dsrt_dtype_size(part->dtype);
-        std::vector<char> all = worldSize > 1 ? g.gather(part->data, bytes)
-                                              : std::vector<char>((char *)part->data,
-                                                                  (char *)part->data + bytes);
-        dsrt_tensor_free(ctx, part);
-        it = gathered.emplace(s.shardedBy, std::move(all)).first;
-      }
-      const char *data = it->second.data() + s.offset * io::elementSize(s.dtype);
-      entries.push_back({s.name, s.dtype, s.dims, data, s.bytes()});
-      for (const std::string &a : s.aliases)
-        entries.push_back({a, s.dtype, s.dims, data, s.bytes()});
-      continue;
-    }
     dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
     held.push_back(t);
     size_t bytes = static_cast<size_t>(t->numel) * io::elementSize(t->dtype);
-    std::vector<int64_t> dims(t->dims, t->dims + t->rank);
-    if (gradients) {
-      void *data = t->data;
-      if (worldSize > 1) { // the data-parallel sum, which the optimizer step would apply
-        summed.emplace_back(bytes);
-        dsrt_tensor *sum = dsrt_tensor_borrow(ctx, t->dtype, t->rank, t->dims, summed.back().data());
-        dsrt_event_release(dsrt_all_reduce(ctx, sum, t, DSRT_COMM_SUM));
-        dsrt_tensor_free(ctx, sum);
-        data = summed.back().data();
-      }
-      entries.push_back({s.of.empty() ? s.name : s.of, t->dtype, dims, data, bytes});
-    } else {
-      entries.push_back({s.name, t->dtype, dims, t->data, bytes});
-      for (const std::string &a : s.aliases)
-        entries.push_back({a, t->dtype, dims, t->data, bytes});
+    void *data = t->data;
+    if (g.size() > 1) { // the data-parallel sum, which the optimizer step would apply
+      summed.emplace_back(bytes);
+      dsrt_tensor *sum = dsrt_tensor_borrow(ctx, t->dtype, t->rank, t->dims, summed.back().data());
+      dsrt_event_release(dsrt_all_reduce(ctx, sum, t, DSRT_COMM_SUM));
+      dsrt_tensor_free(ctx, sum);
+      data = summed.back().data();
     }
+    entries.push_back({s.of.empty() ? s.name : s.of, t->dtype,
+                       std::vector<int64_t>(t->dims, t->dims + t->rank), data, bytes});
   }
-  bool ok = rank != 0 || io::writeSafetensors(path, entries, err);
+  bool ok = g.rank() != 0 || io::writeSafetensors(path, entries, err);
   for (dsrt_tensor *t : held)
     dsrt_tensor_free(ctx, t);
   return ok;

@@ -23,11 +23,17 @@ void copyElements(void *dst, int32_t to, const void *src, int32_t from, int64_t 
 bool loadWeights(const ProgramSpec &p, const Group &g, const std::string &path,
                  std::string &err);
 
-/// Writes parameters and buffers (each under its name and aliases; 16-bit parameters as their
-/// f32 masters), or with `gradients` the gradients under their parameters' names (summed over
-/// the ranks). Every rank takes part (shards are gathered); rank 0 writes.
-bool writeSlots(const ProgramSpec &p, const Group &g, const std::string &path, bool gradients,
-                std::string &err);
+/// --save-weights: writes every parameter and buffer under its name and aliases (16-bit
+/// parameters as their f32 masters): the fp32 state_dict. Every rank takes part; rank 0
+/// writes, receiving sharded tensors window by window (at most one transfer buffer), so no
+/// rank ever holds more than its own state plus that window.
+bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path,
+                   std::string &err);
+
+/// --dump-grads: writes the gradients under their parameters' names, summed over the ranks.
+/// Every rank takes part; rank 0 writes.
+bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path,
+                   std::string &err);
 
 } // namespace dsrt::driver
 
