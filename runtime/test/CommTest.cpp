@@ -127,6 +127,24 @@ TEST(Comm, ReduceScatter) {
     dsrt_tensor_free(ctx(), t);
 }
 
+TEST(Comm, GatherToOneRank) {
+  // Rank q sends 100 q + 3 bytes; rank 1 receives them in rank order.
+  std::vector<int64_t> bytes(size());
+  int64_t total = 0;
+  for (int q = 0; q < size(); ++q)
+    total += bytes[q] = 100 * q + 3;
+  std::vector<uint8_t> mine(bytes[rank()]), all(rank() == 1 ? total : 0);
+  for (size_t i = 0; i < mine.size(); ++i)
+    mine[i] = static_cast<uint8_t>(rank() * 50 + i);
+  finish(dsrt_gather(ctx(), all.data(), mine.data(), bytes.data(), 1));
+  if (rank() != 1)
+    return;
+  int64_t at = 0;
+  for (int q = 0; q < size(); ++q)
+    for (int64_t i = 0; i < bytes[q]; ++i, ++at)
+      ASSERT_EQ(all[at], static_cast<uint8_t>(q * 50 + i)) << "rank " << q << " byte " << i;
+}
+
 TEST(Comm, BroadcastAndAgree) {
   const int64_t n = 1003;
   dsrt_tensor *t = alloc(DSRT_I1, n);
