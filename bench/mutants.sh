@@ -11,8 +11,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scratch=$(realpath -m "${1:-build-mutants}")
 src=$scratch/src
+# The scratch copy follows the working tree: files whose content differs are copied (so the
+# build redoes what changed), files gone from the tree are removed.
 mkdir -p "$src"
-git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$src"
+git ls-files -z --cached --others --exclude-standard | /usr/bin/python3 -c '
+import os, shutil, sys
+src = sys.argv[1]
+want = {p for p in sys.stdin.read().split("\0") if p and os.path.isfile(p)}
+for p in want:
+    dst = os.path.join(src, p)
+    if not os.path.exists(dst) or open(p, "rb").read() != open(dst, "rb").read():
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        shutil.copyfile(p, dst)
+for root, _, files in os.walk(src):
+    for f in files:
+        rel = os.path.relpath(os.path.join(root, f), src)
+        if rel not in want:
+            os.remove(os.path.join(root, f))
+' "$src"
 export CCACHE_BASEDIR=$scratch CCACHE_NOHASHDIR=1
 echo "mutants: building the scratch copy in $scratch/build (log: $scratch/build.log)"
 cmake -S "$src" -B "$scratch/build" -G Ninja >"$scratch/build.log" 2>&1
@@ -27,7 +43,7 @@ clip by the squared norm|dialects/ds/Transforms/Optimizer.cpp|Value totalNorm = 
 double the loss-scale window|runtime/src/driver/loss_scaler.h|window = static_cast<int64_t>(num("loss_scale_window", 1000));|window = 2 * static_cast<int64_t>(num("loss_scale_window", 1000));|e2e/mixed-precision.test
 shift the data order by one sample|runtime/src/driver/data.cpp|int64_t first = io::sampleOffset(step, rank, k, p.G, p.mb, p.gas);|int64_t first = io::sampleOffset(step, rank, k, p.G, p.mb, p.gas) + 1;|e2e/gpt-fidelity.test
 all-reduce with the wrong scale|dialects/ds/Transforms/Autodiff.cpp|double scale = 1.0 / double(gradientAccumulationSteps * dataParallelSize);|double scale = 1.0 / double(gradientAccumulationSteps);|e2e/data-parallel.test
-skip one bucket's reduce-scatter|dialects/ds/Transforms/Zero.cpp|Value reduced = shard::ReduceScatterOp::create(b, loc, shardType, "dp", kDpAxis, packed,|Value reduced = k == 0 ? shard::AllSliceOp::create(b, loc, shardType, "dp", ArrayRef<int16_t>(kDpAxis), packed, APInt(64, 0)).getResult() : shard::ReduceScatterOp::create(b, loc, shardType, "dp", kDpAxis, packed,|e2e/zero.test
+skip one bucket's reduce-scatter|dialects/ds/Transforms/Zero.cpp|Value reduced = shard::ReduceScatterOp::create(b, loc, shardType, "dp", kDpAxis, packed,|Value reduced = k == 0 ? Value(shard::AllSliceOp::create(b, loc, shardType, "dp", ArrayRef<int16_t>(kDpAxis), packed, APInt(64, 0)).getResult()) : (Value)shard::ReduceScatterOp::create(b, loc, shardType, "dp", kDpAxis, packed,|e2e/zero.test
 EOF
 )
 
@@ -59,31 +75,36 @@ fi
 
 rows=()
 missed=0
+n=0
 while IFS='|' read -r name file text repl tests; do
   [ -n "$name" ] || continue
+  n=$((n + 1))
+  log=$scratch/mutant-$n.log
   start=$(date +%s)
   mutate "$src/$file" "$text" "$repl" apply
-  result=
-  if ! ninja -C "$scratch/build" >"$scratch/mutant.log" 2>&1; then
+  result= evidence=
+  if ! ninja -C "$scratch/build" >"$log" 2>&1; then
     result="DOES NOT BUILD"
+    missed=$((missed + 1))
   else
     paths=$(for t in $tests; do echo "$scratch/build/test/$t"; done)
-    if $lit -q $paths >>"$scratch/mutant.log" 2>&1; then
+    if $lit -v $paths >>"$log" 2>&1; then
       result="MISSED"
       missed=$((missed + 1))
     else
-      failed=$(grep -o 'ds :: [^ ]*' "$scratch/mutant.log" | sed 's/ds :: //' | sort -u | tr '\n' ' ')
-      result="caught by $failed"
+      result="caught by $(grep -o '^FAIL: ds :: [^ ]*' "$log" | sed 's/FAIL: ds :: //' | sort -u | tr '\n' ' ')"
+      # The first line of the failing run that says what was wrong.
+      evidence=$(grep -m1 -oE '(exceeds|relative distance [0-9.e+-]+ >|DIFFERENT|DIFFER|DISAGREES|DO NOT|rel diff [0-9.e+-]+ FAIL|could not see|error: [A-Z0-9]+: expected)[^|]*' "$log" | cut -c1-70 || true)
     fi
   fi
   mutate "$src/$file" "$text" "$repl" revert
-  rows+=("$(printf '| %-36s | %-40s | %-28s | %4ds |' "$name" "$file" "$result" $(( $(date +%s) - start )))")
-  echo "mutants: $name: $result"
+  rows+=("$(printf '| %-34s | %-38s | %-32s | %-70s | %4ds |' "$name" "$file" "$result" "$evidence" $(( $(date +%s) - start )))")
+  echo "mutants: $name: $result $evidence"
 done <<<"$mutants"
 ninja -C "$scratch/build" >/dev/null 2>&1 || true # back to the unmutated build
 
 echo
-echo "| mutant                               | file                                     | result                       | time  |"
-echo "|--------------------------------------|------------------------------------------|------------------------------|-------|"
+echo "| mutant | file | result | what the test saw | time |"
+echo "|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 [ "$missed" -eq 0 ] || { echo "mutants: $missed not caught" >&2; exit 1; }

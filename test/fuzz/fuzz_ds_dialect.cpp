@@ -47,6 +47,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string printed;
   llvm::raw_string_ostream os(printed);
   module->print(os);
+  // Upstream MLIR accepts @"" on its own ops (func.func @"") and prints it as this invalid
+  // text (found by this target; ds's symbol ops reject empty names). Not ds's to fix.
+  if (printed.find("<<INVALID EMPTY SYMBOL>>") != std::string::npos)
+    return 0;
   OwningOpRef<ModuleOp> again = parseSourceString<ModuleOp>(printed, &ctx);
   if (!again)
     __builtin_trap(); // a verified module that does not survive its own printing

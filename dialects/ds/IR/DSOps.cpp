@@ -96,6 +96,9 @@ SmallVector<StringRef> ParameterOp::getNames() {
 }
 
 LogicalResult ParameterOp::verify() {
+  // MLIR parses @"" but prints it as an invalid symbol; a state_dict key is never empty.
+  if (getSymName().empty())
+    return emitOpError() << "needs a name: its state_dict key, which cannot be empty";
   llvm::StringSet<> seen;
   for (StringRef name : getNames())
     if (!seen.insert(name).second)

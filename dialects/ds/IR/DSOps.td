@@ -36,8 +36,9 @@ def DS_ParameterOp : DS_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]>
     ds.parameter @"bn1.running_mean" : tensor<64xf32>
     ```
 
-    **Constraints:** aliases are distinct from each other and from the symbol name; a
-    `sharding` has the tensor's rank and names only axes of the enclosing module's `ds.mesh`.
+    **Constraints:** the symbol name is not empty; aliases are distinct from each other and
+    from the symbol name; a `sharding` has the tensor's rank and names only axes of the
+    enclosing module's `ds.mesh`.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttrOf<AnyStaticShapeTensor>:$type,
                        UnitAttr:$trainable, OptionalAttr<StrArrayAttr>:$aliases,

@@ -25,6 +25,8 @@ LogicalResult expectShape(Operation *op, Value value, ArrayRef<int64_t> expected
 } // namespace
 
 LogicalResult StateOp::verify() {
+  if (getSymName().empty())
+    return emitOpError() << "needs a name, which cannot be empty";
   auto module = (*this)->getParentOfType<ModuleOp>();
   if (!getOfAttr()) {
     if (getRole() != "loss_scale" && getRole() != "found_inf")
@@ -45,6 +47,8 @@ LogicalResult StateOp::verify() {
 }
 
 LogicalResult FlatBufferOp::verify() {
+  if (getSymName().empty())
+    return emitOpError() << "needs a name, which cannot be empty";
   auto module = (*this)->getParentOfType<ModuleOp>();
   int64_t total = 0;
   llvm::SmallDenseSet<Attribute> seen;

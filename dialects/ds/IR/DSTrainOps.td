@@ -20,7 +20,8 @@ def DS_StateOp : DS_Op<"state", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     with the driver: role `loss_scale` (fp16's dynamic loss scale, set by the driver before a
     step) or `found_inf` (1 when the step's gradients overflowed, set by `@optimizer_step`).
 
-    **Constraints:** `of` names a trainable `ds.parameter` (or, for a ZeRO shard, the
+    **Constraints:** the symbol name is not empty; `of` names a trainable `ds.parameter`
+    (or, for a ZeRO shard, the
     `ds.flat_buffer` it partitions); without `of`, the role is `loss_scale` or `found_inf`
     and the type a scalar.
   }];
@@ -46,8 +47,8 @@ def DS_FlatBufferOp : DS_Op<"flat_buffer", [Symbol, HasParent<"::mlir::ModuleOp"
     ```mlir
     ds.flat_buffer @zero.params role "params" members [@w, @b] : tensor<32xf32>
     ```
-    **Constraints:** members exist, are distinct, share the buffer's element type, and their
-    elements fit in the buffer.
+    **Constraints:** the symbol name is not empty; members exist, are distinct, share the
+    buffer's element type, and their elements fit in the buffer.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$role, FlatSymbolRefArrayAttr:$members,
                        TypeAttrOf<AnyStaticShapeTensor>:$type);

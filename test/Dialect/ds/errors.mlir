@@ -109,6 +109,22 @@ func.func @unknown_attr_on_op(%x: tensor<2xf32>) -> tensor<2xf32> {
 // ds.parameter
 //===----------------------------------------------------------------------===//
 
+// expected-error @+1 {{needs a name: its state_dict key, which cannot be empty}}
+ds.parameter @"" trainable : tensor<4xf32>
+
+// -----
+
+// expected-error @+1 {{'ds.state' op needs a name, which cannot be empty}}
+ds.state @"" role "loss_scale" : tensor<f32>
+
+// -----
+
+ds.parameter @w trainable : tensor<6xf32>
+// expected-error @+1 {{'ds.flat_buffer' op needs a name, which cannot be empty}}
+ds.flat_buffer @"" role "params" members [@w] : tensor<16xf32>
+
+// -----
+
 // expected-error @+1 {{state_dict key 'w' is listed twice}}
 ds.parameter @w trainable : tensor<4xf32> aliases ["v", "w"]
 
