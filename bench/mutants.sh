@@ -93,8 +93,15 @@ while IFS='|' read -r name file text repl tests; do
       missed=$((missed + 1))
     else
       result="caught by $(grep -o '^FAIL: ds :: [^ ]*' "$log" | sed 's/FAIL: ds :: //' | sort -u | tr '\n' ' ')"
-      # The first line of the failing run that says what was wrong.
-      evidence=$(grep -m1 -oE '(exceeds|relative distance [0-9.e+-]+ >|DIFFERENT|DIFFER|DISAGREES|DO NOT|rel diff [0-9.e+-]+ FAIL|could not see|error: [A-Z0-9]+: expected)[^|]*' "$log" | cut -c1-70 || true)
+      # The line of the failing run that says what was wrong, the most telling kind first.
+      evidence=
+      for pat in ' +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.e+-]+ +<-- exceeds [0-9.e+-]+' \
+                 'parameter [^ ]+: relative distance [0-9.e+-]+ > [0-9.e+-]+' \
+                 'fp16: [^|]*(DIFFERENT|DIFFER|DISAGREES)[^|]*' 'step 1 in PyTorch[^|]*FAIL' \
+                 'dsrt: [^|]*' 'error: [A-Z0-9]+: expected[^|]*'; do
+        evidence=$(grep -m1 -oE "$pat" "$log" | sed 's/^ *//' | cut -c1-70 || true)
+        [ -z "$evidence" ] || break
+      done
     fi
   fi
   mutate "$src/$file" "$text" "$repl" revert

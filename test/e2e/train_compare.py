@@ -386,9 +386,11 @@ def main():
         # A nanoGPT-style .bin: the first input reads windows of T tokens, the second the same
         # windows shifted by one.
         T = parse_type(specs[0][1])[0][1]
-        toks = (rng.randint(0, CLASSES[args.family], size=args.steps * G * T + 1)
-                if args.random_data else markov_tokens(args.steps * G * T + 1,
-                                                       CLASSES[args.family], rng))
+        # One sample more than the steps read, so that a data order off by one reads real
+        # data (and shows in the losses) instead of running off the end.
+        n_tok = (args.steps * G + 1) * T + 1
+        toks = (rng.randint(0, CLASSES[args.family], size=n_tok)
+                if args.random_data else markov_tokens(n_tok, CLASSES[args.family], rng))
         path = os.path.join(args.work, 'tokens.bin')
         toks.astype(np.uint16 if args.tokens == 'uint16' else np.uint32).tofile(path)
         data_flags += ['--tokens', path, '--seq-len', str(T), '--token-dtype', args.tokens]
@@ -404,7 +406,7 @@ def main():
                      '--data', '%s=%s' % (specs[1][0], os.path.join(args.work, 'tgt.npy'))]
     else:
         specs_data = specs
-    data_flags += write_data(specs_data, args.family, args.steps * G, args.work, rng,
+    data_flags += write_data(specs_data, args.family, args.steps * G + 1, args.work, rng,
                              learnable=not args.random_data)
 
     cfg = {'train_batch_size': G, 'train_micro_batch_size_per_gpu': mb,

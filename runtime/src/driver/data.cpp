@@ -2,6 +2,8 @@
 #include "data.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace dsrt::driver {
@@ -124,6 +126,11 @@ bool DataFeed::load(const Options &opt, const ProgramSpec &p, std::string &err) 
       n *= inputs[i].dims[d];
     rowBytes_[i] = static_cast<size_t>(n) * io::elementSize(inputs[i].dtype);
   }
+  samples_ = INT64_MAX;
+  for (size_t i = tokenInputs; i < inputs.size(); ++i)
+    samples_ = std::min(samples_, data[i].dims[0]);
+  if (tokens.isOpen())
+    samples_ = std::min(samples_, tokens.samples(opt.seqLen));
   if (!inputs.empty() && opt.steps > fit) {
     int64_t need = 0;
     err = "not enough data: " + fitName + ", but " + std::to_string(opt.steps) +
@@ -140,6 +147,12 @@ void DataFeed::fill(int64_t step, int32_t rank, int64_t k,
                     const std::vector<dsrt_tensor *> &ts) const {
   const ProgramSpec &p = *p_;
   int64_t first = io::sampleOffset(step, rank, k, p.G, p.mb, p.gas);
+  if (first < 0 || first + p.mb > samples_) { // load() checked the steps against the data
+    std::fprintf(stderr, "dsrt: data: step %lld rank %d micro-batch %lld reads samples "
+                 "[%lld, %lld) of %lld (a bug in the data order)\n", (long long)step, rank,
+                 (long long)k, (long long)first, (long long)(first + p.mb), (long long)samples_);
+    std::abort();
+  }
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     char *dst = static_cast<char *>(ts[i]->data);
     if (tokens_.isOpen() && i < 2) {

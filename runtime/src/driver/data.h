@@ -27,6 +27,7 @@ private:
   std::vector<io::Array> arrays_; // parallel to the inputs
   io::TokenFile tokens_;          // with --tokens: feeds inputs 0 and 1
   std::vector<size_t> rowBytes_;
+  int64_t samples_ = 0; ///< samples every input has
 };
 
 } // namespace dsrt::driver
