@@ -236,15 +236,22 @@ def parse_type(t):
 TOKEN_FAMILIES = ('gpt', 'gpt-wide', 'lm', 'lm-nodrop')
 
 
-def markov_tokens(n, vocab, rng):
+def markov_tokens(n, vocab, rng, first=None):
     """A token stream a language model can learn: each token is followed by (5 t + 3) mod V
     with probability 0.8, else by one of the next two tokens."""
     out = np.empty(n, dtype=np.int64)
-    out[0] = rng.randint(vocab)
+    out[0] = rng.randint(vocab) if first is None else (5 * first + 3) % vocab
     step = rng.choice(3, size=n, p=[0.8, 0.15, 0.05])
     for i in range(1, n):
         out[i] = (5 * out[i - 1] + 3 + step[i]) % vocab
     return out
+
+
+def spare(rng):
+    """The generator of the one spare sample the data carry beyond what the steps read (so that
+    a data order off by one reads real data and shows in the losses instead of running off
+    the end); separate, so that the samples the steps read do not depend on it."""
+    return np.random.RandomState(12345)
 
 
 def write_data(specs, family, samples, work, rng, learnable=True):
@@ -254,30 +261,36 @@ def write_data(specs, family, samples, work, rng, learnable=True):
     Otherwise random: normal floats, class indices below the family's bound. Returns the
     --data flags."""
     arrays = {}
+    extra = spare(rng)
     if len(specs) < 2:
         learnable = False  # a third input of its own (the token file feeds the first two)
     if learnable and family in TOKEN_FAMILIES:
         (n0, t0), (n1, _) = specs[0], specs[1]
         T = parse_type(t0)[0][1]
         stream = markov_tokens(samples * T + 1, CLASSES[family], rng)
-        arrays[n0] = np.stack([stream[j * T:j * T + T] for j in range(samples)])
-        arrays[n1] = np.stack([stream[j * T + 1:j * T + T + 1] for j in range(samples)])
+        stream = np.concatenate([stream, markov_tokens(T, CLASSES[family], extra, stream[-1])])
+        arrays[n0] = np.stack([stream[j * T:j * T + T] for j in range(samples + 1)])
+        arrays[n1] = np.stack([stream[j * T + 1:j * T + T + 1] for j in range(samples + 1)])
     elif learnable:
         (nx, tx), (ny, _) = specs[0], specs[1]
         dims, _ = parse_type(tx)
         x = rng.randn(*([samples] + dims[1:])).astype(np.float32)
-        feature = x.reshape(samples, dims[1], -1).mean(axis=2) if len(dims) > 2 else x
-        w = rng.randn(feature.shape[1], CLASSES[family])
-        arrays[nx], arrays[ny] = x, np.argmax(feature @ w, axis=1).astype(np.int64)
+        feature = lambda x: x.reshape(len(x), dims[1], -1).mean(axis=2) if len(dims) > 2 else x
+        w = rng.randn(feature(x).shape[1], CLASSES[family])
+        x = np.concatenate([x, extra.randn(*([1] + dims[1:])).astype(np.float32)])
+        arrays[nx], arrays[ny] = x, np.argmax(feature(x) @ w, axis=1).astype(np.int64)
     flags = []
     for name, t in specs:
         dims, dtype = parse_type(t)
         shape = [samples] + dims[1:]
         arr = arrays.get(name)
         if arr is None and dtype == 'f32':
-            arr = rng.randn(*shape).astype(np.float32)
+            arr = np.concatenate([rng.randn(*shape), extra.randn(*([1] + dims[1:]))])
+            arr = arr.astype(np.float32)
         elif arr is None:
-            arr = rng.randint(0, CLASSES[family], size=shape).astype(np.int64)
+            arr = np.concatenate([rng.randint(0, CLASSES[family], size=shape),
+                                  extra.randint(0, CLASSES[family], size=[1] + dims[1:])])
+            arr = arr.astype(np.int64)
         path = os.path.join(work, name + '.npy')
         np.save(path, arr)
         flags += ['--data', '%s=%s' % (name, path)]
@@ -386,11 +399,13 @@ def main():
         # A nanoGPT-style .bin: the first input reads windows of T tokens, the second the same
         # windows shifted by one.
         T = parse_type(specs[0][1])[0][1]
-        # One sample more than the steps read, so that a data order off by one reads real
-        # data (and shows in the losses) instead of running off the end.
-        n_tok = (args.steps * G + 1) * T + 1
+        n_tok = args.steps * G * T + 1
         toks = (rng.randint(0, CLASSES[args.family], size=n_tok)
                 if args.random_data else markov_tokens(n_tok, CLASSES[args.family], rng))
+        extra = spare(rng)  # one spare window (see spare())
+        toks = np.concatenate([toks, extra.randint(0, CLASSES[args.family], size=T)
+                               if args.random_data else
+                               markov_tokens(T, CLASSES[args.family], extra, toks[-1])])
         path = os.path.join(args.work, 'tokens.bin')
         toks.astype(np.uint16 if args.tokens == 'uint16' else np.uint32).tofile(path)
         data_flags += ['--tokens', path, '--seq-len', str(T), '--token-dtype', args.tokens]
@@ -406,7 +421,7 @@ def main():
                      '--data', '%s=%s' % (specs[1][0], os.path.join(args.work, 'tgt.npy'))]
     else:
         specs_data = specs
-    data_flags += write_data(specs_data, args.family, args.steps * G + 1, args.work, rng,
+    data_flags += write_data(specs_data, args.family, args.steps * G, args.work, rng,
                              learnable=not args.random_data)
 
     cfg = {'train_batch_size': G, 'train_micro_batch_size_per_gpu': mb,
