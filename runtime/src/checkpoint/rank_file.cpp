@@ -1,6 +1,8 @@
 //===- rank_file.cpp - one rank's file of a sharded checkpoint -----------------===//
 #include "rank_file.h"
 
+#include "index.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -129,6 +131,34 @@ bool RankFile::read(const std::string &name, int64_t offset, int64_t n, void *ds
     p += r;
     from += static_cast<uint64_t>(r);
     bytes -= static_cast<uint64_t>(r);
+  }
+  return true;
+}
+
+bool TensorReader::read(const TensorEntry &t, int64_t begin, int64_t end, void *dst,
+                        std::string &err) {
+  size_t es = io::elementSize(t.dtype);
+  for (const Piece &p : t.pieces) {
+    int64_t a = std::max(begin, p.start), b = std::min(end, p.start + p.count);
+    if (a >= b)
+      continue;
+    auto f = files_.find(p.file);
+    if (f == files_.end()) {
+      auto file = std::make_unique<RankFile>();
+      if (!file->open(dir_ + "/" + index_.files[p.file], err))
+        return false;
+      f = files_.emplace(p.file, std::move(file)).first;
+    }
+    int32_t dtype;
+    int64_t count;
+    if (!f->second->entry(t.name, dtype, count) || dtype != t.dtype || count != p.count) {
+      err = "'" + f->second->path() + "' does not hold '" + t.name + "' as its index says " +
+            "(damaged checkpoint)";
+      return false;
+    }
+    if (!f->second->read(t.name, a - p.start, b - a, static_cast<char *>(dst) + (a - begin) * es,
+                         err))
+      return false;
   }
   return true;
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,23 @@ private:
   int fd_ = -1;
   std::string path_;
   std::map<std::string, io::SafetensorsEntryInfo> entries_;
+};
+
+struct Index;
+struct TensorEntry;
+
+/// Reads ranges of a checkpoint's tensors (directory `dir`, index `index`) from the pieces
+/// that hold them, opening each rank file once and checking its entries against the index.
+class TensorReader {
+public:
+  TensorReader(std::string dir, const Index &index) : dir_(std::move(dir)), index_(index) {}
+  /// Elements [begin, end) of tensor `t` (an entry of the index) into `dst`.
+  bool read(const TensorEntry &t, int64_t begin, int64_t end, void *dst, std::string &err);
+
+private:
+  std::string dir_;
+  const Index &index_;
+  std::map<int32_t, std::unique_ptr<RankFile>> files_;
 };
 
 } // namespace dsrt::ckpt

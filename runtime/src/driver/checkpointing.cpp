@@ -11,7 +11,6 @@
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
-#include <memory>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -303,44 +302,21 @@ std::string Checkpointer::compatible(const ckpt::Index &x, const std::string &wh
 
 std::string Checkpointer::readTensors(const std::string &dir, const ckpt::Index &x) const {
   std::map<int32_t, dsrt_tensor *> slots;
-  std::map<int32_t, std::unique_ptr<ckpt::RankFile>> files;
+  ckpt::TensorReader reader(dir, x);
   std::vector<char> buffer;
-  size_t limit = ckpt::transferBufferBytes();
   std::string err;
   for (size_t i = 0; i < tensors_.size() && err.empty(); ++i) {
     const Logical &t = tensors_[i];
     int64_t need0, need1;
     heldHere(t, need0, need1);
     size_t es = io::elementSize(t.entry.dtype);
-    for (const ckpt::Piece &piece : x.tensors[i].pieces) {
-      int64_t a = std::max(need0, piece.start), b = std::min(need1, piece.start + piece.count);
-      if (a >= b)
-        continue;
-      auto f = files.find(piece.file);
-      if (f == files.end()) {
-        auto file = std::make_unique<ckpt::RankFile>();
-        if (!file->open(dir + "/" + x.files[piece.file], err))
-          break;
-        f = files.emplace(piece.file, std::move(file)).first;
-      }
-      int32_t dtype;
-      int64_t count;
-      if (!f->second->entry(t.entry.name, dtype, count) || dtype != t.entry.dtype ||
-          count != piece.count) {
-        err = "'" + f->second->path() + "' does not hold '" + t.entry.name + "' as its index " +
-              "says (damaged checkpoint)";
-        break;
-      }
-      // Through the transfer buffer: the one explicit host copy into the slot.
-      int64_t per = static_cast<int64_t>(std::max<size_t>(limit / es, 1));
-      for (int64_t at = a; at < b && err.empty(); at += per) {
-        int64_t n = std::min(per, b - at);
-        buffer.resize(static_cast<size_t>(n) * es);
-        if (f->second->read(t.entry.name, at - piece.start, n, buffer.data(), err))
-          std::memcpy(address(t, at, slots), buffer.data(), buffer.size());
-      }
-      if (!err.empty())
-        break;
+    // Through the transfer buffer: the one explicit host copy into the slot.
+    int64_t per = static_cast<int64_t>(std::max<size_t>(ckpt::transferBufferBytes() / es, 1));
+    for (int64_t at = need0; at < need1 && err.empty(); at += per) {
+      int64_t n = std::min(per, need1 - at);
+      buffer.resize(static_cast<size_t>(n) * es);
+      if (reader.read(x.tensors[i], at, at + n, buffer.data(), err))
+        std::memcpy(address(t, at, slots), buffer.data(), buffer.size());
     }
   }
   for (auto &[slot, v] : slots)
@@ -377,7 +353,7 @@ bool Checkpointer::resume(const std::string &given, int64_t &step, uint64_t &hos
   }
   if (!g_.agree(tool_, err))
     return false;
-  std::string problems;
+  std::string problems, run;
   for (;;) {
     std::string where = dir + "/" + tag, damaged, fatal, previous;
     ckpt::Index x;
@@ -387,6 +363,7 @@ bool Checkpointer::resume(const std::string &given, int64_t &step, uint64_t &hos
                 "; start the run again without --resume";
     } else {
       previous = x.previous;
+      run = x.run;
       fatal = compatible(x, where);
       if (fatal.empty())
         damaged = readTensors(where, x);
@@ -422,10 +399,7 @@ bool Checkpointer::resume(const std::string &given, int64_t &step, uint64_t &hos
     return false;
   }
   // The resumed run continues this checkpoint's chain.
-  ckpt::Index x;
-  std::string e;
-  ckpt::readIndexOf(dir, tag, x, e);
-  run_ = x.run;
+  run_ = run;
   lastTag_[dir] = tag;
   hostPeak = window.peakGrowth();
   return true;

@@ -1,9 +1,9 @@
 //===- data.cpp - the training data and each rank's micro-batches ---------------===//
 #include "data.h"
 
+#include "../core/internal.h"
+
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 namespace dsrt::driver {
@@ -147,12 +147,10 @@ void DataFeed::fill(int64_t step, int32_t rank, int64_t k,
                     const std::vector<dsrt_tensor *> &ts) const {
   const ProgramSpec &p = *p_;
   int64_t first = io::sampleOffset(step, rank, k, p.G, p.mb, p.gas);
-  if (first < 0 || first + p.mb > samples_) { // load() checked the steps against the data
-    std::fprintf(stderr, "dsrt: data: step %lld rank %d micro-batch %lld reads samples "
-                 "[%lld, %lld) of %lld (a bug in the data order)\n", (long long)step, rank,
-                 (long long)k, (long long)first, (long long)(first + p.mb), (long long)samples_);
-    std::abort();
-  }
+  if (first < 0 || first + p.mb > samples_) // load() checked the steps against the data
+    fail("data", "step %lld rank %d micro-batch %lld reads samples [%lld, %lld) of %lld (a bug "
+         "in the data order)", (long long)step, rank, (long long)k, (long long)first,
+         (long long)(first + p.mb), (long long)samples_);
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     char *dst = static_cast<char *>(ts[i]->data);
     if (tokens_.isOpen() && i < 2) {

@@ -196,7 +196,8 @@ bool checkConfigFile(const std::string &path, const ProgramSpec &p, std::string 
     err = "--config '" + path + "' is not a JSON object" + (e.empty() ? "" : ": " + e);
     return false;
   }
-  // The precision is a section that the compiled config has only when enabled.
+  // A user config may carry a section with "enabled": false; the compiled one has a section
+  // only when enabled (ProgramSpec::precision).
   auto precision = [](const Json &c) -> std::string {
     auto enabled = [&](const char *key) {
       const Json *s = c.get(key);
@@ -205,7 +206,7 @@ bool checkConfigFile(const std::string &path, const ProgramSpec &p, std::string 
     };
     return enabled("fp16") ? "fp16" : enabled("bf16") || enabled("bfloat16") ? "bf16" : "fp32";
   };
-  std::string want = precision(user), have = precision(p.config());
+  std::string want = precision(user), have = p.precision();
   if (want != have) {
     err = "--config '" + path + "' trains in " + want + " but the program was compiled " +
           "for " + have + "; recompile with this config or drop --config";
