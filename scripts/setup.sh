@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Installs everything ds needs from Debian's packages; safe to run again (idempotent).
+# Installs everything ds needs: Debian's packages, then PyTorch 2.x (pinned) in the project's
+# virtual environment .venv, whose LibTorch builds the importer and ds-reference and whose Python
+# exports the PyTorch 2.x test models. Safe to run again (idempotent).
 set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 pkgs=(
   cmake ninja-build ccache g++ lld
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
-  libtorch-dev python3-torch python3-torchvision python3-numpy
+  libtorch-dev python3-torch python3-torchvision python3-numpy python3-venv
   libopenmpi-dev openmpi-bin
   libdnnl-dev
   libgtest-dev
@@ -20,12 +23,28 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#pkgs[@]} packages present"
-  exit 0
+else
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "setup: installing ${missing[*]}"
-sudo_cmd=()
-[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-export DEBIAN_FRONTEND=noninteractive
-"${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# PyTorch 2.x from PyPI: the CUDA build (about 3 GB with its nvidia-* packages); ds uses its CPU
+# part. Pinned, so that test models and the oracle do not move under the tests.
+py_pkgs=('torch==2.15.*' 'transformers==5.24.*' 'numpy<3')
+venv="$root/.venv"
+[ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+if "$venv/bin/python" - <<'PY' 2>/dev/null
+import importlib.metadata as m
+assert m.version("torch").startswith("2.15.") and m.version("transformers").startswith("5.24.")
+m.version("numpy")
+PY
+then
+  echo "setup: PyTorch $("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))') present in .venv"
+else
+  echo "setup: installing ${py_pkgs[*]} in .venv (about 3 GB)"
+  "$venv/bin/pip" install -q "${py_pkgs[@]}"
+fi

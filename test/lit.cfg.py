@@ -5,7 +5,7 @@ import lit.formats
 config.name = "ds"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["models", "unit", "fuzz", "train_compare.py", "op_gradients.py", "compile_compare.py", "checkpoint_kill.py", "reshard.py", "make_data.py", "lit.cfg.py", "CMakeLists.txt", "Inputs"]
+config.excludes = ["models", "make_models2.py", "unit", "fuzz", "train_compare.py", "op_gradients.py", "compile_compare.py", "checkpoint_kill.py", "reshard.py", "make_data.py", "lit.cfg.py", "CMakeLists.txt", "Inputs"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.ds_obj_root, "test")
 
@@ -15,6 +15,7 @@ config.environment["PATH"] = os.pathsep.join(path + [config.environment.get("PAT
 config.substitutions.append(("%models", os.path.join(config.ds_src_root, "test", "models")))
 config.substitutions.append(("%ds_src", config.ds_src_root))
 config.substitutions.append(("%ds_obj", config.ds_obj_root))
+config.substitutions.append(("%python_torch2", config.python_torch2 or "false"))
 config.substitutions.append(("%python_torch", config.python_torch or "false"))
 # The bounds of the 16-bit tests (test/e2e/mixed-precision.test).
 config.substitutions.append(("%{bf16}", "--lr 3e-3 --loss-rtol 2e-3 --param-rtol 5e-2 --param-rtol-1d 1"))
@@ -25,6 +26,8 @@ if config.ds_enable_torch:
     config.available_features.add("torch")
 if config.python_torch:
     config.available_features.add("python-torch")
+if config.python_torch2:
+    config.available_features.add("python-torch2")
 
 # OpenMPI runs here as root and with more ranks than cores.
 import shutil

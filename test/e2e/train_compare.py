@@ -17,7 +17,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, '..', 'models')
 
 # Integer inputs are class indices: their exclusive upper bound per family.
-CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'lm': 64, 'lm-nodrop': 64, 'vit': 10, 'resnet18': 10}
+CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'lm': 64, 'lm-nodrop': 64, 'vit': 10, 'resnet18': 10,
+           'gpt2x': 64, 'lm2x': 64, 'hfgpt2': 64, 'hfllama': 64}
+# Families exported by PyTorch 2.x (test/models/make_models2.py; run this script with .venv's
+# python, whose torch also judges step 1).
+TORCH2_FAMILIES = ('gpt2x', 'lm2x', 'hfgpt2', 'hfllama')
 
 _ST_DTYPES = {'F32': np.float32, 'F64': np.float64, 'I64': np.int64, 'I32': np.int32,
               'BOOL': np.bool_, 'F16': np.float16, 'BF16': np.uint16}
@@ -233,7 +237,7 @@ def parse_type(t):
     return [int(d) for d in body[:-1]], body[-1]
 
 
-TOKEN_FAMILIES = ('gpt', 'gpt-wide', 'lm', 'lm-nodrop')
+TOKEN_FAMILIES = ('gpt', 'gpt-wide', 'lm', 'lm-nodrop') + TORCH2_FAMILIES
 
 
 def markov_tokens(n, vocab, rng, first=None):
@@ -313,8 +317,11 @@ def python_step1_loss(pt, flags, specs, mb, gas, ranks):
     paths = {flags[i + 1].split('=', 1)[0]: flags[i + 1].split('=', 1)[1]
              for i in range(0, len(flags), 2) if flags[i] == '--data'}
     arrays = [np.load(paths[name]) for name, _ in specs]
-    module = torch.jit.load(pt)
-    module.train()
+    if pt.endswith('.pt2'):
+        module = torch.export.load(pt).module()  # a GraphModule: no train()/eval() modes
+    else:
+        module = torch.jit.load(pt)
+        module.train()
     losses = []
     with torch.no_grad():
         for r in range(ranks):
@@ -326,6 +333,14 @@ def python_step1_loss(pt, flags, specs, mb, gas, ranks):
 
 
 def model_path(args):
+    if args.family in TORCH2_FAMILIES:
+        name = '%s_%s.%s' % (args.family, args.kind, 'pt2' if 'export' in args.kind else 'pt')
+        made = os.path.join(args.work, name)
+        if not os.path.exists(made):
+            subprocess.run([sys.executable, os.path.join(MODELS, 'make_models2.py'), args.work,
+                            '%s:%s' % (args.family, args.kind)], check=True,
+                           stdout=subprocess.DEVNULL)
+        return made, os.path.join(args.work, args.family + '.inputs')
     name = '%s_%s.pt' % (args.family, args.kind)
     committed = os.path.join(MODELS, name)
     if os.path.exists(committed):

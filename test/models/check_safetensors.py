@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Check a safetensors file against the state_dict of a TorchScript archive.
+"""Check a safetensors file against the state_dict of a TorchScript archive (or a state_dict
+saved with torch.save, STATE.pth).
 
 Usage:
-  /usr/bin/python3 check_safetensors.py MODEL.pt FILE.safetensors
+  /usr/bin/python3 check_safetensors.py MODEL.pt|STATE.pth FILE.safetensors
   /usr/bin/python3 check_safetensors.py --self-test
 
 The key sets must be identical and every tensor must match in shape, dtype
@@ -161,7 +162,10 @@ def compare(expected, got):
 
 
 def check(model_path, st_path):
-    expected = torch.jit.load(model_path, map_location='cpu').state_dict()
+    if model_path.endswith('.pth'):  # a state_dict saved with torch.save (make_models2.py)
+        expected = torch.load(model_path, map_location='cpu')
+    else:
+        expected = torch.jit.load(model_path, map_location='cpu').state_dict()
     try:
         got, _ = read_safetensors(st_path)
     except FormatError as e:

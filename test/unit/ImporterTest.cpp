@@ -144,5 +144,5 @@ TEST_F(ImporterTest, RejectsFilesThatAreNotArchives) {
   EXPECT_FALSE(ds::looksLikeTorchScriptArchive(path));
   ds::TorchScriptImportOptions options;
   EXPECT_FALSE(ds::importTorchScript(path, options, &ctx));
-  EXPECT_NE(errors.find("is not a TorchScript archive"), std::string::npos) << errors;
+  EXPECT_NE(errors.find("is not a PyTorch model file"), std::string::npos) << errors;
 }

@@ -1,7 +1,8 @@
-//===- ds-opt.cpp - the ds optimizer driver and TorchScript importer -------===//
+//===- ds-opt.cpp - the ds optimizer driver and PyTorch importer ----------===//
 //
-// `ds-opt in.mlir [passes]` behaves as mlir-opt. With a TorchScript archive as input,
-// `ds-opt MODEL.pt --input NAME=TYPE ... -o OUT.mlir` imports it first, writes the weights to
+// `ds-opt in.mlir [passes]` behaves as mlir-opt. With a PyTorch model as input (a TorchScript
+// archive or a torch.export program), `ds-opt MODEL.pt[2] --input NAME=TYPE ... -o OUT.mlir`
+// imports it first, writes the weights to
 // OUT.safetensors, and then runs the requested passes on the imported module.
 //
 #include "ds/InitAll.h"
@@ -29,7 +30,7 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
-static cl::OptionCategory importCategory("TorchScript import options (for a .pt input)");
+static cl::OptionCategory importCategory("PyTorch import options (for a .pt or .pt2 input)");
 static cl::list<std::string> inputSpecs(
     "input", cl::desc("A forward argument and its per-rank micro-batch type, "
                       "e.g. --input idx=tensor<8x128xi64>; one per argument"),
@@ -39,7 +40,7 @@ static cl::opt<int64_t> lossIndex(
                            "(default: the last scalar)"),
     cl::init(-1), cl::cat(importCategory));
 static cl::opt<bool> listTorchOps("list-torch-ops",
-                                  cl::desc("Print the TorchScript ops the importer supports"),
+                                  cl::desc("Print the ATen ops the importer supports"),
                                   cl::cat(importCategory));
 
 static cl::OptionCategory trainCategory("Training step options");
@@ -58,7 +59,7 @@ static cl::opt<int64_t> worldSize(
 
 static bool isTorchScriptInput(llvm::StringRef path) {
   llvm::StringRef ext = llvm::sys::path::extension(path);
-  return ext == ".pt" || ext == ".pth";
+  return ext == ".pt" || ext == ".pth" || ext == ".pt2";
 }
 
 static int fail(const llvm::Twine &message) {
@@ -92,7 +93,7 @@ int main(int argc, char **argv) {
   if (isTorchScriptInput(inputFile)) {
 #ifdef DS_ENABLE_TORCH
     if (outputFile == "-")
-      return fail("-o OUT.mlir is required for a TorchScript input: the weights are written "
+      return fail("-o OUT.mlir is required for a PyTorch model input: the weights are written "
                   "beside it as OUT.safetensors");
     if (!llvm::sys::fs::exists(inputFile))
       return fail("cannot open '" + inputFile + "': no such file");
@@ -131,14 +132,14 @@ int main(int argc, char **argv) {
     module->print(os, OpPrintingFlags().enableDebugInfo());
     buffer = llvm::MemoryBuffer::getMemBufferCopy(text, inputFile);
 #else
-    return fail("'" + inputFile + "' is a TorchScript archive but this ds-opt was built "
+    return fail("'" + inputFile + "' is a PyTorch model but this ds-opt was built "
                 "without the TorchScript importer (run scripts/setup.sh and rebuild)");
 #endif
   } else {
     if (!inputSpecs.empty() || lossIndex >= 0)
-      return fail("--input and --loss-index apply only to a TorchScript (.pt) input");
+      return fail("--input and --loss-index apply only to a PyTorch model input (.pt or .pt2)");
     if (!configPath.empty() || worldSize != 0)
-      return fail("--config and --world-size apply to a TorchScript (.pt) input; for an "
+      return fail("--config and --world-size apply to a PyTorch model input (.pt or .pt2); for an "
                   "imported .mlir run --ds-autodiff and --ds-optimizer instead");
     std::string message;
     buffer = openInputFile(inputFile, &message);

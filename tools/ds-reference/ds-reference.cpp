@@ -8,6 +8,7 @@
 #include "dsrt/dsrt.h"
 #include "dsrt/io.h"
 #include "ds/Config/DeepSpeedConfig.h"
+#include "ds/Importer/ModelFile.h"
 
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/script.h>
@@ -448,6 +449,35 @@ int widenLossInputs(torch::jit::Module &m) {
   return changed;
 }
 
+/// bf16 with an f32 operand: baddbmm(input, b1, b2, beta, alpha) becomes
+/// input * beta + alpha * bmm(b1, b2) with PyTorch's type promotion, as ds imports it.
+/// (nn.MultiheadAttention scripted by PyTorch 1.13 adds an f32 mask to bf16 scores this way;
+/// LibTorch 2.x's baddbmm refuses mixed dtypes.) Returns how many it rewrote.
+int splitBaddbmm(torch::jit::Module &m) {
+  std::shared_ptr<torch::jit::Graph> g = m.get_method("forward").graph();
+  torch::jit::Inline(*g);
+  std::vector<torch::jit::Node *> found;
+  std::function<void(torch::jit::Block *)> visit = [&](torch::jit::Block *b) {
+    for (torch::jit::Node *n : b->nodes()) {
+      for (torch::jit::Block *sub : n->blocks())
+        visit(sub);
+      if (n->kind() == c10::Symbol::aten("baddbmm") && n->inputs().size() == 5)
+        found.push_back(n);
+    }
+  };
+  visit(g->block());
+  for (torch::jit::Node *n : found) {
+    torch::jit::WithInsertPoint at(n);
+    torch::jit::Value *prod = g->insert(c10::Symbol::aten("bmm"), {n->input(1), n->input(2)});
+    torch::jit::Value *input = g->insert(c10::Symbol::aten("mul"), {n->input(0), n->input(3)});
+    torch::jit::Value *sum =
+        g->insert(c10::Symbol::aten("add"), {input, prod, n->input(4)});
+    n->output()->replaceAllUsesWith(sum);
+    n->destroy();
+  }
+  return (int)found.size();
+}
+
 ModelState collect(torch::jit::Module &m) {
   ModelState s;
   std::unordered_set<const void *> seen;
@@ -514,12 +544,11 @@ int run(int argc, char **argv) {
   if (o.threads > 0)
     at::set_num_threads(static_cast<int>(o.threads));
 
-  torch::jit::Module module;
-  try {
-    module = torch::jit::load(o.model);
-  } catch (const std::exception &e) {
-    die("cannot load '" + o.model + "' as TorchScript: " + causeOf(e));
-  }
+  mlir::ds::LoadedModel loaded;
+  std::string loadError = mlir::ds::loadModelFile(o.model, loaded);
+  if (!loadError.empty())
+    die(loadError);
+  torch::jit::Module module = loaded.module;
 
   // Match forward's arguments (after self) to the --data names.
   const c10::FunctionSchema &schema = module.get_method("forward").function().getSchema();
@@ -603,6 +632,7 @@ int run(int argc, char **argv) {
     if (widenLossInputs(module) == 0)
       die("--precision bf16: forward has no aten::cross_entropy_loss whose input could be "
           "widened to compute the loss in f32");
+    splitBaddbmm(module);
     torch::NoGradGuard noGrad;
     for (at::Tensor &p : s.params) {
       masters.push_back(p.detach().clone());

@@ -3,7 +3,7 @@
 // One handler per aten op (in-place variants reuse the functional one). Handlers check shapes
 // with the functions of DSShapes.h, so a rejected shape is reported at the op's Python line.
 //
-#include "Interpreter.h"
+#include "OpHelpers.h"
 
 #include <cmath>
 
@@ -14,8 +14,7 @@ using torch::jit::Node;
 using Kind = AV::Kind;
 using R = std::vector<AV>;
 
-namespace {
-FailureOr<R> one(AV v) { return R{std::move(v)}; }
+namespace mlir::ds::ts::ops {
 
 int category(Type t) { return t.isInteger(1) ? 0 : isa<IntegerType>(t) ? 1 : 2; }
 
@@ -68,7 +67,7 @@ FailureOr<int64_t> dimArg(Interpreter &I, const AV &v, int64_t rank) {
   return d;
 }
 
-FailureOr<SmallVector<int64_t>> intList(Interpreter &I, const AV &v, size_t broadcastTo = 0) {
+FailureOr<SmallVector<int64_t>> intList(Interpreter &I, const AV &v, size_t broadcastTo) {
   SmallVector<int64_t> out;
   if (v.kind == Kind::Int) {
     out.assign(std::max<size_t>(broadcastTo, 1), v.i);
@@ -101,19 +100,6 @@ RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type et) {
   return RankedTensorType::get(shape, et);
 }
 
-template <typename OpTy>
-FailureOr<AV> binary(Interpreter &I, const AV &a, const AV &b, Type type = {}) {
-  if (!type)
-    type = promote(I, {a, b});
-  auto ta = I.asTensor(a, type), tb = I.asTensor(b, type);
-  if (failed(ta) || failed(tb))
-    return failure();
-  auto shape = broadcastShapes(ta->shape(), tb->shape(), I.shapeError());
-  if (failed(shape))
-    return failure();
-  Value v = OpTy::create(I.b(), I.loc(), tensorOf(*shape, type), ta->tensor, tb->tensor);
-  return result(v, {*ta, *tb});
-}
 
 FailureOr<AV> compare(Interpreter &I, CmpPredicate pred, const AV &a, const AV &b) {
   Type type = promote(I, {a, b});
@@ -262,13 +248,6 @@ FailureOr<AV> where(Interpreter &I, const AV &cond, const AV &onTrue, const AV &
   return result(v, {*tt, *tf});
 }
 
-template <typename OpTy>
-FailureOr<AV> unaryFloat(Interpreter &I, const AV &x) {
-  if (!isa<FloatType>(x.type().getElementType()))
-    return I.error() << "expects a floating-point tensor, got " << x.describe(), failure();
-  Value v = OpTy::create(I.b(), I.loc(), x.tensor);
-  return result(v, {x});
-}
 
 FailureOr<AV> constantTensor(Interpreter &I, ArrayRef<int64_t> shape, Type et,
                              llvm::function_ref<double(int64_t)> valueAt) {
@@ -345,10 +324,6 @@ OpHandler compareHandler(CmpPredicate pred) {
   };
 }
 
-#define TRY(var, expr)                                                                        \
-  auto var = (expr);                                                                          \
-  if (failed(var))                                                                            \
-    return failure();
 
 FailureOr<R> addSub(Interpreter &I, R &in, bool subtract, bool reversed) {
   AV alpha = in.size() > 2 ? in[2] : AV::integer(1);
@@ -785,6 +760,11 @@ FailureOr<R> toDtype(Interpreter &I, R &in) {
   return one(*r);
 }
 
+} // namespace mlir::ds::ts::ops
+
+namespace {
+using namespace mlir::ds::ts::ops;
+
 llvm::StringMap<OpHandler> buildHandlers() {
   llvm::StringMap<OpHandler> h;
   // Elementwise arithmetic.
@@ -1159,9 +1139,11 @@ llvm::StringMap<OpHandler> buildHandlers() {
   h["aten::triu"] = [](Interpreter &I, Node *, R &in) { return triangle(I, in, true); };
   h["aten::tril"] = [](Interpreter &I, Node *, R &in) { return triangle(I, in, false); };
 
+  addTransformerOps(h);
+
   // In-place variants: the functional op, then a rebinding (or a buffer assignment).
   for (const char *name : {"add", "sub", "mul", "div", "relu", "gelu", "masked_fill", "dropout",
-                           "tanh", "sigmoid", "exp", "neg", "pow", "sqrt", "rsqrt"}) {
+                           "tanh", "sigmoid", "exp", "neg", "pow", "sqrt", "rsqrt", "silu"}) {
     std::string functional = std::string("aten::") + name;
     h[functional + "_"] = inPlace(h[functional]);
   }

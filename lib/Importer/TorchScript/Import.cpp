@@ -1,6 +1,7 @@
 //===- Import.cpp - TorchScript archive to ds module -----------------------===//
 #include "Interpreter.h"
 #include "Safetensors.h"
+#include "ds/Importer/ModelFile.h"
 #include "ds/Importer/TorchScript.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -130,27 +131,18 @@ OwningOpRef<ModuleOp> mlir::ds::importTorchScript(llvm::StringRef path,
                                                   MLIRContext *ctx) {
   ctx->loadDialect<DSDialect, func::FuncDialect>();
   Location fileLoc = FileLineColLoc::get(ctx, path, 0, 0);
-  const char *exportHint = "export the model with torch.jit.script(model) or "
-                           "torch.jit.trace(model, example_inputs) and save it with "
-                           "torch.jit.save";
   if (!llvm::sys::fs::exists(path)) {
     emitError(fileLoc) << "cannot open '" << path << "': no such file";
     return nullptr;
   }
-  if (!looksLikeTorchScriptArchive(path)) {
-    emitError(fileLoc) << "'" << path << "' is not a TorchScript archive (not a zip file); "
-                       << exportHint;
-    return nullptr;
-  }
   PhaseTimer timer;
-  torch::jit::Module module;
-  try {
-    module = torch::jit::load(path.str());
-  } catch (const std::exception &e) {
-    emitError(fileLoc) << "cannot load '" << path << "' as a TorchScript archive (is it "
-                       << "truncated or damaged?): " << firstLine(e.what()) << "; " << exportHint;
+  LoadedModel loaded;
+  std::string loadError = loadModelFile(path.str(), loaded);
+  if (!loadError.empty()) {
+    emitError(fileLoc) << loadError;
     return nullptr;
   }
+  torch::jit::Module module = loaded.module;
   timer.phase("load");
   auto method = module.find_method("forward");
   if (!method) {
@@ -228,6 +220,35 @@ OwningOpRef<ModuleOp> mlir::ds::importTorchScript(llvm::StringRef path,
                          << "=tensor<8x128xi64>)";
       return nullptr;
     }
+  // A torch.export program is specialized to its example shapes, except the dimensions the
+  // export declared dynamic.
+  for (const ExampleInput &ex : loaded.exampleInputs) {
+    auto pos = std::find(argNames.begin(), argNames.end(), ex.name);
+    if (pos == argNames.end())
+      continue;
+    RankedTensorType given = argTypes[pos - argNames.begin()];
+    bool same = given.getRank() == (int64_t)ex.sizes.size();
+    for (size_t d = 0; same && d < ex.sizes.size(); ++d)
+      same = ex.sizes[d] < 0 || ex.sizes[d] == given.getShape()[d];
+    Type exType = elementTypeFromScalarType(ctx, ex.scalarType);
+    same = same && (!exType || exType == given.getElementType());
+    if (!same) {
+      std::string shape;
+      for (int64_t d : ex.sizes)
+        shape += (d < 0 ? std::string("?") : std::to_string(d)) + "x";
+      std::string exTypeText;
+      llvm::raw_string_ostream os(exTypeText);
+      if (exType)
+        os << exType;
+      emitError(fileLoc) << "--input " << ex.name << "=" << given
+                         << " does not match the shape the program was exported with, tensor<"
+                         << shape << os.str() << "> ('?' marks a dynamic dimension): pass that "
+                         << "type, or export with the shape you train with (or a dynamic batch "
+                         << "dimension: torch.export.export(..., dynamic_shapes={'" << ex.name
+                         << "': {0: torch.export.Dim('batch')}}))";
+      return nullptr;
+    }
+  }
 
   SmallVector<Type> inputTypes(argTypes.begin(), argTypes.end());
   auto func = func::FuncOp::create(builder, fileLoc, "forward",

@@ -1,0 +1,172 @@
+//===- TransformerOps.cpp - the ops of current transformer models ----------===//
+//
+// Scaled dot-product attention, RMSNorm and SiLU, as PyTorch 2.x models call them. Each is
+// decomposed into ds ops the way PyTorch's math reference writes it, so its gradient comes from
+// theirs and matches PyTorch's autograd.
+//
+#include "OpHelpers.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::ts;
+using namespace mlir::ds::ts::ops;
+using torch::jit::Node;
+using Kind = AV::Kind;
+
+namespace {
+/// Grouped-query attention: each of the `groups` query heads that share a key/value head sees
+/// it, as torch.repeat_interleave(x, groups, dim=-3) does.
+FailureOr<AV> repeatHeads(Interpreter &I, const AV &x, int64_t groups) {
+  if (groups == 1)
+    return x;
+  Shape shape(x.shape().begin(), x.shape().end());
+  int64_t h = shape.size() - 3;
+  Shape split = shape;
+  split.insert(split.begin() + h + 1, 1);
+  TRY(r, reshape(I, x, split));
+  Shape wide = split;
+  wide[h + 1] = groups;
+  Value v = BroadcastToOp::create(I.b(), I.loc(), x.type().clone(wide), r->tensor);
+  AV b = result(v, {*r});
+  shape[h] *= groups;
+  return reshape(I, b, shape);
+}
+
+/// aten::scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0,
+/// is_causal=False, *, scale=None, enable_gqa=False):
+/// softmax(q k^T * scale + mask) v, with a causal mask aligned to the top left as PyTorch's.
+FailureOr<R> attention(Interpreter &I, R &in) {
+  TRY(q, tensorArg(I, in[0]));
+  TRY(k0, tensorArg(I, in[1]));
+  TRY(v0, tensorArg(I, in[2]));
+  AV k = *k0, v = *v0;
+  const AV &mask = in[3];
+  double p = in[4].isNone() ? 0.0 : in[4].asDouble();
+  bool causal = in[5].kind == Kind::Bool && in[5].b;
+  bool gqa = in.size() > 7 && in[7].kind == Kind::Bool && in[7].b;
+  if (q->rank() < 2 || k.rank() < 2 || v.rank() < 2)
+    return I.error() << "attention needs query, key and value of rank >= 2, got "
+                     << q->describe() << ", " << k.describe() << ", " << v.describe(),
+           failure();
+  if (!isa<FloatType>(q->type().getElementType()))
+    return I.error() << "attention needs a floating-point query, got " << q->describe(),
+           failure();
+  if (causal && !mask.isNone())
+    return I.error() << "attention with both attn_mask and is_causal=True (PyTorch refuses it "
+                        "too); fold the causal mask into attn_mask",
+           failure();
+  if (q->rank() >= 3 && k.rank() >= 3 && q->shape()[q->rank() - 3] != k.shape()[k.rank() - 3]) {
+    int64_t hq = q->shape()[q->rank() - 3], hk = k.shape()[k.rank() - 3];
+    if (!gqa || hq % hk != 0 || k.shape()[k.rank() - 3] != v.shape()[v.rank() - 3])
+      return I.error() << "attention of " << hq << " query heads over " << hk
+                       << " key/value heads needs enable_gqa=True and a multiple",
+             failure();
+    TRY(kr, repeatHeads(I, k, hq / hk));
+    TRY(vr, repeatHeads(I, v, hq / hk));
+    k = *kr;
+    v = *vr;
+  }
+  int64_t e = q->shape().back();
+  double scale = in.size() > 6 && !in[6].isNone() ? in[6].asDouble() : 1.0 / std::sqrt((double)e);
+  SmallVector<int64_t> perm;
+  for (int64_t d = 0; d < k.rank(); ++d)
+    perm.push_back(d);
+  std::swap(perm[k.rank() - 1], perm[k.rank() - 2]);
+  TRY(kt, transpose(I, k, perm));
+  TRY(scores, matmul(I, *q, *kt));
+  TRY(att, scaled(I, (*scores)[0], AV::real(scale)));
+  AV a = *att;
+  Type et = a.type().getElementType();
+  int64_t l = a.shape()[a.rank() - 2], s = a.shape().back();
+  AV minusInf = AV::real(-std::numeric_limits<double>::infinity());
+  if (causal) {
+    TRY(keep, constantTensor(I, {l, s}, I.b().getI1Type(),
+                             [s](int64_t i) { return (double)(i % s <= i / s); }));
+    TRY(masked, where(I, *keep, a, minusInf, et));
+    a = *masked;
+  } else if (mask.isTensor()) {
+    if (mask.type().getElementType().isInteger(1)) {
+      TRY(masked, where(I, mask, a, minusInf, et));
+      a = *masked;
+    } else {
+      TRY(added, binary<AddOp>(I, a, mask, et));
+      a = *added;
+    }
+    if (a.shape() != (*att).shape())
+      return I.error() << "attn_mask " << formatShape(mask.shape())
+                       << " does not broadcast to the scores " << formatShape((*att).shape()),
+             failure();
+  } else if (!mask.isNone()) {
+    return I.error() << "attn_mask must be a tensor or None, got " << mask.describe(), failure();
+  }
+  R softmaxIn{a, AV::integer(-1), AV::none()};
+  TRY(probs, softmaxLike(I, softmaxIn, false));
+  AV weights = (*probs)[0];
+  if (p > 0) {
+    R dropIn{weights, AV::real(p), AV::boolean(true)};
+    TRY(dropped, dropout(I, dropIn));
+    weights = (*dropped)[0];
+  }
+  return matmul(I, weights, v);
+}
+
+/// aten::rms_norm(input, normalized_shape, weight=None, eps=None): PyTorch's composite,
+/// x * rsqrt(mean(x^2 over the normalized dims) + eps) * weight, eps defaulting to the dtype's
+/// machine epsilon.
+FailureOr<R> rmsNorm(Interpreter &I, R &in) {
+  TRY(x, tensorArg(I, in[0]));
+  TRY(norm, intList(I, in[1]));
+  ArrayRef<int64_t> shape = x->shape();
+  if (norm->size() > shape.size() || shape.take_back(norm->size()) != ArrayRef<int64_t>(*norm))
+    return I.error() << "normalized_shape " << formatShape(*norm)
+                     << " is not the trailing dimensions of the input " << formatShape(shape),
+           failure();
+  auto ft = dyn_cast<FloatType>(x->type().getElementType());
+  if (!ft)
+    return I.error() << "rms_norm needs a floating-point input, got " << x->describe(),
+           failure();
+  double eps = in.size() > 3 && !in[3].isNone()
+                   ? in[3].asDouble()
+                   : std::ldexp(1.0, 1 - (int)APFloat::semanticsPrecision(ft.getFloatSemantics()));
+  TRY(sq, binary<MulOp>(I, *x, *x));
+  SmallVector<AV> dims;
+  for (size_t d = shape.size() - norm->size(); d < shape.size(); ++d)
+    dims.push_back(AV::integer(d));
+  R meanIn{*sq, AV::list(std::vector<AV>(dims.begin(), dims.end())), AV::boolean(true),
+           AV::none()};
+  TRY(ms, reduce(I, nullptr, meanIn, "mean"));
+  TRY(shifted, binary<AddOp>(I, (*ms)[0], AV::real(eps)));
+  Value inv = RsqrtOp::create(I.b(), I.loc(), shifted->tensor);
+  TRY(y, binary<MulOp>(I, *x, result(inv, {*shifted})));
+  if (in.size() > 2 && in[2].isTensor()) {
+    if (in[2].shape() != ArrayRef<int64_t>(*norm))
+      return I.error() << "rms_norm weight " << formatShape(in[2].shape())
+                       << " does not match normalized_shape " << formatShape(*norm),
+             failure();
+    TRY(w, binary<MulOp>(I, *y, in[2]));
+    return one(*w);
+  }
+  return one(*y);
+}
+
+/// aten::silu(x) = x * sigmoid(x).
+FailureOr<R> silu(Interpreter &I, R &in) {
+  TRY(x, tensorArg(I, in[0]));
+  if (!isa<FloatType>(x->type().getElementType()))
+    return I.error() << "silu needs a floating-point tensor, got " << x->describe(), failure();
+  Value s = SigmoidOp::create(I.b(), I.loc(), x->tensor);
+  TRY(y, binary<MulOp>(I, *x, result(s, {*x})));
+  return one(*y);
+}
+} // namespace
+
+void mlir::ds::ts::ops::addTransformerOps(llvm::StringMap<OpHandler> &h) {
+  h["aten::scaled_dot_product_attention"] = [](Interpreter &I, Node *, R &in) {
+    return attention(I, in);
+  };
+  h["aten::rms_norm"] = [](Interpreter &I, Node *, R &in) { return rmsNorm(I, in); };
+  h["aten::silu"] = [](Interpreter &I, Node *, R &in) { return silu(I, in); };
+}

@@ -1,0 +1,240 @@
+"""Generate the PyTorch 2.x test models for ds, with the torch installed in .venv.
+
+Usage: .venv/bin/python make_models2.py OUTDIR [NAME...]   (no names = all)
+
+For each family NAME and each of its kinds writes OUTDIR/NAME_KIND.pt (TorchScript: `script`,
+`trace`) or OUTDIR/NAME_KIND.pt2 (torch.export: `export` as exported, the ATen training IR;
+`export-core` after .run_decompositions(), the core ATen IR), OUTDIR/NAME.inputs (one line
+per forward input: NAME=tensor<AxBxTYPE>), and for a .pt2 OUTDIR/NAME_KIND.pt2.state.pth, the
+eager module's state_dict (torch.save), which a .pt2's import must reproduce (a TorchScript
+archive's is that of torch.jit.load(file)). Models are built under torch.manual_seed(0). After saving, each file is loaded back and its loss compared to eager.
+"""
+import os
+import sys
+import warnings
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+warnings.filterwarnings('ignore')  # TorchScript's deprecation and tracer warnings
+
+
+# --------------------------------------------------------------------------
+# gpt2x: nanoGPT as written for PyTorch 2.x (F.scaled_dot_product_attention, tied weights)
+# --------------------------------------------------------------------------
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd: int, n_head: int):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.n_head = n_head
+        self.n_embd = n_embd
+        self.dropout = 0.0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=None,
+                                           dropout_p=self.dropout if self.training else 0.0,
+                                           is_causal=True)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd: int, n_head: int):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd)
+        self.attn = CausalSelfAttention(n_embd, n_head)
+        self.ln_2 = nn.LayerNorm(n_embd)
+        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+        self.c_proj = nn.Linear(4 * n_embd, n_embd)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.c_proj(F.gelu(self.c_fc(self.ln_2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab: int = 64, block_size: int = 16, n_layer: int = 2,
+                 n_head: int = 2, n_embd: int = 32):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, n_embd)
+        self.wpe = nn.Embedding(block_size, n_embd)
+        self.h = nn.ModuleList([Block(n_embd, n_head) for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(n_embd)
+        self.lm_head = nn.Linear(n_embd, vocab, bias=False)
+        self.wte.weight = self.lm_head.weight  # weight tying
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, std=0.02)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        t = idx.size(1)
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+# --------------------------------------------------------------------------
+# lm2x: nn.TransformerEncoder (its attention calls SDPA in 2.x), no dropout
+# --------------------------------------------------------------------------
+class TransformerLM(nn.Module):
+    def __init__(self, vocab: int = 64, block_size: int = 16, d_model: int = 32):
+        super().__init__()
+        self.vocab = vocab
+        self.tok = nn.Embedding(vocab, d_model)
+        self.pos = nn.Parameter(torch.randn(block_size, d_model) * 0.02)
+        layer = nn.TransformerEncoderLayer(d_model=d_model, nhead=2, dim_feedforward=64,
+                                           dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+        self.head = nn.Linear(d_model, vocab)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        T = idx.size(1)
+        x = self.tok(idx) + self.pos[:T]
+        mask = torch.triu(torch.full((T, T), float('-inf'), device=idx.device), diagonal=1)
+        x = self.encoder(x, mask=mask, is_causal=True)
+        logits = self.head(x)
+        return F.cross_entropy(logits.view(-1, self.vocab), targets.view(-1))
+
+
+# --------------------------------------------------------------------------
+# HF transformers, small configs (no download); forward(input_ids, labels) -> loss
+# --------------------------------------------------------------------------
+class HFLoss(nn.Module):
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, labels=labels, use_cache=False).loss
+
+
+def make_hf_gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg = GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
+                     eos_token_id=0)
+    cfg._attn_implementation = 'sdpa'
+    return HFLoss(GPT2LMHeadModel(cfg))
+
+
+def make_hf_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,
+                      attention_dropout=0.0)
+    cfg._attn_implementation = 'sdpa'
+    return HFLoss(LlamaForCausalLM(cfg))
+
+
+def _tokens(hi, shape):
+    return lambda g: torch.randint(0, hi, shape, generator=g, dtype=torch.int64)
+
+
+LM_INPUTS = [('idx', (4, 16), torch.int64, _tokens(64, (4, 16))),
+             ('targets', (4, 16), torch.int64, _tokens(64, (4, 16)))]
+HF_INPUTS = [('input_ids', (4, 16), torch.int64, _tokens(64, (4, 16))),
+             ('labels', (4, 16), torch.int64, _tokens(64, (4, 16)))]
+
+# name: (constructor, inputs, kinds)
+FAMILIES = {
+    'gpt2x': (GPT, LM_INPUTS, ['script', 'trace', 'export', 'export-core']),
+    'lm2x': (TransformerLM, LM_INPUTS, ['script', 'export']),
+    # .run_decompositions() fails on HF GPT-2 (a view of a non-contiguous tensor; FACTS.md).
+    'hfgpt2': (make_hf_gpt2, HF_INPUTS, ['trace', 'export']),
+    'hfllama': (make_hf_llama, HF_INPUTS, ['trace', 'export', 'export-core']),
+}
+
+_MLIR_DTYPE = {torch.float32: 'f32', torch.int64: 'i64', torch.float16: 'f16',
+               torch.bfloat16: 'bf16', torch.int32: 'i32', torch.bool: 'i1'}
+
+
+def mlir_type(shape, dtype) -> str:
+    return 'tensor<' + ''.join('%dx' % d for d in shape) + _MLIR_DTYPE[dtype] + '>'
+
+
+def path_of(outdir, name, kind):
+    return os.path.join(outdir, '%s_%s.%s' % (name, kind, 'pt2' if 'export' in kind else 'pt'))
+
+
+def save(model, kind, inputs, path):
+    if kind == 'script':
+        torch.jit.save(torch.jit.script(model), path)
+    elif kind == 'trace':
+        torch.jit.save(torch.jit.trace(model, inputs, check_trace=False), path)
+    else:
+        ep = torch.export.export(model, inputs)
+        if kind == 'export-core':
+            ep = ep.run_decompositions()
+        torch.export.save(ep, path)
+
+
+def load(kind, path):
+    if 'export' in kind:
+        m = torch.export.load(path).module()
+        return m, None
+    m = torch.jit.load(path)
+    m.train()
+    return m, m.state_dict()
+
+
+def build(name: str, outdir: str, kinds) -> bool:
+    ctor, specs, all_kinds = FAMILIES[name]
+    torch.manual_seed(0)
+    model = ctor()
+    model.train()
+    g = torch.Generator().manual_seed(0)
+    inputs = tuple(s[3](g) for s in specs)
+    with open(os.path.join(outdir, name + '.inputs'), 'w') as f:
+        for (iname, shape, dtype, _) in specs:
+            f.write('%s=%s\n' % (iname, mlir_type(shape, dtype)))
+    with torch.no_grad():
+        ref = model(*inputs)
+    ok = True
+    for kind in kinds or all_kinds:
+        if kind not in all_kinds:
+            print('%s has no kind %r; its kinds: %s' % (name, kind, ', '.join(all_kinds)))
+            return False
+        p = path_of(outdir, name, kind)
+        save(model, kind, inputs, p)
+        loaded, sd = load(kind, p)
+        with torch.no_grad():
+            got = loaded(*inputs)
+        same = torch.allclose(ref, got, rtol=1e-5, atol=1e-6)
+        ok = ok and same
+        if sd is None:
+            torch.save({k: v.detach().clone() for k, v in model.state_dict().items()},
+                       p + '.state.pth')
+        print('check %-8s %-11s eager=%.6f loaded=%.6f %s' % (
+            name, kind, ref.item(), got.item(), 'OK' if same else 'MISMATCH'))
+    return ok
+
+
+def main(argv) -> int:
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    outdir = argv[1]
+    os.makedirs(outdir, exist_ok=True)
+    requests = argv[2:] or list(FAMILIES)
+    ok = True
+    for r in requests:  # NAME or NAME:KIND
+        name, _, kind = r.partition(':')
+        if name not in FAMILIES:
+            print('unknown model %r; known: %s' % (name, ', '.join(FAMILIES)))
+            return 2
+        ok = build(name, outdir, [kind] if kind else None) and ok
+    return 0 if ok else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))
