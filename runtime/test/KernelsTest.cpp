@@ -261,6 +261,8 @@ TEST_F(Kernels, Unary) {
           {DSRT_TANH, x, x.tanh()},
           {DSRT_SIGMOID, x, x.sigmoid()},
           {DSRT_RELU, x, x.relu()},
+          {DSRT_COS, x, x.cos()},
+          {DSRT_SIN, x, x.sin()},
           // GELU's tail is a difference of nearly equal numbers: PyTorch's float kernel is off
           // by up to 10% there, so the oracle computes in double and rounds.
           {DSRT_GELU_ERF, x, torch::gelu(x.to(at::kDouble)).to(s)},

@@ -143,6 +143,11 @@ DS_UNARY_GRADIENT(TanhOp, mul(b, loc, dy,
                               binary(b, loc, "sub", scalar(b, loc, y, 1.0),
                                      mul(b, loc, y, y, y), y),
                               dy))
+// cos: -dy sin(x); sin: dy cos(x)
+DS_UNARY_GRADIENT(CosOp, mul(b, loc, dy, NegOp::create(b, loc, typeOf(x),
+                                                      SinOp::create(b, loc, typeOf(x), x)),
+                             dy))
+DS_UNARY_GRADIENT(SinOp, mul(b, loc, dy, CosOp::create(b, loc, typeOf(x), x), dy))
 // sigmoid: dy (1 - y) y
 DS_UNARY_GRADIENT(SigmoidOp,
                   mul(b, loc,

@@ -138,6 +138,8 @@ def DS_SqrtOp : DS_UnaryOp<"sqrt", "square root">;
 def DS_RsqrtOp : DS_UnaryOp<"rsqrt", "reciprocal square root">;
 def DS_TanhOp : DS_UnaryOp<"tanh", "hyperbolic tangent">;
 def DS_SigmoidOp : DS_UnaryOp<"sigmoid", "logistic sigmoid">;
+def DS_CosOp : DS_UnaryOp<"cos", "cosine">;
+def DS_SinOp : DS_UnaryOp<"sin", "sine">;
 def DS_ReluOp : DS_UnaryOp<"relu", "max(x, 0)">;
 
 def DS_GeluOp : DS_Op<"gelu", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, SameOperandsAndResultType]> {

@@ -557,6 +557,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         .Case<TanhOp>([](auto) { return 5; })
         .Case<SigmoidOp>([](auto) { return 6; })
         .Case<ReluOp>([](auto) { return 7; })
+        .Case<CosOp>([](auto) { return 10; })
+        .Case<SinOp>([](auto) { return 11; })
         .Default([](auto) { return -1; });
   };
   auto binaryCode = [&](Operation *o) -> int {

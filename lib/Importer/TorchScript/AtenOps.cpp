@@ -420,6 +420,9 @@ FailureOr<R> reduce(Interpreter &I, Node *, R &in, StringRef which) {
         TRY(nd, dimArg(I, AV::integer(d), x->rank()));
         dims.push_back(*nd);
       }
+      if (list->empty()) // ATen: sum(x, dim=[]) reduces every dimension
+        for (int64_t d = 0; d < x->rank(); ++d)
+          dims.push_back(d);
     }
     keepdim = in[2].kind == Kind::Bool && in[2].b;
     if (in.size() > 3)
@@ -789,6 +792,8 @@ llvm::StringMap<OpHandler> buildHandlers() {
   h["aten::rsqrt"] = unaryHandler<RsqrtOp>();
   h["aten::tanh"] = unaryHandler<TanhOp>();
   h["aten::sigmoid"] = unaryHandler<SigmoidOp>();
+  h["aten::cos"] = unaryHandler<CosOp>();
+  h["aten::sin"] = unaryHandler<SinOp>();
   h["aten::relu"] = unaryHandler<ReluOp>();
   h["aten::gelu"] = [](Interpreter &I, Node *, R &in) -> FailureOr<R> {
     TRY(x, tensorArg(I, in[0]));
@@ -913,11 +918,19 @@ llvm::StringMap<OpHandler> buildHandlers() {
       for (int64_t d : x->shape())
         if (d != 1)
           shape.push_back(d);
-    } else {
-      TRY(d, dimArg(I, in[1], x->rank()));
-      shape.assign(x->shape().begin(), x->shape().end());
-      if (x->rank() > 0 && shape[*d] == 1)
-        shape.erase(shape.begin() + *d);
+    } else { // squeeze.dim, or squeeze.dims (a list)
+      std::vector<AV> dimsArg = in[1].kind == Kind::List || in[1].kind == Kind::Tuple
+                                    ? *in[1].elems
+                                    : std::vector<AV>{in[1]};
+      std::vector<bool> drop(x->rank(), false);
+      for (const AV &dv : dimsArg) {
+        TRY(d, dimArg(I, dv, x->rank()));
+        if (x->rank() > 0 && x->shape()[*d] == 1)
+          drop[*d] = true;
+      }
+      for (int64_t k = 0; k < x->rank(); ++k)
+        if (!drop[k])
+          shape.push_back(x->shape()[k]);
     }
     TRY(r, reshape(I, *x, shape));
     return one(*r);
@@ -1140,6 +1153,7 @@ llvm::StringMap<OpHandler> buildHandlers() {
   h["aten::tril"] = [](Interpreter &I, Node *, R &in) { return triangle(I, in, false); };
 
   addTransformerOps(h);
+  addCoreAtenOps(h);
 
   // In-place variants: the functional op, then a rebinding (or a buffer assignment).
   for (const char *name : {"add", "sub", "mul", "div", "relu", "gelu", "masked_fill", "dropout",

@@ -366,11 +366,14 @@ LogicalResult Interpreter::runNode(Node *node) {
     if (!handled) {
       auto &handlers = atenHandlers();
       auto it = handlers.find(kind);
-      if (it == handlers.end())
+      bool folded = false;
+      out = foldWithLibTorch(node, in, folded);
+      if (!folded && it != handlers.end())
+        out = it->second(*this, node, in);
+      else if (!folded)
         return error() << "unsupported op " << kind
                        << "; the supported ops are listed in docs/importer/supported-ops.md "
                           "(and by 'ds-opt --list-torch-ops')";
-      out = it->second(*this, node, in);
     }
   }
   if (failed(out))

@@ -126,6 +126,10 @@ public:
   Type elementTypeFromScalarType(int64_t scalarType);
   FailureOr<Type> dtypeArg(const AV &v, Type fallback);
 
+  /// Computes an op whose tensor operands are all constants in LibTorch (ConstantFolding.cpp).
+  FailureOr<std::vector<AV>> foldWithLibTorch(torch::jit::Node *node, std::vector<AV> &in,
+                                              bool &folded);
+
 private:
   FailureOr<std::vector<AV>> runBlock(torch::jit::Block *block, std::vector<AV> inputs);
   LogicalResult runNode(torch::jit::Node *node);

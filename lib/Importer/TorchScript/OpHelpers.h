@@ -43,6 +43,8 @@ FailureOr<R> matmul(Interpreter &I, const AV &a0, const AV &b0);
 FailureOr<R> reduce(Interpreter &I, torch::jit::Node *, R &in, StringRef which);
 FailureOr<R> softmaxLike(Interpreter &I, R &in, bool log);
 FailureOr<R> dropout(Interpreter &I, R &in);
+FailureOr<R> layerNorm(Interpreter &I, R &in);
+FailureOr<R> filled(Interpreter &I, ArrayRef<int64_t> shape, const AV &value, const AV &dtype);
 
 /// An elementwise binary ds op with broadcasting, in `type` (default: PyTorch's promotion).
 template <typename OpTy>
@@ -70,6 +72,8 @@ FailureOr<AV> unaryFloat(Interpreter &I, const AV &x) {
 
 /// Adds the handlers of TransformerOps.cpp (attention, RMSNorm, SiLU) to `h`.
 void addTransformerOps(llvm::StringMap<OpHandler> &h);
+/// Adds the handlers of CoreAtenOps.cpp (decomposed programs, masks, padding) to `h`.
+void addCoreAtenOps(llvm::StringMap<OpHandler> &h);
 
 } // namespace mlir::ds::ts::ops
 

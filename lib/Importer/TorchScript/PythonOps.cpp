@@ -188,7 +188,16 @@ FailureOr<std::vector<AV>> Interpreter::runPrim(Node *node, std::vector<AV> &in,
     return one(AV::integer(in[0].shape()[d]));
   }
   if (kind == "prim::NumToTensor" || kind == "aten::scalar_tensor") {
-    auto t = asTensor(in[0], in[0].kind == Kind::Double ? builder.getF64Type() : Type());
+    // NumToTensor keeps a Python float's double; scalar_tensor(s, dtype=None) makes the
+    // default dtype, f32, unless given one.
+    Type et = in[0].kind == Kind::Double ? builder.getF64Type() : Type();
+    if (kind == "aten::scalar_tensor") {
+      auto given = dtypeArg(in.size() > 1 ? in[1] : AV::none(), builder.getF32Type());
+      if (failed(given))
+        return failure();
+      et = *given;
+    }
+    auto t = asTensor(in[0], et);
     if (failed(t))
       return failure();
     return one(*t);

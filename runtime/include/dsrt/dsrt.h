@@ -186,7 +186,7 @@ void dsrt_slot_set(dsrt_context *ctx, int32_t index, dsrt_tensor *t);
 
 enum dsrt_unary_op {
   DSRT_NEG = 0, DSRT_EXP, DSRT_LOG, DSRT_SQRT, DSRT_RSQRT, DSRT_TANH, DSRT_SIGMOID,
-  DSRT_RELU, DSRT_GELU_ERF, DSRT_GELU_TANH,
+  DSRT_RELU, DSRT_GELU_ERF, DSRT_GELU_TANH, DSRT_COS, DSRT_SIN,
 };
 enum dsrt_binary_op {
   DSRT_ADD = 0, DSRT_SUB, DSRT_MUL, DSRT_DIV, DSRT_POW, DSRT_MAX, DSRT_MIN,

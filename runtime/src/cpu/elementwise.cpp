@@ -36,6 +36,10 @@ template <class T> T unaryOp(int32_t op, T x) {
     T inner = kBeta * (x + kKappa * x * x * x);
     return T(0.5) * x * (T(1) + std::tanh(inner));
   }
+  case DSRT_COS:
+    return std::cos(x);
+  case DSRT_SIN:
+    return std::sin(x);
   default:
     fail("unary", "unknown op %d", op);
   }
@@ -190,7 +194,7 @@ extern "C" void dsrt_unary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
     fail("unary", "result %s and operand %s differ in size", shapeString(out).c_str(),
          shapeString(in).c_str());
   checkDtype("unary", out, in->dtype, "result");
-  if (op < DSRT_NEG || op > DSRT_GELU_TANH)
+  if (op < DSRT_NEG || op > DSRT_SIN)
     fail("unary", "unknown op %d", op);
   if (op == DSRT_GELU_ERF && in->dtype == DSRT_F32 && in->numel >= kParallelGrain) {
     geluErfDnnl(ctx, (float *)out->data, (const float *)in->data, nullptr, in->numel);

@@ -1,0 +1,234 @@
+//===- ConstantFolding.cpp - ops on constants, computed by LibTorch --------===//
+//
+// Models build much of their forward from constants: attention masks from arange, cumsum and
+// index; rotary tables from cos and sin of a fixed frequency buffer. Where every tensor an op
+// reads is a constant (nothing that depends on the inputs or the parameters), the importer
+// runs the op itself in LibTorch and records the result as a ds.constant, handler or not:
+// PyTorch computes it, so it is PyTorch's value bit for bit, and constants stay constants
+// through any chain of ops.
+//
+#include "OpHelpers.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::ts;
+using torch::jit::Node;
+using Kind = AV::Kind;
+
+namespace {
+/// Results larger than this stay unsupported rather than becoming huge constants.
+constexpr int64_t kMaxFoldedElements = int64_t(1) << 22;
+
+std::optional<c10::ScalarType> scalarTypeOf(Type t) {
+  if (t.isF32()) return c10::ScalarType::Float;
+  if (t.isF64()) return c10::ScalarType::Double;
+  if (t.isF16()) return c10::ScalarType::Half;
+  if (t.isBF16()) return c10::ScalarType::BFloat16;
+  if (t.isInteger(1)) return c10::ScalarType::Bool;
+  if (t.isInteger(8)) return t.isUnsignedInteger() ? c10::ScalarType::Byte : c10::ScalarType::Char;
+  if (t.isInteger(16)) return c10::ScalarType::Short;
+  if (t.isInteger(32)) return c10::ScalarType::Int;
+  if (t.isInteger(64)) return c10::ScalarType::Long;
+  return std::nullopt;
+}
+
+/// The value of `v` if the importer made it from constants alone.
+std::optional<at::Tensor> constantValue(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return std::nullopt;
+  auto type = cast<RankedTensorType>(v.getType());
+  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+  if (auto c = dyn_cast<ConstantOp>(def)) {
+    auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
+    auto st = scalarTypeOf(type.getElementType());
+    if (!attr || !st || type.getNumElements() > kMaxFoldedElements)
+      return std::nullopt;
+    at::Tensor t = at::empty({type.getNumElements()}, at::TensorOptions().dtype(at::kDouble));
+    double *out = t.data_ptr<double>();
+    int64_t k = 0;
+    if (isa<FloatType>(type.getElementType())) {
+      for (APFloat f : attr.getValues<APFloat>()) {
+        bool lost;
+        f.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
+        out[k++] = f.convertToDouble();
+      }
+    } else if (type.getElementType().isInteger(1)) {
+      for (bool b : attr.getValues<bool>())
+        out[k++] = b;
+    } else {
+      bool isUnsigned = type.getElementType().isUnsignedInteger();
+      for (APInt i : attr.getValues<APInt>())
+        out[k++] = isUnsigned ? (double)i.getZExtValue() : (double)i.getSExtValue();
+    }
+    if (*st == c10::ScalarType::Long) { // exact beyond 2^53: read the integers again
+      at::Tensor l = at::empty({type.getNumElements()}, at::TensorOptions().dtype(at::kLong));
+      int64_t *li = l.data_ptr<int64_t>();
+      k = 0;
+      for (APInt i : attr.getValues<APInt>())
+        li[k++] = i.getSExtValue();
+      return l.reshape(shape);
+    }
+    return t.to(*st).reshape(shape);
+  }
+  if (auto c = dyn_cast<ConvertOp>(def)) {
+    auto in = constantValue(c->getOperand(0));
+    auto st = scalarTypeOf(type.getElementType());
+    if (!in || !st)
+      return std::nullopt;
+    return in->to(*st);
+  }
+  if (isa<ReshapeOp>(def)) {
+    auto in = constantValue(def->getOperand(0));
+    return in ? std::optional(in->reshape(shape)) : std::nullopt;
+  }
+  if (isa<BroadcastToOp>(def)) {
+    auto in = constantValue(def->getOperand(0));
+    return in ? std::optional(in->expand(shape).contiguous()) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
+/// `v` as the IValue an argument of `type` takes, or nullopt.
+std::optional<c10::IValue> toIValue(const AV &v, const c10::TypePtr &type) {
+  using c10::TypeKind;
+  switch (type->kind()) {
+  case TypeKind::OptionalType:
+    if (v.isNone())
+      return c10::IValue();
+    return toIValue(v, type->castRaw<c10::OptionalType>()->getElementType());
+  case TypeKind::TensorType: {
+    if (!v.isTensor() || v.requiresGrad)
+      return std::nullopt;
+    auto t = constantValue(v.tensor);
+    return t ? std::optional<c10::IValue>(*t) : std::nullopt;
+  }
+  case TypeKind::ListType: {
+    if (v.kind != Kind::List && v.kind != Kind::Tuple)
+      return v.kind == Kind::Int ? std::optional<c10::IValue>(std::vector<int64_t>{v.i})
+                                 : std::nullopt;
+    c10::TypePtr elem = type->castRaw<c10::ListType>()->getElementType();
+    c10::impl::GenericList list(elem);
+    for (const AV &e : *v.elems) {
+      auto iv = toIValue(e, elem);
+      if (!iv)
+        return std::nullopt;
+      list.push_back(*iv);
+    }
+    return c10::IValue(list);
+  }
+  case TypeKind::IntType:
+  case TypeKind::SymIntType:
+    if (v.kind == Kind::Int || v.kind == Kind::Bool)
+      return c10::IValue(v.kind == Kind::Int ? v.i : (int64_t)v.b);
+    return std::nullopt;
+  case TypeKind::FloatType:
+    return v.isNumber() ? std::optional<c10::IValue>(v.asDouble()) : std::nullopt;
+  case TypeKind::BoolType:
+    return v.kind == Kind::Bool ? std::optional<c10::IValue>(v.b) : std::nullopt;
+  case TypeKind::NumberType:
+    if (v.kind == Kind::Int)
+      return c10::IValue(v.i);
+    if (v.kind == Kind::Double)
+      return c10::IValue(v.d);
+    if (v.kind == Kind::Bool)
+      return c10::IValue(v.b);
+    return std::nullopt;
+  case TypeKind::StringType:
+    return v.kind == Kind::String ? std::optional<c10::IValue>(v.s) : std::nullopt;
+  case TypeKind::DeviceObjType:
+    return c10::IValue(c10::Device(c10::DeviceType::CPU));
+  default:
+    return std::nullopt;
+  }
+}
+} // namespace
+
+FailureOr<std::vector<AV>> Interpreter::foldWithLibTorch(Node *node, std::vector<AV> &in,
+                                                         bool &folded) {
+  // `folded`: whether the op was computed here (or its failure reported); when false the op
+  // reads something that is not a constant and nothing was reported.
+  folded = false;
+  const c10::FunctionSchema *schema = node->maybeSchema();
+  if (!schema || node->isNondeterministic() || schema->is_vararg() ||
+      schema->arguments().size() != in.size())
+    return failure();
+  auto isTensorLike = [](const AV &v) {
+    return v.isTensor() || ((v.kind == Kind::List || v.kind == Kind::Tuple) &&
+                            llvm::any_of(*v.elems, [](const AV &e) { return e.isTensor(); }));
+  };
+  if (!llvm::any_of(in, isTensorLike))
+    return failure(); // factories: their handlers make constants already
+  torch::jit::Stack stack;
+  for (size_t k = 0; k < in.size(); ++k) {
+    auto iv = toIValue(in[k], schema->arguments()[k].type());
+    if (!iv)
+      return failure();
+    // In-place ops write their first operand: give them a copy.
+    if (iv->isTensor())
+      *iv = iv->toTensor().clone();
+    stack.push_back(*iv);
+  }
+  folded = true; // from here on, a failure has been reported
+  try {
+    node->getOperation()(stack);
+  } catch (const std::exception &e) {
+    return error() << "computing this op on constants in LibTorch failed: "
+                   << e.what(), failure();
+  }
+  std::vector<AV> out;
+  for (const c10::IValue &r : stack) {
+    auto toAV = [&](const at::Tensor &t0) -> FailureOr<AV> {
+      at::Tensor t = t0.contiguous();
+      Type et = elementTypeFromScalarType((int64_t)t.scalar_type());
+      if (!et || t.numel() > kMaxFoldedElements)
+        return error() << "a constant of " << t.numel() << " elements of "
+                       << c10::toString(t.scalar_type()) << " is too large or of an "
+                       << "unsupported dtype", failure();
+      at::Tensor d = t.to(at::kDouble);
+      const double *data = d.data_ptr<double>();
+      at::Tensor l = t.scalar_type() == at::kLong ? t : at::Tensor();
+      auto valueAt = [&](int64_t k) {
+        return l.defined() ? (double)l.data_ptr<int64_t>()[k] : data[k];
+      };
+      std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+      if (l.defined()) { // exact 64-bit integers
+        auto type = RankedTensorType::get(shape, et);
+        SmallVector<APInt> vals;
+        for (int64_t k = 0; k < t.numel(); ++k)
+          vals.push_back(APInt(64, l.data_ptr<int64_t>()[k], true));
+        AV a = AV::ofTensor(constant(DenseElementsAttr::get(type, vals), type), false);
+        if (shape.empty())
+          a.scalar = valueAt(0);
+        return a;
+      }
+      return ops::constantTensor(*this, shape, et, valueAt);
+    };
+    if (r.isTensor()) {
+      TRY(a, toAV(r.toTensor()));
+      out.push_back(*a);
+    } else if (r.isTensorList()) {
+      std::vector<AV> elems;
+      for (const at::Tensor &t : r.toTensorVector()) {
+        TRY(a, toAV(t));
+        elems.push_back(*a);
+      }
+      out.push_back(AV::list(elems));
+    } else if (r.isInt()) {
+      out.push_back(AV::integer(r.toInt()));
+    } else if (r.isDouble()) {
+      out.push_back(AV::real(r.toDouble()));
+    } else if (r.isBool()) {
+      out.push_back(AV::boolean(r.toBool()));
+    } else {
+      return error() << "computing this op on constants gave a " << r.tagKind()
+                     << ", which ds cannot hold", failure();
+    }
+  }
+  std::string kind = node->kind().toQualString();
+  bool inPlace = kind.back() == '_' && !llvm::StringRef(kind).ends_with("__"); // not __and__
+  if (inPlace && !out.empty() && out[0].isTensor() &&
+      failed(assignInPlace(node->inputs()[0], in[0], out[0])))
+    return failure();
+  return out;
+}
