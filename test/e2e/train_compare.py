@@ -18,10 +18,10 @@ MODELS = os.path.join(HERE, '..', 'models')
 
 # Integer inputs are class indices: their exclusive upper bound per family.
 CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'lm': 64, 'lm-nodrop': 64, 'vit': 10, 'resnet18': 10,
-           'gpt2x': 64, 'lm2x': 64, 'hfgpt2': 64, 'hfllama': 64}
+           'gpt2x': 64, 'lm2x': 64, 'ops2x': 64, 'bn2x': 4, 'hfgpt2': 64, 'hfllama': 64}
 # Families exported by PyTorch 2.x (test/models/make_models2.py; run this script with .venv's
 # python, whose torch also judges step 1).
-TORCH2_FAMILIES = ('gpt2x', 'lm2x', 'hfgpt2', 'hfllama')
+TORCH2_FAMILIES = ('gpt2x', 'lm2x', 'ops2x', 'bn2x', 'hfgpt2', 'hfllama')
 
 _ST_DTYPES = {'F32': np.float32, 'F64': np.float64, 'I64': np.int64, 'I32': np.int32,
               'BOOL': np.bool_, 'F16': np.float16, 'BF16': np.uint16}
@@ -237,7 +237,8 @@ def parse_type(t):
     return [int(d) for d in body[:-1]], body[-1]
 
 
-TOKEN_FAMILIES = ('gpt', 'gpt-wide', 'lm', 'lm-nodrop') + TORCH2_FAMILIES
+TOKEN_FAMILIES = ('gpt', 'gpt-wide', 'lm', 'lm-nodrop', 'gpt2x', 'lm2x', 'ops2x', 'hfgpt2',
+                  'hfllama')
 
 
 def markov_tokens(n, vocab, rng, first=None):

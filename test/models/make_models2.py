@@ -107,6 +107,60 @@ class TransformerLM(nn.Module):
 
 
 # --------------------------------------------------------------------------
+# ops2x: every variant of the 2.x ops ds decomposes, in one small LM: SDPA with a bool mask,
+# an explicit scale and grouped-query heads, SDPA with an additive float mask, nn.RMSNorm with
+# and without eps, a SwiGLU MLP (F.silu)
+# --------------------------------------------------------------------------
+class OpsLM(nn.Module):
+    def __init__(self, vocab: int = 64, block_size: int = 16, d: int = 32):
+        super().__init__()
+        self.vocab = vocab
+        self.emb = nn.Embedding(vocab, d)
+        self.norm1 = nn.RMSNorm(d)
+        self.q = nn.Linear(d, d, bias=False)
+        self.kv = nn.Linear(d, d, bias=False)  # 2 key/value heads of 8 for 4 query heads
+        self.o = nn.Linear(d, d)
+        self.norm2 = nn.RMSNorm(d, eps=1e-5)
+        self.gate = nn.Linear(d, 64, bias=False)
+        self.up = nn.Linear(d, 64, bias=False)
+        self.down = nn.Linear(64, d, bias=False)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        B, T = idx.size()
+        x = self.emb(idx)
+        h = self.norm1(x)
+        q = self.q(h).view(B, T, 4, 8).transpose(1, 2)
+        k, v = self.kv(h).view(B, T, 2, 16).transpose(1, 2).split(8, dim=-1)
+        band = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril().triu(-4)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=band, scale=0.3, enable_gqa=True)
+        pos = torch.arange(T, device=idx.device)
+        bias = -0.1 * (pos[:, None] - pos[None, :]).abs().float()
+        a = F.scaled_dot_product_attention(a, a, a, attn_mask=bias)
+        x = x + self.o(a.transpose(1, 2).reshape(B, T, 32))
+        h = self.norm2(x)
+        x = x + self.down(F.silu(self.gate(h)) * self.up(h))
+        logits = self.head(x)
+        return F.cross_entropy(logits.view(-1, self.vocab), targets.view(-1))
+
+
+# --------------------------------------------------------------------------
+# bn2x: BatchNorm in training mode, whose running statistics a .pt2 updates in place (ATen
+# training IR) or returns as buffer mutations (core ATen IR)
+# --------------------------------------------------------------------------
+class BNNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        # No bias before BatchNorm: its gradient is zero up to rounding, which Adam amplifies.
+        self.fc1 = nn.Linear(16, 32, bias=False)
+        self.bn = nn.BatchNorm1d(32)
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.fc2(F.relu(self.bn(self.fc1(x)))), y)
+
+
+# --------------------------------------------------------------------------
 # HF transformers, small configs (no download); forward(input_ids, labels) -> loss
 # --------------------------------------------------------------------------
 class HFLoss(nn.Module):
@@ -149,6 +203,9 @@ HF_INPUTS = [('input_ids', (4, 16), torch.int64, _tokens(64, (4, 16))),
 FAMILIES = {
     'gpt2x': (GPT, LM_INPUTS, ['script', 'trace', 'export', 'export-core']),
     'lm2x': (TransformerLM, LM_INPUTS, ['script', 'export']),
+    'ops2x': (OpsLM, LM_INPUTS, ['script', 'export', 'export-core']),
+    'bn2x': (BNNet, [('x', (8, 16), torch.float32, lambda g: torch.randn((8, 16), generator=g)),
+                     ('y', (8,), torch.int64, _tokens(4, (8,)))], ['export', 'export-core']),
     # .run_decompositions() fails on HF GPT-2 (a view of a non-contiguous tensor; FACTS.md).
     'hfgpt2': (make_hf_gpt2, HF_INPUTS, ['trace', 'export']),
     'hfllama': (make_hf_llama, HF_INPUTS, ['trace', 'export', 'export-core']),

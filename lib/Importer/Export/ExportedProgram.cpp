@@ -15,6 +15,7 @@
 
 #include <limits>
 #include <map>
+#include <set>
 #include <regex>
 
 using namespace mlir::ds;
@@ -509,6 +510,17 @@ std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archiv
   // Tied weights: a name the program does not read but the state_dict has (torch.export
   // lists each tied name as its own placeholder, both reading one stored file; nothing to add).
 
+  // Buffers the program updates (buffer-mutation outputs): the graph computes from a copy of
+  // each, so that writing the new value into the buffer at the end does not change a tensor
+  // that autograd saved (ds-reference runs this graph with autograd).
+  std::set<std::string> mutated;
+  if (const json::Array *outSpecs = signature->getArray("output_specs"))
+    for (const json::Value &spec : *outSpecs)
+      if (const json::Object *s = spec.getAsObject())
+        if (const json::Object *m = s->getObject("buffer_mutation"))
+          mutated.insert(m->getString("buffer_name").value_or("").str());
+  std::map<std::string, Value *> stateValues; // mutated buffer -> its attribute
+
   // The graph: self, then the user inputs; state placeholders read attributes of self.
   Value *self = p.graph->addInput("self");
   self->setType(p.root.type());
@@ -529,6 +541,10 @@ std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archiv
       if (dot == std::string::npos)
         break;
       start = dot + 1;
+    }
+    if (ph.role == Placeholder::Buffer && mutated.count(ph.stateName)) {
+      stateValues[ph.stateName] = v;
+      v = p.graph->insert(c10::Symbol::aten("clone"), {v});
     }
     p.values[ph.argName] = v;
   }
@@ -558,7 +574,8 @@ std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archiv
       return p.error.empty() ? "its graph has a malformed node" : p.error;
   }
 
-  // The results: the user outputs (a buffer mutation would be the forward updating state).
+  // The results: the user outputs; a buffer mutation (a functionalized program's update of
+  // BatchNorm's running statistics) becomes an in-place copy into the buffer.
   std::vector<Value *> results;
   if (const json::Array *outSpecs = signature->getArray("output_specs"))
     for (const json::Value &spec : *outSpecs) {
@@ -566,6 +583,21 @@ std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archiv
       if (!s || s->size() != 1)
         return "its signature has a malformed output spec";
       const auto &[kind, body] = *s->begin();
+      if (kind == "buffer_mutation") {
+        const json::Object *b = body.getAsObject();
+        std::string buffer = b ? b->getString("buffer_name").value_or("").str() : "";
+        const json::Object *t = field(b, "arg");
+        auto name = t ? t->getString("name") : std::nullopt;
+        if (!stateValues.count(buffer) || !name || !p.values.count(name->str()))
+          return "its forward updates buffer '" + buffer + "', which it does not read";
+        Node *copy = p.graph->create(c10::Symbol::aten("copy_"),
+                                     {stateValues[buffer], p.values[name->str()],
+                                      p.graph->insertConstant(false)},
+                                     1);
+        copy->output()->setType(c10::TensorType::get());
+        p.graph->insertNode(copy);
+        continue;
+      }
       if (kind != "user_output")
         return "its forward has a '" + kind.str() + "' output (" +
                (kind == "buffer_mutation" ? "it updates a buffer, as BatchNorm's running "

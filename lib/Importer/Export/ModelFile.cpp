@@ -45,7 +45,7 @@ std::string explain(const std::string &path, const std::string &reason) {
            libTorchVersion() + " reads up to " + m[2].str() +
            "): save it with PyTorch " + libTorchVersion() + ", or rebuild ds against a "
            "newer LibTorch (scripts/setup.sh pins it)";
-  static const std::regex unknownOp(R"(Unknown builtin op: ([A-Za-z0-9_:.]+))");
+  static const std::regex unknownOp(R"(Unknown builtin op: ([A-Za-z0-9_]+::[A-Za-z0-9_]+))");
   if (std::regex_search(reason, m, unknownOp))
     return "cannot load '" + path + "': it calls " + m[1].str() + ", which this LibTorch (" +
            libTorchVersion() + ") does not have; it was probably saved by a newer PyTorch: " +

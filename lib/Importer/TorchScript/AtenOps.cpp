@@ -594,6 +594,42 @@ FailureOr<R> conv2d(Interpreter &I, const AV &x, const AV &w, const AV &bias, co
   return one(result(v, {x, w, bias}));
 }
 
+FailureOr<BatchNormResults> batchNormTraining(Interpreter &I, const AV &x, const AV &w,
+                                              const AV &b, const AV &rm, const AV &rv,
+                                              const AV &momentum, double eps) {
+  int64_t c = x.shape()[1];
+  int64_t perChannel = numElements(x.shape()) / c;
+  if (perChannel <= 1)
+    return I.error() << "batch_norm in training needs more than one value per channel, got "
+                        "input "
+                     << formatShape(x.shape()),
+           failure();
+  Value wv = w.isTensor() ? w.tensor : Value(), bv = b.isTensor() ? b.tensor : Value();
+  auto statType = tensorOf({c}, x.type().getElementType());
+  auto bn = BatchNormOp::create(I.b(), I.loc(), x.type(), statType, statType, x.tensor, wv, bv,
+                                I.b().getF64FloatAttr(eps));
+  BatchNormResults r;
+  r.output = result(bn.getResult(), {x, w, b});
+  r.mean = AV::ofTensor(bn.getMean(), false);
+  r.var = AV::ofTensor(bn.getVar(), false);
+  if (rm.isTensor() && rv.isTensor()) {
+    if (momentum.isNone())
+      return I.error() << "batch_norm with momentum=None (cumulative average) is not supported",
+             failure();
+    double m = momentum.asDouble();
+    double unbias = (double)perChannel / (double)(perChannel - 1);
+    TRY(oldM, binary<MulOp>(I, rm, AV::real(1 - m)));
+    TRY(newM, binary<MulOp>(I, r.mean, AV::real(m)));
+    TRY(sumM, binary<AddOp>(I, *oldM, *newM));
+    TRY(oldV, binary<MulOp>(I, rv, AV::real(1 - m)));
+    TRY(newV, binary<MulOp>(I, r.var, AV::real(m * unbias)));
+    TRY(sumV, binary<AddOp>(I, *oldV, *newV));
+    r.newRunningMean = *sumM;
+    r.newRunningVar = *sumV;
+  }
+  return r;
+}
+
 FailureOr<R> batchNorm(Interpreter &I, Node *node, R &in) {
   TRY(x, tensorArg(I, in[0]));
   const AV &w = in[1], &b = in[2], &rm = in[3], &rv = in[4];
@@ -614,33 +650,12 @@ FailureOr<R> batchNorm(Interpreter &I, Node *node, R &in) {
                                            rm.tensor, rv.tensor, I.b().getF64FloatAttr(eps));
     return one(result(v, {*x, w, b}));
   }
-  int64_t perChannel = numElements(x->shape()) / c;
-  if (perChannel <= 1)
-    return I.error() << "batch_norm in training needs more than one value per channel, got "
-                        "input "
-                     << formatShape(x->shape()),
-           failure();
-  auto statType = tensorOf({c}, x->type().getElementType());
-  auto bn = BatchNormOp::create(I.b(), I.loc(), x->type(), statType, statType, x->tensor, wv, bv,
-                                I.b().getF64FloatAttr(eps));
-  if (rm.isTensor() && rv.isTensor()) {
-    if (in[6].isNone())
-      return I.error() << "batch_norm with momentum=None (cumulative average) is not supported",
-             failure();
-    double m = in[6].asDouble();
-    double unbias = (double)perChannel / (double)(perChannel - 1);
-    AV mean = AV::ofTensor(bn.getMean(), false), var = AV::ofTensor(bn.getVar(), false);
-    TRY(oldM, binary<MulOp>(I, rm, AV::real(1 - m)));
-    TRY(newM, binary<MulOp>(I, mean, AV::real(m)));
-    TRY(sumM, binary<AddOp>(I, *oldM, *newM));
-    TRY(oldV, binary<MulOp>(I, rv, AV::real(1 - m)));
-    TRY(newV, binary<MulOp>(I, var, AV::real(m * unbias)));
-    TRY(sumV, binary<AddOp>(I, *oldV, *newV));
-    if (failed(I.assignInPlace(node->inputs()[3], rm, *sumM)) ||
-        failed(I.assignInPlace(node->inputs()[4], rv, *sumV)))
-      return failure();
-  }
-  return one(result(bn.getResult(), {*x, w, b}));
+  TRY(r, batchNormTraining(I, *x, w, b, rm, rv, in[6], eps));
+  if (rm.isTensor() && rv.isTensor() &&
+      (failed(I.assignInPlace(node->inputs()[3], rm, r->newRunningMean)) ||
+       failed(I.assignInPlace(node->inputs()[4], rv, r->newRunningVar))))
+    return failure();
+  return one(r->output);
 }
 
 FailureOr<R> pool2d(Interpreter &I, R &in, bool isMax) {

@@ -227,6 +227,42 @@ void mlir::ds::ts::ops::addCoreAtenOps(llvm::StringMap<OpHandler> &h) {
     TRY(c, constantTensor(I, x->shape(), *et, [v](int64_t) { return v; }));
     return one(*c);
   };
+  // copy_(self, src): self takes src's values in its own dtype and shape (the buffer updates
+  // of a functionalized .pt2, BatchNorm's running statistics).
+  h["aten::copy_"] = [](Interpreter &I, Node *node, R &in) -> FailureOr<R> {
+    TRY(self, tensorArg(I, in[0]));
+    TRY(src, tensorArg(I, in[1]));
+    TRY(converted, I.asTensor(*src, self->type().getElementType()));
+    AV value = *converted;
+    if (value.shape() != self->shape()) {
+      if (failed(checkBroadcastTo(value.shape(), self->shape(), I.shapeError())))
+        return failure();
+      Value v = BroadcastToOp::create(I.b(), I.loc(), self->type(), value.tensor);
+      value = result(v, {value});
+    }
+    if (failed(I.assignInPlace(node->inputs()[0], in[0], value)))
+      return failure();
+    return one(value);
+  };
+  // _native_batch_norm_legit_functional(x, w, b, running_mean, running_var, training,
+  // momentum, eps) -> (y, save_mean, save_rstd, new_running_mean, new_running_var).
+  h["aten::_native_batch_norm_legit_functional"] = [](Interpreter &I, Node *,
+                                                      R &in) -> FailureOr<R> {
+    TRY(x, tensorArg(I, in[0]));
+    if (!(in[5].kind == Kind::Bool && in[5].b))
+      return I.error() << "functional batch norm in eval mode is not supported; export the "
+                          "model in training mode",
+             failure();
+    if (x->rank() < 2 || !in[3].isTensor() || !in[4].isTensor())
+      return I.error() << "batch_norm needs an [N, C, ...] input and running statistics",
+             failure();
+    double eps = in[7].asDouble();
+    TRY(r, batchNormTraining(I, *x, in[1], in[2], in[3], in[4], in[6], eps));
+    TRY(shifted, binary<AddOp>(I, r->var, AV::real(eps)));
+    Value rstd = RsqrtOp::create(I.b(), I.loc(), shifted->tensor);
+    return R{r->output, r->mean, AV::ofTensor(rstd, false), r->newRunningMean,
+             r->newRunningVar};
+  };
   h["aten::new_ones"] = newFilled(1.0);
   h["aten::new_zeros"] = newFilled(0.0);
   h["aten::new_full"] = newFilled(std::nullopt);

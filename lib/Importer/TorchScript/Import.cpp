@@ -240,7 +240,10 @@ OwningOpRef<ModuleOp> mlir::ds::importTorchScript(llvm::StringRef path,
       llvm::raw_string_ostream os(exTypeText);
       if (exType)
         os << exType;
-      emitError(fileLoc) << "--input " << ex.name << "=" << given
+      std::string givenText;
+      llvm::raw_string_ostream gs(givenText);
+      gs << given;
+      emitError(fileLoc) << "--input " << ex.name << "=" << gs.str()
                          << " does not match the shape the program was exported with, tensor<"
                          << shape << os.str() << "> ('?' marks a dynamic dimension): pass that "
                          << "type, or export with the shape you train with (or a dynamic batch "

@@ -44,6 +44,14 @@ FailureOr<R> reduce(Interpreter &I, torch::jit::Node *, R &in, StringRef which);
 FailureOr<R> softmaxLike(Interpreter &I, R &in, bool log);
 FailureOr<R> dropout(Interpreter &I, R &in);
 FailureOr<R> layerNorm(Interpreter &I, R &in);
+struct BatchNormResults {
+  AV output, mean, var;                 // var: biased, as normalized with
+  AV newRunningMean, newRunningVar;     // set when running statistics are given
+};
+/// Training-mode batch norm over dimension 1, with the running statistics' momentum update.
+FailureOr<BatchNormResults> batchNormTraining(Interpreter &I, const AV &x, const AV &w,
+                                              const AV &b, const AV &rm, const AV &rv,
+                                              const AV &momentum, double eps);
 FailureOr<R> filled(Interpreter &I, ArrayRef<int64_t> shape, const AV &value, const AV &dtype);
 
 /// An elementwise binary ds op with broadcasting, in `type` (default: PyTorch's promotion).
