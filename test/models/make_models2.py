@@ -4,11 +4,13 @@ Usage: .venv/bin/python make_models2.py OUTDIR [NAME...]   (no names = all)
 
 For each family NAME and each of its kinds writes OUTDIR/NAME_KIND.pt (TorchScript: `script`,
 `trace`) or OUTDIR/NAME_KIND.pt2 (torch.export: `export` as exported, the ATen training IR;
-`export-core` after .run_decompositions(), the core ATen IR), OUTDIR/NAME.inputs (one line
+`export-core` after .run_decompositions(), the core ATen IR; `export-dynamic` with a dynamic
+batch dimension), OUTDIR/NAME.inputs (one line
 per forward input: NAME=tensor<AxBxTYPE>), and for a .pt2 OUTDIR/NAME_KIND.pt2.state.pth, the
 eager module's state_dict (torch.save), which a .pt2's import must reproduce (a TorchScript
 archive's is that of torch.jit.load(file)). Models are built under torch.manual_seed(0). After saving, each file is loaded back and its loss compared to eager.
 """
+import inspect
 import os
 import sys
 import warnings
@@ -201,7 +203,7 @@ HF_INPUTS = [('input_ids', (4, 16), torch.int64, _tokens(64, (4, 16))),
 
 # name: (constructor, inputs, kinds)
 FAMILIES = {
-    'gpt2x': (GPT, LM_INPUTS, ['script', 'trace', 'export', 'export-core']),
+    'gpt2x': (GPT, LM_INPUTS, ['script', 'trace', 'export', 'export-core', 'export-dynamic']),
     'lm2x': (TransformerLM, LM_INPUTS, ['script', 'export']),
     'ops2x': (OpsLM, LM_INPUTS, ['script', 'export', 'export-core']),
     'bn2x': (BNNet, [('x', (8, 16), torch.float32, lambda g: torch.randn((8, 16), generator=g)),
@@ -229,7 +231,12 @@ def save(model, kind, inputs, path):
     elif kind == 'trace':
         torch.jit.save(torch.jit.trace(model, inputs, check_trace=False), path)
     else:
-        ep = torch.export.export(model, inputs)
+        dynamic = None
+        if kind == 'export-dynamic':  # the batch dimension of every input declared dynamic
+            batch = torch.export.Dim('batch')
+            names = inspect.signature(model.forward).parameters
+            dynamic = {n: {0: batch} for n in names}
+        ep = torch.export.export(model, inputs, dynamic_shapes=dynamic)
         if kind == 'export-core':
             ep = ep.run_decompositions()
         torch.export.save(ep, path)

@@ -449,33 +449,27 @@ int widenLossInputs(torch::jit::Module &m) {
   return changed;
 }
 
-/// bf16 with an f32 operand: baddbmm(input, b1, b2, beta, alpha) becomes
-/// input * beta + alpha * bmm(b1, b2) with PyTorch's type promotion, as ds imports it.
-/// (nn.MultiheadAttention scripted by PyTorch 1.13 adds an f32 mask to bf16 scores this way;
-/// LibTorch 2.x's baddbmm refuses mixed dtypes.) Returns how many it rewrote.
-int splitBaddbmm(torch::jit::Module &m) {
+/// bf16: baddbmm(input, b1, b2) reads its input in b1's dtype, as LibTorch 1.13 did (its
+/// result took the batches' dtype). nn.MultiheadAttention scripted by PyTorch 1.13 adds an f32
+/// mask to bf16 scores this way, and LibTorch 2.x's baddbmm refuses mixed dtypes. Returns how
+/// many it changed.
+int matchBaddbmmInput(torch::jit::Module &m) {
   std::shared_ptr<torch::jit::Graph> g = m.get_method("forward").graph();
   torch::jit::Inline(*g);
-  std::vector<torch::jit::Node *> found;
+  int changed = 0;
   std::function<void(torch::jit::Block *)> visit = [&](torch::jit::Block *b) {
     for (torch::jit::Node *n : b->nodes()) {
       for (torch::jit::Block *sub : n->blocks())
         visit(sub);
-      if (n->kind() == c10::Symbol::aten("baddbmm") && n->inputs().size() == 5)
-        found.push_back(n);
+      if (n->kind() != c10::Symbol::aten("baddbmm"))
+        continue;
+      torch::jit::WithInsertPoint at(n);
+      n->replaceInput(0, g->insert(c10::Symbol::aten("type_as"), {n->input(0), n->input(1)}));
+      ++changed;
     }
   };
   visit(g->block());
-  for (torch::jit::Node *n : found) {
-    torch::jit::WithInsertPoint at(n);
-    torch::jit::Value *prod = g->insert(c10::Symbol::aten("bmm"), {n->input(1), n->input(2)});
-    torch::jit::Value *input = g->insert(c10::Symbol::aten("mul"), {n->input(0), n->input(3)});
-    torch::jit::Value *sum =
-        g->insert(c10::Symbol::aten("add"), {input, prod, n->input(4)});
-    n->output()->replaceAllUsesWith(sum);
-    n->destroy();
-  }
-  return (int)found.size();
+  return changed;
 }
 
 ModelState collect(torch::jit::Module &m) {
@@ -632,7 +626,7 @@ int run(int argc, char **argv) {
     if (widenLossInputs(module) == 0)
       die("--precision bf16: forward has no aten::cross_entropy_loss whose input could be "
           "widened to compute the loss in f32");
-    splitBaddbmm(module);
+    matchBaddbmmInput(module);
     torch::NoGradGuard noGrad;
     for (at::Tensor &p : s.params) {
       masters.push_back(p.detach().clone());

@@ -295,9 +295,50 @@ struct Program {
     node->setSourceRange(torch::jit::SourceRange(source, 0, code.size()));
   }
 
+  /// Arithmetic on symbolic sizes (a dynamic batch dimension): Python's operators, as the
+  /// TorchScript ops on numbers of the same name.
+  bool symbolicArithmetic(const json::Object &n, const std::string &target) {
+    static const std::map<std::string, std::string> ops = {
+        {"add", "aten::add"},       {"sub", "aten::sub"},      {"mul", "aten::mul"},
+        {"floordiv", "aten::floordiv"}, {"truediv", "aten::div"}, {"mod", "aten::remainder"},
+        {"neg", "aten::neg"},       {"pow", "aten::pow"},      {"eq", "aten::eq"},
+        {"ne", "aten::ne"},         {"lt", "aten::lt"},        {"le", "aten::le"},
+        {"gt", "aten::gt"},         {"ge", "aten::ge"}};
+    auto it = ops.find(target.substr(strlen("_operator.")));
+    if (it == ops.end())
+      return fail("the program calls " + target + ", which ds cannot import (" + sourceOf(n) +
+                  ")");
+    std::vector<torch::jit::NamedValue> args;
+    if (const json::Array *inputs = n.getArray("inputs"))
+      for (const json::Value &i : *inputs) {
+        const json::Object *o = i.getAsObject();
+        const json::Object *a = o ? o->getObject("arg") : nullptr;
+        if (!a)
+          return fail(target + ": malformed argument");
+        Value *v = argument(*a, c10::Argument(o->getString("name").value_or("").str(),
+                                              c10::IntType::get()),
+                            target);
+        if (!v)
+          return false;
+        args.emplace_back(v);
+      }
+    Value *out = graph->insert(c10::Symbol::fromQualString(it->second), args);
+    setSource(out->node(), n);
+    if (const json::Array *outputs = n.getArray("outputs"))
+      if (!outputs->empty())
+        if (const json::Object *o = (*outputs)[0].getAsObject())
+          for (const char *kind : {"as_sym_int", "as_sym_float", "as_sym_bool"})
+            if (const json::Object *s = o->getObject(kind))
+              if (auto name = s->getString("as_name"))
+                values[name->str()] = out;
+    return true;
+  }
+
   /// One call of the graph.
   bool call(const json::Object &n) {
     std::string target = n.getString("target").value_or("").str();
+    if (target.rfind("_operator.", 0) == 0)
+      return symbolicArithmetic(n, target);
     const char *prefix = "torch.ops.";
     if (target.rfind(prefix, 0) != 0)
       return fail("the program calls " + target + ", which ds cannot import (only ATen ops)");

@@ -175,7 +175,7 @@ FailureOr<std::vector<AV>> Interpreter::runPrim(Node *node, std::vector<AV> &in,
     return one(AV::integer(in[0].rank()));
   if (kind == "aten::numel" && in[0].isTensor())
     return one(AV::integer(numElements(in[0].shape())));
-  if (kind == "aten::size" && in[0].isTensor()) {
+  if ((kind == "aten::size" || kind == "aten::sym_size") && in[0].isTensor()) {
     if (in.size() == 1) {
       std::vector<AV> dims;
       for (int64_t d : in[0].shape())
