@@ -425,10 +425,11 @@ struct DeepSpeedLossScale {
   }
 };
 
-/// bf16 as ds trains it (and DeepSpeed's bf16 mode with an f32 loss): the cross-entropy of
-/// forward's graph reads its logits widened to f32, so that the loss is computed and returned
-/// in f32 from the bf16 logits rather than rounded to bf16. Returns how many it changed.
-int widenLossInputs(torch::jit::Module &m) {
+/// Replaces input 0 of every `op` node of forward's (inlined) graph with what `rewrite`
+/// inserts before the node. Returns how many it changed.
+int rewriteFirstInputs(torch::jit::Module &m, const char *op,
+                       const std::function<torch::jit::Value *(torch::jit::Graph &,
+                                                               torch::jit::Node *)> &rewrite) {
   std::shared_ptr<torch::jit::Graph> g = m.get_method("forward").graph();
   torch::jit::Inline(*g); // F.cross_entropy is a call until inlined
   int changed = 0;
@@ -436,12 +437,10 @@ int widenLossInputs(torch::jit::Module &m) {
     for (torch::jit::Node *n : b->nodes()) {
       for (torch::jit::Block *sub : n->blocks())
         visit(sub);
-      if (n->kind() != c10::Symbol::aten("cross_entropy_loss"))
+      if (n->kind() != c10::Symbol::aten(op))
         continue;
       torch::jit::WithInsertPoint at(n);
-      torch::jit::Value *wide = g->insert(c10::Symbol::aten("to"),
-                                          {n->input(0), c10::ScalarType::Float});
-      n->replaceInput(0, wide);
+      n->replaceInput(0, rewrite(*g, n));
       ++changed;
     }
   };
@@ -449,27 +448,22 @@ int widenLossInputs(torch::jit::Module &m) {
   return changed;
 }
 
+/// bf16 as ds trains it (and DeepSpeed's bf16 mode with an f32 loss): the cross-entropy of
+/// forward's graph reads its logits widened to f32, so that the loss is computed and returned
+/// in f32 from the bf16 logits rather than rounded to bf16. Returns how many it changed.
+int widenLossInputs(torch::jit::Module &m) {
+  return rewriteFirstInputs(m, "cross_entropy_loss", [](torch::jit::Graph &g, torch::jit::Node *n) {
+    return g.insert(c10::Symbol::aten("to"), {n->input(0), c10::ScalarType::Float});
+  });
+}
+
 /// bf16: baddbmm(input, b1, b2) reads its input in b1's dtype, as LibTorch 1.13 did (its
 /// result took the batches' dtype). nn.MultiheadAttention scripted by PyTorch 1.13 adds an f32
-/// mask to bf16 scores this way, and LibTorch 2.x's baddbmm refuses mixed dtypes. Returns how
-/// many it changed.
+/// mask to bf16 scores this way, and LibTorch 2.x's baddbmm refuses mixed dtypes.
 int matchBaddbmmInput(torch::jit::Module &m) {
-  std::shared_ptr<torch::jit::Graph> g = m.get_method("forward").graph();
-  torch::jit::Inline(*g);
-  int changed = 0;
-  std::function<void(torch::jit::Block *)> visit = [&](torch::jit::Block *b) {
-    for (torch::jit::Node *n : b->nodes()) {
-      for (torch::jit::Block *sub : n->blocks())
-        visit(sub);
-      if (n->kind() != c10::Symbol::aten("baddbmm"))
-        continue;
-      torch::jit::WithInsertPoint at(n);
-      n->replaceInput(0, g->insert(c10::Symbol::aten("type_as"), {n->input(0), n->input(1)}));
-      ++changed;
-    }
-  };
-  visit(g->block());
-  return changed;
+  return rewriteFirstInputs(m, "baddbmm", [](torch::jit::Graph &g, torch::jit::Node *n) {
+    return g.insert(c10::Symbol::aten("type_as"), {n->input(0), n->input(1)});
+  });
 }
 
 ModelState collect(torch::jit::Module &m) {
