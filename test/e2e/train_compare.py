@@ -333,6 +333,40 @@ def python_step1_loss(pt, flags, specs, mb, gas, ranks):
     return float(np.float32(np.mean(np.array(losses, dtype=np.float64))))
 
 
+def python_train_losses(pt, flags, specs, mb, gas, ranks, steps, lr, eps, weight_decay):
+    """Every step's loss as PyTorch trains the file in Python (the .pt2 through
+    torch.export.load(...).module(), so no code is shared with ds's loader): AdamW
+    (torch.optim.AdamW, DeepSpeed's defaults), the data order written out as in
+    python_step1_loss, each micro-batch's loss divided by gas * ranks before backward."""
+    import torch
+    paths = {flags[i + 1].split('=', 1)[0]: flags[i + 1].split('=', 1)[1]
+             for i in range(0, len(flags), 2) if flags[i] == '--data'}
+    arrays = [np.load(paths[name]) for name, _ in specs]
+    if pt.endswith('.pt2'):
+        module = torch.export.load(pt).module()
+    else:
+        module = torch.jit.load(pt)
+        module.train()
+    params = [p for p in module.parameters() if p.requires_grad]  # tied weights once
+    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.999), eps=eps,
+                            weight_decay=weight_decay)
+    G = mb * gas * ranks
+    losses = []
+    for s in range(steps):
+        opt.zero_grad()
+        step_losses = []
+        for r in range(ranks):
+            for k in range(gas):
+                first = s * G + (r * gas + k) * mb
+                out = module(*[torch.from_numpy(a[first:first + mb]) for a in arrays])
+                loss = out[-1] if isinstance(out, tuple) else out
+                (loss / (gas * ranks)).backward()
+                step_losses.append(float(loss.item()))
+        losses.append(float(np.float32(np.mean(np.array(step_losses, dtype=np.float64)))))
+        opt.step()
+    return losses
+
+
 def model_path(args):
     if args.family in TORCH2_FAMILIES:
         name = '%s_%s.%s' % (args.family, args.kind, 'pt2' if 'export' in args.kind else 'pt')
@@ -508,6 +542,21 @@ def main():
     ref_log = [json.loads(l) for l in open(w('ref.jsonl'))]
     ok = len(ds_log) == len(ref_log) == args.steps and ok_tokens and \
         py_rel <= max(args.loss_rtol, 1e-5)
+    # PyTorch's own module of a functionalized BatchNorm program (bn2x export-core) cannot run
+    # backward in Python: it overwrites the running statistics that autograd saved.
+    python_can_train = (args.family, args.kind) != ('bn2x', 'export-core')
+    if not python_can_train:
+        print('%d steps in PyTorch (Python): not run (torch.export.load(...).module() of this '
+              'program fails backward in PyTorch itself)' % args.steps)
+    if args.family in TORCH2_FAMILIES and python_can_train and not (
+            args.precision or args.scheduler or args.optimizer or args.clip or args.tokens):
+        # ds-reference reads a .pt2 through ds's own loader; PyTorch in Python does not.
+        py_losses = python_train_losses(pt, data_flags, specs, mb, args.gas, args.ranks,
+                                        args.steps, args.lr, args.eps, args.weight_decay)
+        py_worst = max(abs(a['loss'] - p) / abs(p) for a, p in zip(ds_log, py_losses))
+        print('%d steps in PyTorch (Python, torch.optim.AdamW): worst loss rel diff %.2e%s' %
+              (args.steps, py_worst, '' if py_worst <= args.loss_rtol else ' FAIL'))
+        ok = ok and py_worst <= args.loss_rtol
     worst = 0.0
     print('step  ds loss          reference loss   rel diff')
     for a, r in zip(ds_log, ref_log):
