@@ -58,8 +58,13 @@ def alive(pid):
         return False
 
 
-def leftovers(pids):
-    """Kills (SIGCONT + SIGKILL) any rank still alive; returns their ranks."""
+def leftovers(pids, grace=5.0):
+    """Kills (SIGCONT + SIGKILL) any rank still alive `grace` seconds after mpirun exited;
+    returns their ranks. (mpirun's SIGKILL of a stopped rank lands at once, but on a loaded
+    machine the process can take a moment to be reaped.)"""
+    deadline = time.time() + grace
+    while time.time() < deadline and any(alive(p) for p in pids.values()):
+        time.sleep(0.1)
     left = [r for r, p in pids.items() if alive(p)]
     for r in left:
         for sig in (signal.SIGCONT, signal.SIGKILL):

@@ -13,6 +13,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/jit/frontend/source_range.h>
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <set>
@@ -112,10 +113,11 @@ struct Program {
       std::memcpy(storage.data_ptr(), data.get(), bytes);
       storages[key] = storage;
     }
-    int64_t needed = offset + 1;
+    bool empty = std::find(sizes.begin(), sizes.end(), 0) != sizes.end();
+    int64_t needed = offset + 1; // one past the last element the view reads
     for (size_t k = 0; k < sizes.size(); ++k)
       needed += (sizes[k] - 1) * strides[k];
-    if (storage.numel() < needed && at::IntArrayRef(sizes).size() && storage.numel())
+    if (!empty && (offset < 0 || storage.numel() < needed))
       return fail("'" + name + "' reaches past its stored bytes in " + path);
     // Tied weights: names stored as the same view of one file are one tensor.
     std::string view = path + "|" + c10::str(sizes) + "|" + c10::str(strides) + "|" +
@@ -476,11 +478,16 @@ std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archiv
       return file + " is not valid JSON (" + llvm::toString(cfg.takeError()) + ")";
     configs.insert_or_assign(folder, std::move(*cfg));
   }
+  // A parameter's requires_grad as exported (a frozen parameter is not trained).
+  std::map<std::string, bool> requiresGrad;
   auto stored = [&](const std::string &name, at::Tensor &t) -> bool {
     for (auto &[folder, cfg] : configs) {
       const json::Object *entries = field(cfg.getAsObject(), "config");
-      if (const json::Object *e = field(entries, name.c_str()))
+      if (const json::Object *e = field(entries, name.c_str())) {
+        const json::Object *meta = e->getObject("tensor_meta");
+        requiresGrad[name] = meta && meta->getBoolean("requires_grad").value_or(true);
         return p.readTensor(folder, name, *e, t);
+      }
     }
     return p.fail("the archive stores no tensor '" + name + "'");
   };
@@ -539,7 +546,7 @@ std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archiv
     std::string leaf = dot == std::string::npos ? ph.stateName : ph.stateName.substr(dot + 1);
     torch::jit::Module &m = p.moduleAt(owner);
     if (ph.role == Placeholder::Parameter) {
-      t.set_requires_grad(true);
+      t.set_requires_grad(requiresGrad[ph.stateName]);
       m.register_parameter(leaf, t, /*is_buffer=*/false);
     } else if (ph.role == Placeholder::Buffer && ph.persistent) {
       m.register_buffer(leaf, t);

@@ -85,6 +85,10 @@ def main(out):
     ep = torch.export.export(bn, args)
     torch.export.save(ep, os.path.join(out, 'batchnorm.pt2'))
     torch.export.save(ep.run_decompositions(), os.path.join(out, 'batchnorm_core.pt2'))
+    # A frozen parameter (requires_grad=False) stays frozen.
+    frozen = Small().train()
+    frozen.fc.bias.requires_grad_(False)
+    torch.export.save(torch.export.export(frozen, args), os.path.join(out, 'frozen.pt2'))
     with open(os.path.join(out, 'small.pt2'), 'rb') as f:
         data = f.read()
     with open(os.path.join(out, 'truncated.pt2'), 'wb') as f:
