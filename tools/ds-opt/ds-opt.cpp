@@ -57,7 +57,7 @@ static cl::opt<int64_t> worldSize(
     "world-size", cl::desc("Data-parallel size (default: from the config's batch keys, else 1)"),
     cl::init(0), cl::cat(trainCategory));
 
-static bool isTorchScriptInput(llvm::StringRef path) {
+static bool isPyTorchModelInput(llvm::StringRef path) {
   llvm::StringRef ext = llvm::sys::path::extension(path);
   return ext == ".pt" || ext == ".pth" || ext == ".pt2";
 }
@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
 #endif
 
   std::unique_ptr<llvm::MemoryBuffer> buffer;
-  if (isTorchScriptInput(inputFile)) {
+  if (isPyTorchModelInput(inputFile)) {
 #ifdef DS_ENABLE_TORCH
     if (outputFile == "-")
       return fail("-o OUT.mlir is required for a PyTorch model input: the weights are written "
@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
     OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
     if (!module || failed(mlir::ds::printMemoryReport(*module, llvm::outs())))
       return 1;
-    if (!isTorchScriptInput(inputFile))
+    if (!isPyTorchModelInput(inputFile))
       return 0;
   }
 

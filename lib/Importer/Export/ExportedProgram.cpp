@@ -84,16 +84,20 @@ struct Program {
       return fail("'" + name + "' has a dtype ds does not read (export code " +
                   std::to_string(meta->getInteger("dtype").value_or(0)) + ")");
     std::vector<int64_t> sizes, strides;
-    for (auto *list : {meta->getArray("sizes"), meta->getArray("strides")}) {
+    auto ints = [&](const char *key, std::vector<int64_t> &out) {
+      const json::Array *list = meta->getArray(key);
       if (!list)
-        return fail("'" + name + "' has no sizes/strides");
+        return fail("'" + name + "' has no " + key);
       for (const json::Value &v : *list) {
         auto n = v.getAsObject() ? v.getAsObject()->getInteger("as_int") : std::nullopt;
         if (!n)
           return fail("'" + name + "' has a symbolic size; ds needs static weight shapes");
-        (list == meta->getArray("sizes") ? sizes : strides).push_back(*n);
+        out.push_back(*n);
       }
-    }
+      return true;
+    };
+    if (!ints("sizes", sizes) || !ints("strides", strides))
+      return false;
     int64_t offset = 0;
     if (const json::Object *o = meta->getObject("storage_offset"))
       offset = o->getInteger("as_int").value_or(0);
@@ -489,7 +493,8 @@ std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archiv
         return p.readTensor(folder, name, *e, t);
       }
     }
-    return p.fail("the archive stores no tensor '" + name + "'");
+    return p.fail("the program reads '" + name + "', which the archive does not store (is the "
+                  "file incomplete? export it again)");
   };
 
   // State: parameters, buffers and constants, registered before the graph reads them.

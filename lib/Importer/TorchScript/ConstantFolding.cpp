@@ -19,18 +19,6 @@ namespace {
 /// Results larger than this stay unsupported rather than becoming huge constants.
 constexpr int64_t kMaxFoldedElements = int64_t(1) << 22;
 
-std::optional<c10::ScalarType> scalarTypeOf(Type t) {
-  if (t.isF32()) return c10::ScalarType::Float;
-  if (t.isF64()) return c10::ScalarType::Double;
-  if (t.isF16()) return c10::ScalarType::Half;
-  if (t.isBF16()) return c10::ScalarType::BFloat16;
-  if (t.isInteger(1)) return c10::ScalarType::Bool;
-  if (t.isInteger(8)) return t.isUnsignedInteger() ? c10::ScalarType::Byte : c10::ScalarType::Char;
-  if (t.isInteger(16)) return c10::ScalarType::Short;
-  if (t.isInteger(32)) return c10::ScalarType::Int;
-  if (t.isInteger(64)) return c10::ScalarType::Long;
-  return std::nullopt;
-}
 
 /// The value of `v` if the importer made it from constants alone.
 std::optional<at::Tensor> constantValue(Value v) {
@@ -41,7 +29,7 @@ std::optional<at::Tensor> constantValue(Value v) {
   std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
   if (auto c = dyn_cast<ConstantOp>(def)) {
     auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
-    auto st = scalarTypeOf(type.getElementType());
+    auto st = scalarTypeFromElementType(type.getElementType());
     if (!attr || !st || type.getNumElements() > kMaxFoldedElements)
       return std::nullopt;
     at::Tensor t = at::empty({type.getNumElements()}, at::TensorOptions().dtype(at::kDouble));
@@ -73,7 +61,7 @@ std::optional<at::Tensor> constantValue(Value v) {
   }
   if (auto c = dyn_cast<ConvertOp>(def)) {
     auto in = constantValue(c->getOperand(0));
-    auto st = scalarTypeOf(type.getElementType());
+    auto st = scalarTypeFromElementType(type.getElementType());
     if (!in || !st)
       return std::nullopt;
     return in->to(*st);

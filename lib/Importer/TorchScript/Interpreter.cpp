@@ -87,6 +87,19 @@ Type Interpreter::elementTypeFromScalarType(int64_t scalarType) {
   return ts::elementTypeFromScalarType(builder.getContext(), scalarType);
 }
 
+std::optional<c10::ScalarType> mlir::ds::ts::scalarTypeFromElementType(Type t) {
+  if (t.isF32()) return c10::ScalarType::Float;
+  if (t.isF64()) return c10::ScalarType::Double;
+  if (t.isF16()) return c10::ScalarType::Half;
+  if (t.isBF16()) return c10::ScalarType::BFloat16;
+  if (t.isInteger(1)) return c10::ScalarType::Bool;
+  if (t.isInteger(8)) return t.isUnsignedInteger() ? c10::ScalarType::Byte : c10::ScalarType::Char;
+  if (t.isInteger(16)) return c10::ScalarType::Short;
+  if (t.isInteger(32)) return c10::ScalarType::Int;
+  if (t.isInteger(64)) return c10::ScalarType::Long;
+  return std::nullopt;
+}
+
 Type mlir::ds::ts::elementTypeFromScalarType(MLIRContext *ctx, int64_t scalarType) {
   Builder builder(ctx);
   switch (static_cast<c10::ScalarType>(scalarType)) {

@@ -78,6 +78,8 @@ struct AV {
 
 /// The MLIR element type of a c10::ScalarType code, or null if ds has none.
 Type elementTypeFromScalarType(MLIRContext *ctx, int64_t scalarType);
+/// The c10::ScalarType of an MLIR element type, or nullopt if LibTorch has none.
+std::optional<c10::ScalarType> scalarTypeFromElementType(Type t);
 
 class Interpreter;
 /// Converts one aten node; inputs are already evaluated. Returns the node's outputs.

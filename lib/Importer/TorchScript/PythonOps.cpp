@@ -67,18 +67,6 @@ std::string toPythonString(const AV &v) {
   }
 }
 
-int64_t scalarTypeOf(Type t) {
-  if (t.isF32()) return (int64_t)c10::ScalarType::Float;
-  if (t.isF64()) return (int64_t)c10::ScalarType::Double;
-  if (t.isF16()) return (int64_t)c10::ScalarType::Half;
-  if (t.isBF16()) return (int64_t)c10::ScalarType::BFloat16;
-  if (t.isInteger(1)) return (int64_t)c10::ScalarType::Bool;
-  if (t.isInteger(8)) return t.isUnsignedInteger() ? (int64_t)c10::ScalarType::Byte
-                                                   : (int64_t)c10::ScalarType::Char;
-  if (t.isInteger(16)) return (int64_t)c10::ScalarType::Short;
-  if (t.isInteger(32)) return (int64_t)c10::ScalarType::Int;
-  return (int64_t)c10::ScalarType::Long;
-}
 } // namespace
 
 FailureOr<std::vector<AV>> Interpreter::runPrim(Node *node, std::vector<AV> &in, bool &handled) {
@@ -168,7 +156,8 @@ FailureOr<std::vector<AV>> Interpreter::runPrim(Node *node, std::vector<AV> &in,
   if (kind == "prim::layout")
     return one(AV::integer(0));
   if (kind == "prim::dtype" && in[0].isTensor())
-    return one(AV::integer(scalarTypeOf(in[0].type().getElementType())));
+    return one(AV::integer(
+        (int64_t)scalarTypeFromElementType(in[0].type().getElementType()).value_or(c10::kLong)));
   if (kind == "aten::is_floating_point" && in[0].isTensor())
     return one(AV::boolean(isa<FloatType>(in[0].type().getElementType())));
   if (kind == "aten::dim" && in[0].isTensor())

@@ -45,6 +45,35 @@ class WithBatchNorm(nn.Module):
         return F.cross_entropy(self.bn(self.fc(x)), y)
 
 
+class BadOps(nn.Module):
+    """Scripted (not run): forwards PyTorch saves but ds must refuse, picked by `which`."""
+
+    def __init__(self, which: int):
+        super().__init__()
+        self.which = which
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        q = h.view(1, 1, 2, 3)
+        if self.which == 0:  # both an attention mask and is_causal
+            h = F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(2, 2),
+                                               is_causal=True).view(2, 3)
+        elif self.which == 1:  # 3 query heads over 2 key/value heads without enable_gqa
+            k = h.view(1, 2, 1, 3)
+            h = F.scaled_dot_product_attention(h.view(1, 3, 2, 1).expand(1, 3, 2, 3), k,
+                                               k).sum(1)
+        elif self.which == 2:  # & on integer tensors
+            h = h + (y & y).unsqueeze(1).float()
+        elif self.which == 3:  # gather whose index differs outside its dimension
+            h = h + torch.gather(h, 1, torch.zeros(1, 3, dtype=torch.long))[0]
+        elif self.which == 4:  # a padding mode other than constant
+            h = F.pad(h.unsqueeze(0), (1, 1), mode='reflect')[0, :, 1:4]
+        else:  # rms_norm with a weight of the wrong size
+            h = F.rms_norm(h, [3], torch.ones(4))
+        return F.cross_entropy(h, y)
+
+
 def rewrite(src, dst, edit):
     """Copies zip `src` to `dst`, passing each member's (name, bytes) through `edit`."""
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, 'w', zipfile.ZIP_STORED) as zout:
@@ -89,6 +118,45 @@ def main(out):
     frozen = Small().train()
     frozen.fc.bias.requires_grad_(False)
     torch.export.save(torch.export.export(frozen, args), os.path.join(out, 'frozen.pt2'))
+    for which, name in enumerate(['causal_and_mask', 'gqa', 'int_and', 'gather', 'reflect',
+                                  'rms_weight']):
+        torch.jit.save(torch.jit.script(BadOps(which)), os.path.join(out, name + '.pt'))
+    # Programs another producer could write: two programs, a non-tensor input, a weight the
+    # archive lacks.
+    # Two programs, neither named 'model'.
+    with zipfile.ZipFile(os.path.join(out, 'small.pt2')) as zin, \
+            zipfile.ZipFile(os.path.join(out, 'unnamed.pt2'), 'w') as zout:
+        for item in zin.infolist():
+            data = zin.read(item.filename)
+            if item.filename.endswith('models/model.json'):
+                folder = item.filename[:-len('model.json')]
+                zout.writestr(folder + 'first.json', data)
+                zout.writestr(folder + 'second.json', data)
+            else:
+                zout.writestr(item.filename, data)
+
+    def program_edit(edit):
+        def f(n, b):
+            if n.endswith('models/model.json'):
+                d = json.loads(b)
+                edit(d)
+                return json.dumps(d).encode()
+            return b
+        return f
+
+    def int_input(d):
+        for spec in d['graph_module']['signature']['input_specs']:
+            if 'user_input' in spec and spec['user_input']['arg']['as_tensor']['name'] == 'y':
+                spec['user_input']['arg'] = {'as_int': 3}
+    rewrite(os.path.join(out, 'small.pt2'), os.path.join(out, 'int_input.pt2'),
+            program_edit(int_input))
+
+    def lost_weight(d):
+        for spec in d['graph_module']['signature']['input_specs']:
+            if 'parameter' in spec and spec['parameter']['parameter_name'] == 'fc.bias':
+                spec['parameter']['parameter_name'] = 'fc.lost'
+    rewrite(os.path.join(out, 'small.pt2'), os.path.join(out, 'lost_weight.pt2'),
+            program_edit(lost_weight))
     with open(os.path.join(out, 'small.pt2'), 'rb') as f:
         data = f.read()
     with open(os.path.join(out, 'truncated.pt2'), 'wb') as f:
