@@ -32,30 +32,27 @@ std::optional<at::Tensor> constantValue(Value v) {
     auto st = scalarTypeFromElementType(type.getElementType());
     if (!attr || !st || type.getNumElements() > kMaxFoldedElements)
       return std::nullopt;
-    at::Tensor t = at::empty({type.getNumElements()}, at::TensorOptions().dtype(at::kDouble));
-    double *out = t.data_ptr<double>();
+    // Floats through double, integers through int64 (exact), then to the constant's dtype.
+    bool isFloat = isa<FloatType>(type.getElementType());
+    at::Tensor t = at::empty({type.getNumElements()},
+                             at::TensorOptions().dtype(isFloat ? at::kDouble : at::kLong));
     int64_t k = 0;
-    if (isa<FloatType>(type.getElementType())) {
+    if (isFloat) {
+      double *out = t.data_ptr<double>();
       for (APFloat f : attr.getValues<APFloat>()) {
         bool lost;
         f.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven, &lost);
         out[k++] = f.convertToDouble();
       }
     } else if (type.getElementType().isInteger(1)) {
+      int64_t *out = t.data_ptr<int64_t>();
       for (bool b : attr.getValues<bool>())
         out[k++] = b;
     } else {
+      int64_t *out = t.data_ptr<int64_t>();
       bool isUnsigned = type.getElementType().isUnsignedInteger();
       for (APInt i : attr.getValues<APInt>())
-        out[k++] = isUnsigned ? (double)i.getZExtValue() : (double)i.getSExtValue();
-    }
-    if (*st == c10::ScalarType::Long) { // exact beyond 2^53: read the integers again
-      at::Tensor l = at::empty({type.getNumElements()}, at::TensorOptions().dtype(at::kLong));
-      int64_t *li = l.data_ptr<int64_t>();
-      k = 0;
-      for (APInt i : attr.getValues<APInt>())
-        li[k++] = i.getSExtValue();
-      return l.reshape(shape);
+        out[k++] = isUnsigned ? (int64_t)i.getZExtValue() : i.getSExtValue();
     }
     return t.to(*st).reshape(shape);
   }
@@ -173,24 +170,21 @@ FailureOr<std::vector<AV>> Interpreter::foldWithLibTorch(Node *node, std::vector
         return error() << "a constant of " << t.numel() << " elements of "
                        << c10::toString(t.scalar_type()) << " is too large or of an "
                        << "unsupported dtype", failure();
-      at::Tensor d = t.to(at::kDouble);
-      const double *data = d.data_ptr<double>();
-      at::Tensor l = t.scalar_type() == at::kLong ? t : at::Tensor();
-      auto valueAt = [&](int64_t k) {
-        return l.defined() ? (double)l.data_ptr<int64_t>()[k] : data[k];
-      };
       std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
-      if (l.defined()) { // exact 64-bit integers
+      if (t.scalar_type() == at::kLong) { // exact 64-bit integers (constantTensor goes
+        const int64_t *data = t.data_ptr<int64_t>(); // through double)
         auto type = RankedTensorType::get(shape, et);
         SmallVector<APInt> vals;
         for (int64_t k = 0; k < t.numel(); ++k)
-          vals.push_back(APInt(64, l.data_ptr<int64_t>()[k], true));
+          vals.push_back(APInt(64, data[k], true));
         AV a = AV::ofTensor(constant(DenseElementsAttr::get(type, vals), type), false);
         if (shape.empty())
-          a.scalar = valueAt(0);
+          a.scalar = (double)data[0];
         return a;
       }
-      return ops::constantTensor(*this, shape, et, valueAt);
+      at::Tensor d = t.to(at::kDouble);
+      const double *data = d.data_ptr<double>();
+      return ops::constantTensor(*this, shape, et, [&](int64_t k) { return data[k]; });
     };
     if (r.isTensor()) {
       TRY(a, toAV(r.toTensor()));
