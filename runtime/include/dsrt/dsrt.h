@@ -57,7 +57,21 @@ size_t dsrt_dtype_size(int32_t dtype);
 /** Creates a context. `device_budget` is the arena's byte limit (0 = unlimited); `threads`
  *  the compute threads (0 = default: max(1, cores / local ranks)); `seed` seeds dropout. */
 dsrt_context *dsrt_context_create(uint64_t device_budget, int32_t threads, uint64_t seed);
+/** Creates a context on `device`: "cpu", "cuda", or NULL/"" for dsrt_default_device(). Returns
+ *  NULL when the device cannot be used here, with "device NAME unavailable: REASON" in `err`
+ *  (`cap` bytes, NUL-terminated). */
+dsrt_context *dsrt_context_create_on(const char *device, uint64_t device_budget, int32_t threads,
+                                     uint64_t seed, char *err, size_t cap);
 void dsrt_context_destroy(dsrt_context *ctx);
+/** The context's device: "cpu" or "cuda". */
+const char *dsrt_context_device(dsrt_context *ctx);
+/** "cuda" when the CUDA device was built and a GPU is usable here, else "cpu". */
+const char *dsrt_default_device(void);
+/** 1 when `device` is usable here, else 0 with the reason in `reason`. */
+int32_t dsrt_device_probe(const char *device, char *reason, size_t cap);
+/** What this runtime was built with and what is usable here, one line per device and channel
+ *  (ds-report). Writes at most `cap` bytes (NUL-terminated) and returns the full length. */
+size_t dsrt_report(char *buf, size_t cap);
 /** Device bytes in use now and at most since creation (or the last reset). */
 uint64_t dsrt_device_bytes(dsrt_context *ctx);
 uint64_t dsrt_device_peak_bytes(dsrt_context *ctx);
@@ -77,6 +91,13 @@ dsrt_tensor *dsrt_tensor_view(dsrt_context *ctx, dsrt_tensor *t, int32_t rank,
 /** A view of `numel(dims)` elements of `t` from element `offset` (retains the storage). */
 dsrt_tensor *dsrt_tensor_view_at(dsrt_context *ctx, dsrt_tensor *t, int64_t offset, int32_t rank,
                                  const int64_t *dims);
+/** Copies `t`'s elements to host memory `dst` (numel x element size bytes) once the work
+ *  enqueued before has finished; returns when `dst` holds them. The only way the driver reads
+ *  tensor data, whatever the device. */
+void dsrt_tensor_to_host(dsrt_context *ctx, void *dst, const dsrt_tensor *t);
+/** Copies host memory `src` into `t`'s elements, in compute-stream order; `src` may be reused
+ *  when it returns. */
+void dsrt_tensor_from_host(dsrt_context *ctx, dsrt_tensor *t, const void *src);
 /** Drops this handle; the storage is returned to the arena when its last view goes. */
 void dsrt_tensor_free(dsrt_context *ctx, dsrt_tensor *t);
 

@@ -65,6 +65,8 @@ bool launchedByMpiLauncher();
 /// this build, MPI_Init failing, or the thread level it needs not provided) returns null and
 /// sets `err`.
 std::unique_ptr<Channel> makeMpiChannel(CommControl &control, std::string &err);
+/// The MPI library's version line ("Open MPI v4.1.4"), or "" when built without MPI.
+std::string mpiLibraryVersion();
 
 /// Splits [0, total) into calls of at most `limit` elements: f(offset, count) for each.
 template <class F> void forEachChunk(int64_t total, int64_t limit, F &&f) {

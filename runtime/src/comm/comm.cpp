@@ -163,6 +163,15 @@ std::string elements(int64_t n, int32_t dtype) {
 } // namespace
 
 extern "C" void dsrt_comm_init(dsrt_context *ctx, int32_t expectedSize) {
+  if (!ctx->comm && !ctx->device->hostAddressable()) {
+    // The loopback and MPI channels read and write host memory.
+    std::fprintf(stderr,
+                 "dsrt: device %s has no communication channel in this runtime yet (loopback "
+                 "and mpi move host memory; the nccl channel is not built): run with --device "
+                 "cpu\n",
+                 ctx->device->name());
+    endJob(1);
+  }
   if (!ctx->comm)
     ctx->comm = std::make_shared<Comm>(launchedByMpiLauncher());
   Comm &c = comm(ctx, "comm_init");

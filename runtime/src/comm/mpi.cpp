@@ -480,7 +480,18 @@ std::unique_ptr<Channel> makeMpiChannel(CommControl &control, std::string &err) 
   }
   return std::make_unique<Mpi>(control);
 }
+
+std::string mpiLibraryVersion() {
+  char v[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0;
+  MPI_Get_library_version(v, &len); // callable before MPI_Init
+  std::string s(v, len > 0 ? len : 0);
+  size_t end = s.find_first_of(",\n");
+  return end == std::string::npos ? s : s.substr(0, end);
+}
 #else
+std::string mpiLibraryVersion() { return ""; }
+
 std::unique_ptr<Channel> makeMpiChannel(CommControl &, std::string &err) {
   err = "this runtime was built without MPI (install libopenmpi-dev and rebuild)";
   return nullptr;

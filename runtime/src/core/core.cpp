@@ -1,4 +1,5 @@
-// dsrt core: contexts, the device arena, tensor handles and persistent slots.
+// dsrt core: contexts, the device arena (over the device's raw memory), tensor handles and
+// persistent slots.
 #include "internal.h"
 
 #include <omp.h>
@@ -252,10 +253,10 @@ extern "C" size_t dsrt_dtype_size(int32_t dtype) {
   }
 }
 
-extern "C" dsrt_context *dsrt_context_create(uint64_t device_budget, int32_t threads,
-                                             uint64_t seed) {
+namespace {
+dsrt_context *newContext(uint64_t budget, int32_t threads, uint64_t seed) {
   auto *ctx = new dsrt_context();
-  ctx->budget = device_budget;
+  ctx->budget = budget;
   if (threads <= 0) {
     int localRanks = 1;
     if (const char *s = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"))
@@ -267,6 +268,79 @@ extern "C" dsrt_context *dsrt_context_create(uint64_t device_budget, int32_t thr
   omp_set_num_threads(threads);
   ctx->rng.seed(seed);
   return ctx;
+}
+
+void copyReason(const std::string &why, char *err, size_t cap) {
+  if (!err || !cap)
+    return;
+  size_t n = std::min(cap - 1, why.size());
+  std::memcpy(err, why.data(), n);
+  err[n] = '\0';
+}
+} // namespace
+
+extern "C" dsrt_context *dsrt_context_create(uint64_t device_budget, int32_t threads,
+                                             uint64_t seed) {
+  dsrt_context *ctx = newContext(device_budget, threads, seed);
+  ctx->device.reset(createCpuDevice(ctx));
+  return ctx;
+}
+
+extern "C" dsrt_context *dsrt_context_create_on(const char *device, uint64_t device_budget,
+                                                int32_t threads, uint64_t seed, char *err,
+                                                size_t cap) {
+  std::string name = device && *device ? device : dsrt_default_device();
+  if (name == "cpu")
+    return dsrt_context_create(device_budget, threads, seed);
+  if (name != "cuda") {
+    copyReason("unknown device '" + name + "' (expected cpu or cuda)", err, cap);
+    return nullptr;
+  }
+  dsrt_context *ctx = newContext(device_budget, threads, seed);
+  std::string why;
+  ctx->device.reset(createPluginDevice(name.c_str(), ctx, why));
+  if (!ctx->device) {
+    delete ctx;
+    copyReason("device " + name + " unavailable: " + why, err, cap);
+    return nullptr;
+  }
+  return ctx;
+}
+
+extern "C" const char *dsrt_context_device(dsrt_context *ctx) { return ctx->device->name(); }
+
+extern "C" const char *dsrt_default_device(void) {
+  static const std::string chosen = [] {
+    std::string why;
+    dsrt_context probe;
+    std::unique_ptr<Device> d(createPluginDevice("cuda", &probe, why));
+    return std::string(d ? "cuda" : "cpu");
+  }();
+  return chosen.c_str();
+}
+
+extern "C" int32_t dsrt_device_probe(const char *device, char *reason, size_t cap) {
+  std::string name = device ? device : "";
+  if (name == "cpu")
+    return 1;
+  if (name != "cuda") {
+    copyReason("unknown device '" + name + "'", reason, cap);
+    return 0;
+  }
+  std::string why;
+  dsrt_context probe;
+  std::unique_ptr<Device> d(createPluginDevice("cuda", &probe, why));
+  if (!d)
+    copyReason(why, reason, cap);
+  return d ? 1 : 0;
+}
+
+extern "C" void dsrt_tensor_to_host(dsrt_context *ctx, void *dst, const dsrt_tensor *t) {
+  ctx->device->toHost(dst, t->data, (size_t)t->numel * dsrt_dtype_size(t->dtype));
+}
+
+extern "C" void dsrt_tensor_from_host(dsrt_context *ctx, dsrt_tensor *t, const void *src) {
+  ctx->device->fromHost(t->data, src, (size_t)t->numel * dsrt_dtype_size(t->dtype));
 }
 
 void dsrt::releaseStorage(dsrt_context *ctx, dsrt_storage *s) {
@@ -287,12 +361,11 @@ extern "C" void dsrt_context_destroy(dsrt_context *ctx) {
   for (auto &slot : ctx->slots)
     dsrt::releaseStorage(ctx, slot.storage);
   ctx->slots.clear();
-  ctx->primitives.clear();
-  ctx->dnnl.reset();
+  ctx->device->synchronize();
   for (auto &blocks : ctx->freeBlocks)
     for (void *p : blocks.second)
-      std::free(p);
-  delete ctx;
+      ctx->device->deallocate(p);
+  delete ctx; // the device last: its kernels' cached state goes with it
 }
 
 extern "C" uint64_t dsrt_device_bytes(dsrt_context *ctx) { return ctx->inUse; }
@@ -336,12 +409,21 @@ extern "C" dsrt_tensor *dsrt_tensor_alloc(dsrt_context *ctx, int32_t dtype, int3
     s->data = cached->second.back();
     cached->second.pop_back();
   } else {
-    s->data = std::aligned_alloc(64, real);
+    s->data = ctx->device->allocate(real);
+    if (!s->data) { // the blocks kept for reuse may be what is missing: return them, retry
+      for (auto &blocks : ctx->freeBlocks)
+        for (void *p : blocks.second)
+          ctx->device->deallocate(p);
+      ctx->freeBlocks.clear();
+      s->data = ctx->device->allocate(real);
+    }
   }
   s->real = real;
   if (!s->data) {
-    std::fprintf(stderr, "dsrt: out of host memory allocating %llu bytes\n",
-                 (unsigned long long)bytes);
+    std::fprintf(stderr,
+                 "dsrt: out of %s memory allocating %llu bytes (%llu in use; lower the batch "
+                 "size or --device-memory, or shard/offload)\n",
+                 ctx->device->name(), (unsigned long long)bytes, (unsigned long long)ctx->inUse);
     endJob(1);
   }
   s->bytes = bytes;
@@ -352,11 +434,12 @@ extern "C" dsrt_tensor *dsrt_tensor_alloc(dsrt_context *ctx, int32_t dtype, int3
   return t;
 }
 
-extern "C" dsrt_tensor *dsrt_tensor_borrow(dsrt_context *, int32_t dtype, int32_t rank,
+extern "C" dsrt_tensor *dsrt_tensor_borrow(dsrt_context *ctx, int32_t dtype, int32_t rank,
                                            const int64_t *dims, const void *data) {
   dsrt_tensor *t = newHandle("tensor_borrow", dtype, rank, dims);
   auto *s = new dsrt_storage();
-  s->data = const_cast<void *>(data);
+  s->data = const_cast<void *>(
+      ctx->device->constant(data, (size_t)t->numel * dsrt_dtype_size(dtype)));
   s->borrowed = true;
   t->storage = s;
   t->data = s->data;
@@ -413,7 +496,7 @@ extern "C" void dsrt_slot_define(dsrt_context *ctx, int32_t index, int32_t dtype
   if ((size_t)index >= ctx->slots.size())
     ctx->slots.resize(index + 1);
   dsrt_tensor *t = dsrt_tensor_alloc(ctx, dtype, rank, dims);
-  std::memset(t->data, 0, t->numel * dsrt_dtype_size(dtype));
+  ctx->device->zero(t->data, t->numel * dsrt_dtype_size(dtype));
   dsrt_context::Slot &slot = ctx->slots[index];
   dsrt::releaseStorage(ctx, slot.storage);
   slot.storage = t->storage;
@@ -483,7 +566,7 @@ extern "C" void dsrt_slot_set(dsrt_context *ctx, int32_t index, dsrt_tensor *t) 
   if (slot.pinned) { // views share one buffer: copy the value in
     void *dst = static_cast<char *>(slot.storage->data) + slot.offset;
     if (dst != t->data)
-      std::memmove(dst, t->data, numel * dsrt_dtype_size(t->dtype));
+      ctx->device->copy(dst, t->data, numel * dsrt_dtype_size(t->dtype));
     return;
   }
   if (t->data != t->storage->data)

@@ -1,24 +1,42 @@
 //===- events.cpp - stream events -------------------------------------------===//
 //
-// The CPU backend executes compute work synchronously, so a compute-stream event is complete as
-// soon as it is recorded. Collectives complete on the communication thread (src/comm); waiting
-// for one blocks the host, and releasing it returns the storages it held.
+// A compute-stream event belongs to the context's device (complete when recorded on the CPU,
+// a cudaEvent_t on CUDA). Collectives' events complete on the communication thread (src/comm);
+// waiting for one blocks the host, and releasing it returns the storages it held.
 //
 #include "internal.h"
 
 extern "C" dsrt_event *dsrt_event_record(dsrt_context *ctx) {
   auto *e = new dsrt_event();
   e->ctx = ctx;
-  e->done = 1;
+  ctx->device->record(e);
   return e;
 }
-extern "C" int32_t dsrt_event_query(dsrt_event *event) { return event->done.load(); }
-extern "C" void dsrt_event_synchronize(dsrt_event *event) { event->wait(); }
-extern "C" void dsrt_event_wait(dsrt_context *, dsrt_event *event) { event->wait(); }
+extern "C" int32_t dsrt_event_query(dsrt_event *event) {
+  if (event->native)
+    return event->ctx->device->query(event) ? 1 : 0;
+  return event->done.load();
+}
+extern "C" void dsrt_event_synchronize(dsrt_event *event) {
+  if (event->native)
+    event->ctx->device->synchronize(event);
+  else
+    event->wait();
+}
+extern "C" void dsrt_event_wait(dsrt_context *ctx, dsrt_event *event) {
+  if (event->native)
+    ctx->device->streamWait(event);
+  else
+    event->wait(); // the host waits for the communication thread
+}
 extern "C" void dsrt_event_release(dsrt_event *event) {
-  event->wait(); // the communication thread may still be using the buffers
+  if (event->native) {
+    event->ctx->device->destroy(event);
+  } else {
+    event->wait(); // the communication thread may still be using the buffers
+  }
   for (dsrt_storage *s : event->held)
     dsrt::releaseStorage(event->ctx, s);
   delete event;
 }
-extern "C" void dsrt_stream_synchronize(dsrt_context *) {}
+extern "C" void dsrt_stream_synchronize(dsrt_context *ctx) { ctx->device->synchronize(); }

@@ -3,6 +3,7 @@
 #define DSRT_INTERNAL_H
 
 #include "dsrt/dsrt.h"
+#include "../device/device.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -38,10 +39,8 @@ struct dsrt_context {
     bool view = false;   ///< shares another slot's storage
   };
   std::vector<Slot> slots;
-  /// oneDNN engine/stream and primitives keyed by kernel + shape, so repeated steps reuse them.
-  /// Type-erased so that only the files that use oneDNN include its headers.
-  std::shared_ptr<void> dnnl;
-  std::unordered_map<std::string, std::shared_ptr<void>> primitives;
+  /// The device: memory, copies, the compute stream and the kernels (src/device/device.h).
+  std::unique_ptr<dsrt::Device> device;
   /// Freed blocks by allocated size. A training step allocates the same sizes in the same
   /// order every time, so reusing them avoids the page faults of fresh memory (the count of
   /// bytes in use, which the plan predicts, is unaffected).
@@ -50,10 +49,12 @@ struct dsrt_context {
   std::shared_ptr<void> comm;
 };
 
-/// A point in a stream. Compute-stream events are complete when recorded; a collective's
-/// event completes on the communication thread and holds the storages it reads and writes.
+/// A point in a stream. A compute-stream event is the device's (`native`, or complete when
+/// recorded on the CPU); a collective's event completes on the communication thread and holds
+/// the storages it reads and writes.
 struct dsrt_event {
   std::atomic<int32_t> done{0};
+  void *native = nullptr; ///< the device's event (a cudaEvent_t), owned by ctx->device
   std::mutex mutex;
   std::condition_variable cv;
   dsrt_context *ctx = nullptr;
@@ -162,6 +163,38 @@ struct Broadcast {
 /// A strided copy of `dims` elements of `elemSize` bytes (strides in elements).
 void stridedCopy(int rank, const int64_t *dims, size_t elemSize, const void *src,
                  const int64_t *srcStrides, void *dst, const int64_t *dstStrides);
+
+/// One strided copy of `dims` elements: element offsets and strides (in elements) into the
+/// source and the destination (core/layout.cpp).
+struct CopyLayout {
+  int rank = 0;
+  int64_t dims[DSRT_MAX_RANK] = {};
+  int64_t src[DSRT_MAX_RANK] = {};
+  int64_t dst[DSRT_MAX_RANK] = {};
+  int64_t srcOffset = 0, dstOffset = 0;
+};
+/// The copies of the data-movement kernels, their operands checked (out's shape is the result).
+CopyLayout transposeLayout(const dsrt_tensor *out, const dsrt_tensor *in, const int64_t *perm);
+CopyLayout broadcastLayout(const dsrt_tensor *out, const dsrt_tensor *in);
+CopyLayout sliceLayout(const dsrt_tensor *out, const dsrt_tensor *in, int64_t dim, int64_t start,
+                       int64_t step);
+CopyLayout insertSliceLayout(const dsrt_tensor *out, const dsrt_tensor *in, int64_t dim,
+                             int64_t start, int64_t step);
+
+/// The row-major product out = op(a) op(b) of dsrt_matmul, batched with broadcast batch dims
+/// (checked): C[M,N] = A[M,K] B[K,N] per batch, A and B at element offsets `offsets(bi)`.
+struct MatmulShape {
+  int64_t M = 0, N = 0, K = 0, lda = 0, ldb = 0;
+  int64_t batch = 1;
+  int outBatch = 0;
+  int64_t batchDims[DSRT_MAX_RANK] = {};
+  int64_t sa[DSRT_MAX_RANK] = {}, sb[DSRT_MAX_RANK] = {}; ///< 0 on broadcast dims
+  bool bShared = true; ///< one rhs for every batch
+  bool aContig = true; ///< the lhs batches are contiguous (none broadcast)
+  void offsets(int64_t bi, int64_t &oa, int64_t &ob) const;
+};
+MatmulShape matmulShape(const dsrt_tensor *out, const dsrt_tensor *a, const dsrt_tensor *b,
+                        bool trans_a, bool trans_b);
 
 /// Row-major contiguous strides of a shape.
 void contiguousStrides(int rank, const int64_t *dims, int64_t *strides);

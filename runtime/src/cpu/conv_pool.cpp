@@ -1,5 +1,6 @@
 // CPU kernels: 2-D convolution (oneDNN primitives, cached per shape) and pooling.
-#include "../core/internal.h"
+#include "cpu_device.h"
+#include "../kernels/windows.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -30,24 +31,9 @@ struct ConvParams {
 ConvParams convParams(const char *k, const dsrt_tensor *x, const dsrt_tensor *w,
                       const dsrt_tensor *y, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                       int64_t dh, int64_t dw, int64_t g) {
-  checkDtype(k, x, DSRT_F32, "input");
-  checkDtype(k, w, DSRT_F32, "weight");
-  checkDtype(k, y, DSRT_F32, "output");
-  bool batched = x->rank == 4;
-  if (!(x->rank == 4 || x->rank == 3) || y->rank != x->rank || w->rank != 4 || g <= 0 || sh <= 0 ||
-      sw <= 0 || dh <= 0 || dw <= 0 || ph < 0 || pw < 0)
-    fail(k, "bad shapes x %s, w %s, y %s", shapeString(x).c_str(), shapeString(w).c_str(),
-         shapeString(y).c_str());
-  int o = batched ? 1 : 0;
-  int64_t N = batched ? x->dims[0] : 1, C = x->dims[o], H = x->dims[o + 1], W = x->dims[o + 2];
-  int64_t O = w->dims[0], KH = w->dims[2], KW = w->dims[3];
-  int64_t OH = y->dims[o + 1], OW = y->dims[o + 2];
-  int64_t eOH = (H + 2 * ph - (dh * (KH - 1) + 1)) / sh + 1;
-  int64_t eOW = (W + 2 * pw - (dw * (KW - 1) + 1)) / sw + 1;
-  if (C % g || O % g || w->dims[1] != C / g || y->dims[o] != O || OH != eOH || OW != eOW ||
-      (batched && y->dims[0] != N))
-    fail(k, "x %s, w %s (groups %lld) do not give y %s", shapeString(x).c_str(),
-         shapeString(w).c_str(), (long long)g, shapeString(y).c_str());
+  const ops::ConvShape c = ops::convShape(k, x, w, y, sh, sw, ph, pw, dh, dw, g);
+  const int64_t N = c.N, C = c.C, H = c.H, W = c.W, O = c.O, KH = c.KH, KW = c.KW, OH = c.OH,
+                OW = c.OW;
   ConvParams p;
   p.src = {N, C, H, W};
   p.dst = {N, O, OH, OW};
@@ -85,9 +71,9 @@ dnnl::convolution_forward::primitive_desc fwdDesc(DnnlState &st, const ConvParam
 
 template <class Prim>
 Prim &cached(dsrt_context *ctx, const std::string &key, const std::function<Prim()> &make) {
-  auto it = ctx->primitives.find(key);
-  if (it == ctx->primitives.end())
-    it = ctx->primitives.emplace(key, std::make_shared<Prim>(make())).first;
+  auto it = cpuDevice(ctx).primitives.find(key);
+  if (it == cpuDevice(ctx).primitives.end())
+    it = cpuDevice(ctx).primitives.emplace(key, std::make_shared<Prim>(make())).first;
   return *static_cast<Prim *>(it->second.get());
 }
 
@@ -101,7 +87,7 @@ template <class F> void guarded(const char *k, F &&f) {
 
 } // namespace
 
-extern "C" void dsrt_conv2d(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
+void dsrt::cpu::conv2d(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
                             const dsrt_tensor *w, const dsrt_tensor *bias, int64_t stride_h,
                             int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t dil_h,
                             int64_t dil_w, int64_t groups) {
@@ -129,7 +115,7 @@ extern "C" void dsrt_conv2d(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tens
   });
 }
 
-extern "C" void dsrt_conv2d_grad_input(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor *dy,
+void dsrt::cpu::conv2d_grad_input(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor *dy,
                                        const dsrt_tensor *w, int64_t stride_h, int64_t stride_w,
                                        int64_t pad_h, int64_t pad_w, int64_t dil_h, int64_t dil_w,
                                        int64_t groups) {
@@ -154,7 +140,7 @@ extern "C" void dsrt_conv2d_grad_input(dsrt_context *ctx, dsrt_tensor *dx, const
   });
 }
 
-extern "C" void dsrt_conv2d_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, dsrt_tensor *dbias,
+void dsrt::cpu::conv2d_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, dsrt_tensor *dbias,
                                         const dsrt_tensor *x, const dsrt_tensor *dy,
                                         int64_t stride_h, int64_t stride_w, int64_t pad_h,
                                         int64_t pad_w, int64_t dil_h, int64_t dil_w,
@@ -195,54 +181,13 @@ extern "C" void dsrt_conv2d_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, dsrt
 
 namespace {
 
-struct PoolShape {
-  int64_t planes, H, W, OH, OW;
-};
+using ops::PoolShape;
+using ops::poolShape;
 
-PoolShape poolShape(const char *k, const dsrt_tensor *x, const dsrt_tensor *y) {
-  checkDtype(k, x, DSRT_F32, "input");
-  checkDtype(k, y, DSRT_F32, "output");
-  if (!(x->rank == 3 || x->rank == 4) || y->rank != x->rank)
-    fail(k, "bad shapes x %s, y %s", shapeString(x).c_str(), shapeString(y).c_str());
-  for (int d = 0; d < x->rank - 2; ++d)
-    if (x->dims[d] != y->dims[d])
-      fail(k, "x %s and y %s differ in leading dims", shapeString(x).c_str(),
-           shapeString(y).c_str());
-  int r = x->rank;
-  PoolShape s{1, x->dims[r - 2], x->dims[r - 1], y->dims[r - 2], y->dims[r - 1]};
-  for (int d = 0; d < r - 2; ++d)
-    s.planes *= x->dims[d];
-  return s;
-}
-
-/// Index (into the plane) of the first maximum of the window of output (oh, ow), as ATen's
-/// max_pool2d: NaN wins, ties keep the first.
-inline int64_t maxIndex(const float *x, const PoolShape &s, int64_t oh, int64_t ow, int64_t kh,
-                        int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh,
-                        int64_t dw, float &val) {
-  int64_t hs = oh * sh - ph, ws = ow * sw - pw;
-  int64_t he = std::min(hs + (kh - 1) * dh + 1, s.H), we = std::min(ws + (kw - 1) * dw + 1, s.W);
-  while (hs < 0)
-    hs += dh;
-  while (ws < 0)
-    ws += dw;
-  int64_t best = hs * s.W + ws;
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t h = hs; h < he; h += dh)
-    for (int64_t w = ws; w < we; w += dw) {
-      float v = x[h * s.W + w];
-      if (v > mx || std::isnan(v)) {
-        mx = v;
-        best = h * s.W + w;
-      }
-    }
-  val = mx;
-  return best;
-}
 
 } // namespace
 
-extern "C" void dsrt_max_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x, int64_t kh,
+void dsrt::cpu::max_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x, int64_t kh,
                                 int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                                 int64_t dh, int64_t dw) {
   DSRT_PROFILE("max_pool2d");
@@ -254,12 +199,12 @@ extern "C" void dsrt_max_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_ten
     for (int64_t oh = 0; oh < s.OH; ++oh)
       for (int64_t ow = 0; ow < s.OW; ++ow) {
         float v;
-        maxIndex(X + p * s.H * s.W, s, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, v);
+        ops::maxIndex(X + p * s.H * s.W, s, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, v);
         Y[(p * s.OH + oh) * s.OW + ow] = v;
       }
 }
 
-extern "C" void dsrt_max_pool2d_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_tensor *x,
+void dsrt::cpu::max_pool2d_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_tensor *x,
                                      const dsrt_tensor *dy, int64_t kh, int64_t kw, int64_t sh,
                                      int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw) {
   DSRT_PROFILE("max_pool2d_grad");
@@ -275,7 +220,7 @@ extern "C" void dsrt_max_pool2d_grad(dsrt_context *, dsrt_tensor *dx, const dsrt
     for (int64_t oh = 0; oh < s.OH; ++oh)
       for (int64_t ow = 0; ow < s.OW; ++ow) {
         float v;
-        int64_t i = maxIndex(X + p * s.H * s.W, s, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, v);
+        int64_t i = ops::maxIndex(X + p * s.H * s.W, s, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, v);
         d[i] += G[(p * s.OH + oh) * s.OW + ow];
       }
   }
@@ -283,25 +228,11 @@ extern "C" void dsrt_max_pool2d_grad(dsrt_context *, dsrt_tensor *dx, const dsrt
 
 namespace {
 
-/// ATen's avg_pool2d window and divisor for output (oh, ow).
-inline void avgWindow(const PoolShape &s, int64_t oh, int64_t ow, int64_t kh, int64_t kw,
-                      int64_t sh, int64_t sw, int64_t ph, int64_t pw, bool includePad, int64_t &hs,
-                      int64_t &he, int64_t &ws, int64_t &we, int64_t &div) {
-  hs = oh * sh - ph;
-  ws = ow * sw - pw;
-  he = std::min(hs + kh, s.H + ph);
-  we = std::min(ws + kw, s.W + pw);
-  int64_t poolSize = (he - hs) * (we - ws);
-  hs = std::max<int64_t>(hs, 0);
-  ws = std::max<int64_t>(ws, 0);
-  he = std::min(he, s.H);
-  we = std::min(we, s.W);
-  div = includePad ? poolSize : (he - hs) * (we - ws);
-}
+using ops::avgWindow;
 
 } // namespace
 
-extern "C" void dsrt_avg_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x, int64_t kh,
+void dsrt::cpu::avg_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x, int64_t kh,
                                 int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
                                 int32_t count_include_pad) {
   DSRT_PROFILE("avg_pool2d");
@@ -323,7 +254,7 @@ extern "C" void dsrt_avg_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_ten
       }
 }
 
-extern "C" void dsrt_avg_pool2d_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_tensor *dy,
+void dsrt::cpu::avg_pool2d_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_tensor *dy,
                                      int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
                                      int64_t pw, int32_t count_include_pad) {
   DSRT_PROFILE("avg_pool2d_grad");
@@ -348,7 +279,7 @@ extern "C" void dsrt_avg_pool2d_grad(dsrt_context *, dsrt_tensor *dx, const dsrt
   }
 }
 
-extern "C" void dsrt_adaptive_avg_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x) {
+void dsrt::cpu::adaptive_avg_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x) {
   DSRT_PROFILE("adaptive_avg_pool2d");
   PoolShape s = poolShape("adaptive_avg_pool2d", x, out);
   const float *X = (const float *)x->data;
@@ -356,9 +287,11 @@ extern "C" void dsrt_adaptive_avg_pool2d(dsrt_context *, dsrt_tensor *out, const
 #pragma omp parallel for schedule(static) if (x->numel > kParallelGrain)
   for (int64_t p = 0; p < s.planes; ++p)
     for (int64_t oh = 0; oh < s.OH; ++oh) {
-      int64_t hs = oh * s.H / s.OH, he = ((oh + 1) * s.H + s.OH - 1) / s.OH;
+      int64_t hs, he;
+      ops::adaptiveWindow(oh, s.H, s.OH, hs, he);
       for (int64_t ow = 0; ow < s.OW; ++ow) {
-        int64_t ws = ow * s.W / s.OW, we = ((ow + 1) * s.W + s.OW - 1) / s.OW;
+        int64_t ws, we;
+        ops::adaptiveWindow(ow, s.W, s.OW, ws, we);
         const float *xp = X + p * s.H * s.W;
         float sum = 0;
         for (int64_t h = hs; h < he; ++h)
@@ -369,7 +302,7 @@ extern "C" void dsrt_adaptive_avg_pool2d(dsrt_context *, dsrt_tensor *out, const
     }
 }
 
-extern "C" void dsrt_adaptive_avg_pool2d_grad(dsrt_context *, dsrt_tensor *dx,
+void dsrt::cpu::adaptive_avg_pool2d_grad(dsrt_context *, dsrt_tensor *dx,
                                               const dsrt_tensor *dy) {
   DSRT_PROFILE("adaptive_avg_pool2d_grad");
   PoolShape s = poolShape("adaptive_avg_pool2d_grad", dx, dy);
@@ -380,9 +313,11 @@ extern "C" void dsrt_adaptive_avg_pool2d_grad(dsrt_context *, dsrt_tensor *dx,
     float *d = DX + p * s.H * s.W;
     std::memset(d, 0, s.H * s.W * sizeof(float));
     for (int64_t oh = 0; oh < s.OH; ++oh) {
-      int64_t hs = oh * s.H / s.OH, he = ((oh + 1) * s.H + s.OH - 1) / s.OH;
+      int64_t hs, he;
+      ops::adaptiveWindow(oh, s.H, s.OH, hs, he);
       for (int64_t ow = 0; ow < s.OW; ++ow) {
-        int64_t ws = ow * s.W / s.OW, we = ((ow + 1) * s.W + s.OW - 1) / s.OW;
+        int64_t ws, we;
+        ops::adaptiveWindow(ow, s.W, s.OW, ws, we);
         float g = G[(p * s.OH + oh) * s.OW + ow] / (float)((he - hs) * (we - ws));
         for (int64_t h = hs; h < he; ++h)
           for (int64_t w = ws; w < we; ++w)

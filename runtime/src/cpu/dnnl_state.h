@@ -2,7 +2,7 @@
 #ifndef DSRT_CPU_DNNL_STATE_H
 #define DSRT_CPU_DNNL_STATE_H
 
-#include "../core/internal.h"
+#include "cpu_device.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -13,9 +13,9 @@ struct DnnlState {
 };
 
 inline DnnlState &dnnlState(dsrt_context *ctx) {
-  if (!ctx->dnnl)
-    ctx->dnnl = std::make_shared<DnnlState>();
-  return *static_cast<DnnlState *>(ctx->dnnl.get());
+  if (!cpuDevice(ctx).dnnl)
+    cpuDevice(ctx).dnnl = std::make_shared<DnnlState>();
+  return *static_cast<DnnlState *>(cpuDevice(ctx).dnnl.get());
 }
 } // namespace dsrt
 

@@ -1,6 +1,8 @@
 // CPU kernels: unary, binary (broadcasting), comparisons and select.
-#include "../core/internal.h"
+#include "cpu_device.h"
 #include "dnnl_state.h"
+#include "../kernels/checks.h"
+#include "../kernels/scalar_ops.h"
 
 #include <cmath>
 #include <type_traits>
@@ -9,146 +11,18 @@ using namespace dsrt;
 
 namespace {
 
-template <class T> T unaryOp(int32_t op, T x) {
-  // Matches ATen's CPU formulas (gelu: aten/src/ATen/native/cpu/Activation.cpp).
-  switch (op) {
-  case DSRT_NEG:
-    return -x;
-  case DSRT_EXP:
-    return std::exp(x);
-  case DSRT_LOG:
-    return std::log(x);
-  case DSRT_SQRT:
-    return std::sqrt(x);
-  case DSRT_RSQRT:
-    return T(1) / std::sqrt(x);
-  case DSRT_TANH:
-    return std::tanh(x);
-  case DSRT_SIGMOID:
-    return T(1) / (T(1) + std::exp(-x));
-  case DSRT_RELU:
-    return x < T(0) ? T(0) : x;
-  case DSRT_GELU_ERF:
-    return x * T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
-  case DSRT_GELU_TANH: {
-    const T kBeta = T(M_SQRT2 * M_2_SQRTPI * 0.5);
-    const T kKappa = T(0.044715);
-    T inner = kBeta * (x + kKappa * x * x * x);
-    return T(0.5) * x * (T(1) + std::tanh(inner));
-  }
-  case DSRT_COS:
-    return std::cos(x);
-  case DSRT_SIN:
-    return std::sin(x);
-  default:
-    fail("unary", "unknown op %d", op);
-  }
-}
-
-template <class T> T intPow(T base, T exp) {
-  // torch.pow on integers: negative exponents give 0 except for bases 1 and -1.
-  if (exp < 0) {
-    if (base == 1)
-      return 1;
-    if (base == -1)
-      return (exp % 2) ? -1 : 1;
-    return 0;
-  }
-  T result = 1;
-  while (exp) {
-    if (exp & 1)
-      result *= base;
-    exp /= 2;
-    base *= base;
-  }
-  return result;
-}
+// The arithmetic is shared with the CUDA backend (kernels/scalar_ops.h); the checks that end
+// the job stay here.
+template <class T> inline T unaryOp(int32_t op, T x) { return ops::unary(op, x); }
 
 template <class T> inline T binaryOp(int32_t op, T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    switch (op) {
-    case DSRT_ADD:
-      return a + b;
-    case DSRT_SUB:
-      return a - b;
-    case DSRT_MUL:
-      return a * b;
-    case DSRT_DIV:
-      return a / b;
-    case DSRT_POW:
-      if (b == T(2))
-        return a * a; // ATen's pow_tensor_scalar special case
-      return std::pow(a, b);
-    case DSRT_MAX:
-      return (std::isnan(a) || std::isnan(b)) ? a + b : (a > b ? a : b);
-    case DSRT_MIN:
-      return (std::isnan(a) || std::isnan(b)) ? a + b : (a < b ? a : b);
-    case DSRT_GELU_ERF_GRAD: {
-      const T kBeta = T(M_2_SQRTPI * M_SQRT1_2 * 0.5);
-      T cdf = T(0.5) * (T(1) + std::erf(a * T(M_SQRT1_2)));
-      T pdf = kBeta * std::exp(a * a * T(-0.5));
-      return b * (cdf + a * pdf);
-    }
-    case DSRT_GELU_TANH_GRAD: {
-      const T kBeta = T(M_SQRT2 * M_2_SQRTPI * 0.5);
-      const T kKappa = T(0.044715);
-      T xSq = a * a;
-      T xCube = xSq * a;
-      T inner = kBeta * (a + kKappa * xCube);
-      T t = std::tanh(inner);
-      T left = T(0.5) * a;
-      T right = T(1) + t;
-      T leftDerivative = T(0.5) * right;
-      T tanhDerivative = T(1) - t * t;
-      T innerDerivative = kBeta * (T(1) + T(3) * kKappa * xSq);
-      T rightDerivative = left * tanhDerivative * innerDerivative;
-      return b * (leftDerivative + rightDerivative);
-    }
-    default:
-      fail("binary", "unknown op %d", op);
-    }
-  } else {
-    switch (op) {
-    case DSRT_ADD:
-      return T(a + b);
-    case DSRT_SUB:
-      return T(a - b);
-    case DSRT_MUL:
-      return T(a * b);
-    case DSRT_DIV:
-      if (b == 0)
-        fail("binary", "integer division by zero");
-      return T(a / b);
-    case DSRT_POW:
-      return intPow(a, b);
-    case DSRT_MAX:
-      return a > b ? a : b;
-    case DSRT_MIN:
-      return a < b ? a : b;
-    default:
-      fail("binary", "op %d needs a floating-point dtype", op);
-    }
-  }
+  if constexpr (!std::is_floating_point_v<T>)
+    if (op == DSRT_DIV && b == 0)
+      fail("binary", "integer division by zero");
+  return ops::binary(op, a, b);
 }
 
-template <class T> inline bool cmpOp(int32_t pred, T a, T b) {
-  switch (pred) {
-  case DSRT_EQ:
-    return a == b;
-  case DSRT_NE:
-    return a != b;
-  case DSRT_LT:
-    return a < b;
-  case DSRT_LE:
-    return a <= b;
-  case DSRT_GT:
-    return a > b;
-  case DSRT_GE:
-    return a >= b;
-  default:
-    fail("cmp", "unknown predicate %d", pred);
-  }
-}
+template <class T> inline bool cmpOp(int32_t pred, T a, T b) { return ops::cmp(pred, a, b); }
 
 /// GELU (erf) forward, or its backward when `dy` is given, through oneDNN's vectorized
 /// eltwise primitives: the scalar erf of libm is ~10 ns an element.
@@ -157,7 +31,7 @@ void geluErfDnnl(dsrt_context *ctx, float *dst, const float *x, const float *dy,
   DnnlState &st = dnnlState(ctx);
   memory::desc md({n}, memory::data_type::f32, memory::format_tag::a);
   std::string key = "gelu_erf/" + std::to_string(n) + (dy ? "/bwd" : "/fwd");
-  auto &slot = ctx->primitives[key];
+  auto &slot = cpuDevice(ctx).primitives[key];
   if (!slot) {
     dnnl::eltwise_forward::primitive_desc fpd(
         dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training,
@@ -187,15 +61,10 @@ void geluErfDnnl(dsrt_context *ctx, float *dst, const float *x, const float *dy,
 
 } // namespace
 
-extern "C" void dsrt_unary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
+void dsrt::cpu::unary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
                            const dsrt_tensor *in) {
   DSRT_PROFILE("unary", op);
-  if (out->numel != in->numel)
-    fail("unary", "result %s and operand %s differ in size", shapeString(out).c_str(),
-         shapeString(in).c_str());
-  checkDtype("unary", out, in->dtype, "result");
-  if (op < DSRT_NEG || op > DSRT_SIN)
-    fail("unary", "unknown op %d", op);
+  checks::unary(out, in, op);
   if (op == DSRT_GELU_ERF && in->dtype == DSRT_F32 && in->numel >= kParallelGrain) {
     geluErfDnnl(ctx, (float *)out->data, (const float *)in->data, nullptr, in->numel);
     return;
@@ -213,24 +82,19 @@ extern "C" void dsrt_unary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
       if (op == DSRT_NEG) {
         for (int64_t i = 0; i < n; ++i)
           y[i] = T(-x[i]);
-      } else if (op == DSRT_RELU) {
+      } else { // DSRT_RELU (checks::unary)
         for (int64_t i = 0; i < n; ++i)
           y[i] = x[i] < 0 ? T(0) : x[i];
-      } else {
-        fail("unary", "op %d needs a floating-point dtype", op);
       }
     }
   };
   dispatchAll("unary", in->dtype, run);
 }
 
-extern "C" void dsrt_binary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
+void dsrt::cpu::binary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
                             const dsrt_tensor *a, const dsrt_tensor *b) {
   DSRT_PROFILE("binary", op);
-  checkDtype("binary", a, out->dtype, "lhs");
-  checkDtype("binary", b, out->dtype, "rhs");
-  if (op < DSRT_ADD || op > DSRT_GELU_TANH_GRAD)
-    fail("binary", "unknown op %d", op);
+  checks::binary(out, a, b, op);
   if (op == DSRT_GELU_ERF_GRAD && out->dtype == DSRT_F32 && a->numel == out->numel &&
       b->numel == out->numel && out->numel >= kParallelGrain) {
     geluErfDnnl(ctx, (float *)out->data, (const float *)a->data, (const float *)b->data,
@@ -287,13 +151,10 @@ extern "C" void dsrt_binary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
   dispatchAll("binary", out->dtype, run);
 }
 
-extern "C" void dsrt_cmp(dsrt_context *, int32_t pred, dsrt_tensor *out, const dsrt_tensor *a,
+void dsrt::cpu::cmp(dsrt_context *, int32_t pred, dsrt_tensor *out, const dsrt_tensor *a,
                          const dsrt_tensor *b) {
   DSRT_PROFILE("cmp");
-  checkDtype("cmp", out, DSRT_I1, "result");
-  checkDtype("cmp", b, a->dtype, "rhs");
-  if (pred < DSRT_EQ || pred > DSRT_GE)
-    fail("cmp", "unknown predicate %d", pred);
+  checks::cmp(out, a, b, pred);
   auto run = [&](auto tag) {
     using T = decltype(tag);
     const T *x = (const T *)a->data;
@@ -309,12 +170,10 @@ extern "C" void dsrt_cmp(dsrt_context *, int32_t pred, dsrt_tensor *out, const d
   dispatchAll("cmp", a->dtype, run);
 }
 
-extern "C" void dsrt_where(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *cond,
+void dsrt::cpu::where(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *cond,
                            const dsrt_tensor *a, const dsrt_tensor *b) {
   DSRT_PROFILE("where");
-  checkDtype("where", cond, DSRT_I1, "condition");
-  checkDtype("where", a, out->dtype, "true operand");
-  checkDtype("where", b, out->dtype, "false operand");
+  checks::where(out, cond, a, b);
   auto run = [&](auto tag) {
     using T = decltype(tag);
     const uint8_t *c = (const uint8_t *)cond->data;

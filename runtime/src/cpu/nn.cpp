@@ -1,5 +1,7 @@
 // CPU kernels: softmax, embedding, cross-entropy and dropout.
-#include "../core/internal.h"
+#include "cpu_device.h"
+#include "../kernels/checks.h"
+#include "../kernels/scalar_ops.h"
 #include "dnnl_state.h"
 
 #include <algorithm>
@@ -11,32 +13,10 @@ using namespace dsrt;
 
 namespace {
 
-struct DimSplit {
-  int64_t outer, D, inner;
-};
-
-DimSplit splitAt(const char *k, const dsrt_tensor *t, int64_t dim) {
-  if (dim < 0)
-    dim += t->rank;
-  if (t->rank == 0 && (dim == 0 || dim == -1))
-    return {1, 1, 1};
-  if (dim < 0 || dim >= t->rank)
-    fail(k, "dim %lld out of range for %s", (long long)dim, shapeString(t).c_str());
-  DimSplit s{1, t->dims[dim], 1};
-  for (int i = 0; i < dim; ++i)
-    s.outer *= t->dims[i];
-  for (int i = dim + 1; i < t->rank; ++i)
-    s.inner *= t->dims[i];
-  return s;
-}
+using checks::DimSplit;
 
 int64_t indexAt(const dsrt_tensor *t, int64_t i) {
   return t->dtype == DSRT_I64 ? ((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
-}
-
-void checkIndexDtype(const char *k, const dsrt_tensor *t) {
-  if (t->dtype != DSRT_I64 && t->dtype != DSRT_I32)
-    fail(k, "indices are %s, expected i64 or i32", dtypeName(t->dtype));
 }
 
 } // namespace
@@ -50,7 +30,7 @@ static void softmaxLastDimDnnl(dsrt_context *ctx, float *y, const float *x, int6
   memory::desc md({outer, D}, memory::data_type::f32, memory::format_tag::ab);
   std::string key = std::string(log ? "logsoftmax/" : "softmax/") + std::to_string(outer) + "x" +
                     std::to_string(D);
-  auto &slot = ctx->primitives[key];
+  auto &slot = cpuDevice(ctx).primitives[key];
   if (!slot) {
     if (log) {
       dnnl::logsoftmax_forward::primitive_desc pd(
@@ -68,13 +48,11 @@ static void softmaxLastDimDnnl(dsrt_context *ctx, float *y, const float *x, int6
   st.stream.wait();
 }
 
-extern "C" void dsrt_softmax(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in,
+void dsrt::cpu::softmax(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in,
                              int64_t dim, int32_t log) {
   DSRT_PROFILE("softmax");
   const char *k = "softmax";
-  checkSameShape(k, out, in);
-  checkDtype(k, out, in->dtype, "result");
-  DimSplit s = splitAt(k, in, dim);
+  DimSplit s = checks::softmax(out, in, dim);
   // Softmax only: oneDNN's log-softmax is off by ~4e-6 absolute near 0 (the kernel test).
   if (!log && in->dtype == DSRT_F32 && s.inner == 1 && in->numel >= kParallelGrain) {
     softmaxLastDimDnnl(ctx, (float *)out->data, (const float *)in->data, s.outer, s.D, log);
@@ -114,15 +92,11 @@ extern "C" void dsrt_softmax(dsrt_context *ctx, dsrt_tensor *out, const dsrt_ten
   });
 }
 
-extern "C" void dsrt_softmax_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_tensor *y,
+void dsrt::cpu::softmax_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_tensor *y,
                                   const dsrt_tensor *dy, int64_t dim, int32_t log) {
   DSRT_PROFILE("softmax_grad");
   const char *k = "softmax_grad";
-  checkSameShape(k, dx, y);
-  checkSameShape(k, dy, y);
-  checkDtype(k, dx, y->dtype, "dx");
-  checkDtype(k, dy, y->dtype, "dy");
-  DimSplit s = splitAt(k, y, dim);
+  DimSplit s = checks::softmaxGrad(dx, y, dy, dim);
   dispatchFloat(k, y->dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *Y = (const T *)y->data, *G = (const T *)dy->data;
@@ -150,16 +124,12 @@ extern "C" void dsrt_softmax_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_te
   });
 }
 
-extern "C" void dsrt_embedding(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *weight,
+void dsrt::cpu::embedding(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *weight,
                                const dsrt_tensor *indices) {
   DSRT_PROFILE("embedding");
   const char *k = "embedding";
-  checkIndexDtype(k, indices);
-  checkDtype(k, out, weight->dtype, "result");
-  if (weight->rank != 2 || out->numel != indices->numel * weight->dims[1])
-    fail(k, "weight %s, indices %s do not give %s", shapeString(weight).c_str(),
-         shapeString(indices).c_str(), shapeString(out).c_str());
-  int64_t V = weight->dims[0], D = weight->dims[1];
+  const checks::EmbeddingShape e = checks::embedding(out, weight, indices);
+  const int64_t V = e.V, D = e.D;
   size_t row = D * dsrt_dtype_size(weight->dtype);
   int64_t n = indices->numel;
 #pragma omp parallel for schedule(static) if (out->numel > kParallelGrain)
@@ -171,17 +141,12 @@ extern "C" void dsrt_embedding(dsrt_context *, dsrt_tensor *out, const dsrt_tens
   }
 }
 
-extern "C" void dsrt_embedding_grad(dsrt_context *, dsrt_tensor *dweight, const dsrt_tensor *dy,
+void dsrt::cpu::embedding_grad(dsrt_context *, dsrt_tensor *dweight, const dsrt_tensor *dy,
                                     const dsrt_tensor *indices, int64_t padding_idx) {
   DSRT_PROFILE("embedding_grad");
   const char *k = "embedding_grad";
-  checkIndexDtype(k, indices);
-  checkDtype(k, dweight, DSRT_F32, "dweight");
-  checkDtype(k, dy, DSRT_F32, "dy");
-  if (dweight->rank != 2 || dy->numel != indices->numel * dweight->dims[1])
-    fail(k, "dweight %s, indices %s, dy %s disagree", shapeString(dweight).c_str(),
-         shapeString(indices).c_str(), shapeString(dy).c_str());
-  int64_t V = dweight->dims[0], D = dweight->dims[1], n = indices->numel;
+  const checks::EmbeddingShape e = checks::embeddingGrad(dweight, dy, indices);
+  const int64_t V = e.V, D = e.D, n = e.n;
   float *DW = (float *)dweight->data;
   const float *G = (const float *)dy->data;
   std::memset(DW, 0, dweight->numel * sizeof(float));
@@ -210,24 +175,7 @@ extern "C" void dsrt_embedding_grad(dsrt_context *, dsrt_tensor *dweight, const 
 
 namespace {
 
-struct CEShape {
-  int64_t N, C;
-};
-
-CEShape ceShape(const char *k, const dsrt_tensor *logits, const dsrt_tensor *target) {
-  checkDtype(k, logits, DSRT_F32, "logits");
-  checkIndexDtype(k, target);
-  CEShape s;
-  if (logits->rank == 2)
-    s = {logits->dims[0], logits->dims[1]};
-  else if (logits->rank == 1)
-    s = {1, logits->dims[0]};
-  else
-    fail(k, "logits %s must be [N, C] or [C]", shapeString(logits).c_str());
-  if (target->numel != s.N)
-    fail(k, "target %s for logits %s", shapeString(target).c_str(), shapeString(logits).c_str());
-  return s;
-}
+using checks::CEShape;
 
 /// Log-sum-exp of a row in double.
 double logSumExp(const float *x, int64_t C) {
@@ -251,16 +199,12 @@ int64_t targetAt(const char *k, const dsrt_tensor *target, int64_t n, int64_t C,
 
 } // namespace
 
-extern "C" void dsrt_cross_entropy(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *logits,
+void dsrt::cpu::cross_entropy(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *logits,
                                    const dsrt_tensor *target, int64_t ignore_index,
                                    int32_t reduction, double label_smoothing) {
   DSRT_PROFILE("cross_entropy");
   const char *k = "cross_entropy";
-  CEShape s = ceShape(k, logits, target);
-  checkDtype(k, out, DSRT_F32, "result");
-  if (reduction == DSRT_REDUCTION_NONE ? out->numel != s.N : out->numel != 1)
-    fail(k, "result %s for reduction %d of %lld rows", shapeString(out).c_str(), reduction,
-         (long long)s.N);
+  CEShape s = checks::crossEntropy(k, logits, target, out, reduction);
   const float *X = (const float *)logits->data;
   float *Y = (float *)out->data;
   const double ls = label_smoothing;
@@ -274,13 +218,11 @@ extern "C" void dsrt_cross_entropy(dsrt_context *, dsrt_tensor *out, const dsrt_
     if (t != ignore_index) {
       const float *x = X + n * s.C;
       double lse = logSumExp(x, s.C);
-      loss = (1.0 - ls) * (lse - x[t]);
-      if (ls > 0) {
-        double sumX = 0;
+      double sumX = 0;
+      if (ls > 0)
         for (int64_t c = 0; c < s.C; ++c)
           sumX += x[c];
-        loss += ls / s.C * (s.C * lse - sumX);
-      }
+      loss = ops::crossEntropyLoss(lse, x[t], sumX, s.C, ls);
       ++count;
     }
     if (reduction == DSRT_REDUCTION_NONE)
@@ -295,21 +237,15 @@ extern "C" void dsrt_cross_entropy(dsrt_context *, dsrt_tensor *out, const dsrt_
     fail(k, "unknown reduction %d", reduction);
 }
 
-extern "C" void dsrt_cross_entropy_grad(dsrt_context *, dsrt_tensor *dlogits,
+void dsrt::cpu::cross_entropy_grad(dsrt_context *, dsrt_tensor *dlogits,
                                         const dsrt_tensor *logits, const dsrt_tensor *target,
                                         const dsrt_tensor *dy, int64_t ignore_index,
                                         int32_t reduction, double label_smoothing) {
   DSRT_PROFILE("cross_entropy_grad");
   const char *k = "cross_entropy_grad";
-  CEShape s = ceShape(k, logits, target);
+  CEShape s = checks::crossEntropy(k, logits, target, dy, reduction);
   checkSameShape(k, dlogits, logits);
   checkDtype(k, dlogits, DSRT_F32, "dlogits");
-  checkDtype(k, dy, DSRT_F32, "dy");
-  if (reduction == DSRT_REDUCTION_NONE ? dy->numel != s.N : dy->numel != 1)
-    fail(k, "dy %s for reduction %d of %lld rows", shapeString(dy).c_str(), reduction,
-         (long long)s.N);
-  if (reduction < DSRT_REDUCTION_NONE || reduction > DSRT_REDUCTION_SUM)
-    fail(k, "unknown reduction %d", reduction);
   const float *X = (const float *)logits->data, *G = (const float *)dy->data;
   float *DX = (float *)dlogits->data;
   double scale = 1.0;
@@ -331,15 +267,12 @@ extern "C" void dsrt_cross_entropy_grad(dsrt_context *, dsrt_tensor *dlogits,
     double g = (reduction == DSRT_REDUCTION_NONE ? G[n] : G[0]) * scale;
     const float *x = X + n * s.C;
     double lse = logSumExp(x, s.C);
-    for (int64_t c = 0; c < s.C; ++c) {
-      double p = std::exp((double)x[c] - lse);
-      double v = p - ls / s.C - (c == t ? 1.0 - ls : 0.0);
-      d[c] = (float)(g * v);
-    }
+    for (int64_t c = 0; c < s.C; ++c)
+      d[c] = (float)(g * ops::crossEntropyGrad(x[c], lse, c == t, s.C, ls));
   }
 }
 
-extern "C" void dsrt_dropout_mask(dsrt_context *ctx, dsrt_tensor *out, double p) {
+void dsrt::cpu::dropout_mask(dsrt_context *ctx, dsrt_tensor *out, double p) {
   DSRT_PROFILE("dropout_mask");
   const char *k = "dropout_mask";
   if (p < 0 || p > 1)

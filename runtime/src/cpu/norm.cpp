@@ -1,5 +1,7 @@
 // CPU kernels: layer norm and batch norm, forward and backward.
-#include "../core/internal.h"
+#include "cpu_device.h"
+#include "../kernels/checks.h"
+#include "../kernels/scalar_ops.h"
 
 #include <omp.h>
 
@@ -9,15 +11,6 @@
 using namespace dsrt;
 
 namespace {
-
-const float *optData(const char *kernel, const dsrt_tensor *t, int64_t n, const char *what) {
-  if (!t)
-    return nullptr;
-  checkDtype(kernel, t, DSRT_F32, what);
-  if (t->numel != n)
-    fail(kernel, "%s has %lld elements, expected %lld", what, (long long)t->numel, (long long)n);
-  return (const float *)t->data;
-}
 
 /// Mean and 1/sqrt(biased var + eps) of n floats (two passes, in double).
 inline void moments(const float *x, int64_t n, double eps, double &mean, double &rstd) {
@@ -36,18 +29,14 @@ inline void moments(const float *x, int64_t n, double eps, double &mean, double 
 
 } // namespace
 
-extern "C" void dsrt_layer_norm(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x,
+void dsrt::cpu::layer_norm(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x,
                                 const dsrt_tensor *weight, const dsrt_tensor *bias,
                                 int64_t norm_numel, double eps) {
   DSRT_PROFILE("layer_norm");
   const char *k = "layer_norm";
-  checkDtype(k, x, DSRT_F32, "input");
-  checkDtype(k, out, DSRT_F32, "result");
-  if (out->numel != x->numel || norm_numel <= 0 || x->numel % norm_numel)
-    fail(k, "bad shapes x %s, out %s, norm_numel %lld", shapeString(x).c_str(),
-         shapeString(out).c_str(), (long long)norm_numel);
-  const float *w = optData(k, weight, norm_numel, "weight");
-  const float *b = optData(k, bias, norm_numel, "bias");
+  checks::layerNorm(out, x, norm_numel);
+  const float *w = checks::optF32(k, weight, norm_numel, "weight");
+  const float *b = checks::optF32(k, bias, norm_numel, "bias");
   int64_t N = norm_numel, rows = x->numel / N;
   const float *X = (const float *)x->data;
   float *Y = (float *)out->data;
@@ -69,23 +58,16 @@ extern "C" void dsrt_layer_norm(dsrt_context *, dsrt_tensor *out, const dsrt_ten
   }
 }
 
-extern "C" void dsrt_layer_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tensor *dweight,
+void dsrt::cpu::layer_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tensor *dweight,
                                      dsrt_tensor *dbias, const dsrt_tensor *x,
                                      const dsrt_tensor *weight, const dsrt_tensor *dy,
                                      int64_t norm_numel, double eps) {
   DSRT_PROFILE("layer_norm_grad");
   const char *k = "layer_norm_grad";
-  checkDtype(k, x, DSRT_F32, "input");
-  checkDtype(k, dy, DSRT_F32, "dy");
-  if (dy->numel != x->numel || norm_numel <= 0 || x->numel % norm_numel ||
-      (dx && dx->numel != x->numel))
-    fail(k, "bad shapes x %s, dy %s, norm_numel %lld", shapeString(x).c_str(),
-         shapeString(dy).c_str(), (long long)norm_numel);
-  if (dx)
-    checkDtype(k, dx, DSRT_F32, "dx");
-  const float *w = optData(k, weight, norm_numel, "weight");
-  float *dW = (float *)optData(k, dweight, norm_numel, "dweight");
-  float *dB = (float *)optData(k, dbias, norm_numel, "dbias");
+  checks::layerNormGrad(dx, x, dy, norm_numel);
+  const float *w = checks::optF32(k, weight, norm_numel, "weight");
+  float *dW = (float *)checks::optF32(k, dweight, norm_numel, "dweight");
+  float *dB = (float *)checks::optF32(k, dbias, norm_numel, "dbias");
   int64_t N = norm_numel, rows = x->numel / N;
   const float *X = (const float *)x->data, *DY = (const float *)dy->data;
   float *DX = dx ? (float *)dx->data : nullptr;
@@ -121,7 +103,7 @@ extern "C" void dsrt_layer_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tenso
         for (int64_t i = 0; i < N; ++i) {
           double xhat = (xr[i] - mean) * rstd;
           double g = dyr[i] * (w ? w[i] : 1.f);
-          dxr[i] = (float)(rstd * (g - invN * sumG - xhat * invN * sumGX));
+          dxr[i] = (float)ops::layerNormGrad(rstd, g, xhat, invN, sumG, sumGX);
         }
       }
     }
@@ -141,35 +123,17 @@ extern "C" void dsrt_layer_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tenso
   }
 }
 
-namespace {
-
-struct BNShape {
-  int64_t N, C, S; // batch, channels, spatial
-};
-
-BNShape bnShape(const char *k, const dsrt_tensor *x) {
-  checkDtype(k, x, DSRT_F32, "input");
-  if (x->rank < 2)
-    fail(k, "input %s needs rank >= 2", shapeString(x).c_str());
-  BNShape s{x->dims[0], x->dims[1], 1};
-  for (int d = 2; d < x->rank; ++d)
-    s.S *= x->dims[d];
-  return s;
-}
-
-} // namespace
-
-extern "C" void dsrt_batch_norm(dsrt_context *, dsrt_tensor *out, dsrt_tensor *mean,
+void dsrt::cpu::batch_norm(dsrt_context *, dsrt_tensor *out, dsrt_tensor *mean,
                                 dsrt_tensor *var, const dsrt_tensor *x, const dsrt_tensor *weight,
                                 const dsrt_tensor *bias, double eps) {
   DSRT_PROFILE("batch_norm");
   const char *k = "batch_norm";
-  BNShape s = bnShape(k, x);
+  checks::BNShape s = checks::batchNorm(k, x);
   checkSameShape(k, out, x);
-  const float *w = optData(k, weight, s.C, "weight");
-  const float *b = optData(k, bias, s.C, "bias");
-  float *M = (float *)optData(k, mean, s.C, "mean");
-  float *V = (float *)optData(k, var, s.C, "var");
+  const float *w = checks::optF32(k, weight, s.C, "weight");
+  const float *b = checks::optF32(k, bias, s.C, "bias");
+  float *M = (float *)checks::optF32(k, mean, s.C, "mean");
+  float *V = (float *)checks::optF32(k, var, s.C, "var");
   const float *X = (const float *)x->data;
   float *Y = (float *)out->data;
   int64_t count = s.N * s.S;
@@ -216,23 +180,23 @@ extern "C" void dsrt_batch_norm(dsrt_context *, dsrt_tensor *out, dsrt_tensor *m
   }
 }
 
-extern "C" void dsrt_batch_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tensor *dweight,
+void dsrt::cpu::batch_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tensor *dweight,
                                      dsrt_tensor *dbias, const dsrt_tensor *x,
                                      const dsrt_tensor *weight, const dsrt_tensor *mean,
                                      const dsrt_tensor *var, const dsrt_tensor *dy, double eps) {
   DSRT_PROFILE("batch_norm_grad");
   const char *k = "batch_norm_grad";
-  BNShape s = bnShape(k, x);
+  checks::BNShape s = checks::batchNorm(k, x);
   checkSameShape(k, dy, x);
   if (dx)
     checkSameShape(k, dx, x);
-  const float *w = optData(k, weight, s.C, "weight");
-  const float *M = optData(k, mean, s.C, "mean");
-  const float *V = optData(k, var, s.C, "var");
+  const float *w = checks::optF32(k, weight, s.C, "weight");
+  const float *M = checks::optF32(k, mean, s.C, "mean");
+  const float *V = checks::optF32(k, var, s.C, "var");
   if (!M || !V)
     fail(k, "mean and var are required");
-  float *dW = (float *)optData(k, dweight, s.C, "dweight");
-  float *dB = (float *)optData(k, dbias, s.C, "dbias");
+  float *dW = (float *)checks::optF32(k, dweight, s.C, "dweight");
+  float *dB = (float *)checks::optF32(k, dbias, s.C, "dbias");
   const float *X = (const float *)x->data, *DY = (const float *)dy->data;
   float *DX = dx ? (float *)dx->data : nullptr;
   int64_t count = s.N * s.S;
@@ -272,18 +236,18 @@ extern "C" void dsrt_batch_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tenso
   }
 }
 
-extern "C" void dsrt_batch_norm_inference(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x,
+void dsrt::cpu::batch_norm_inference(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x,
                                           const dsrt_tensor *weight, const dsrt_tensor *bias,
                                           const dsrt_tensor *mean, const dsrt_tensor *var,
                                           double eps) {
   DSRT_PROFILE("batch_norm_inference");
   const char *k = "batch_norm_inference";
-  BNShape s = bnShape(k, x);
+  checks::BNShape s = checks::batchNorm(k, x);
   checkSameShape(k, out, x);
-  const float *w = optData(k, weight, s.C, "weight");
-  const float *b = optData(k, bias, s.C, "bias");
-  const float *M = optData(k, mean, s.C, "mean");
-  const float *V = optData(k, var, s.C, "var");
+  const float *w = checks::optF32(k, weight, s.C, "weight");
+  const float *b = checks::optF32(k, bias, s.C, "bias");
+  const float *M = checks::optF32(k, mean, s.C, "mean");
+  const float *V = checks::optF32(k, var, s.C, "var");
   if (!M || !V)
     fail(k, "mean and var are required");
   const float *X = (const float *)x->data;

@@ -1,5 +1,6 @@
 // CPU kernels: sum / mean / amax over a set of dimensions.
-#include "../core/internal.h"
+#include "cpu_device.h"
+#include "../kernels/checks.h"
 
 #include <omp.h>
 
@@ -27,7 +28,8 @@ inline int64_t offsetOf(const std::vector<Group> &g, int64_t idx) {
 }
 
 template <class T, class O>
-void reduceTyped(int32_t kind, O *out, const T *in, const dsrt_tensor *x, uint64_t mask) {
+void reduceTyped(int32_t kind, O *out, const T *in, const dsrt_tensor *x,
+                 const checks::ReducePlan &plan) {
   const bool isMax = kind == DSRT_AMAX;
   // amax keeps the element type; sums accumulate in double / int64.
   using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
@@ -43,31 +45,14 @@ void reduceTyped(int32_t kind, O *out, const T *in, const dsrt_tensor *x, uint64
     return a > b ? a : b;
   };
 
-  // Coalesce the input dims into alternating kept / reduced groups.
+  // The input dims as alternating kept / reduced groups (checks::reduce).
   std::vector<Group> kept, red;
-  int64_t strides[DSRT_MAX_RANK];
-  contiguousStrides(x->rank, x->dims, strides);
-  bool lastReduced = false;
-  bool haveLast = false;
-  for (int d = 0; d < x->rank; ++d) {
-    if (x->dims[d] == 1)
-      continue;
-    bool r = (mask >> d) & 1;
-    std::vector<Group> &g = r ? red : kept;
-    if (haveLast && lastReduced == r) {
-      g.back().size *= x->dims[d];
-      g.back().stride = strides[d];
-    } else {
-      g.push_back({x->dims[d], strides[d]});
-    }
-    haveLast = true;
-    lastReduced = r;
-  }
-  int64_t nOut = 1, nRed = 1;
-  for (auto &g : kept)
-    nOut *= g.size;
-  for (auto &g : red)
-    nRed *= g.size;
+  for (int i = 0; i < plan.nKept; ++i)
+    kept.push_back({plan.keptSize[i], plan.keptStride[i]});
+  for (int i = 0; i < plan.nRed; ++i)
+    red.push_back({plan.redSize[i], plan.redStride[i]});
+  const bool lastReduced = plan.lastReduced;
+  const int64_t nOut = plan.nOut, nRed = plan.nReduced;
   if (x->numel == 0) {
     for (int64_t o = 0; o < nOut; ++o)
       out[o] = kind == DSRT_MEAN ? O(NAN) : O(init);
@@ -171,29 +156,15 @@ void reduceTyped(int32_t kind, O *out, const T *in, const dsrt_tensor *x, uint64
 
 } // namespace
 
-extern "C" void dsrt_reduce(dsrt_context *, int32_t kind, dsrt_tensor *out, const dsrt_tensor *in,
+void dsrt::cpu::reduce(dsrt_context *, int32_t kind, dsrt_tensor *out, const dsrt_tensor *in,
                             uint64_t dim_mask) {
   DSRT_PROFILE("reduce", kind);
-  if (kind < DSRT_SUM || kind > DSRT_AMAX)
-    fail("reduce", "unknown kind %d", kind);
-  int64_t nOut = 1;
-  for (int d = 0; d < in->rank; ++d)
-    if (!((dim_mask >> d) & 1))
-      nOut *= in->dims[d];
-  if (in->rank < 64 && (dim_mask >> in->rank))
-    fail("reduce", "mask 0x%llx names dims beyond rank %d", (unsigned long long)dim_mask, in->rank);
-  if (out->numel != nOut)
-    fail("reduce", "result %s does not match %s reduced by mask 0x%llx", shapeString(out).c_str(),
-         shapeString(in).c_str(), (unsigned long long)dim_mask);
-  if (kind == DSRT_MEAN && (!isFloat(in->dtype) || !isFloat(out->dtype)))
-    fail("reduce", "mean needs a floating-point dtype");
-  if (kind == DSRT_AMAX && out->dtype != in->dtype)
-    fail("reduce", "amax result is %s, operand %s", dtypeName(out->dtype), dtypeName(in->dtype));
+  const checks::ReducePlan plan = checks::reduce(kind, out, in, dim_mask);
   dispatchAll("reduce", in->dtype, [&](auto itag) {
     using T = decltype(itag);
     dispatchAll("reduce", out->dtype, [&](auto otag) {
       using O = decltype(otag);
-      reduceTyped<T, O>(kind, (O *)out->data, (const T *)in->data, in, dim_mask);
+      reduceTyped<T, O>(kind, (O *)out->data, (const T *)in->data, in, plan);
     });
   });
 }

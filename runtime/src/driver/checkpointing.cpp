@@ -166,18 +166,43 @@ void Checkpointer::heldHere(const Logical &t, int64_t &begin, int64_t &end) cons
   }
 }
 
-char *Checkpointer::address(const Logical &t, int64_t e,
-                            std::map<int32_t, dsrt_tensor *> &slots) const {
+dsrt_tensor *Checkpointer::viewOf(const Logical &t, int64_t e, int64_t n, char *&hostAt,
+                                  std::map<int32_t, dsrt_tensor *> &slots) const {
   size_t es = io::elementSize(t.entry.dtype);
-  if (t.where == Where::Host)
-    return reinterpret_cast<char *>(scaler_) + e * es;
+  hostAt = nullptr;
+  if (t.where == Where::Host) {
+    hostAt = reinterpret_cast<char *>(scaler_) + e * es;
+    return nullptr;
+  }
   auto it = slots.find(t.slot);
   if (it == slots.end())
     it = slots.emplace(t.slot, dsrt_slot_get(g_.ctx(), t.slot)).first;
-  char *base = static_cast<char *>(it->second->data);
-  if (t.where == Where::Slot)
-    return base + e * es;
-  return base + (t.offset + e - t.shardNumel * g_.rank()) * es;
+  int64_t at = t.where == Where::Slot ? e : t.offset + e - t.shardNumel * g_.rank();
+  return dsrt_tensor_view_at(g_.ctx(), it->second, at, 1, &n);
+}
+
+void Checkpointer::copyOut(const Logical &t, int64_t e, int64_t n, void *host,
+                           std::map<int32_t, dsrt_tensor *> &slots) const {
+  char *hostAt;
+  dsrt_tensor *v = viewOf(t, e, n, hostAt, slots);
+  if (!v) {
+    std::memcpy(host, hostAt, static_cast<size_t>(n) * io::elementSize(t.entry.dtype));
+    return;
+  }
+  dsrt_tensor_to_host(g_.ctx(), host, v);
+  dsrt_tensor_free(g_.ctx(), v);
+}
+
+void Checkpointer::copyIn(const Logical &t, int64_t e, int64_t n, const void *host,
+                          std::map<int32_t, dsrt_tensor *> &slots) const {
+  char *hostAt;
+  dsrt_tensor *v = viewOf(t, e, n, hostAt, slots);
+  if (!v) {
+    std::memcpy(hostAt, host, static_cast<size_t>(n) * io::elementSize(t.entry.dtype));
+    return;
+  }
+  dsrt_tensor_from_host(g_.ctx(), v, host);
+  dsrt_tensor_free(g_.ctx(), v);
 }
 
 std::string Checkpointer::writeRankFile(const std::string &path) const {
@@ -188,12 +213,10 @@ std::string Checkpointer::writeRankFile(const std::string &path) const {
     writtenBy(t, g_.rank(), b, e);
     if (e == b)
       continue;
-    size_t es = io::elementSize(t.entry.dtype);
-    // The copy out of the slot: the one explicit host copy a device backend will make.
-    const char *src = address(t, b, slots);
+    // The copy out of the slot: the one explicit host copy, piece by piece.
     pieces.push_back({t.entry.name, t.entry.dtype, e - b,
-                      [src, es](int64_t off, int64_t n, void *dst) {
-                        std::memcpy(dst, src + off * es, static_cast<size_t>(n) * es);
+                      [this, &t, b, &slots](int64_t off, int64_t n, void *dst) {
+                        copyOut(t, b + off, n, dst, slots);
                       }});
   }
   std::string err;
@@ -316,7 +339,7 @@ std::string Checkpointer::readTensors(const std::string &dir, const ckpt::Index 
       int64_t n = std::min(per, need1 - at);
       buffer.resize(static_cast<size_t>(n) * es);
       if (reader.read(x.tensors[i], at, at + n, buffer.data(), err))
-        std::memcpy(address(t, at, slots), buffer.data(), buffer.size());
+        copyIn(t, at, n, buffer.data(), slots);
     }
   }
   for (auto &[slot, v] : slots)

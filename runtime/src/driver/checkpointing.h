@@ -65,8 +65,17 @@ private:
   void writtenBy(const Logical &t, int64_t r, int64_t &begin, int64_t &end) const;
   /// The elements of `t` this rank holds (and so must read on resume).
   void heldHere(const Logical &t, int64_t &begin, int64_t &end) const;
-  /// Where element `e` of `t` lives on this rank (host memory); `slots` keeps the slot views.
-  char *address(const Logical &t, int64_t e, std::map<int32_t, dsrt_tensor *> &slots) const;
+  /// Copies elements [e, e + n) of `t`, as this rank holds them, to or from host memory: an
+  /// explicit copy between the device and the host (the driver never addresses device
+  /// memory). `slots` keeps the slot views.
+  void copyOut(const Logical &t, int64_t e, int64_t n, void *host,
+               std::map<int32_t, dsrt_tensor *> &slots) const;
+  void copyIn(const Logical &t, int64_t e, int64_t n, const void *host,
+              std::map<int32_t, dsrt_tensor *> &slots) const;
+  /// A view of elements [e, e + n) of `t`'s slot (free it), or null when `t` lives on the host
+  /// (then `hostAt` points at element e).
+  dsrt_tensor *viewOf(const Logical &t, int64_t e, int64_t n, char *&hostAt,
+                      std::map<int32_t, dsrt_tensor *> &slots) const;
   std::string writeRankFile(const std::string &path) const;
   /// Checks `x` against this program; "" when it matches, else a message ending in the fix.
   std::string compatible(const ckpt::Index &x, const std::string &where) const;

@@ -143,7 +143,7 @@ bool DataFeed::load(const Options &opt, const ProgramSpec &p, std::string &err) 
   return true;
 }
 
-void DataFeed::fill(int64_t step, int32_t rank, int64_t k,
+void DataFeed::fill(dsrt_context *ctx, int64_t step, int32_t rank, int64_t k,
                     const std::vector<dsrt_tensor *> &ts) const {
   const ProgramSpec &p = *p_;
   int64_t first = io::sampleOffset(step, rank, k, p.G, p.mb, p.gas);
@@ -151,15 +151,17 @@ void DataFeed::fill(int64_t step, int32_t rank, int64_t k,
     fail("data", "step %lld rank %d micro-batch %lld reads samples [%lld, %lld) of %lld (a bug "
          "in the data order)", (long long)step, rank, (long long)k, (long long)first,
          (long long)(first + p.mb), (long long)samples_);
+  // Each input is assembled on the host, then copied to the device in one explicit copy.
   for (size_t i = 0; i < p.inputs.size(); ++i) {
-    char *dst = static_cast<char *>(ts[i]->data);
     if (tokens_.isOpen() && i < 2) {
+      staging_.resize(p.mb * rowBytes_[i]);
       for (int64_t r = 0; r < p.mb; ++r)
         tokens_.window(first + r, seqLen_, /*shift=*/static_cast<int64_t>(i), p.inputs[i].dtype,
-                       dst + r * rowBytes_[i]);
+                       staging_.data() + r * rowBytes_[i]);
+      dsrt_tensor_from_host(ctx, ts[i], staging_.data());
       continue;
     }
-    std::memcpy(dst, arrays_[i].data.data() + first * rowBytes_[i], p.mb * rowBytes_[i]);
+    dsrt_tensor_from_host(ctx, ts[i], arrays_[i].data.data() + first * rowBytes_[i]);
   }
 }
 

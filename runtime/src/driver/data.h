@@ -19,7 +19,8 @@ public:
   /// Opens and checks the data named by `opt` for `p`'s inputs and `opt.steps` steps.
   bool load(const Options &opt, const ProgramSpec &p, std::string &err);
   /// Fills `inputs` (one tensor per step input) with micro-batch `k` of `rank` at `step`.
-  void fill(int64_t step, int32_t rank, int64_t k, const std::vector<dsrt_tensor *> &inputs) const;
+  void fill(dsrt_context *ctx, int64_t step, int32_t rank, int64_t k,
+            const std::vector<dsrt_tensor *> &inputs) const;
 
 private:
   const ProgramSpec *p_ = nullptr;
@@ -27,6 +28,7 @@ private:
   std::vector<io::Array> arrays_; // parallel to the inputs
   io::TokenFile tokens_;          // with --tokens: feeds inputs 0 and 1
   std::vector<size_t> rowBytes_;
+  mutable std::vector<char> staging_; ///< one token input, before its copy to the device
   int64_t samples_ = 0; ///< samples every input has
 };
 

@@ -31,23 +31,30 @@
 namespace dsrt::driver {
 namespace {
 
-float scalarValue(const dsrt_tensor *t) {
-  if (t->dtype == DSRT_F64)
-    return static_cast<float>(*static_cast<const double *>(t->data));
-  return *static_cast<const float *>(t->data);
+// Scalars cross between the host and the device by explicit copies (the driver never
+// addresses tensor data).
+float scalarValue(dsrt_context *ctx, const dsrt_tensor *t) {
+  if (t->dtype == DSRT_F64) {
+    double v;
+    dsrt_tensor_to_host(ctx, &v, t);
+    return static_cast<float>(v);
+  }
+  float v;
+  dsrt_tensor_to_host(ctx, &v, t);
+  return v;
 }
 
 dsrt_tensor *scalarTensor(dsrt_context *ctx, float v) {
   int64_t none = 0;
   dsrt_tensor *t = dsrt_tensor_alloc(ctx, DSRT_F32, 0, &none);
-  *static_cast<float *>(t->data) = v;
+  dsrt_tensor_from_host(ctx, t, &v);
   return t;
 }
 
 dsrt_tensor *scalarTensorF64(dsrt_context *ctx, double v) {
   int64_t none = 0;
   dsrt_tensor *t = dsrt_tensor_alloc(ctx, DSRT_F64, 0, &none);
-  *static_cast<double *>(t->data) = v;
+  dsrt_tensor_from_host(ctx, t, &v);
   return t;
 }
 
@@ -183,7 +190,8 @@ int Driver::train(uint64_t resumePeak) {
     double stepScale = scaler.scale;
     if (lossScaleSlot >= 0) {
       dsrt_tensor *t = dsrt_slot_get(ctx, lossScaleSlot);
-      *static_cast<float *>(t->data) = static_cast<float>(stepScale);
+      float scale = static_cast<float>(stepScale);
+      dsrt_tensor_from_host(ctx, t, &scale);
       dsrt_tensor_free(ctx, t);
     }
     std::vector<float> losses;
@@ -193,13 +201,13 @@ int Driver::train(uint64_t resumePeak) {
         ts[i] = dsrt_tensor_alloc(ctx, p.inputs[i].dtype,
                                   static_cast<int32_t>(p.inputs[i].dims.size()),
                                   p.inputs[i].dims.data());
-      data.fill(step, rank, k, ts);
+      data.fill(ctx, step, rank, k, ts);
       dsrt_tensor *loss = program->micro_step(ctx, ts.data());
       // The loss is read on the host: wait for the stream to produce it.
       dsrt_event *done = dsrt_event_record(ctx);
       dsrt_event_synchronize(done);
       dsrt_event_release(done);
-      losses.push_back(scalarValue(loss));
+      losses.push_back(scalarValue(ctx, loss));
       dsrt_tensor_free(ctx, loss);
       for (dsrt_tensor *t : ts)
         dsrt_tensor_free(ctx, t);
@@ -257,7 +265,9 @@ int Driver::train(uint64_t resumePeak) {
     bool overflow = false;
     if (foundInfSlot >= 0) {
       dsrt_tensor *t = dsrt_slot_get(ctx, foundInfSlot);
-      overflow = *static_cast<const float *>(t->data) != 0.0f; // the same on every rank
+      float found = 0.0f;
+      dsrt_tensor_to_host(ctx, &found, t);
+      overflow = found != 0.0f; // the same on every rank
       dsrt_tensor_free(ctx, t);
     }
     if (!overflow)
@@ -355,7 +365,11 @@ int Driver::run() {
     scaler.configure(*fp16, p.zeroStage);
   }
 
-  ctx = dsrt_context_create(opt.deviceMemory, opt.threads, p.seed);
+  char why[512] = {0};
+  ctx = dsrt_context_create_on(opt.device.c_str(), opt.deviceMemory, opt.threads, p.seed, why,
+                               sizeof why);
+  if (!ctx) // before any log line: nothing has run
+    return fail(std::string(why) + " (run with --device cpu, or see ds-report)");
   group.join(ctx, p.dp, opt.commTimeout); // exits naming both sizes on a mismatch
   checkpoints = std::make_unique<Checkpointer>(p, group, tool);
   if (lossScaling)

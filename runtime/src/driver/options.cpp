@@ -18,6 +18,8 @@ const char *const kUsage =
     "  --log FILE               write one JSON line per step (rank 0)\n"
     "  --weights FILE           initial weights (.safetensors; default: beside STEP.mlir)\n"
     "  --config FILE            DeepSpeed config; must agree with the compiled one\n"
+    "  --device cpu|cuda        where to train (default: cuda when this runtime was built\n"
+    "                           with CUDA and a GPU is usable, else cpu)\n"
     "  --device-memory BYTES    device arena budget (e.g. 512MiB, 2G; default unlimited)\n"
     "  --threads N              compute threads per rank (default max(1, cores / ranks))\n"
     "  --save-weights FILE      write parameters and buffers after the last step\n"
@@ -81,7 +83,7 @@ bool parseFlags(int argc, char **argv, Options &opt, std::string &err) {
                                   "--threads",    "--save-weights", "--dump-grads",
                                   "--tokens",     "--seq-len",      "--token-dtype",
                                   "--save",       "--save-every",   "--resume",
-                                  "--comm-timeout"};
+                                  "--comm-timeout", "--device"};
     if (std::find_if(std::begin(known), std::end(known),
                      [&](const char *k) { return name == k; }) == std::end(known)) {
       err = "unknown flag '" + name + "' (valid flags: " + kFlags + ")";
@@ -113,6 +115,12 @@ bool parseFlags(int argc, char **argv, Options &opt, std::string &err) {
         return false;
       }
       opt.threads = static_cast<int32_t>(t);
+    } else if (name == "--device") {
+      if (value != "cpu" && value != "cuda") {
+        err = "--device takes cpu or cuda, got '" + value + "'";
+        return false;
+      }
+      opt.device = value;
     } else if (name == "--device-memory") {
       if (!io::parseBytes(value, opt.deviceMemory)) {
         err = "--device-memory takes a byte count such as 1073741824, 512M, 2GiB; got '" +

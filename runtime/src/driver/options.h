@@ -16,6 +16,7 @@ struct Options {
   int64_t saveEvery = 0;
   int64_t seqLen = 0;
   int tokenBytes = 2;
+  std::string device; ///< "cpu", "cuda", or "" for dsrt_default_device()
   uint64_t deviceMemory = 0;
   int32_t threads = 0;
   double commTimeout = 1800; ///< seconds; torch.distributed's default for gloo

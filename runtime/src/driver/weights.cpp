@@ -8,6 +8,7 @@
 #include <cstring>
 #include <cerrno>
 #include <cstdio>
+#include <list>
 #include <map>
 
 namespace dsrt::driver {
@@ -43,17 +44,39 @@ void copyElements(void *dst, int32_t to, const void *src, int32_t from, int64_t 
 }
 
 namespace {
+// The driver reaches tensor data only by explicit copies between the device and the host.
+/// Elements [offset, offset + n) of `t` into host memory.
+void readElements(dsrt_context *ctx, dsrt_tensor *t, int64_t offset, int64_t n, void *host) {
+  if (n <= 0)
+    return;
+  dsrt_tensor *v = dsrt_tensor_view_at(ctx, t, offset, 1, &n);
+  dsrt_tensor_to_host(ctx, host, v);
+  dsrt_tensor_free(ctx, v);
+}
+/// Host memory into elements [offset, offset + n) of `t`.
+void writeElements(dsrt_context *ctx, dsrt_tensor *t, int64_t offset, int64_t n,
+                   const void *host) {
+  if (n <= 0)
+    return;
+  dsrt_tensor *v = dsrt_tensor_view_at(ctx, t, offset, 1, &n);
+  dsrt_tensor_from_host(ctx, v, host);
+  dsrt_tensor_free(ctx, v);
+}
+
 /// Writes elements [offset, offset + n) of a tensor whose rank-`rank` part of `shardNumel`
-/// elements per rank is `part` (a ZeRO shard), or all of it when `part` is not sharded.
-void writeIntoShard(int32_t rank, dsrt_tensor *part, bool sharded, int64_t offset,
-                    const void *src, int32_t srcDtype, int64_t n) {
+/// elements per rank is `part` (a ZeRO shard), or all of it when `part` is not sharded,
+/// converted to `part`'s element type on the host first.
+void writeIntoShard(dsrt_context *ctx, int32_t rank, dsrt_tensor *part, bool sharded,
+                    int64_t offset, const void *src, int32_t srcDtype, int64_t n) {
   int64_t lo = sharded ? part->numel * rank : 0, hi = lo + part->numel;
   int64_t from = std::max(lo, offset), to = std::min(hi, offset + n);
   if (from >= to)
     return;
   size_t es = dsrt_dtype_size(srcDtype), ed = dsrt_dtype_size(part->dtype);
-  copyElements(static_cast<char *>(part->data) + (from - lo) * ed, part->dtype,
-               static_cast<const char *>(src) + (from - offset) * es, srcDtype, to - from);
+  std::vector<char> host(static_cast<size_t>(to - from) * ed);
+  copyElements(host.data(), part->dtype, static_cast<const char *>(src) + (from - offset) * es,
+               srcDtype, to - from);
+  writeElements(ctx, part, from - lo, to - from, host.data());
 }
 
 } // namespace
@@ -104,18 +127,18 @@ bool loadWeights(const ProgramSpec &p, const Group &g, const std::string &path,
     int64_t masterOffset = 0;
     if (int32_t m = masterOf(p, s, masterOffset); m >= 0) {
       dsrt_tensor *master = dsrt_slot_get(ctx, m);
-      writeIntoShard(g.rank(), master, slots[m].sharded, masterOffset, a->data.data(), a->dtype, n);
+      writeIntoShard(ctx, g.rank(), master, slots[m].sharded, masterOffset, a->data.data(), a->dtype, n);
       dsrt_tensor_free(ctx, master);
     }
     if (!s.shardedBy.empty()) { // stage 3: this rank's part of the parameter, into its shard
       dsrt_tensor *part = dsrt_slot_get(ctx, p.slotNamed(s.shardedBy));
-      writeIntoShard(g.rank(), part, true, s.offset, a->data.data(), a->dtype, n);
+      writeIntoShard(ctx, g.rank(), part, true, s.offset, a->data.data(), a->dtype, n);
       dsrt_tensor_free(ctx, part);
       continue;
     }
     dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
     if (!a->data.empty())
-      copyElements(t->data, t->dtype, a->data.data(), a->dtype, n);
+      writeIntoShard(ctx, 0, t, false, 0, a->data.data(), a->dtype, n);
     dsrt_tensor_free(ctx, t);
   }
   return true;
@@ -180,14 +203,21 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
     if (rank == 0 && err.empty() && n && std::fwrite(data, 1, n, f) != n)
       err = "cannot write '" + tmp + "': " + std::strerror(errno);
   };
-  std::vector<char> window;
+  std::vector<char> window, mine;
   std::vector<int64_t> counts(world);
   for (const Item &it : items) {
     dsrt_tensor *t = dsrt_slot_get(ctx, it.slot);
     size_t es = io::elementSize(it.dtype);
-    const char *mine = static_cast<const char *>(t->data);
     if (!it.sharded || world == 1) {
-      put(mine + it.offset * es, static_cast<size_t>(it.numel) * es);
+      // Window by window, so that the host holds at most one transfer buffer.
+      const int64_t per =
+          static_cast<int64_t>(std::max<size_t>(ckpt::transferBufferBytes() / es, 1));
+      for (int64_t a = 0; rank == 0 && a < it.numel; a += per) {
+        int64_t n = std::min(per, it.numel - a);
+        mine.resize(static_cast<size_t>(n) * es);
+        readElements(ctx, t, it.offset + a, n, mine.data());
+        put(mine.data(), mine.size());
+      }
     } else {
       const int64_t shard = t->numel, per = static_cast<int64_t>(
                                               std::max<size_t>(ckpt::transferBufferBytes() / es, 1));
@@ -197,8 +227,10 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
           counts[q] = std::max<int64_t>(0, std::min(hi, shard * (q + 1)) -
                                                std::max(lo, shard * q)) * es;
         window.resize(rank == 0 ? static_cast<size_t>(hi - lo) * es : 0);
-        const char *send = mine + (std::max(lo, shard * rank) - shard * rank) * es;
-        dsrt_event_release(dsrt_gather(ctx, window.data(), send, counts.data(), 0));
+        mine.resize(static_cast<size_t>(counts[rank]));
+        readElements(ctx, t, std::max(lo, shard * rank) - shard * rank,
+                     counts[rank] / static_cast<int64_t>(es), mine.data());
+        dsrt_event_release(dsrt_gather(ctx, window.data(), mine.data(), counts.data(), 0));
         put(window.data(), window.size());
       }
     }
@@ -219,7 +251,7 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
   dsrt_context *ctx = g.ctx();
   std::vector<io::SafetensorsEntry> entries;
   std::vector<dsrt_tensor *> held;
-  std::vector<std::vector<char>> summed; // gradients over all ranks (outside the arena)
+  std::list<std::vector<char>> summed; // gradients (over all ranks) copied to the host
   for (size_t i = 0; i < p.slots.size(); ++i) {
     const SlotSpec &s = p.slots[i];
     if (s.kind != "gradient")
@@ -227,14 +259,17 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
     dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
     held.push_back(t);
     size_t bytes = static_cast<size_t>(t->numel) * io::elementSize(t->dtype);
-    void *data = t->data;
     if (g.size() > 1) { // the data-parallel sum, which the optimizer step would apply
+      // Into host memory outside the arena (the MPI channel reduces host buffers).
       summed.emplace_back(bytes);
       dsrt_tensor *sum = dsrt_tensor_borrow(ctx, t->dtype, t->rank, t->dims, summed.back().data());
       dsrt_event_release(dsrt_all_reduce(ctx, sum, t, DSRT_COMM_SUM));
       dsrt_tensor_free(ctx, sum);
-      data = summed.back().data();
+    } else {
+      summed.emplace_back(bytes);
+      dsrt_tensor_to_host(ctx, summed.back().data(), t);
     }
+    void *data = summed.back().data();
     entries.push_back({s.of.empty() ? s.name : s.of, t->dtype,
                        std::vector<int64_t>(t->dims, t->dims + t->rank), data, bytes});
   }

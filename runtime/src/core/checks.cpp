@@ -1,0 +1,272 @@
+//===- checks.cpp - the kernels' argument checks (kernels/checks.h) -----------===//
+#include "../kernels/checks.h"
+#include "../kernels/scalar_ops.h"
+#include "internal.h"
+
+#include <cstring>
+#include <initializer_list>
+
+namespace dsrt::checks {
+
+DimSplit splitAt(const char *k, const dsrt_tensor *t, int64_t dim) {
+  if (dim < 0)
+    dim += t->rank;
+  if (t->rank == 0 && (dim == 0 || dim == -1))
+    return {1, 1, 1};
+  if (dim < 0 || dim >= t->rank)
+    fail(k, "dim %lld out of range for %s", (long long)dim, shapeString(t).c_str());
+  DimSplit s{1, t->dims[dim], 1};
+  for (int i = 0; i < dim; ++i)
+    s.outer *= t->dims[i];
+  for (int i = dim + 1; i < t->rank; ++i)
+    s.inner *= t->dims[i];
+  return s;
+}
+
+void indexDtype(const char *k, const dsrt_tensor *t) {
+  if (t->dtype != DSRT_I64 && t->dtype != DSRT_I32)
+    fail(k, "indices are %s, expected i64 or i32", dtypeName(t->dtype));
+}
+
+const float *optF32(const char *k, const dsrt_tensor *t, int64_t n, const char *what) {
+  if (!t)
+    return nullptr;
+  checkDtype(k, t, DSRT_F32, what);
+  if (t->numel != n)
+    fail(k, "%s has %lld elements, expected %lld", what, (long long)t->numel, (long long)n);
+  return (const float *)t->data;
+}
+
+void unary(const dsrt_tensor *out, const dsrt_tensor *in, int32_t op) {
+  if (out->numel != in->numel)
+    fail("unary", "result %s and operand %s differ in size", shapeString(out).c_str(),
+         shapeString(in).c_str());
+  checkDtype("unary", out, in->dtype, "result");
+  if (!ops::validUnary(op))
+    fail("unary", "unknown op %d", op);
+  if (!isFloat(in->dtype) && op != DSRT_NEG && op != DSRT_RELU)
+    fail("unary", "op %d needs a floating-point dtype", op);
+}
+
+void binary(const dsrt_tensor *out, const dsrt_tensor *a, const dsrt_tensor *b, int32_t op) {
+  checkDtype("binary", a, out->dtype, "lhs");
+  checkDtype("binary", b, out->dtype, "rhs");
+  if (!ops::validBinary(op, true))
+    fail("binary", "unknown op %d", op);
+  if (!isFloat(out->dtype) && !ops::validBinary(op, false))
+    fail("binary", "op %d needs a floating-point dtype", op);
+}
+
+void cmp(const dsrt_tensor *out, const dsrt_tensor *a, const dsrt_tensor *b, int32_t pred) {
+  checkDtype("cmp", out, DSRT_I1, "result");
+  checkDtype("cmp", b, a->dtype, "rhs");
+  if (!ops::validCmp(pred))
+    fail("cmp", "unknown predicate %d", pred);
+}
+
+void where(const dsrt_tensor *out, const dsrt_tensor *cond, const dsrt_tensor *a,
+           const dsrt_tensor *b) {
+  checkDtype("where", cond, DSRT_I1, "condition");
+  checkDtype("where", a, out->dtype, "true operand");
+  checkDtype("where", b, out->dtype, "false operand");
+}
+
+DimSplit softmax(const dsrt_tensor *out, const dsrt_tensor *in, int64_t dim) {
+  checkSameShape("softmax", out, in);
+  checkDtype("softmax", out, in->dtype, "result");
+  return splitAt("softmax", in, dim);
+}
+
+DimSplit softmaxGrad(const dsrt_tensor *dx, const dsrt_tensor *y, const dsrt_tensor *dy,
+                     int64_t dim) {
+  const char *k = "softmax_grad";
+  checkSameShape(k, dx, y);
+  checkSameShape(k, dy, y);
+  checkDtype(k, dx, y->dtype, "dx");
+  checkDtype(k, dy, y->dtype, "dy");
+  return splitAt(k, y, dim);
+}
+
+int64_t layerNorm(const dsrt_tensor *out, const dsrt_tensor *x, int64_t norm) {
+  const char *k = "layer_norm";
+  checkDtype(k, x, DSRT_F32, "input");
+  checkDtype(k, out, DSRT_F32, "result");
+  if (out->numel != x->numel || norm <= 0 || x->numel % norm)
+    fail(k, "bad shapes x %s, out %s, norm_numel %lld", shapeString(x).c_str(),
+         shapeString(out).c_str(), (long long)norm);
+  return x->numel / norm;
+}
+
+int64_t layerNormGrad(const dsrt_tensor *dx, const dsrt_tensor *x, const dsrt_tensor *dy,
+                      int64_t norm) {
+  const char *k = "layer_norm_grad";
+  checkDtype(k, x, DSRT_F32, "input");
+  checkDtype(k, dy, DSRT_F32, "dy");
+  if (dy->numel != x->numel || norm <= 0 || x->numel % norm || (dx && dx->numel != x->numel))
+    fail(k, "bad shapes x %s, dy %s, norm_numel %lld", shapeString(x).c_str(),
+         shapeString(dy).c_str(), (long long)norm);
+  if (dx)
+    checkDtype(k, dx, DSRT_F32, "dx");
+  return x->numel / norm;
+}
+
+BNShape batchNorm(const char *k, const dsrt_tensor *x) {
+  checkDtype(k, x, DSRT_F32, "input");
+  if (x->rank < 2)
+    fail(k, "input %s needs rank >= 2", shapeString(x).c_str());
+  BNShape s{x->dims[0], x->dims[1], 1};
+  for (int d = 2; d < x->rank; ++d)
+    s.S *= x->dims[d];
+  return s;
+}
+
+LinearShape linear(const dsrt_tensor *out, const dsrt_tensor *x, const dsrt_tensor *w,
+                   const dsrt_tensor *bias) {
+  const char *k = "linear";
+  checkDtype(k, x, DSRT_F32, "input");
+  checkDtype(k, w, DSRT_F32, "weight");
+  checkDtype(k, out, DSRT_F32, "result");
+  if (w->rank != 2 || x->rank < 1 || out->rank != x->rank)
+    fail(k, "bad shapes x %s, w %s, out %s", shapeString(x).c_str(), shapeString(w).c_str(),
+         shapeString(out).c_str());
+  int64_t O = w->dims[0], K = w->dims[1];
+  if (x->dims[x->rank - 1] != K || out->dims[out->rank - 1] != O)
+    fail(k, "x %s and w %s do not give %s", shapeString(x).c_str(), shapeString(w).c_str(),
+         shapeString(out).c_str());
+  if (bias) {
+    checkDtype(k, bias, DSRT_F32, "bias");
+    if (bias->numel != O)
+      fail(k, "bias %s for %lld outputs", shapeString(bias).c_str(), (long long)O);
+  }
+  return {K ? x->numel / K : out->numel / (O ? O : 1), O, K};
+}
+
+LinearShape linearGrad(const dsrt_tensor *dw, const dsrt_tensor *db, const dsrt_tensor *x,
+                       const dsrt_tensor *dy) {
+  const char *k = "linear_grad_weight";
+  checkDtype(k, x, DSRT_F32, "input");
+  checkDtype(k, dy, DSRT_F32, "dy");
+  checkDtype(k, dw, DSRT_F32, "dw");
+  if (dw->rank != 2 || x->rank < 1 || dy->rank < 1)
+    fail(k, "bad ranks");
+  int64_t O = dw->dims[0], K = dw->dims[1];
+  if (x->dims[x->rank - 1] != K || dy->dims[dy->rank - 1] != O ||
+      (K && O && x->numel / K != dy->numel / O))
+    fail(k, "x %s and dy %s do not give dw %s", shapeString(x).c_str(), shapeString(dy).c_str(),
+         shapeString(dw).c_str());
+  if (db) {
+    checkDtype(k, db, DSRT_F32, "db");
+    if (db->numel != O)
+      fail(k, "db %s for %lld outputs", shapeString(db).c_str(), (long long)O);
+  }
+  return {K ? x->numel / K : (O ? dy->numel / O : 0), O, K};
+}
+
+EmbeddingShape embedding(const dsrt_tensor *out, const dsrt_tensor *weight,
+                         const dsrt_tensor *indices) {
+  const char *k = "embedding";
+  indexDtype(k, indices);
+  checkDtype(k, out, weight->dtype, "result");
+  if (weight->rank != 2 || out->numel != indices->numel * weight->dims[1])
+    fail(k, "weight %s, indices %s do not give %s", shapeString(weight).c_str(),
+         shapeString(indices).c_str(), shapeString(out).c_str());
+  return {weight->dims[0], weight->dims[1], indices->numel};
+}
+
+EmbeddingShape embeddingGrad(const dsrt_tensor *dweight, const dsrt_tensor *dy,
+                             const dsrt_tensor *indices) {
+  const char *k = "embedding_grad";
+  indexDtype(k, indices);
+  checkDtype(k, dweight, DSRT_F32, "dweight");
+  checkDtype(k, dy, DSRT_F32, "dy");
+  if (dweight->rank != 2 || dy->numel != indices->numel * dweight->dims[1])
+    fail(k, "dweight %s, indices %s, dy %s disagree", shapeString(dweight).c_str(),
+         shapeString(indices).c_str(), shapeString(dy).c_str());
+  return {dweight->dims[0], dweight->dims[1], indices->numel};
+}
+
+CEShape crossEntropy(const char *k, const dsrt_tensor *logits, const dsrt_tensor *target,
+                     const dsrt_tensor *result, int32_t reduction) {
+  checkDtype(k, logits, DSRT_F32, "logits");
+  indexDtype(k, target);
+  CEShape s;
+  if (logits->rank == 2)
+    s = {logits->dims[0], logits->dims[1]};
+  else if (logits->rank == 1)
+    s = {1, logits->dims[0]};
+  else
+    fail(k, "logits %s must be [N, C] or [C]", shapeString(logits).c_str());
+  if (target->numel != s.N)
+    fail(k, "target %s for logits %s", shapeString(target).c_str(), shapeString(logits).c_str());
+  // The forward's result, or the gradient's dy.
+  const char *what = std::strcmp(k, "cross_entropy") == 0 ? "result" : "dy";
+  checkDtype(k, result, DSRT_F32, what);
+  if (reduction == DSRT_REDUCTION_NONE ? result->numel != s.N : result->numel != 1)
+    fail(k, "%s %s for reduction %d of %lld rows", what, shapeString(result).c_str(), reduction,
+         (long long)s.N);
+  if (reduction < DSRT_REDUCTION_NONE || reduction > DSRT_REDUCTION_SUM)
+    fail(k, "unknown reduction %d", reduction);
+  return s;
+}
+
+void adamw(const dsrt_tensor *pOut, const dsrt_tensor *mOut, const dsrt_tensor *vOut,
+           const dsrt_tensor *p, const dsrt_tensor *g, const dsrt_tensor *m, const dsrt_tensor *v,
+           const dsrt_tensor *stepSize, const dsrt_tensor *bc2Sqrt, const dsrt_tensor *decay,
+           const dsrt_tensor *beta1) {
+  const char *k = "adamw_update";
+  for (const dsrt_tensor *t : std::initializer_list<const dsrt_tensor *>{
+           pOut, mOut, vOut, p, g, m, v, stepSize, bc2Sqrt, decay})
+    checkDtype(k, t, DSRT_F32, "operand");
+  checkDtype(k, beta1, DSRT_F64, "beta1");
+  for (const dsrt_tensor *t : std::initializer_list<const dsrt_tensor *>{pOut, mOut, vOut, g, m, v})
+    if (t->numel != p->numel)
+      fail(k, "operands differ in size: %s vs %s", shapeString(t).c_str(),
+           shapeString(p).c_str());
+}
+
+ReducePlan reduce(int32_t kind, const dsrt_tensor *out, const dsrt_tensor *in, uint64_t mask) {
+  const char *k = "reduce";
+  if (kind < DSRT_SUM || kind > DSRT_AMAX)
+    fail(k, "unknown kind %d", kind);
+  int64_t nOut = 1;
+  for (int d = 0; d < in->rank; ++d)
+    if (!((mask >> d) & 1))
+      nOut *= in->dims[d];
+  if (in->rank < 64 && (mask >> in->rank))
+    fail(k, "mask 0x%llx names dims beyond rank %d", (unsigned long long)mask, in->rank);
+  if (out->numel != nOut)
+    fail(k, "result %s does not match %s reduced by mask 0x%llx", shapeString(out).c_str(),
+         shapeString(in).c_str(), (unsigned long long)mask);
+  if (kind == DSRT_MEAN && (!isFloat(in->dtype) || !isFloat(out->dtype)))
+    fail(k, "mean needs a floating-point dtype");
+  if (kind == DSRT_AMAX && out->dtype != in->dtype)
+    fail(k, "amax result is %s, operand %s", dtypeName(out->dtype), dtypeName(in->dtype));
+  ReducePlan p;
+  int64_t strides[DSRT_MAX_RANK];
+  contiguousStrides(in->rank, in->dims, strides);
+  bool haveLast = false;
+  for (int d = 0; d < in->rank; ++d) {
+    if (in->dims[d] == 1)
+      continue;
+    bool r = (mask >> d) & 1;
+    int &n = r ? p.nRed : p.nKept;
+    int64_t *size = r ? p.redSize : p.keptSize, *stride = r ? p.redStride : p.keptStride;
+    if (haveLast && p.lastReduced == r) {
+      size[n - 1] *= in->dims[d];
+      stride[n - 1] = strides[d];
+    } else {
+      size[n] = in->dims[d];
+      stride[n] = strides[d];
+      ++n;
+    }
+    haveLast = true;
+    p.lastReduced = r;
+  }
+  for (int i = 0; i < p.nKept; ++i)
+    p.nOut *= p.keptSize[i];
+  for (int i = 0; i < p.nRed; ++i)
+    p.nReduced *= p.redSize[i];
+  return p;
+}
+
+} // namespace dsrt::checks

@@ -1,0 +1,125 @@
+//===- reduce.cu - CUDA kernel: sum / mean / amax over a set of dimensions --------===//
+//
+// The input's dims are coalesced into kept and reduced groups (as on the CPU); each output
+// accumulates its reduced elements in double (floats) or int64 (integers): one thread per
+// output when few elements are reduced, else one block per output.
+//
+#include "../kernels/checks.h"
+#include "cuda_device.h"
+
+#include <type_traits>
+
+using namespace dsrt;
+using namespace dsrt::cuda;
+
+namespace {
+
+struct Groups {
+  int n = 0;
+  int64_t size[DSRT_MAX_RANK] = {}, stride[DSRT_MAX_RANK] = {};
+};
+
+__device__ __forceinline__ int64_t offsetOf(const Groups &g, int64_t idx) {
+  int64_t off = 0;
+  for (int d = g.n - 1; d >= 0; --d) {
+    off += (idx % g.size[d]) * g.stride[d];
+    idx /= g.size[d];
+  }
+  return off;
+}
+
+template <class Acc> struct Combine {
+  bool isMax;
+  __device__ Acc operator()(Acc a, Acc b) const {
+    if (!isMax)
+      return a + b;
+    if constexpr (std::is_floating_point_v<Acc>)
+      if (a != a || b != b)
+        return a + b;
+    return a > b ? a : b;
+  }
+};
+
+template <class T, class O, class Acc>
+__device__ __forceinline__ O finish(Acc acc, int32_t kind, int64_t nRed) {
+  if (kind == DSRT_MEAN)
+    return O(acc / Acc(nRed));
+  if constexpr (std::is_same_v<O, uint8_t>)
+    return acc != 0;
+  else
+    return O(acc);
+}
+
+template <class T, class O, class Acc>
+__global__ void reducePerThread(O *out, const T *in, Groups kept, Groups red, int64_t nOut,
+                                int64_t nRed, int32_t kind, Acc init) {
+  Combine<Acc> op{kind == DSRT_AMAX};
+  DSRT_GRID_STRIDE(o, nOut) {
+    const T *base = in + offsetOf(kept, o);
+    Acc acc = init;
+    for (int64_t r = 0; r < nRed; ++r)
+      acc = op(acc, Acc(base[offsetOf(red, r)]));
+    out[o] = finish<T, O, Acc>(acc, kind, nRed);
+  }
+}
+
+template <class T, class O, class Acc>
+__global__ void reducePerBlock(O *out, const T *in, Groups kept, Groups red, int64_t nRed,
+                               int32_t kind, Acc init) {
+  Combine<Acc> op{kind == DSRT_AMAX};
+  const T *base = in + offsetOf(kept, blockIdx.x);
+  Acc acc = init;
+  for (int64_t r = threadIdx.x; r < nRed; r += blockDim.x)
+    acc = op(acc, Acc(base[offsetOf(red, r)]));
+  acc = blockReduce(acc, op, init);
+  if (threadIdx.x == 0)
+    out[blockIdx.x] = finish<T, O, Acc>(acc, kind, nRed);
+}
+
+template <class O> __global__ void fillEmpty(O *out, int64_t n, O v) {
+  DSRT_GRID_STRIDE(i, n) out[i] = v;
+}
+
+} // namespace
+
+void dsrt::cuda::reduce(dsrt_context *ctx, int32_t kind, dsrt_tensor *out, const dsrt_tensor *in,
+                        uint64_t dim_mask) {
+  const char *k = "reduce";
+  const checks::ReducePlan p = checks::reduce(kind, out, in, dim_mask);
+  Groups kept, red;
+  kept.n = p.nKept;
+  red.n = p.nRed;
+  for (int i = 0; i < DSRT_MAX_RANK; ++i) {
+    kept.size[i] = p.keptSize[i];
+    kept.stride[i] = p.keptStride[i];
+    red.size[i] = p.redSize[i];
+    red.stride[i] = p.redStride[i];
+  }
+  const int64_t nOut = p.nOut;
+  const int64_t nRed = p.nReduced;
+  if (!nOut)
+    return;
+  dispatchAll(k, in->dtype, [&](auto itag) {
+    using T = decltype(itag);
+    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+    const Acc init = kind == DSRT_AMAX ? (std::is_floating_point_v<T> ? Acc(-INFINITY)
+                                                                      : Acc(INT64_MIN))
+                                       : Acc(0);
+    dispatchAll(k, out->dtype, [&](auto otag) {
+      using O = decltype(otag);
+      if (in->numel == 0) {
+        O v = O(init);
+        if constexpr (std::is_floating_point_v<O>)
+          v = kind == DSRT_MEAN ? O(NAN) : O(init);
+        fillEmpty<O><<<blocksFor(nOut), kThreads, 0, stream(ctx)>>>((O *)out->data, nOut, v);
+      } else if (nRed <= 64 || nOut > 0x7fffffff) {
+        reducePerThread<T, O, Acc><<<blocksFor(nOut), kThreads, 0, stream(ctx)>>>(
+            (O *)out->data, (const T *)in->data, kept, red, nOut, nRed, kind, init);
+      } else {
+        reducePerBlock<T, O, Acc><<<(unsigned)nOut, kThreads, 0, stream(ctx)>>>(
+            (O *)out->data, (const T *)in->data, kept, red, nRed, kind, init);
+      }
+    });
+  });
+  launched(k);
+}

@@ -1,0 +1,37 @@
+//===- report.cpp - what this runtime was built with, and what works here -----===//
+//
+// dsrt_report backs ds-report (DeepSpeed's ds_report): one line per device and channel with
+// "built", the libraries' versions and "usable" or "unavailable: REASON".
+//
+#include "../comm/channel.h"
+#include "../core/internal.h"
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include <cstring>
+#include <string>
+
+extern "C" size_t dsrt_report(char *buf, size_t cap) {
+  std::string out;
+  const dnnl_version_t *v = dnnl_version();
+  out += "cpu: built yes; oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) +
+         "." + std::to_string(v->patch) + "; usable\n";
+  out += "loopback: built yes; usable (one rank)\n";
+  std::string mpi = dsrt::mpiLibraryVersion();
+  out += mpi.empty() ? "mpi: built no; unavailable: built without MPI (install libopenmpi-dev)\n"
+                     : "mpi: built yes; " + mpi + "; usable under mpirun or srun\n";
+  std::string plugin = dsrt::pluginReport("cuda");
+  if (plugin.rfind("cuda: built no", 0) == 0) { // no plugin: neither CUDA nor NCCL was built
+    std::string why = plugin.substr(plugin.find("unavailable: "));
+    out += plugin;
+    out += "nccl: built no; " + why;
+  } else {
+    out += plugin;
+  }
+  if (buf && cap) {
+    size_t n = std::min(cap - 1, out.size());
+    std::memcpy(buf, out.data(), n);
+    buf[n] = '\0';
+  }
+  return out.size();
+}

@@ -1,0 +1,91 @@
+//===- checks.h - the kernels' argument checks, shared by every device ---------===//
+//
+// Each kernel checks its operands on the host before it runs, the same way on every device:
+// these functions end the job (dsrt::fail) naming the kernel and the mismatch, and return the
+// sizes the kernel loops over. The device files keep only their loops.
+//
+#ifndef DSRT_KERNELS_CHECKS_H
+#define DSRT_KERNELS_CHECKS_H
+
+#include "dsrt/dsrt.h"
+
+#include <cstdint>
+
+namespace dsrt::checks {
+
+/// A tensor as [outer, D, inner] around dimension `dim` (negative counts from the end).
+struct DimSplit {
+  int64_t outer, D, inner;
+};
+DimSplit splitAt(const char *k, const dsrt_tensor *t, int64_t dim);
+
+/// Indices are i64 or i32.
+void indexDtype(const char *k, const dsrt_tensor *t);
+/// An optional f32 operand of n elements: its data, or null when absent.
+const float *optF32(const char *k, const dsrt_tensor *t, int64_t n, const char *what);
+
+void unary(const dsrt_tensor *out, const dsrt_tensor *in, int32_t op);
+void binary(const dsrt_tensor *out, const dsrt_tensor *a, const dsrt_tensor *b, int32_t op);
+void cmp(const dsrt_tensor *out, const dsrt_tensor *a, const dsrt_tensor *b, int32_t pred);
+void where(const dsrt_tensor *out, const dsrt_tensor *cond, const dsrt_tensor *a,
+           const dsrt_tensor *b);
+
+DimSplit softmax(const dsrt_tensor *out, const dsrt_tensor *in, int64_t dim);
+DimSplit softmaxGrad(const dsrt_tensor *dx, const dsrt_tensor *y, const dsrt_tensor *dy,
+                     int64_t dim);
+
+/// The rows of a layer norm over `norm` trailing elements.
+int64_t layerNorm(const dsrt_tensor *out, const dsrt_tensor *x, int64_t norm);
+int64_t layerNormGrad(const dsrt_tensor *dx, const dsrt_tensor *x, const dsrt_tensor *dy,
+                      int64_t norm);
+
+/// Batch norm over dim 1: batch, channels, spatial.
+struct BNShape {
+  int64_t N, C, S;
+};
+BNShape batchNorm(const char *k, const dsrt_tensor *x);
+
+/// out[M, O] = x[M, K] w[O, K]^T (+ bias[O]).
+struct LinearShape {
+  int64_t M, O, K;
+};
+LinearShape linear(const dsrt_tensor *out, const dsrt_tensor *x, const dsrt_tensor *w,
+                   const dsrt_tensor *bias);
+LinearShape linearGrad(const dsrt_tensor *dw, const dsrt_tensor *db, const dsrt_tensor *x,
+                       const dsrt_tensor *dy);
+
+/// weight [V, D] rows gathered by n indices.
+struct EmbeddingShape {
+  int64_t V, D, n;
+};
+EmbeddingShape embedding(const dsrt_tensor *out, const dsrt_tensor *weight,
+                         const dsrt_tensor *indices);
+EmbeddingShape embeddingGrad(const dsrt_tensor *dweight, const dsrt_tensor *dy,
+                             const dsrt_tensor *indices);
+
+/// logits [N, C] (or [C]) and N targets; `result` is the loss (or dy for the gradient).
+struct CEShape {
+  int64_t N, C;
+};
+CEShape crossEntropy(const char *k, const dsrt_tensor *logits, const dsrt_tensor *target,
+                     const dsrt_tensor *result, int32_t reduction);
+
+void adamw(const dsrt_tensor *pOut, const dsrt_tensor *mOut, const dsrt_tensor *vOut,
+           const dsrt_tensor *p, const dsrt_tensor *g, const dsrt_tensor *m, const dsrt_tensor *v,
+           const dsrt_tensor *stepSize, const dsrt_tensor *bc2Sqrt, const dsrt_tensor *decay,
+           const dsrt_tensor *beta1);
+
+/// A reduction's input dims coalesced into alternating kept and reduced groups (size, element
+/// stride), size-1 dims dropped.
+struct ReducePlan {
+  int nKept = 0, nRed = 0;
+  int64_t keptSize[DSRT_MAX_RANK] = {}, keptStride[DSRT_MAX_RANK] = {};
+  int64_t redSize[DSRT_MAX_RANK] = {}, redStride[DSRT_MAX_RANK] = {};
+  bool lastReduced = false; ///< the innermost group is reduced
+  int64_t nOut = 1, nReduced = 1;
+};
+ReducePlan reduce(int32_t kind, const dsrt_tensor *out, const dsrt_tensor *in, uint64_t mask);
+
+} // namespace dsrt::checks
+
+#endif // DSRT_KERNELS_CHECKS_H

@@ -1,0 +1,83 @@
+//===- windows.h - pooling and convolution windows, shared by every device ------===//
+//
+// ATen's window rules for max/avg/adaptive pooling, as __host__ __device__ functions: the CPU
+// and CUDA kernels call these, so both pick the same elements and divisors.
+//
+#ifndef DSRT_KERNELS_WINDOWS_H
+#define DSRT_KERNELS_WINDOWS_H
+
+#include "scalar_ops.h"
+
+namespace dsrt::ops {
+
+/// planes x [H, W] in, planes x [OH, OW] out.
+struct PoolShape {
+  int64_t planes, H, W, OH, OW;
+};
+
+/// Index (into the plane) of the first maximum of the window of output (oh, ow), as ATen's
+/// max_pool2d: NaN wins, ties keep the first.
+DSRT_HD int64_t maxIndex(const float *x, const PoolShape &s, int64_t oh, int64_t ow, int64_t kh,
+                         int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw, int64_t dh,
+                         int64_t dw, float &val) {
+  int64_t hs = oh * sh - ph, ws = ow * sw - pw;
+  int64_t he = hs + (kh - 1) * dh + 1, we = ws + (kw - 1) * dw + 1;
+  he = he < s.H ? he : s.H;
+  we = we < s.W ? we : s.W;
+  while (hs < 0)
+    hs += dh;
+  while (ws < 0)
+    ws += dw;
+  int64_t best = hs * s.W + ws;
+  float mx = -INFINITY;
+  for (int64_t h = hs; h < he; h += dh)
+    for (int64_t w = ws; w < we; w += dw) {
+      float v = x[h * s.W + w];
+      if (v > mx || m_isnan(v)) {
+        mx = v;
+        best = h * s.W + w;
+      }
+    }
+  val = mx;
+  return best;
+}
+
+/// ATen's avg_pool2d window [hs, he) x [ws, we) and divisor for output (oh, ow).
+DSRT_HD void avgWindow(const PoolShape &s, int64_t oh, int64_t ow, int64_t kh, int64_t kw,
+                       int64_t sh, int64_t sw, int64_t ph, int64_t pw, bool includePad,
+                       int64_t &hs, int64_t &he, int64_t &ws, int64_t &we, int64_t &div) {
+  hs = oh * sh - ph;
+  ws = ow * sw - pw;
+  he = hs + kh < s.H + ph ? hs + kh : s.H + ph;
+  we = ws + kw < s.W + pw ? ws + kw : s.W + pw;
+  int64_t poolSize = (he - hs) * (we - ws);
+  hs = hs > 0 ? hs : 0;
+  ws = ws > 0 ? ws : 0;
+  he = he < s.H ? he : s.H;
+  we = we < s.W ? we : s.W;
+  div = includePad ? poolSize : (he - hs) * (we - ws);
+}
+
+/// adaptive_avg_pool2d's window [begin, end) of output i of `out` over `in` elements.
+DSRT_HD void adaptiveWindow(int64_t i, int64_t in, int64_t out, int64_t &begin, int64_t &end) {
+  begin = i * in / out;
+  end = ((i + 1) * in + out - 1) / out;
+}
+
+/// A 2-D convolution: x [N, C, H, W], w [O, C/groups, KH, KW], y [N, O, OH, OW].
+struct ConvShape {
+  int64_t N, C, H, W, O, KH, KW, OH, OW;
+  int64_t sh, sw, ph, pw, dh, dw, groups;
+};
+
+/// The checked shapes of a pooling (x and y f32, rank 3 or 4) and of a convolution (f32; x
+/// rank 4, or 3 without the batch): host functions (core/layout.cpp) that end the job naming
+/// the kernel on a mismatch.
+PoolShape poolShape(const char *k, const dsrt_tensor *x, const dsrt_tensor *y);
+ConvShape convShape(const char *k, const dsrt_tensor *x, const dsrt_tensor *w,
+                    const dsrt_tensor *y, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                    int64_t dh, int64_t dw, int64_t g);
+
+} // namespace dsrt::ops
+
+#endif // DSRT_KERNELS_WINDOWS_H
