@@ -29,6 +29,11 @@ if config.python_torch:
 if config.python_torch2:
     config.available_features.add("python-torch2")
 
+# Whether the runtime's CUDA device plugin was built (nvcc found): FileCheck prefixes for the
+# lines that differ (test/Runtime/devices.test).
+cuda_built = os.path.exists(os.path.join(config.ds_obj_root, "lib", "libdsrt_cuda.so"))
+config.substitutions.append(("%cuda_built", "CUDA" if cuda_built else "NOCUDA"))
+
 # OpenMPI runs here as root and with more ranks than cores.
 import shutil
 if shutil.which("mpirun"):

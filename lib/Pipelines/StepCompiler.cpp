@@ -8,6 +8,8 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/TargetSelect.h"
 
 using namespace mlir;
@@ -33,12 +35,28 @@ OwningOpRef<ModuleOp> mlir::ds::loadLoweredStep(llvm::StringRef path, MLIRContex
 }
 
 llvm::Expected<std::unique_ptr<llvm::TargetMachine>>
-mlir::ds::createStepTargetMachine(bool forObject) {
+mlir::ds::createStepTargetMachine(bool forObject, llvm::StringRef cpu) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb)
     return jtmb.takeError();
+  if (!cpu.empty()) { // the named CPU's own features, none of the host's
+    std::string err;
+    const llvm::Triple &triple = jtmb->getTargetTriple();
+    const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, err);
+    if (!target)
+      return llvm::createStringError(err);
+    std::unique_ptr<llvm::MCSubtargetInfo> generic(
+        target->createMCSubtargetInfo(triple, "", ""));
+    if (!generic || !generic->isCPUStringValid(cpu))
+      return llvm::createStringError(
+          "unknown CPU '" + cpu.str() + "' for " + triple.getArchName().str() +
+          " (for example x86-64-v2, x86-64-v3, x86-64-v4, skylake-avx512, sapphirerapids, "
+          "znver4)");
+    jtmb->setCPU(cpu.str());
+    jtmb->getFeatures() = llvm::SubtargetFeatures();
+  }
   jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::None);
   if (forObject) {
     jtmb->setRelocationModel(llvm::Reloc::PIC_);

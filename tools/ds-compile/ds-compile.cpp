@@ -36,6 +36,18 @@ static cl::opt<std::string> weightsPath(
     "weights", cl::desc("default --weights of the executable (default: STEP.safetensors)"),
     cl::value_desc("FILE"));
 static cl::opt<bool> keepObject("keep-object", cl::desc("also keep OUT.o"));
+static cl::opt<std::string> cpuName(
+    "cpu",
+    cl::desc("compile for this CPU instead of this machine's (e.g. x86-64-v3), so that the "
+             "executable or object runs on other machines"),
+    cl::value_desc("NAME"));
+enum class Emit { Executable, Object };
+static cl::opt<Emit> emit(
+    "emit", cl::desc("what to write"), cl::init(Emit::Executable),
+    cl::values(clEnumValN(Emit::Executable, "exe", "a training executable (default)"),
+               clEnumValN(Emit::Object, "obj",
+                          "the step's object alone, to link with a runtime built elsewhere: "
+                          "cc OUT -ldsrt_main -ldsrt -lstdc++")));
 
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "ds-compile: error: " << msg << "\n";
@@ -78,14 +90,15 @@ int main(int argc, char **argv) {
   if (!llvmModule)
     return fail("translation to LLVM IR failed");
 
-  // ds-run's target (host CPU features, O0), as an object for a PIE.
-  auto tm = mlir::ds::createStepTargetMachine(/*forObject=*/true);
+  // ds-run's target (host CPU features, or --cpu's; O0), as an object for a PIE.
+  auto tm = mlir::ds::createStepTargetMachine(/*forObject=*/true, cpuName);
   if (!tm)
-    return fail("cannot create the target machine: " + llvm::toString(tm.takeError()));
+    return fail((cpuName.empty() ? "cannot create the target machine: " : "--cpu: ") +
+                llvm::toString(tm.takeError()));
   llvmModule->setDataLayout((*tm)->createDataLayout());
   llvmModule->setTargetTriple((*tm)->getTargetTriple());
 
-  std::string objectPath = outputPath + ".o";
+  std::string objectPath = emit == Emit::Object ? outputPath + "" : outputPath + ".o";
   {
     std::error_code ec;
     llvm::raw_fd_ostream os(objectPath, ec, llvm::sys::fs::OF_None);
@@ -96,6 +109,9 @@ int main(int argc, char **argv) {
       return fail("the target cannot emit an object file");
     pm.run(*llvmModule);
   }
+
+  if (emit == Emit::Object)
+    return 0;
 
   // Link with the runtime (its driver and main) from this build.
   auto cc = llvm::sys::findProgramByName("cc");

@@ -25,8 +25,11 @@ OwningOpRef<ModuleOp> loadLoweredStep(llvm::StringRef path, MLIRContext &context
 /// The one target every step is compiled for, by ds-run's JIT and by ds-compile: the host's
 /// CPU and features, codegen at O0 (a step is thousands of calls in one block, which O2 takes
 /// seconds on; the work is in the runtime's kernels). `forObject` selects PIC and the small
-/// code model, so that an object links into a PIE.
-llvm::Expected<std::unique_ptr<llvm::TargetMachine>> createStepTargetMachine(bool forObject);
+/// code model, so that an object links into a PIE. A `cpu` name (ds-compile --cpu, e.g.
+/// x86-64-v3) replaces the host's CPU and features, so that the code runs on other machines
+/// of the host's architecture; an unknown name is an error that lists some known ones.
+llvm::Expected<std::unique_ptr<llvm::TargetMachine>>
+createStepTargetMachine(bool forObject, llvm::StringRef cpu = "");
 
 } // namespace mlir::ds
 

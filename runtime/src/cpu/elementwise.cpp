@@ -1,6 +1,8 @@
 // CPU kernels: unary, binary (broadcasting), comparisons and select.
 #include "cpu_device.h"
+#ifdef DSRT_HAVE_DNNL
 #include "dnnl_state.h"
+#endif
 #include "../kernels/checks.h"
 #include "../kernels/scalar_ops.h"
 
@@ -24,6 +26,7 @@ template <class T> inline T binaryOp(int32_t op, T a, T b) {
 
 template <class T> inline bool cmpOp(int32_t pred, T a, T b) { return ops::cmp(pred, a, b); }
 
+#ifdef DSRT_HAVE_DNNL
 /// GELU (erf) forward, or its backward when `dy` is given, through oneDNN's vectorized
 /// eltwise primitives: the scalar erf of libm is ~10 ns an element.
 void geluErfDnnl(dsrt_context *ctx, float *dst, const float *x, const float *dy, int64_t n) {
@@ -58,6 +61,7 @@ void geluErfDnnl(dsrt_context *ctx, float *dst, const float *x, const float *dy,
   }
   st.stream.wait();
 }
+#endif
 
 } // namespace
 
@@ -65,10 +69,12 @@ void dsrt::cpu::unary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
                            const dsrt_tensor *in) {
   DSRT_PROFILE("unary", op);
   checks::unary(out, in, op);
+#ifdef DSRT_HAVE_DNNL
   if (op == DSRT_GELU_ERF && in->dtype == DSRT_F32 && in->numel >= kParallelGrain) {
     geluErfDnnl(ctx, (float *)out->data, (const float *)in->data, nullptr, in->numel);
     return;
   }
+#endif
   auto run = [&](auto tag) {
     using T = decltype(tag);
     const T *x = (const T *)in->data;
@@ -95,12 +101,14 @@ void dsrt::cpu::binary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
                             const dsrt_tensor *a, const dsrt_tensor *b) {
   DSRT_PROFILE("binary", op);
   checks::binary(out, a, b, op);
+#ifdef DSRT_HAVE_DNNL
   if (op == DSRT_GELU_ERF_GRAD && out->dtype == DSRT_F32 && a->numel == out->numel &&
       b->numel == out->numel && out->numel >= kParallelGrain) {
     geluErfDnnl(ctx, (float *)out->data, (const float *)a->data, (const float *)b->data,
                 out->numel);
     return;
   }
+#endif
   auto run = [&](auto tag) {
     using T = decltype(tag);
     const T *x = (const T *)a->data;

@@ -3,7 +3,9 @@
 #include "../kernels/checks.h"
 
 #include <omp.h>
+#ifdef DSRT_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
+#endif
 
 #include <cstring>
 
@@ -40,12 +42,25 @@ void gemm(const char *kernel, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
         std::memset(C + i * ldc, 0, N * sizeof(float));
     return;
   }
+#ifdef DSRT_HAVE_DNNL
   SingleThreadIf small(M * N * K < kSmallGemm);
   dnnl_status_t st =
       dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.f, A, lda, B, ldb, beta, C, ldc);
   if (st != dnnl_success)
     fail(kernel, "dnnl_sgemm failed (status %d) for M=%lld N=%lld K=%lld", (int)st, (long long)M,
          (long long)N, (long long)K);
+#else
+  // Without oneDNN (the GPU machine's reference build): plain loops, float sums in k order.
+  (void)kernel;
+#pragma omp parallel for schedule(static) if (M * N * K > kSmallGemm && !omp_in_parallel())
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float acc = 0.f;
+      for (int64_t k = 0; k < K; ++k)
+        acc += A[ta ? k * lda + i : i * lda + k] * B[tb ? j * ldb + k : k * ldb + j];
+      C[i * ldc + j] = acc + (beta == 0.f ? 0.f : beta * C[i * ldc + j]);
+    }
+#endif
 }
 
 } // namespace

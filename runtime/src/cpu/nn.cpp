@@ -2,7 +2,9 @@
 #include "cpu_device.h"
 #include "../kernels/checks.h"
 #include "../kernels/scalar_ops.h"
+#ifdef DSRT_HAVE_DNNL
 #include "dnnl_state.h"
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -21,6 +23,7 @@ int64_t indexAt(const dsrt_tensor *t, int64_t i) {
 
 } // namespace
 
+#ifdef DSRT_HAVE_DNNL
 /// Softmax or log-softmax over the last dim of an [outer, D] f32 view through oneDNN (vectorized
 /// exp; the scalar loop below is the general path).
 static void softmaxLastDimDnnl(dsrt_context *ctx, float *y, const float *x, int64_t outer,
@@ -47,6 +50,7 @@ static void softmaxLastDimDnnl(dsrt_context *ctx, float *y, const float *x, int6
       ->execute(st.stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
   st.stream.wait();
 }
+#endif
 
 void dsrt::cpu::softmax(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in,
                              int64_t dim, int32_t log) {
@@ -54,10 +58,12 @@ void dsrt::cpu::softmax(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *
   const char *k = "softmax";
   DimSplit s = checks::softmax(out, in, dim);
   // Softmax only: oneDNN's log-softmax is off by ~4e-6 absolute near 0 (the kernel test).
+#ifdef DSRT_HAVE_DNNL
   if (!log && in->dtype == DSRT_F32 && s.inner == 1 && in->numel >= kParallelGrain) {
     softmaxLastDimDnnl(ctx, (float *)out->data, (const float *)in->data, s.outer, s.D, log);
     return;
   }
+#endif
   dispatchFloat(k, in->dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *X = (const T *)in->data;

@@ -1,9 +1,10 @@
 //===- conv_pool.cu - CUDA kernels: 2-D convolution and pooling ------------------------===//
 //
-// Direct convolution (one thread per output, input-gradient and weight-gradient element) and
-// pooling with the CPU's window rules (kernels/windows.h). Gradients that scatter (pooling)
-// run one thread per plane, in the CPU's order, without atomics.
+// Direct convolution (one thread per output, input-gradient and weight-gradient element, each
+// kernels/windows.h's formula) and pooling with the CPU's window rules (kernels/windows.h).
+// Gradients that scatter (pooling) run one thread per plane, in the CPU's order, no atomics.
 //
+#include "../kernels/checks.h"
 #include "../kernels/windows.h"
 #include "cuda_device.h"
 
@@ -16,86 +17,17 @@ namespace {
 
 __global__ void convKernel(float *Y, const float *X, const float *Wt, const float *bias,
                            ConvShape c) {
-  int64_t total = c.N * c.O * c.OH * c.OW;
-  int64_t cg = c.C / c.groups, og = c.O / c.groups;
-  DSRT_GRID_STRIDE(i, total) {
-    int64_t ow = i % c.OW, oh = (i / c.OW) % c.OH, o = (i / (c.OW * c.OH)) % c.O,
-            n = i / (c.OW * c.OH * c.O);
-    int64_t g = o / og;
-    float acc = 0.f;
-    for (int64_t ci = 0; ci < cg; ++ci) {
-      int64_t ch = g * cg + ci;
-      for (int64_t kh = 0; kh < c.KH; ++kh) {
-        int64_t h = oh * c.sh - c.ph + kh * c.dh;
-        if (h < 0 || h >= c.H)
-          continue;
-        for (int64_t kw = 0; kw < c.KW; ++kw) {
-          int64_t w = ow * c.sw - c.pw + kw * c.dw;
-          if (w < 0 || w >= c.W)
-            continue;
-          acc += X[((n * c.C + ch) * c.H + h) * c.W + w] * Wt[((o * cg + ci) * c.KH + kh) * c.KW + kw];
-        }
-      }
-    }
-    Y[i] = acc + (bias ? bias[o] : 0.f);
-  }
+  DSRT_GRID_STRIDE(i, c.N * c.O * c.OH * c.OW)
+  Y[i] = ops::convAt(X, Wt, c, i) + (bias ? bias[(i / (c.OW * c.OH)) % c.O] : 0.f);
 }
 
 __global__ void convGradInputKernel(float *DX, const float *DY, const float *Wt, ConvShape c) {
-  int64_t total = c.N * c.C * c.H * c.W;
-  int64_t cg = c.C / c.groups, og = c.O / c.groups;
-  DSRT_GRID_STRIDE(i, total) {
-    int64_t w = i % c.W, h = (i / c.W) % c.H, ch = (i / (c.W * c.H)) % c.C,
-            n = i / (c.W * c.H * c.C);
-    int64_t g = ch / cg, ci = ch % cg;
-    float acc = 0.f;
-    for (int64_t oi = 0; oi < og; ++oi) {
-      int64_t o = g * og + oi;
-      for (int64_t kh = 0; kh < c.KH; ++kh) {
-        int64_t th = h + c.ph - kh * c.dh;
-        if (th < 0 || th % c.sh)
-          continue;
-        int64_t oh = th / c.sh;
-        if (oh >= c.OH)
-          continue;
-        for (int64_t kw = 0; kw < c.KW; ++kw) {
-          int64_t tw = w + c.pw - kw * c.dw;
-          if (tw < 0 || tw % c.sw)
-            continue;
-          int64_t ow = tw / c.sw;
-          if (ow >= c.OW)
-            continue;
-          acc += DY[((n * c.O + o) * c.OH + oh) * c.OW + ow] *
-                 Wt[((o * cg + ci) * c.KH + kh) * c.KW + kw];
-        }
-      }
-    }
-    DX[i] = acc;
-  }
+  DSRT_GRID_STRIDE(i, c.N * c.C * c.H * c.W) DX[i] = ops::convGradInputAt(DY, Wt, c, i);
 }
 
 __global__ void convGradWeightKernel(float *DW, const float *X, const float *DY, ConvShape c) {
-  int64_t cg = c.C / c.groups, og = c.O / c.groups;
-  int64_t total = c.O * cg * c.KH * c.KW;
-  DSRT_GRID_STRIDE(i, total) {
-    int64_t kw = i % c.KW, kh = (i / c.KW) % c.KH, ci = (i / (c.KW * c.KH)) % cg,
-            o = i / (c.KW * c.KH * cg);
-    int64_t ch = (o / og) * cg + ci;
-    float acc = 0.f;
-    for (int64_t n = 0; n < c.N; ++n)
-      for (int64_t oh = 0; oh < c.OH; ++oh) {
-        int64_t h = oh * c.sh - c.ph + kh * c.dh;
-        if (h < 0 || h >= c.H)
-          continue;
-        for (int64_t ow = 0; ow < c.OW; ++ow) {
-          int64_t w = ow * c.sw - c.pw + kw * c.dw;
-          if (w < 0 || w >= c.W)
-            continue;
-          acc += X[((n * c.C + ch) * c.H + h) * c.W + w] * DY[((n * c.O + o) * c.OH + oh) * c.OW + ow];
-        }
-      }
-    DW[i] = acc;
-  }
+  DSRT_GRID_STRIDE(i, c.O * (c.C / c.groups) * c.KH * c.KW)
+  DW[i] = ops::convGradWeightAt(X, DY, c, i);
 }
 
 __global__ void convGradBiasKernel(float *DB, const float *DY, ConvShape c) {
@@ -214,11 +146,7 @@ void dsrt::cuda::conv2d(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *
                         int64_t dil_w, int64_t groups) {
   const char *k = "conv2d";
   ConvShape c = ops::convShape(k, x, w, out, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups);
-  if (bias) {
-    checkDtype(k, bias, DSRT_F32, "bias");
-    if (bias->numel != c.O)
-      fail(k, "bias %s for %lld channels", shapeString(bias).c_str(), (long long)c.O);
-  }
+  checks::optF32(k, bias, c.O, "bias");
   if (!out->numel)
     return;
   convKernel<<<blocksFor(out->numel), kThreads, 0, stream(ctx)>>>(
@@ -252,9 +180,7 @@ void dsrt::cuda::conv2d_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, dsrt_ten
     launched(k);
   }
   if (dbias) {
-    checkDtype(k, dbias, DSRT_F32, "dbias");
-    if (dbias->numel != c.O)
-      fail(k, "dbias %s for %lld channels", shapeString(dbias).c_str(), (long long)c.O);
+    checks::optF32(k, dbias, c.O, "dbias");
     if (c.O) {
       convGradBiasKernel<<<(unsigned)c.O, kThreads, 0, stream(ctx)>>>((float *)dbias->data,
                                                                       (const float *)dy->data, c);

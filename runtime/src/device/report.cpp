@@ -6,16 +6,22 @@
 #include "../comm/channel.h"
 #include "../core/internal.h"
 
+#ifdef DSRT_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
+#endif
 
 #include <cstring>
 #include <string>
 
 extern "C" size_t dsrt_report(char *buf, size_t cap) {
   std::string out;
+#ifdef DSRT_HAVE_DNNL
   const dnnl_version_t *v = dnnl_version();
   out += "cpu: built yes; oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) +
          "." + std::to_string(v->patch) + "; usable\n";
+#else
+  out += "cpu: built yes; without oneDNN (plain loops: slow GEMM and convolution); usable\n";
+#endif
   out += "loopback: built yes; usable (one rank)\n";
   std::string mpi = dsrt::mpiLibraryVersion();
   out += mpi.empty() ? "mpi: built no; unavailable: built without MPI (install libopenmpi-dev)\n"

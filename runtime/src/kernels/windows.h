@@ -70,6 +70,85 @@ struct ConvShape {
   int64_t sh, sw, ph, pw, dh, dw, groups;
 };
 
+// Direct convolution, one result element each (the CUDA kernels, and the CPU's loops when it
+// is built without oneDNN): sums in float in (channel, kh, kw) order.
+
+/// y[i] for flat output index i (without the bias).
+DSRT_HD float convAt(const float *X, const float *Wt, const ConvShape &c, int64_t i) {
+  int64_t cg = c.C / c.groups, og = c.O / c.groups;
+  int64_t ow = i % c.OW, oh = (i / c.OW) % c.OH, o = (i / (c.OW * c.OH)) % c.O,
+          n = i / (c.OW * c.OH * c.O);
+  int64_t g = o / og;
+  float acc = 0.f;
+  for (int64_t ci = 0; ci < cg; ++ci) {
+    int64_t ch = g * cg + ci;
+    for (int64_t kh = 0; kh < c.KH; ++kh) {
+      int64_t h = oh * c.sh - c.ph + kh * c.dh;
+      if (h < 0 || h >= c.H)
+        continue;
+      for (int64_t kw = 0; kw < c.KW; ++kw) {
+        int64_t w = ow * c.sw - c.pw + kw * c.dw;
+        if (w < 0 || w >= c.W)
+          continue;
+        acc += X[((n * c.C + ch) * c.H + h) * c.W + w] * Wt[((o * cg + ci) * c.KH + kh) * c.KW + kw];
+      }
+    }
+  }
+  return acc;
+}
+
+/// dx[i] for flat input index i.
+DSRT_HD float convGradInputAt(const float *DY, const float *Wt, const ConvShape &c, int64_t i) {
+  int64_t cg = c.C / c.groups, og = c.O / c.groups;
+  int64_t w = i % c.W, h = (i / c.W) % c.H, ch = (i / (c.W * c.H)) % c.C,
+          n = i / (c.W * c.H * c.C);
+  int64_t g = ch / cg, ci = ch % cg;
+  float acc = 0.f;
+  for (int64_t oi = 0; oi < og; ++oi) {
+    int64_t o = g * og + oi;
+    for (int64_t kh = 0; kh < c.KH; ++kh) {
+      int64_t th = h + c.ph - kh * c.dh;
+      if (th < 0 || th % c.sh)
+        continue;
+      int64_t oh = th / c.sh;
+      if (oh >= c.OH)
+        continue;
+      for (int64_t kw = 0; kw < c.KW; ++kw) {
+        int64_t tw = w + c.pw - kw * c.dw;
+        if (tw < 0 || tw % c.sw)
+          continue;
+        int64_t ow = tw / c.sw;
+        if (ow >= c.OW)
+          continue;
+        acc += DY[((n * c.O + o) * c.OH + oh) * c.OW + ow] * Wt[((o * cg + ci) * c.KH + kh) * c.KW + kw];
+      }
+    }
+  }
+  return acc;
+}
+
+/// dw[i] for flat weight index i.
+DSRT_HD float convGradWeightAt(const float *X, const float *DY, const ConvShape &c, int64_t i) {
+  int64_t cg = c.C / c.groups, og = c.O / c.groups;
+  int64_t kw = i % c.KW, kh = (i / c.KW) % c.KH, ci = (i / (c.KW * c.KH)) % cg,
+          o = i / (c.KW * c.KH * cg);
+  int64_t ch = (o / og) * cg + ci;
+  float acc = 0.f;
+  for (int64_t n = 0; n < c.N; ++n)
+    for (int64_t oh = 0; oh < c.OH; ++oh) {
+      int64_t h = oh * c.sh - c.ph + kh * c.dh;
+      if (h < 0 || h >= c.H)
+        continue;
+      for (int64_t ow = 0; ow < c.OW; ++ow) {
+        int64_t w = ow * c.sw - c.pw + kw * c.dw;
+        if (w < 0 || w >= c.W)
+          continue;
+        acc += X[((n * c.C + ch) * c.H + h) * c.W + w] * DY[((n * c.O + o) * c.OH + oh) * c.OW + ow];
+      }
+    }
+  return acc;
+}
+
 /// The checked shapes of a pooling (x and y f32, rank 3 or 4) and of a convolution (f32; x
 /// rank 4, or 3 without the batch): host functions (core/layout.cpp) that end the job naming
 /// the kernel on a mismatch.

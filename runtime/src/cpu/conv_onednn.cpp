@@ -1,5 +1,7 @@
-// CPU kernels: 2-D convolution (oneDNN primitives, cached per shape) and pooling.
+// CPU kernels: 2-D convolution through oneDNN primitives, cached per shape (built with oneDNN;
+// conv_direct.cpp otherwise).
 #include "cpu_device.h"
+#include "../kernels/checks.h"
 #include "../kernels/windows.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -94,11 +96,7 @@ void dsrt::cpu::conv2d(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x
   DSRT_PROFILE("conv2d");
   const char *k = "conv2d";
   ConvParams p = convParams(k, x, w, out, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups);
-  if (bias) {
-    checkDtype(k, bias, DSRT_F32, "bias");
-    if (bias->numel != p.dst[1])
-      fail(k, "bias %s for %lld channels", shapeString(bias).c_str(), (long long)p.dst[1]);
-  }
+  checks::optF32(k, bias, p.dst[1], "bias");
   guarded(k, [&] {
     DnnlState &st = dnnlState(ctx);
     using P = dnnl::convolution_forward;
@@ -148,11 +146,7 @@ void dsrt::cpu::conv2d_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, dsrt_tens
   DSRT_PROFILE("conv2d_grad_weight");
   const char *k = "conv2d_grad_weight";
   ConvParams p = convParams(k, x, dw, dy, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups);
-  if (dbias) {
-    checkDtype(k, dbias, DSRT_F32, "dbias");
-    if (dbias->numel != p.dst[1])
-      fail(k, "dbias %s for %lld channels", shapeString(dbias).c_str(), (long long)p.dst[1]);
-  }
+  checks::optF32(k, dbias, p.dst[1], "dbias");
   guarded(k, [&] {
     DnnlState &st = dnnlState(ctx);
     using P = dnnl::convolution_backward_weights;
@@ -173,156 +167,4 @@ void dsrt::cpu::conv2d_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, dsrt_tens
     prim.execute(st.stream, args);
     st.stream.wait();
   });
-}
-
-//===----------------------------------------------------------------------===//
-// Pooling (hand-written to follow ATen's window rules exactly)
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-using ops::PoolShape;
-using ops::poolShape;
-
-
-} // namespace
-
-void dsrt::cpu::max_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x, int64_t kh,
-                                int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                                int64_t dh, int64_t dw) {
-  DSRT_PROFILE("max_pool2d");
-  PoolShape s = poolShape("max_pool2d", x, out);
-  const float *X = (const float *)x->data;
-  float *Y = (float *)out->data;
-#pragma omp parallel for schedule(static) if (x->numel > kParallelGrain)
-  for (int64_t p = 0; p < s.planes; ++p)
-    for (int64_t oh = 0; oh < s.OH; ++oh)
-      for (int64_t ow = 0; ow < s.OW; ++ow) {
-        float v;
-        ops::maxIndex(X + p * s.H * s.W, s, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, v);
-        Y[(p * s.OH + oh) * s.OW + ow] = v;
-      }
-}
-
-void dsrt::cpu::max_pool2d_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_tensor *x,
-                                     const dsrt_tensor *dy, int64_t kh, int64_t kw, int64_t sh,
-                                     int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw) {
-  DSRT_PROFILE("max_pool2d_grad");
-  const char *k = "max_pool2d_grad";
-  PoolShape s = poolShape(k, x, dy);
-  checkSameShape(k, dx, x);
-  const float *X = (const float *)x->data, *G = (const float *)dy->data;
-  float *DX = (float *)dx->data;
-#pragma omp parallel for schedule(static) if (x->numel > kParallelGrain)
-  for (int64_t p = 0; p < s.planes; ++p) {
-    float *d = DX + p * s.H * s.W;
-    std::memset(d, 0, s.H * s.W * sizeof(float));
-    for (int64_t oh = 0; oh < s.OH; ++oh)
-      for (int64_t ow = 0; ow < s.OW; ++ow) {
-        float v;
-        int64_t i = ops::maxIndex(X + p * s.H * s.W, s, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, v);
-        d[i] += G[(p * s.OH + oh) * s.OW + ow];
-      }
-  }
-}
-
-namespace {
-
-using ops::avgWindow;
-
-} // namespace
-
-void dsrt::cpu::avg_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x, int64_t kh,
-                                int64_t kw, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
-                                int32_t count_include_pad) {
-  DSRT_PROFILE("avg_pool2d");
-  PoolShape s = poolShape("avg_pool2d", x, out);
-  const float *X = (const float *)x->data;
-  float *Y = (float *)out->data;
-#pragma omp parallel for schedule(static) if (x->numel > kParallelGrain)
-  for (int64_t p = 0; p < s.planes; ++p)
-    for (int64_t oh = 0; oh < s.OH; ++oh)
-      for (int64_t ow = 0; ow < s.OW; ++ow) {
-        int64_t hs, he, ws, we, div;
-        avgWindow(s, oh, ow, kh, kw, sh, sw, ph, pw, count_include_pad, hs, he, ws, we, div);
-        const float *xp = X + p * s.H * s.W;
-        float sum = 0;
-        for (int64_t h = hs; h < he; ++h)
-          for (int64_t w = ws; w < we; ++w)
-            sum += xp[h * s.W + w];
-        Y[(p * s.OH + oh) * s.OW + ow] = div ? sum / (float)div : 0.f;
-      }
-}
-
-void dsrt::cpu::avg_pool2d_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_tensor *dy,
-                                     int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t ph,
-                                     int64_t pw, int32_t count_include_pad) {
-  DSRT_PROFILE("avg_pool2d_grad");
-  PoolShape s = poolShape("avg_pool2d_grad", dx, dy);
-  const float *G = (const float *)dy->data;
-  float *DX = (float *)dx->data;
-#pragma omp parallel for schedule(static) if (dx->numel > kParallelGrain)
-  for (int64_t p = 0; p < s.planes; ++p) {
-    float *d = DX + p * s.H * s.W;
-    std::memset(d, 0, s.H * s.W * sizeof(float));
-    for (int64_t oh = 0; oh < s.OH; ++oh)
-      for (int64_t ow = 0; ow < s.OW; ++ow) {
-        int64_t hs, he, ws, we, div;
-        avgWindow(s, oh, ow, kh, kw, sh, sw, ph, pw, count_include_pad, hs, he, ws, we, div);
-        if (!div)
-          continue;
-        float g = G[(p * s.OH + oh) * s.OW + ow] / (float)div;
-        for (int64_t h = hs; h < he; ++h)
-          for (int64_t w = ws; w < we; ++w)
-            d[h * s.W + w] += g;
-      }
-  }
-}
-
-void dsrt::cpu::adaptive_avg_pool2d(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x) {
-  DSRT_PROFILE("adaptive_avg_pool2d");
-  PoolShape s = poolShape("adaptive_avg_pool2d", x, out);
-  const float *X = (const float *)x->data;
-  float *Y = (float *)out->data;
-#pragma omp parallel for schedule(static) if (x->numel > kParallelGrain)
-  for (int64_t p = 0; p < s.planes; ++p)
-    for (int64_t oh = 0; oh < s.OH; ++oh) {
-      int64_t hs, he;
-      ops::adaptiveWindow(oh, s.H, s.OH, hs, he);
-      for (int64_t ow = 0; ow < s.OW; ++ow) {
-        int64_t ws, we;
-        ops::adaptiveWindow(ow, s.W, s.OW, ws, we);
-        const float *xp = X + p * s.H * s.W;
-        float sum = 0;
-        for (int64_t h = hs; h < he; ++h)
-          for (int64_t w = ws; w < we; ++w)
-            sum += xp[h * s.W + w];
-        Y[(p * s.OH + oh) * s.OW + ow] = sum / (float)((he - hs) * (we - ws));
-      }
-    }
-}
-
-void dsrt::cpu::adaptive_avg_pool2d_grad(dsrt_context *, dsrt_tensor *dx,
-                                              const dsrt_tensor *dy) {
-  DSRT_PROFILE("adaptive_avg_pool2d_grad");
-  PoolShape s = poolShape("adaptive_avg_pool2d_grad", dx, dy);
-  const float *G = (const float *)dy->data;
-  float *DX = (float *)dx->data;
-#pragma omp parallel for schedule(static) if (dx->numel > kParallelGrain)
-  for (int64_t p = 0; p < s.planes; ++p) {
-    float *d = DX + p * s.H * s.W;
-    std::memset(d, 0, s.H * s.W * sizeof(float));
-    for (int64_t oh = 0; oh < s.OH; ++oh) {
-      int64_t hs, he;
-      ops::adaptiveWindow(oh, s.H, s.OH, hs, he);
-      for (int64_t ow = 0; ow < s.OW; ++ow) {
-        int64_t ws, we;
-        ops::adaptiveWindow(ow, s.W, s.OW, ws, we);
-        float g = G[(p * s.OH + oh) * s.OW + ow] / (float)((he - hs) * (we - ws));
-        for (int64_t h = hs; h < he; ++h)
-          for (int64_t w = ws; w < we; ++w)
-            d[h * s.W + w] += g;
-      }
-    }
-  }
 }

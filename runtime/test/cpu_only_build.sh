@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The runtime alone, configured as the GPU machine configures it (cmake -S runtime: no oneDNN,
+# no MPI, GoogleTest built from Debian's sources) but with CUDA off (DSRT_ENABLE_CUDA=OFF): it
+# builds, reports the cuda device as not built and the CPU without oneDNN, and its device
+# conformance suite skips the unbuilt device.
+# usage: cpu_only_build.sh SOURCE_DIR BUILD_DIR
+set -euo pipefail
+src=$1 build=$2
+rm -rf "$build"
+cmake -S "$src" -B "$build" -G Ninja -DDSRT_ENABLE_CUDA=OFF \
+  -DDNNL_INCLUDE_DIR=DNNL_INCLUDE_DIR-NOTFOUND -DDNNL_LIBRARY=DNNL_LIBRARY-NOTFOUND \
+  -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON \
+  -DGTEST_SOURCE_DIR=/usr/src/googletest > "$build.configure.log" 2>&1 ||
+  { cat "$build.configure.log"; exit 1; }
+ninja -C "$build" > "$build.build.log" 2>&1 || { tail -50 "$build.build.log"; exit 1; }
+test ! -e "$build/lib/libdsrt_cuda.so" || { echo "a CUDA plugin was built with CUDA off"; exit 1; }
+report=$("$build/bin/ds-report")
+echo "$report"
+grep -q '^cuda: built no; unavailable: not built' <<<"$report"
+grep -q '^default device: cpu$' <<<"$report"
+grep -q '^cpu: built yes; without oneDNN' <<<"$report"
+grep -q '^mpi: built no' <<<"$report"
+"$build/test/ds-runtime-conformance-tests" | tail -3
+echo "cpu-only runtime: built and checked"
