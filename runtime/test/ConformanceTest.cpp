@@ -544,6 +544,40 @@ TEST_P(Conformance, ArenaBudgetEndsTheJobNamingTheNeed) {
   dsrt_context_destroy(small);
 }
 
+TEST_P(Conformance, CollectivesOfOneRank) {
+  // Each context's group of one: loopback on the CPU, the device's own channel otherwise (nccl
+  // on cuda). The inputs are made on the compute stream right before each collective, which
+  // must wait for them.
+  std::string report(dsrt_report(nullptr, 0) + 1, '\0');
+  dsrt_report(report.data(), report.size());
+  if (GetParam() == "cuda" && report.find("\nnccl: built yes") == std::string::npos)
+    GTEST_SKIP() << "the nccl channel was not built (see ds-report)";
+  for (int s = 0; s < 2; ++s)
+    dsrt_comm_init(ctx[s], 1);
+  EXPECT_STREQ(dsrt_comm_channel(ctx[0]), "loopback");
+  Both x = randn({1000}), b = randn({77}), made = out({1000}), sum = out({1000}),
+       gathered = out({1000}), scattered = out({1000}), mx = out({1000});
+  run([&](dsrt_context *c, int s) {
+    auto done = [&](dsrt_event *e) {
+      dsrt_event_wait(c, e);
+      dsrt_event_release(e);
+    };
+    dsrt_unary(c, DSRT_EXP, made[s], x[s]);
+    done(dsrt_all_reduce(c, sum[s], made[s], DSRT_COMM_SUM));
+    done(dsrt_all_gather(c, gathered[s], made[s]));
+    done(dsrt_reduce_scatter(c, scattered[s], made[s], DSRT_COMM_SUM));
+    done(dsrt_all_reduce(c, mx[s], made[s], DSRT_COMM_MAX));
+    done(dsrt_comm_broadcast(c, b[s], 0));
+    dsrt_comm_barrier(c);
+  });
+  for (Both *t : {&sum, &gathered, &scattered, &mx})
+    EXPECT_TRUE(same(*t, 2e-6, 1e-6)) << "collective " << (t - &sum) << " on "
+                                      << dsrt_comm_channel(ctx[1]);
+  EXPECT_TRUE(same(b, 0, 0));
+  char msg[64];
+  EXPECT_EQ(dsrt_comm_agree(ctx[1], nullptr, msg, sizeof msg), -1) << "host traffic";
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Conformance, ::testing::ValuesIn(devices()),
                          [](const ::testing::TestParamInfo<std::string> &i) { return i.param; });
 

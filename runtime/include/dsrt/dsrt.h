@@ -145,7 +145,7 @@ typedef enum dsrt_comm_op { DSRT_COMM_SUM = 0, DSRT_COMM_MAX = 1, DSRT_COMM_MIN 
 void dsrt_comm_init(dsrt_context *ctx, int32_t expected_size);
 int32_t dsrt_comm_rank(dsrt_context *ctx);
 int32_t dsrt_comm_size(dsrt_context *ctx);
-/** "mpi" or "loopback". */
+/** "mpi", "loopback" or "nccl" (the cuda device's, over MPI or loopback for its start-up). */
 const char *dsrt_comm_channel(dsrt_context *ctx);
 /** Seconds a collective may wait for the other ranks (default 1800, torch.distributed's for
  *  gloo; 0 waits forever). Past it, every rank that is alive reports where it waits and which

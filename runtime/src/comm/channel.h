@@ -53,6 +53,11 @@ public:
   /// Called on the communication thread while no work is queued: serves the control's abort
   /// request and peers' timeout reports.
   virtual void idle() {}
+  /// The next collective reads data that the compute stream produces up to `event` (a device
+  /// event, dsrt_event::native): a channel that moves device memory on its own stream waits for
+  /// it there. Called on the communication thread before each collective of a device whose
+  /// memory the host cannot address; host channels ignore it (their data are ready).
+  virtual void orderAfter(void *event) { (void)event; }
   /// Ends every rank of the group with `code` (the caller has printed why).
   [[noreturn]] virtual void abort(int code) = 0;
 };
@@ -67,6 +72,13 @@ bool launchedByMpiLauncher();
 std::unique_ptr<Channel> makeMpiChannel(CommControl &control, std::string &err);
 /// The MPI library's version line ("Open MPI v4.1.4"), or "" when built without MPI.
 std::string mpiLibraryVersion();
+
+/// The channel of a device plugin (nccl, in libdsrt_nccl.so) over `host`, the MPI or loopback
+/// channel that bootstraps it and carries host-memory traffic; null with the reason in `why`
+/// when the plugin is missing or cannot start (src/device/plugin.cpp).
+std::unique_ptr<Channel> makePluginChannel(const char *name, std::unique_ptr<Channel> host,
+                                           CommControl &control, void *stream, int ordinal,
+                                           std::string &why);
 
 /// Splits [0, total) into calls of at most `limit` elements: f(offset, count) for each.
 template <class F> void forEachChunk(int64_t total, int64_t limit, F &&f) {

@@ -37,12 +37,21 @@ struct Comm {
   bool stop = false;
   int64_t issued = 0; ///< collectives enqueued so far (their sequence numbers)
 
-  explicit Comm(bool useMpi) : mpi(useMpi) {
+  /// `device`: the context's; one whose memory the host cannot address (cuda) gets the nccl
+  /// channel, over the MPI or loopback channel as its bootstrap.
+  Comm(bool useMpi, Device *device) : mpi(useMpi) {
     std::promise<std::string> ready;
     std::future<std::string> started = ready.get_future();
-    worker = std::thread([this, &ready] {
+    worker = std::thread([this, &ready, device] {
       std::string err;
       channel = mpi ? makeMpiChannel(control, err) : makeLoopbackChannel();
+      if (channel && !device->hostAddressable()) {
+        channel = makePluginChannel("nccl", std::move(channel), control,
+                                    device->collectivesStream(), device->ordinal(), err);
+        if (!channel)
+          err = "device " + std::string(device->name()) + " needs the nccl channel: " + err +
+                " (run with --device cpu, or see ds-report)";
+      }
       if (channel) {
         rank = channel->rank();
         size = channel->size();
@@ -132,10 +141,24 @@ struct Comm {
         e->held.push_back(t->storage);
       }
     CommOp op = next(what, std::move(detail));
+    // On a device the host cannot address, the collective's inputs are ready at this point of
+    // the compute stream: the channel waits for it on its own stream.
+    dsrt_event *after = nullptr;
+    if (ctx && !ctx->device->hostAddressable()) {
+      after = new dsrt_event();
+      after->ctx = ctx;
+      ctx->device->record(after);
+    }
     {
       std::lock_guard<std::mutex> lock(mutex);
-      queue.push_back([this, e, op = std::move(op), work = std::move(work)] {
+      queue.push_back([this, e, after, op = std::move(op), work = std::move(work)] {
+        if (after)
+          channel->orderAfter(after->native);
         work(*channel, op);
+        if (after) {
+          after->ctx->device->destroy(after);
+          delete after;
+        }
         e->complete();
       });
     }
@@ -163,17 +186,8 @@ std::string elements(int64_t n, int32_t dtype) {
 } // namespace
 
 extern "C" void dsrt_comm_init(dsrt_context *ctx, int32_t expectedSize) {
-  if (!ctx->comm && !ctx->device->hostAddressable()) {
-    // The loopback and MPI channels read and write host memory.
-    std::fprintf(stderr,
-                 "dsrt: device %s has no communication channel in this runtime yet (loopback "
-                 "and mpi move host memory; the nccl channel is not built): run with --device "
-                 "cpu\n",
-                 ctx->device->name());
-    endJob(1);
-  }
   if (!ctx->comm)
-    ctx->comm = std::make_shared<Comm>(launchedByMpiLauncher());
+    ctx->comm = std::make_shared<Comm>(launchedByMpiLauncher(), ctx->device.get());
   Comm &c = comm(ctx, "comm_init");
   if (expectedSize > 0 && c.size != expectedSize) {
     if (c.rank == 0)

@@ -36,9 +36,11 @@ struct CudaDevice final : Device {
   void streamWait(dsrt_event *event) override;
   void destroy(dsrt_event *event) override;
   void synchronize() override;
+  void *collectivesStream() override { return collectives; }
+  int ordinal() const override { return gpu; }
   ~CudaDevice() override;
 
-  int ordinal = 0;
+  int gpu = 0; ///< this rank's GPU: the local rank modulo the GPUs visible
   cudaStream_t compute = nullptr;     ///< kernels, in program order
   cudaStream_t collectives = nullptr; ///< the nccl channel's stream
   cudaStream_t transfers = nullptr;   ///< host (pinned) and NVMe copies for offload

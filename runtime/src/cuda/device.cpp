@@ -2,6 +2,7 @@
 #include "cuda_device.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -196,7 +197,14 @@ extern "C" dsrt::Device *dsrt_cuda_create(dsrt_context *, char *why, size_t cap)
     return nullptr;
   }
   auto *d = new CudaDevice();
-  cudaSetDevice(d->ordinal);
+  int localRank = 0; // under mpirun or srun, each rank of a machine takes its own GPU
+  for (const char *v : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"})
+    if (const char *s = std::getenv(v)) {
+      localRank = std::atoi(s);
+      break;
+    }
+  d->gpu = localRank % count;
+  cudaSetDevice(d->gpu);
   if (cudaStreamCreateWithFlags(&d->compute, cudaStreamNonBlocking) != cudaSuccess ||
       cudaStreamCreateWithFlags(&d->collectives, cudaStreamNonBlocking) != cudaSuccess ||
       cudaStreamCreateWithFlags(&d->transfers, cudaStreamNonBlocking) != cudaSuccess) {
@@ -246,8 +254,6 @@ extern "C" size_t dsrt_cuda_report(char *buf, size_t cap) {
   } else {
     line += "unavailable: " + bad + "\n";
   }
-  line += "nccl: built no; unavailable: the nccl channel is not written yet (the cuda device "
-          "runs one rank)\n";
   if (buf && cap) {
     size_t n = std::min(cap - 1, line.size());
     std::memcpy(buf, line.data(), n);

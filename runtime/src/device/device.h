@@ -66,6 +66,12 @@ public:
   /// Blocks the host until the compute stream's work has finished.
   virtual void synchronize() = 0;
 
+  // --- For channels that move this device's memory themselves (nccl).
+  /// The stream collectives run on (a cudaStream_t), or null.
+  virtual void *collectivesStream() { return nullptr; }
+  /// The GPU's ordinal on this machine, or -1.
+  virtual int ordinal() const { return -1; }
+
   Kernels kernels;
 };
 
@@ -85,6 +91,14 @@ std::string pluginReport(const char *name);
 extern "C" {
 typedef dsrt::Device *(*dsrt_plugin_create_fn)(dsrt_context *ctx, char *why, size_t cap);
 typedef size_t (*dsrt_plugin_report_fn)(char *buf, size_t cap);
+namespace dsrt {
+class Channel;
+struct CommControl;
+} // namespace dsrt
+/// A channel plugin's constructor: takes ownership of `host` (also on failure).
+typedef dsrt::Channel *(*dsrt_plugin_channel_fn)(dsrt::Channel *host, dsrt::CommControl *control,
+                                                 void *stream, int ordinal, char *why,
+                                                 size_t cap);
 }
 
 #endif // DSRT_DEVICE_DEVICE_H

@@ -4,6 +4,7 @@
 // libdsrt_NAME.so, next to libdsrt.so. It is opened only when asked for, so a runtime built
 // with CUDA starts anywhere, and a missing library becomes "unavailable: REASON".
 //
+#include "../comm/channel.h"
 #include "../core/internal.h"
 
 #include <dlfcn.h>
@@ -34,7 +35,8 @@ void *openPlugin(const char *name, std::string &why) {
     why = e ? e : ("cannot open " + path);
     // "path: cannot open shared object file" when the plugin itself is absent: not built.
     if (why.find(path + ": cannot open shared object file") != std::string::npos)
-      why = "not built (" + file + " is not next to libdsrt.so; configure with CUDA)";
+      why = "not built (" + file + " is not next to libdsrt.so; configure with CUDA" +
+            (std::string(name) == "nccl" ? " and NCCL" : "") + ")";
   }
   return h;
 }
@@ -56,6 +58,25 @@ Device *createPluginDevice(const char *name, dsrt_context *ctx, std::string &why
   if (!d)
     why = buf;
   return d;
+}
+
+std::unique_ptr<Channel> makePluginChannel(const char *name, std::unique_ptr<Channel> host,
+                                           CommControl &control, void *stream, int ordinal,
+                                           std::string &why) {
+  void *h = openPlugin(name, why);
+  if (!h)
+    return nullptr;
+  std::string sym = std::string("dsrt_") + name + "_channel_create";
+  auto create = reinterpret_cast<dsrt_plugin_channel_fn>(dlsym(h, sym.c_str()));
+  if (!create) {
+    why = "libdsrt_" + std::string(name) + ".so has no " + sym;
+    return nullptr;
+  }
+  char buf[512] = {0};
+  Channel *c = create(host.release(), &control, stream, ordinal, buf, sizeof buf);
+  if (!c)
+    why = buf;
+  return std::unique_ptr<Channel>(c);
 }
 
 std::string pluginReport(const char *name) {

@@ -26,14 +26,8 @@ extern "C" size_t dsrt_report(char *buf, size_t cap) {
   std::string mpi = dsrt::mpiLibraryVersion();
   out += mpi.empty() ? "mpi: built no; unavailable: built without MPI (install libopenmpi-dev)\n"
                      : "mpi: built yes; " + mpi + "; usable under mpirun or srun\n";
-  std::string plugin = dsrt::pluginReport("cuda");
-  if (plugin.rfind("cuda: built no", 0) == 0) { // no plugin: neither CUDA nor NCCL was built
-    std::string why = plugin.substr(plugin.find("unavailable: "));
-    out += plugin;
-    out += "nccl: built no; " + why;
-  } else {
-    out += plugin;
-  }
+  out += dsrt::pluginReport("cuda");
+  out += dsrt::pluginReport("nccl");
   if (buf && cap) {
     size_t n = std::min(cap - 1, out.size());
     std::memcpy(buf, out.data(), n);
