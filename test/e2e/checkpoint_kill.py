@@ -55,11 +55,18 @@ def main():
     env = dict(os.environ, DSRT_TEST_SAVE_DELAY_MS='40')
     logs, killed, partial_seen = [], 0, 0
     def partials():
-        # A partial save by its name and inode: a resumed run may recreate the same name.
+        # A partial save by its name and inode: a resumed run may recreate the same name. One
+        # that is published (renamed) between the listing and the stat is no longer partial.
         if not os.path.isdir(ck):
             return set()
-        return {(n, os.stat(os.path.join(ck, n)).st_ino) for n in os.listdir(ck)
-                if n.startswith('.partial-')}
+        seen = set()
+        for n in os.listdir(ck):
+            if n.startswith('.partial-'):
+                try:
+                    seen.add((n, os.stat(os.path.join(ck, n)).st_ino))
+                except FileNotFoundError:
+                    pass
+        return seen
 
     for attempt in range(args.kills + 1):
         # A run resumes once a checkpoint is published and named by `latest`.

@@ -1,6 +1,8 @@
 //===- device.cpp - the CUDA device: memory, copies, streams, events ----------===//
 #include "cuda_device.h"
 
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -184,6 +186,30 @@ std::string unusable(int &count) {
 std::string versionText(int v) { // 13000 -> "13.0"
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
+
+/// cuDNN's version when its library loads (by name, or beside cudart), else "" with `why`. The
+/// device does not link it: the convolutions are direct kernels so far.
+std::string cudnnVersion(std::string &why) {
+  void *h = dlopen("libcudnn.so.9", RTLD_LAZY | RTLD_LOCAL);
+  Dl_info info;
+  if (!h && dladdr(reinterpret_cast<void *>(&cudaRuntimeGetVersion), &info) && info.dli_fname) {
+    std::string dir = info.dli_fname;
+    dir = dir.substr(0, dir.rfind('/') + 1);
+    h = dlopen((dir + "libcudnn.so.9").c_str(), RTLD_LAZY | RTLD_LOCAL);
+  }
+  if (!h) {
+    why = "libcudnn.so.9 not found";
+    return "";
+  }
+  auto get = reinterpret_cast<size_t (*)()>(dlsym(h, "cudnnGetVersion"));
+  if (!get) {
+    why = "libcudnn.so.9 has no cudnnGetVersion";
+    return "";
+  }
+  size_t v = get(); // 9.12.0 is 91200
+  return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
+         std::to_string(v % 100);
+}
 } // namespace
 
 } // namespace dsrt
@@ -245,7 +271,11 @@ extern "C" size_t dsrt_cuda_report(char *buf, size_t cap) {
   std::string line = "cuda: built yes; " DSRT_CUDA_ARCHS "; CUDA runtime " + versionText(runtime) +
                      ", driver " + (driver ? versionText(driver) : std::string("none")) +
                      ", cuBLAS " + std::to_string(blasMajor) + "." + std::to_string(blasMinor) +
-                     "." + std::to_string(blasPatch) + "; ";
+                     "." + std::to_string(blasPatch);
+  std::string noDnn, dnn = cudnnVersion(noDnn);
+  line += dnn.empty() ? ", cuDNN not found (" + noDnn + "; not needed)" : ", cuDNN " + dnn +
+                                                                      " (found; not used yet)";
+  line += "; ";
   if (bad.empty()) {
     cudaDeviceProp prop;
     cudaGetDeviceProperties(&prop, 0);
