@@ -118,3 +118,17 @@ module {
   func.func @optimizer_step(%lr: tensor<f32>, %step: tensor<f32>, %beta1: tensor<f64>,
                             %aux_lr: tensor<f32>) { return }
 }
+
+// -----
+
+// An op that no kernel pattern lowers (KernelPatterns.h) is named.
+module {
+  func.func @micro_step(%x: tensor<2xf32>) -> tensor<f32> {
+    // expected-error @below {{ds-lower-to-runtime: no runtime kernel for 'arith.addf'}}
+    %y = arith.addf %x, %x : tensor<2xf32>
+    %s = ds.sum %y dims = [0] : tensor<2xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+  func.func @optimizer_step(%lr: tensor<f32>, %step: tensor<f32>, %beta1: tensor<f64>,
+                            %aux_lr: tensor<f32>) { return }
+}

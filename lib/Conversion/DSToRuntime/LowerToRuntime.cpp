@@ -2,10 +2,14 @@
 //
 // Every ds tensor becomes a `dsrt_tensor *`. Results are allocated from the device arena just
 // before their kernel and freed right after their last use; reshapes and parameter reads are
-// views. The same schedule is simulated here to compute the exact peak bytes (the plan).
+// views. The same schedule is simulated here to compute the exact peak bytes (the plan). This
+// file lowers the step's structure (slots, views, constants, collectives, in-place updates);
+// each kernel op goes through its family's pattern (KernelPatterns.h, one file per family).
 //
 //===----------------------------------------------------------------------===//
 #include "ds/Transforms/Passes.h"
+
+#include "KernelPatterns.h"
 
 #include "ds/IR/DSShapes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -13,7 +17,6 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -105,7 +108,9 @@ bool isCommBuffer(Value v) {
 }
 
 /// Lowers the ds functions of one module.
-class Lowering {
+/// The lowering of one module: the step's structure here, every kernel op through the kernel
+/// patterns (KernelPatterns.h), for which it is the emitter.
+class Lowering : private runtime::KernelEmitter {
 public:
   Lowering(ModuleOp module)
       : module(module), ctx(module.getContext()), b(ctx), loc(module.getLoc()) {
@@ -114,6 +119,7 @@ public:
     i64Ty = IntegerType::get(ctx, 64);
     f64Ty = Float64Type::get(ctx);
     voidTy = LLVM::LLVMVoidType::get(ctx);
+    runtime::populateKernelPatterns(kernels);
   }
 
   LogicalResult run();
@@ -136,11 +142,32 @@ private:
   // --- emission helpers ------------------------------------------------------------------
   LLVM::LLVMFuncOp runtimeFunc(StringRef name, Type result, ArrayRef<Type> args);
   Value call(StringRef name, ArrayRef<Value> args, Type result = {});
-  Value i32(int64_t v) { return LLVM::ConstantOp::create(b, loc, i32Ty, b.getI32IntegerAttr(v)); }
-  Value i64(int64_t v) { return LLVM::ConstantOp::create(b, loc, i64Ty, b.getI64IntegerAttr(v)); }
-  Value f64(double v) { return LLVM::ConstantOp::create(b, loc, f64Ty, b.getF64FloatAttr(v)); }
+  Value i32(int64_t v) override {
+    return LLVM::ConstantOp::create(b, loc, i32Ty, b.getI32IntegerAttr(v));
+  }
+  Value i64(int64_t v) override {
+    return LLVM::ConstantOp::create(b, loc, i64Ty, b.getI64IntegerAttr(v));
+  }
+  Value f64(double v) override {
+    return LLVM::ConstantOp::create(b, loc, f64Ty, b.getF64FloatAttr(v));
+  }
   Value null() { return LLVM::ZeroOp::create(b, loc, ptrTy); }
-  Value i64Array(ArrayRef<int64_t> values);
+  Value i64Array(ArrayRef<int64_t> values) override;
+
+  // --- the kernel patterns' emitter ---------------------------------------------------------
+  Value operand(Value v) override { return v ? lowered.lookup(v) : null(); }
+  void kernel(StringRef fn, ArrayRef<Value> args) override {
+    SmallVector<Value> all = {ctxArg};
+    all.append(args.begin(), args.end());
+    call(fn, all);
+  }
+  Value temporary(RankedTensorType type, Operation *op) override;
+  void releaseTemporary(Value t) override;
+  bool isFusedTranspose(Value v) override {
+    return v.getDefiningOp() && fusedTransposes.contains(v.getDefiningOp());
+  }
+  runtime::KernelPatterns kernels;
+  llvm::DenseMap<Value, int> temporaryStorage;
   Value alloc(Value result, const std::string &what);
   Value allocType(RankedTensorType type, const std::string &what, int &storage);
 
@@ -317,6 +344,19 @@ std::string describe(Operation *op) {
   return s;
 }
 
+Value Lowering::temporary(RankedTensorType type, Operation *op) {
+  int storage;
+  Value t = allocType(type, describe(op), storage);
+  temporaryStorage[t] = storage;
+  return t;
+}
+
+void Lowering::releaseTemporary(Value t) {
+  call("dsrt_tensor_free", {ctxArg, t});
+  arena.release(temporaryStorage.lookup(t));
+  temporaryStorage.erase(t);
+}
+
 /// Whether `v` is a transpose of the last two dims that can fold into a matmul operand.
 bool isLast2Transpose(Value v) {
   auto t = v.getDefiningOp<TransposeOp>();
@@ -339,7 +379,6 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       return null();
     return lowered.lookup(v);
   };
-  auto dims2 = [](ArrayRef<int64_t> a) { return std::make_pair(a[0], a[1]); };
   if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op))
     return lowerCollective(op);
   // `result` is a view (made by runtime function `fn`) of `source`'s storage.
@@ -537,287 +576,20 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
 
+  // Every other op: its results allocated, then its kernel pattern's calls.
+  const runtime::KernelPatterns::Entry *pattern = kernels.lookup(op);
+  if (!pattern)
+    return op->emitError() << "ds-lower-to-runtime: no runtime kernel for '" << op->getName()
+                           << "'";
   SmallVector<Value> outs;
   for (Value r : op->getResults()) {
-    if (r.use_empty() &&
-        isa<LayerNormGradOp, LinearGradWeightOp, Conv2dGradWeightOp>(op) && r != op->getResult(0)) {
+    if (pattern->optionalResults && r.use_empty() && r != op->getResult(0)) {
       outs.push_back(null()); // the kernel skips an unused optional gradient
       continue;
     }
     outs.push_back(alloc(r, describe(op)));
   }
-  Value out = outs.empty() ? Value() : outs[0];
-  auto unaryCode = [&](Operation *o) -> int {
-    return llvm::TypeSwitch<Operation *, int>(o)
-        .Case<NegOp>([](auto) { return 0; })
-        .Case<ExpOp>([](auto) { return 1; })
-        .Case<LogOp>([](auto) { return 2; })
-        .Case<SqrtOp>([](auto) { return 3; })
-        .Case<RsqrtOp>([](auto) { return 4; })
-        .Case<TanhOp>([](auto) { return 5; })
-        .Case<SigmoidOp>([](auto) { return 6; })
-        .Case<ReluOp>([](auto) { return 7; })
-        .Case<CosOp>([](auto) { return 10; })
-        .Case<SinOp>([](auto) { return 11; })
-        .Default([](auto) { return -1; });
-  };
-  auto binaryCode = [&](Operation *o) -> int {
-    return llvm::TypeSwitch<Operation *, int>(o)
-        .Case<AddOp>([](auto) { return 0; })
-        .Case<SubOp>([](auto) { return 1; })
-        .Case<MulOp>([](auto) { return 2; })
-        .Case<DivOp>([](auto) { return 3; })
-        .Case<PowOp>([](auto) { return 4; })
-        .Case<MaximumOp>([](auto) { return 5; })
-        .Case<MinimumOp>([](auto) { return 6; })
-        .Default([](auto) { return -1; });
-  };
-  if (int code = unaryCode(op); code >= 0) {
-    call("dsrt_unary", {ctxArg, i32(code), out, get(op->getOperand(0))});
-    return success();
-  }
-  if (int code = binaryCode(op); code >= 0) {
-    call("dsrt_binary", {ctxArg, i32(code), out, get(op->getOperand(0)), get(op->getOperand(1))});
-    return success();
-  }
-  auto reduceMask = [](ArrayRef<int64_t> dims) {
-    uint64_t m = 0;
-    for (int64_t d : dims)
-      m |= uint64_t(1) << d;
-    return (int64_t)m;
-  };
-
-  LogicalResult result =
-      llvm::TypeSwitch<Operation *, LogicalResult>(op)
-          .Case<ConvertOp>([&](auto o) {
-            call("dsrt_convert", {ctxArg, out, get(o.getInput())});
-            return success();
-          })
-          .Case<GeluOp>([&](auto o) {
-            int code = o.getApproximate() == GeluApproximate::tanh ? 9 : 8;
-            call("dsrt_unary", {ctxArg, i32(code), out, get(o.getInput())});
-            return success();
-          })
-          .Case<GeluGradOp>([&](auto o) {
-            int code = o.getApproximate() == GeluApproximate::tanh ? 8 : 7;
-            call("dsrt_binary", {ctxArg, i32(code), out, get(o.getInput()), get(o.getResultGrad())});
-            return success();
-          })
-          .Case<CmpOp>([&](auto o) {
-            call("dsrt_cmp", {ctxArg, i32((int)o.getPredicate()), out, get(o.getLhs()),
-                              get(o.getRhs())});
-            return success();
-          })
-          .Case<WhereOp>([&](auto o) {
-            call("dsrt_where", {ctxArg, out, get(o.getCond()), get(o.getOnTrue()),
-                                get(o.getOnFalse())});
-            return success();
-          })
-          .Case<SumOp, MeanOp, AmaxOp>([&](auto o) {
-            int kind = isa<SumOp>(op) ? 0 : isa<MeanOp>(op) ? 1 : 2;
-            call("dsrt_reduce", {ctxArg, i32(kind), out, get(o.getInput()),
-                                 i64(reduceMask(o.getDims()))});
-            return success();
-          })
-          .Case<SoftmaxOp, LogSoftmaxOp>([&](auto o) {
-            call("dsrt_softmax", {ctxArg, out, get(o.getInput()), i64(o.getDim()),
-                                  i32(isa<LogSoftmaxOp>(op))});
-            return success();
-          })
-          .Case<SoftmaxGradOp>([&](auto o) {
-            call("dsrt_softmax_grad", {ctxArg, out, get(o.getOutput()), get(o.getResultGrad()),
-                                       i64(o.getDim()), i32(o.getLog())});
-            return success();
-          })
-          .Case<LayerNormOp>([&](auto o) {
-            call("dsrt_layer_norm", {ctxArg, out, get(o.getInput()), get(o.getWeight()),
-                                     get(o.getBias()), i64(numElements(o.getNormalizedShape())),
-                                     f64(o.getEps().convertToDouble())});
-            return success();
-          })
-          .Case<LayerNormGradOp>([&](auto o) {
-            call("dsrt_layer_norm_grad",
-                 {ctxArg, outs[0], outs[1], outs[2], get(o.getInput()), get(o.getWeight()),
-                  get(o.getResultGrad()), i64(numElements(o.getNormalizedShape())),
-                  f64(o.getEps().convertToDouble())});
-            return success();
-          })
-          .Case<BatchNormOp>([&](auto o) {
-            call("dsrt_batch_norm", {ctxArg, outs[0], outs[1], outs[2], get(o.getInput()),
-                                     get(o.getWeight()), get(o.getBias()),
-                                     f64(o.getEps().convertToDouble())});
-            return success();
-          })
-          .Case<BatchNormGradOp>([&](auto o) {
-            call("dsrt_batch_norm_grad",
-                 {ctxArg, outs[0], outs[1], outs[2], get(o.getInput()), get(o.getWeight()),
-                  get(o.getMean()), get(o.getVar()), get(o.getResultGrad()),
-                  f64(o.getEps().convertToDouble())});
-            return success();
-          })
-          .Case<BatchNormInferenceOp>([&](auto o) {
-            call("dsrt_batch_norm_inference",
-                 {ctxArg, out, get(o.getInput()), get(o.getWeight()), get(o.getBias()),
-                  get(o.getRunningMean()), get(o.getRunningVar()),
-                  f64(o.getEps().convertToDouble())});
-            return success();
-          })
-          .Case<MatmulOp>([&](auto o) {
-            Value a = o.getLhs(), c = o.getRhs();
-            bool ta = fusedTransposes.contains(a.getDefiningOp());
-            bool tb = fusedTransposes.contains(c.getDefiningOp());
-            if (ta)
-              a = a.template getDefiningOp<TransposeOp>().getInput();
-            if (tb)
-              c = c.template getDefiningOp<TransposeOp>().getInput();
-            call("dsrt_matmul", {ctxArg, out, get(a), get(c), i32(ta), i32(tb)});
-            return success();
-          })
-          .Case<LinearOp>([&](auto o) {
-            call("dsrt_linear", {ctxArg, out, get(o.getInput()), get(o.getWeight()),
-                                 get(o.getBias())});
-            return success();
-          })
-          .Case<LinearGradWeightOp>([&](auto o) {
-            call("dsrt_linear_grad_weight",
-                 {ctxArg, outs[0], outs[1], get(o.getInput()), get(o.getResultGrad())});
-            return success();
-          })
-          .Case<EmbeddingOp>([&](auto o) {
-            call("dsrt_embedding", {ctxArg, out, get(o.getWeight()), get(o.getIndices())});
-            return success();
-          })
-          .Case<EmbeddingGradOp>([&](auto o) {
-            int64_t pad = o.getPaddingIdx() ? (int64_t)*o.getPaddingIdx() : -1;
-            call("dsrt_embedding_grad", {ctxArg, out, get(o.getResultGrad()),
-                                         get(o.getIndices()), i64(pad)});
-            return success();
-          })
-          .Case<CrossEntropyOp>([&](auto o) {
-            call("dsrt_cross_entropy",
-                 {ctxArg, out, get(o.getLogits()), get(o.getTarget()), i64(o.getIgnoreIndex()),
-                  i32((int)o.getReduction()), f64(o.getLabelSmoothing().convertToDouble())});
-            return success();
-          })
-          .Case<CrossEntropyGradOp>([&](auto o) {
-            call("dsrt_cross_entropy_grad",
-                 {ctxArg, out, get(o.getLogits()), get(o.getTarget()), get(o.getResultGrad()),
-                  i64(o.getIgnoreIndex()), i32((int)o.getReduction()),
-                  f64(o.getLabelSmoothing().convertToDouble())});
-            return success();
-          })
-          .Case<TransposeOp>([&](auto o) {
-            call("dsrt_transpose", {ctxArg, out, get(o.getInput()),
-                                    i64Array(o.getPermutation())});
-            return success();
-          })
-          .Case<BroadcastToOp>([&](auto o) {
-            call("dsrt_broadcast", {ctxArg, out, get(o.getInput())});
-            return success();
-          })
-          .Case<SliceOp>([&](auto o) {
-            call("dsrt_slice", {ctxArg, out, get(o.getInput()), i64(o.getDim()),
-                                i64(o.getStart()), i64(o.getStep())});
-            return success();
-          })
-          .Case<ConcatOp>([&](auto o) {
-            int64_t offset = 0;
-            for (Value in : o.getInputs()) {
-              call("dsrt_insert_slice", {ctxArg, out, get(in), i64(o.getDim()), i64(offset),
-                                         i64(1)});
-              offset += typeOf(in).getShape()[o.getDim()];
-            }
-            return success();
-          })
-          .Case<DropoutMaskOp>([&](auto o) {
-            call("dsrt_dropout_mask", {ctxArg, out, f64(o.getP().convertToDouble())});
-            return success();
-          })
-          .Case<DropoutOp>([&](auto o) {
-            int storage;
-            Value mask = allocType(typeOf(o.getResult()), describe(op), storage);
-            call("dsrt_dropout_mask", {ctxArg, mask, f64(o.getP().convertToDouble())});
-            call("dsrt_binary", {ctxArg, i32(2), out, get(o.getInput()), mask});
-            call("dsrt_tensor_free", {ctxArg, mask});
-            arena.release(storage);
-            return success();
-          })
-          .Case<Conv2dOp>([&](auto o) {
-            auto [sh, sw] = dims2(o.getStride());
-            auto [ph, pw] = dims2(o.getPadding());
-            auto [dh, dw] = dims2(o.getDilation());
-            call("dsrt_conv2d", {ctxArg, out, get(o.getInput()), get(o.getWeight()),
-                                 get(o.getBias()), i64(sh), i64(sw), i64(ph), i64(pw), i64(dh),
-                                 i64(dw), i64(o.getGroups())});
-            return success();
-          })
-          .Case<Conv2dGradInputOp>([&](auto o) {
-            auto [sh, sw] = dims2(o.getStride());
-            auto [ph, pw] = dims2(o.getPadding());
-            auto [dh, dw] = dims2(o.getDilation());
-            call("dsrt_conv2d_grad_input", {ctxArg, out, get(o.getResultGrad()),
-                                            get(o.getWeight()), i64(sh), i64(sw), i64(ph),
-                                            i64(pw), i64(dh), i64(dw), i64(o.getGroups())});
-            return success();
-          })
-          .Case<Conv2dGradWeightOp>([&](auto o) {
-            auto [sh, sw] = dims2(o.getStride());
-            auto [ph, pw] = dims2(o.getPadding());
-            auto [dh, dw] = dims2(o.getDilation());
-            call("dsrt_conv2d_grad_weight",
-                 {ctxArg, outs[0], outs[1], get(o.getInput()), get(o.getResultGrad()), i64(sh),
-                  i64(sw), i64(ph), i64(pw), i64(dh), i64(dw), i64(o.getGroups())});
-            return success();
-          })
-          .Case<MaxPool2dOp>([&](auto o) {
-            auto [kh, kw] = dims2(o.getKernelSize());
-            auto [sh, sw] = dims2(o.getStride());
-            auto [ph, pw] = dims2(o.getPadding());
-            auto [dh, dw] = dims2(o.getDilation());
-            call("dsrt_max_pool2d", {ctxArg, out, get(o.getInput()), i64(kh), i64(kw), i64(sh),
-                                     i64(sw), i64(ph), i64(pw), i64(dh), i64(dw)});
-            return success();
-          })
-          .Case<MaxPool2dGradOp>([&](auto o) {
-            auto [kh, kw] = dims2(o.getKernelSize());
-            auto [sh, sw] = dims2(o.getStride());
-            auto [ph, pw] = dims2(o.getPadding());
-            auto [dh, dw] = dims2(o.getDilation());
-            call("dsrt_max_pool2d_grad", {ctxArg, out, get(o.getInput()), get(o.getResultGrad()),
-                                          i64(kh), i64(kw), i64(sh), i64(sw), i64(ph), i64(pw),
-                                          i64(dh), i64(dw)});
-            return success();
-          })
-          .Case<AvgPool2dOp>([&](auto o) {
-            auto [kh, kw] = dims2(o.getKernelSize());
-            auto [sh, sw] = dims2(o.getStride());
-            auto [ph, pw] = dims2(o.getPadding());
-            call("dsrt_avg_pool2d", {ctxArg, out, get(o.getInput()), i64(kh), i64(kw), i64(sh),
-                                     i64(sw), i64(ph), i64(pw), i32(o.getCountIncludePad())});
-            return success();
-          })
-          .Case<AvgPool2dGradOp>([&](auto o) {
-            auto [kh, kw] = dims2(o.getKernelSize());
-            auto [sh, sw] = dims2(o.getStride());
-            auto [ph, pw] = dims2(o.getPadding());
-            call("dsrt_avg_pool2d_grad", {ctxArg, out, get(o.getResultGrad()), i64(kh), i64(kw),
-                                          i64(sh), i64(sw), i64(ph), i64(pw),
-                                          i32(o.getCountIncludePad())});
-            return success();
-          })
-          .Case<AdaptiveAvgPool2dOp>([&](auto o) {
-            call("dsrt_adaptive_avg_pool2d", {ctxArg, out, get(o.getInput())});
-            return success();
-          })
-          .Case<AdaptiveAvgPool2dGradOp>([&](auto o) {
-            call("dsrt_adaptive_avg_pool2d_grad", {ctxArg, out, get(o.getResultGrad())});
-            return success();
-          })
-          .Default([&](Operation *o) {
-            return o->emitError() << "ds-lower-to-runtime: no runtime kernel for '"
-                                  << o->getName() << "'";
-          });
-  return result;
+  return pattern->lower(op, outs, *this);
 }
 
 LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isMicroStep) {

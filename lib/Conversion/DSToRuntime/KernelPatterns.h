@@ -1,0 +1,82 @@
+//===- KernelPatterns.h - ds ops to runtime kernel calls, one file per family -===//
+//
+// ds-lower-to-runtime lowers the structure of a step itself (slots, views, constants, the
+// arena model, collectives, in-place updates) and hands every other op to a kernel pattern:
+// given the op and its results already allocated, the pattern emits the call(s) of the
+// runtime's kernel(s). The patterns are grouped by op family, one file each, and registered
+// in a KernelPatterns table by op type. The runtime's C API is the same on every device (the
+// device is chosen when the program runs), so one table serves every device today.
+//
+#ifndef DS_CONVERSION_DSTORUNTIME_KERNELPATTERNS_H
+#define DS_CONVERSION_DSTORUNTIME_KERNELPATTERNS_H
+
+#include "ds/IR/DSOps.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Operation.h"
+#include "mlir/Support/TypeID.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <functional>
+
+namespace mlir::ds::runtime {
+
+/// What a kernel pattern emits with: implemented by the lowering (LowerToRuntime.cpp).
+class KernelEmitter {
+public:
+  virtual ~KernelEmitter() = default;
+  /// The lowered tensor (`dsrt_tensor *`) of `v`; a null pointer for a null value (an absent
+  /// optional operand).
+  virtual Value operand(Value v) = 0;
+  /// A call of runtime kernel `fn` with the context first, then `args`.
+  virtual void kernel(StringRef fn, ArrayRef<Value> args) = 0;
+  virtual Value i32(int64_t v) = 0;
+  virtual Value i64(int64_t v) = 0;
+  virtual Value f64(double v) = 0;
+  virtual Value i64Array(ArrayRef<int64_t> values) = 0;
+  /// A temporary tensor of `type` for `op`'s kernels, counted by the arena model until
+  /// releaseTemporary.
+  virtual Value temporary(RankedTensorType type, Operation *op) = 0;
+  virtual void releaseTemporary(Value t) = 0;
+  /// Whether `v` is a transpose of the last two dims folded into its one matmul user.
+  virtual bool isFusedTranspose(Value v) = 0;
+};
+
+/// Lowers `op` whose results are allocated as `outs` (in result order; a null pointer for an
+/// optional result nobody uses) to kernel calls.
+using KernelLowering =
+    std::function<LogicalResult(Operation *op, ArrayRef<Value> outs, KernelEmitter &e)>;
+
+class KernelPatterns {
+public:
+  /// Registers `lower` for each of `Ops`. `optionalResults`: results after the first that
+  /// nobody uses are not allocated (the kernel skips them: a gradient nobody needs).
+  template <class... Ops> void add(KernelLowering lower, bool optionalResults = false) {
+    (insert(TypeID::get<Ops>(), lower, optionalResults), ...);
+  }
+  struct Entry {
+    KernelLowering lower;
+    bool optionalResults = false;
+  };
+  /// The pattern of `op`'s type, or null.
+  const Entry *lookup(Operation *op) const;
+
+private:
+  void insert(TypeID id, KernelLowering lower, bool optionalResults);
+  llvm::DenseMap<TypeID, Entry> table;
+};
+
+/// Every family's patterns.
+void populateKernelPatterns(KernelPatterns &patterns);
+
+// The families (one file each).
+void populateElementwiseKernels(KernelPatterns &patterns);    // Elementwise.cpp
+void populateReductionKernels(KernelPatterns &patterns);      // Reductions.cpp
+void populateNormalizationKernels(KernelPatterns &patterns);  // Normalization.cpp
+void populateLinearAlgebraKernels(KernelPatterns &patterns);  // LinearAlgebra.cpp
+void populateConvolutionKernels(KernelPatterns &patterns);    // Convolution.cpp
+void populateDataMovementKernels(KernelPatterns &patterns);   // DataMovement.cpp
+
+} // namespace mlir::ds::runtime
+
+#endif // DS_CONVERSION_DSTORUNTIME_KERNELPATTERNS_H
