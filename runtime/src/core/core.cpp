@@ -2,6 +2,7 @@
 // persistent slots.
 #include "internal.h"
 
+#include <dlfcn.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -311,6 +312,12 @@ extern "C" const char *dsrt_context_device(dsrt_context *ctx) { return ctx->devi
 
 extern "C" const char *dsrt_default_device(void) {
   static const std::string chosen = [] {
+    // Without the NVIDIA driver there is no usable GPU: then the plugin, which maps cudart and
+    // cuBLAS (about 150 MB of a process's resident memory), is not loaded at all.
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!driver)
+      return std::string("cpu");
+    dlclose(driver);
     std::string why;
     dsrt_context probe;
     std::unique_ptr<Device> d(createPluginDevice("cuda", &probe, why));
