@@ -259,11 +259,20 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
     dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
     held.push_back(t);
     size_t bytes = static_cast<size_t>(t->numel) * io::elementSize(t->dtype);
-    if (g.size() > 1) { // the data-parallel sum, which the optimizer step would apply
-      // Into host memory outside the arena (the MPI channel reduces host buffers).
+    if (g.size() > 1 && std::strcmp(dsrt_context_device(ctx), "cpu") == 0) {
+      // The data-parallel sum, which the optimizer step would apply, into host memory outside
+      // the arena (the MPI channel reduces host buffers).
       summed.emplace_back(bytes);
       dsrt_tensor *sum = dsrt_tensor_borrow(ctx, t->dtype, t->rank, t->dims, summed.back().data());
       dsrt_event_release(dsrt_all_reduce(ctx, sum, t, DSRT_COMM_SUM));
+      dsrt_tensor_free(ctx, sum);
+    } else if (g.size() > 1) { // a device's memory: the sum on the device, then to the host
+      dsrt_tensor *sum = dsrt_tensor_alloc(ctx, t->dtype, t->rank, t->dims);
+      dsrt_event *done = dsrt_all_reduce(ctx, sum, t, DSRT_COMM_SUM);
+      dsrt_event_wait(ctx, done);
+      dsrt_event_release(done);
+      summed.emplace_back(bytes);
+      dsrt_tensor_to_host(ctx, summed.back().data(), sum);
       dsrt_tensor_free(ctx, sum);
     } else {
       summed.emplace_back(bytes);
