@@ -574,6 +574,15 @@ TEST_P(Conformance, CollectivesOfOneRank) {
     EXPECT_TRUE(same(*t, 2e-6, 1e-6)) << "collective " << (t - &sum) << " on "
                                       << dsrt_comm_channel(ctx[1]);
   EXPECT_TRUE(same(b, 0, 0));
+  // The driver's host buffers (dsrt_tensor_host) travel on the host, whatever the device.
+  std::vector<int64_t> mine = {3, 1, 4}, all(3, 0);
+  int64_t three = 3;
+  dsrt_tensor *hin = dsrt_tensor_host(ctx[1], DSRT_I64, 1, &three, mine.data());
+  dsrt_tensor *hout = dsrt_tensor_host(ctx[1], DSRT_I64, 1, &three, all.data());
+  dsrt_event_release(dsrt_all_gather(ctx[1], hout, hin));
+  EXPECT_EQ(all, mine) << "host buffers through " << dsrt_comm_channel(ctx[1]);
+  dsrt_tensor_free(ctx[1], hin);
+  dsrt_tensor_free(ctx[1], hout);
   char msg[64];
   EXPECT_EQ(dsrt_comm_agree(ctx[1], nullptr, msg, sizeof msg), -1) << "host traffic";
 }

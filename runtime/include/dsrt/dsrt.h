@@ -85,6 +85,11 @@ dsrt_tensor *dsrt_tensor_alloc(dsrt_context *ctx, int32_t dtype, int32_t rank,
  *  constants). */
 dsrt_tensor *dsrt_tensor_borrow(dsrt_context *ctx, int32_t dtype, int32_t rank,
                                 const int64_t *dims, const void *data);
+/** A tensor over host memory that the caller keeps alive, uncounted: the driver's collectives on
+ *  host data (agreements, gathers). Channels move it on the host; kernels of a device whose
+ *  memory the host cannot address must not be given it. On the CPU, dsrt_tensor_borrow's. */
+dsrt_tensor *dsrt_tensor_host(dsrt_context *ctx, int32_t dtype, int32_t rank, const int64_t *dims,
+                              void *data);
 /** A view of `t`'s storage with a new shape of the same element count (retains it). */
 dsrt_tensor *dsrt_tensor_view(dsrt_context *ctx, dsrt_tensor *t, int32_t rank,
                               const int64_t *dims);

@@ -453,6 +453,17 @@ extern "C" dsrt_tensor *dsrt_tensor_borrow(dsrt_context *ctx, int32_t dtype, int
   return t;
 }
 
+extern "C" dsrt_tensor *dsrt_tensor_host(dsrt_context *, int32_t dtype, int32_t rank,
+                                         const int64_t *dims, void *data) {
+  dsrt_tensor *t = newHandle("tensor_host", dtype, rank, dims);
+  auto *s = new dsrt_storage();
+  s->data = data;
+  s->borrowed = true;
+  t->storage = s;
+  t->data = data;
+  return t;
+}
+
 extern "C" dsrt_tensor *dsrt_tensor_view(dsrt_context *, dsrt_tensor *src, int32_t rank,
                                          const int64_t *dims) {
   dsrt_tensor *t = newHandle("tensor_view", src->dtype, rank, dims);

@@ -18,8 +18,8 @@ std::vector<char> Group::gather(const void *mine, int64_t n) const {
   std::vector<char> in(static_cast<const char *>(mine), static_cast<const char *>(mine) + n);
   std::vector<char> out(static_cast<size_t>(n) * size_);
   int64_t inDims = n, outDims = n * size_;
-  dsrt_tensor *a = dsrt_tensor_borrow(ctx_, DSRT_I1, 1, &inDims, in.data());
-  dsrt_tensor *b = dsrt_tensor_borrow(ctx_, DSRT_I1, 1, &outDims, out.data());
+  dsrt_tensor *a = dsrt_tensor_host(ctx_, DSRT_I1, 1, &inDims, in.data());
+  dsrt_tensor *b = dsrt_tensor_host(ctx_, DSRT_I1, 1, &outDims, out.data());
   dsrt_event_release(dsrt_all_gather(ctx_, b, a));
   dsrt_tensor_free(ctx_, a);
   dsrt_tensor_free(ctx_, b);
@@ -30,11 +30,11 @@ std::string Group::broadcast(const std::string &text) const {
   if (size_ == 1)
     return text;
   int64_t n = static_cast<int64_t>(text.size()), one = 1;
-  dsrt_tensor *len = dsrt_tensor_borrow(ctx_, DSRT_I64, 1, &one, &n);
+  dsrt_tensor *len = dsrt_tensor_host(ctx_, DSRT_I64, 1, &one, &n);
   dsrt_event_release(dsrt_comm_broadcast(ctx_, len, 0));
   dsrt_tensor_free(ctx_, len);
   std::string out = rank_ == 0 ? text : std::string(static_cast<size_t>(n), '\0');
-  dsrt_tensor *t = dsrt_tensor_borrow(ctx_, DSRT_I1, 1, &n, out.data());
+  dsrt_tensor *t = dsrt_tensor_host(ctx_, DSRT_I1, 1, &n, out.data());
   dsrt_event_release(dsrt_comm_broadcast(ctx_, t, 0));
   dsrt_tensor_free(ctx_, t);
   return out;

@@ -263,7 +263,7 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
       // The data-parallel sum, which the optimizer step would apply, into host memory outside
       // the arena (the MPI channel reduces host buffers).
       summed.emplace_back(bytes);
-      dsrt_tensor *sum = dsrt_tensor_borrow(ctx, t->dtype, t->rank, t->dims, summed.back().data());
+      dsrt_tensor *sum = dsrt_tensor_host(ctx, t->dtype, t->rank, t->dims, summed.back().data());
       dsrt_event_release(dsrt_all_reduce(ctx, sum, t, DSRT_COMM_SUM));
       dsrt_tensor_free(ctx, sum);
     } else if (g.size() > 1) { // a device's memory: the sum on the device, then to the host
