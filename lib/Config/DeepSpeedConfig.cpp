@@ -43,7 +43,12 @@ const char *const kWarnOnlyKeys[] = {
 const char *const kImplementedKeys[] = {
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
     "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed",
-    "zero_optimization", "fp16", "bf16", "bfloat16",
+    "zero_optimization", "fp16", "bf16", "bfloat16", "tensor_parallel", "sequence_parallel_size",
+};
+// tensor_parallel's keys (runtime/tensor_parallel/config.py, TPTrainingConfig).
+const char *const kTensorParallelKeys[] = {
+    "autotp_size", "tp_overlap_comm", "dtype", "tensor_parallel", "injection_policy_tuple",
+    "keep_module_on_host", "replace_with_kernel_inject", "partition_config", "preset_model",
 };
 // fp16's and bf16's keys (runtime/precision_config.py).
 const char *const kFp16Keys[] = {"enabled", "auto_cast", "loss_scale", "initial_scale_power",
@@ -485,6 +490,26 @@ Error parseScheduler(const json::Value &v, OptimizerConfig &opt, SchedulerConfig
 }
 
 /// `zero_optimization`. Only stage 0 runs in this build; every key is checked.
+Error parseTensorParallel(const json::Value &v, int64_t &size) {
+  const json::Object *obj = v.getAsObject();
+  if (!obj)
+    return fail("'tensor_parallel' must be an object, e.g. {\"autotp_size\": 2}");
+  for (const auto &kv : *obj) {
+    StringRef key = kv.first;
+    if (!contains(kTensorParallelKeys, key))
+      return fail("'tensor_parallel." + key + "' is not a DeepSpeed tensor_parallel key; did "
+                  "you mean '" + nearest(kTensorParallelKeys, key) + "'?");
+    if (key != "autotp_size")
+      return fail("'tensor_parallel." + key + "' is not implemented by ds yet (ds-tensor-parallel "
+                  "finds the layers to split in the graph); remove it");
+    auto i = getPositiveInt(kv.second, "tensor_parallel.autotp_size");
+    if (!i)
+      return i.takeError();
+    size = *i;
+  }
+  return Error::success();
+}
+
 Error parseZero(const json::Value &v, ZeroConfig &z) {
   const json::Object *obj = v.getAsObject();
   if (!obj)
@@ -690,6 +715,14 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
       if (*d < 0)
         return fail("'gradient_clipping' must be >= 0 (0 turns clipping off)");
       cfg.gradientClipping = *d;
+    } else if (key == "tensor_parallel") {
+      if (Error e = parseTensorParallel(v, cfg.tensorParallelSize))
+        return std::move(e);
+    } else if (key == "sequence_parallel_size") {
+      auto i = getPositiveInt(v, key);
+      if (!i)
+        return i.takeError();
+      cfg.sequenceParallelSize = *i;
     } else if (key == "steps_per_print") {
       auto i = getPositiveInt(v, key);
       if (!i)
@@ -792,6 +825,8 @@ std::string DeepSpeedConfig::toJSON() const {
                     {"train_micro_batch_size_per_gpu", microBatchSize},
                     {"gradient_accumulation_steps", gradientAccumulationSteps},
                     {"world_size", worldSize},
+                    {"tensor_parallel", json::Object{{"autotp_size", tensorParallelSize}}},
+                    {"sequence_parallel_size", sequenceParallelSize},
                     {"optimizer", std::move(opt)},
                     {"gradient_clipping", gradientClipping},
                     {"steps_per_print", stepsPerPrint},

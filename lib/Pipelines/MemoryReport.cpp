@@ -75,24 +75,73 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
   int64_t inputs = microPeak ? number(plan, "input_bytes") : 0;
   int64_t activations = peak - params - grads - optim - buffers - comm - inputs;
 
-  int64_t ranks = 1, stage = 0;
-  if (const llvm::json::Object *cfg = root->getObject("config")) {
-    ranks = std::max<int64_t>(1, number(cfg, "world_size"));
+  int64_t stage = 0;
+  if (const llvm::json::Object *cfg = root->getObject("config"))
     if (const llvm::json::Object *z = cfg->getObject("zero_optimization"))
       stage = number(z, "stage");
+  // The mesh: every rank and its coordinate (row-major, the last axis fastest).
+  SmallVector<std::string> axes;
+  SmallVector<int64_t> shape;
+  if (const llvm::json::Object *mesh = root->getObject("mesh")) {
+    for (const llvm::json::Value &a : *mesh->getArray("axes"))
+      axes.push_back(a.getAsString()->str());
+    for (const llvm::json::Value &n : *mesh->getArray("shape"))
+      shape.push_back(*n.getAsInteger());
+  }
+  int64_t ranks = 1;
+  std::string meshText;
+  for (auto [i, a] : llvm::enumerate(axes)) {
+    ranks *= shape[i];
+    meshText += (i ? " x " : "") + a + "=" + std::to_string(shape[i]);
   }
   os << "memory plan per rank (bytes; ZeRO stage " << stage << ", " << ranks << " rank"
-     << (ranks == 1 ? "" : "s") << ", peak in " << (microPeak ? "micro_step" : "optimizer_step")
-     << ")\n";
+     << (ranks == 1 ? "" : "s");
+  if (axes.size() > 1)
+    os << ", mesh " << meshText;
+  os << ", peak in " << (microPeak ? "micro_step" : "optimizer_step") << ")\n";
   // Columns only ever get added at the end, so that scripts reading them keep working.
-  os << llvm::format("%-5s %14s %14s %14s %14s %14s %14s %14s %14s\n", "rank", "parameters",
+  os << llvm::format("%-5s %14s %14s %14s %14s %14s %14s %14s %14s  %s\n", "rank", "parameters",
                      "gradients", "optimizer", "activations", "inputs", "communication",
-                     "peak", "buffers");
-  // Every rank runs the same program (ds-verify-collectives), so every rank has this plan.
-  for (int64_t r = 0; r < ranks; ++r)
-    os << llvm::format("%-5lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld\n",
+                     "peak", "buffers", "mesh");
+  // Every rank runs the same program (ds-verify-collectives) on parts of the same sizes, so
+  // every rank has this plan.
+  for (int64_t r = 0; r < ranks; ++r) {
+    std::string coord;
+    int64_t rest = r;
+    for (size_t i = axes.size(); i-- > 0;) {
+      coord = axes[i] + std::to_string(rest % shape[i]) + (coord.empty() ? "" : ",") + coord;
+      rest /= shape[i];
+    }
+    os << llvm::format("%-5lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld  %s\n",
                        (long long)r, (long long)params, (long long)grads, (long long)optim,
                        (long long)activations, (long long)inputs, (long long)comm,
-                       (long long)peak, (long long)buffers);
+                       (long long)peak, (long long)buffers, coord.c_str());
+  }
+  // The parameters that each rank holds only a part of (ds-tensor-parallel).
+  bool header = false;
+  for (const llvm::json::Value &v : *root->getArray("slots")) {
+    const llvm::json::Object *s = v.getAsObject();
+    const llvm::json::Object *split = s->getObject("split");
+    if (!split)
+      continue;
+    if (!header)
+      os << "split parameters (each rank holds its part):\n";
+    header = true;
+    SmallVector<int64_t> dims;
+    for (const llvm::json::Value &d : *s->getArray("dims"))
+      dims.push_back(*d.getAsInteger());
+    int64_t dim = number(split, "dim"), parts = number(split, "parts");
+    int64_t segments = number(split, "segments");
+    std::string local, whole;
+    for (auto [i, d] : llvm::enumerate(dims)) {
+      local += (i ? "x" : "") + std::to_string(d);
+      whole += (i ? "x" : "") + std::to_string(static_cast<int64_t>(i) == dim ? d * parts : d);
+    }
+    os << "  " << *s->getString("name") << ": " << local << " of " << whole << ", dimension "
+       << dim << " over " << *split->getString("axis");
+    if (segments > 1)
+      os << " in " << segments << " segments";
+    os << "\n";
+  }
   return success();
 }

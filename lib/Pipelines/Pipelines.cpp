@@ -3,6 +3,7 @@
 
 #include "ds/IR/DSDialect.h"
 #include "ds/Transforms/Passes.h"
+#include "ds/Transforms/Mesh.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -15,6 +16,7 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   TrainingOptions o;
   o.gradientAccumulationSteps = config.gradientAccumulationSteps;
   o.dataParallelSize = config.worldSize;
+  o.tensorParallelSize = config.tensorParallelSize;
   o.optimizer = config.optimizer;
   o.gradientClipping = config.gradientClipping;
   o.zeroStage = config.zeroStage;
@@ -25,6 +27,11 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
 
 void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options) {
   bool mixed = options.precision != "fp32";
+  if (options.tensorParallelSize > 1) {
+    DSTensorParallelOptions tp;
+    tp.autotpSize = options.tensorParallelSize;
+    pm.addPass(createDSTensorParallel(tp));
+  }
   if (mixed) {
     DSMixedPrecisionOptions mp;
     mp.dtype = options.precision == "fp16" ? "f16" : "bf16";
@@ -82,7 +89,14 @@ LogicalResult mlir::ds::buildTrainingStep(ModuleOp module, const ::ds::DeepSpeed
              << "; its leading dimension must be the micro-batch size (fix --input or the "
                 "config)";
   }
+  if (config.sequenceParallelSize > 1)
+    return module.emitError()
+           << "sequence_parallel_size " << config.sequenceParallelSize
+           << ": Ulysses sequence parallelism (ds-sequence-parallel) is not implemented yet; "
+              "remove the key or set it to 1";
   module->setAttr("ds.config", StringAttr::get(module.getContext(), config.toJSON()));
+  module->setAttr(kMeshAttrName, buildMesh(module.getContext(), config.worldSize,
+                                           config.tensorParallelSize, 1));
   PassManager pm(module.getContext());
   buildTrainingPipeline(pm, TrainingOptions::fromConfig(config));
   return pm.run(module);

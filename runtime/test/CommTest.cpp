@@ -49,8 +49,8 @@ TEST(Comm, AllReduceInPlaceAndNot) {
   dsrt_tensor *a = alloc(DSRT_F32, n), *b = alloc(DSRT_F32, n);
   for (int64_t i = 0; i < n; ++i)
     static_cast<float *>(a->data)[i] = value(rank(), i);
-  finish(dsrt_all_reduce(ctx(), b, a, DSRT_COMM_SUM));
-  finish(dsrt_all_reduce(ctx(), a, a, DSRT_COMM_SUM));
+  finish(dsrt_all_reduce(ctx(), DSRT_GROUP_WORLD, b, a, DSRT_COMM_SUM));
+  finish(dsrt_all_reduce(ctx(), DSRT_GROUP_WORLD, a, a, DSRT_COMM_SUM));
   for (int64_t i = 0; i < n; ++i) {
     ASSERT_EQ(static_cast<float *>(b->data)[i], sumOverRanks(i)) << "element " << i;
     ASSERT_EQ(static_cast<float *>(a->data)[i], sumOverRanks(i)) << "element " << i;
@@ -70,8 +70,8 @@ TEST(Comm, AllReduceMaxI64AndBf16Sum) {
     std::memcpy(&bits, &v, 4);
     static_cast<uint16_t *>(h->data)[i] = static_cast<uint16_t>(bits >> 16);
   }
-  finish(dsrt_all_reduce(ctx(), a, a, DSRT_COMM_MAX));
-  finish(dsrt_all_reduce(ctx(), h, h, DSRT_COMM_SUM));
+  finish(dsrt_all_reduce(ctx(), DSRT_GROUP_WORLD, a, a, DSRT_COMM_MAX));
+  finish(dsrt_all_reduce(ctx(), DSRT_GROUP_WORLD, h, h, DSRT_COMM_SUM));
   for (int64_t i = 0; i < n; ++i) {
     int64_t want = 0;
     float sum = 0;
@@ -98,9 +98,9 @@ TEST(Comm, AllGatherInPlaceAndNot) {
     static_cast<uint8_t *>(mine->data)[i] = byte(rank(), i);
     static_cast<uint8_t *>(place->data)[rank() * n + i] = byte(rank(), i);
   }
-  finish(dsrt_all_gather(ctx(), out, mine));
+  finish(dsrt_all_gather(ctx(), DSRT_GROUP_WORLD, out, mine));
   dsrt_tensor *part = dsrt_tensor_view_at(ctx(), place, rank() * n, 1, &n);
-  finish(dsrt_all_gather(ctx(), place, part));
+  finish(dsrt_all_gather(ctx(), DSRT_GROUP_WORLD, place, part));
   for (int r = 0; r < size(); ++r)
     for (int64_t i = 0; i < n; ++i) {
       ASSERT_EQ(static_cast<uint8_t *>(out->data)[r * n + i], byte(r, i));
@@ -115,12 +115,12 @@ TEST(Comm, ReduceScatter) {
   dsrt_tensor *in = alloc(DSRT_F32, n * size()), *out = alloc(DSRT_F32, n);
   for (int64_t i = 0; i < n * size(); ++i)
     static_cast<float *>(in->data)[i] = value(rank(), i);
-  finish(dsrt_reduce_scatter(ctx(), out, in, DSRT_COMM_SUM));
+  finish(dsrt_reduce_scatter(ctx(), DSRT_GROUP_WORLD, out, in, DSRT_COMM_SUM));
   for (int64_t i = 0; i < n; ++i)
     ASSERT_EQ(static_cast<float *>(out->data)[i], sumOverRanks(rank() * n + i)) << i;
   // Into this rank's own part of the input (in place).
   dsrt_tensor *own = dsrt_tensor_view_at(ctx(), in, rank() * n, 1, &n);
-  finish(dsrt_reduce_scatter(ctx(), own, in, DSRT_COMM_SUM));
+  finish(dsrt_reduce_scatter(ctx(), DSRT_GROUP_WORLD, own, in, DSRT_COMM_SUM));
   for (int64_t i = 0; i < n; ++i)
     ASSERT_EQ(static_cast<float *>(own->data)[i], sumOverRanks(rank() * n + i)) << i;
   for (dsrt_tensor *t : {in, out, own})
@@ -136,7 +136,7 @@ TEST(Comm, GatherToOneRank) {
   std::vector<uint8_t> mine(bytes[rank()]), all(rank() == 1 ? total : 0);
   for (size_t i = 0; i < mine.size(); ++i)
     mine[i] = static_cast<uint8_t>(rank() * 50 + i);
-  finish(dsrt_gather(ctx(), all.data(), mine.data(), bytes.data(), 1));
+  finish(dsrt_gather(ctx(), DSRT_GROUP_WORLD, all.data(), mine.data(), bytes.data(), 1));
   if (rank() != 1)
     return;
   int64_t at = 0;
@@ -150,7 +150,7 @@ TEST(Comm, BroadcastAndAgree) {
   dsrt_tensor *t = alloc(DSRT_I1, n);
   for (int64_t i = 0; i < n; ++i)
     static_cast<uint8_t *>(t->data)[i] = static_cast<uint8_t>(rank() == 1 ? i * 3 : 0);
-  finish(dsrt_comm_broadcast(ctx(), t, 1));
+  finish(dsrt_comm_broadcast(ctx(), DSRT_GROUP_WORLD, t, 1));
   for (int64_t i = 0; i < n; ++i)
     ASSERT_EQ(static_cast<uint8_t *>(t->data)[i], static_cast<uint8_t>(i * 3));
   dsrt_tensor_free(ctx(), t);
@@ -174,7 +174,7 @@ TEST(Abort, EndsEveryRank) {
   int64_t one = 1;
   float v = 1;
   dsrt_tensor *t = dsrt_tensor_borrow(ctx(), DSRT_F32, 1, &one, &v);
-  finish(dsrt_all_reduce(ctx(), t, t, DSRT_COMM_SUM));
+  finish(dsrt_all_reduce(ctx(), DSRT_GROUP_WORLD, t, t, DSRT_COMM_SUM));
   FAIL() << "rank " << rank() << " was not ended";
 }
 
@@ -188,7 +188,7 @@ TEST(Large, AllGatherInPlace) {
   for (int64_t i = 0; i < kLarge; ++i)
     d[rank() * kLarge + i] = byte(rank(), i);
   dsrt_tensor *part = dsrt_tensor_view_at(ctx(), all, rank() * kLarge, 1, &kLarge);
-  finish(dsrt_all_gather(ctx(), all, part));
+  finish(dsrt_all_gather(ctx(), DSRT_GROUP_WORLD, all, part));
   for (int r = 0; r < size(); ++r)
     for (int64_t i = 0; i < kLarge; ++i)
       if (d[r * kLarge + i] != byte(r, i))
@@ -203,7 +203,7 @@ TEST(Large, AllReduceInPlace) {
   float *d = static_cast<float *>(t->data);
   for (int64_t i = 0; i < n; ++i)
     d[i] = value(rank(), i);
-  finish(dsrt_all_reduce(ctx(), t, t, DSRT_COMM_SUM));
+  finish(dsrt_all_reduce(ctx(), DSRT_GROUP_WORLD, t, t, DSRT_COMM_SUM));
   for (int64_t i = 0; i < n; ++i)
     if (d[i] != sumOverRanks(i))
       FAIL() << "element " << i << " is " << d[i] << ", want " << sumOverRanks(i);

@@ -563,11 +563,11 @@ TEST_P(Conformance, CollectivesOfOneRank) {
       dsrt_event_release(e);
     };
     dsrt_unary(c, DSRT_EXP, made[s], x[s]);
-    done(dsrt_all_reduce(c, sum[s], made[s], DSRT_COMM_SUM));
-    done(dsrt_all_gather(c, gathered[s], made[s]));
-    done(dsrt_reduce_scatter(c, scattered[s], made[s], DSRT_COMM_SUM));
-    done(dsrt_all_reduce(c, mx[s], made[s], DSRT_COMM_MAX));
-    done(dsrt_comm_broadcast(c, b[s], 0));
+    done(dsrt_all_reduce(c, DSRT_GROUP_WORLD, sum[s], made[s], DSRT_COMM_SUM));
+    done(dsrt_all_gather(c, DSRT_GROUP_WORLD, gathered[s], made[s]));
+    done(dsrt_reduce_scatter(c, DSRT_GROUP_WORLD, scattered[s], made[s], DSRT_COMM_SUM));
+    done(dsrt_all_reduce(c, DSRT_GROUP_WORLD, mx[s], made[s], DSRT_COMM_MAX));
+    done(dsrt_comm_broadcast(c, DSRT_GROUP_WORLD, b[s], 0));
     dsrt_comm_barrier(c);
   });
   for (Both *t : {&sum, &gathered, &scattered, &mx})
@@ -579,7 +579,7 @@ TEST_P(Conformance, CollectivesOfOneRank) {
   int64_t three = 3;
   dsrt_tensor *hin = dsrt_tensor_host(ctx[1], DSRT_I64, 1, &three, mine.data());
   dsrt_tensor *hout = dsrt_tensor_host(ctx[1], DSRT_I64, 1, &three, all.data());
-  dsrt_event_release(dsrt_all_gather(ctx[1], hout, hin));
+  dsrt_event_release(dsrt_all_gather(ctx[1], DSRT_GROUP_WORLD, hout, hin));
   EXPECT_EQ(all, mine) << "host buffers through " << dsrt_comm_channel(ctx[1]);
   dsrt_tensor_free(ctx[1], hin);
   dsrt_tensor_free(ctx[1], hout);

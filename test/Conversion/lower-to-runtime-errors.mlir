@@ -32,11 +32,11 @@ module {
 
 // -----
 
-// Collectives run over the one-axis data-parallel grid.
-module {
+// Collectives run over groups of the module's mesh: the grid must mirror it.
+module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [4]>} {
   shard.grid @mesh(shape = 2x2)
   func.func @micro_step(%x: tensor<4xf32>) -> tensor<f32> {
-    // expected-error @below {{ds-lower-to-runtime: collectives need a one-axis grid of static size (the data-parallel ranks)}}
+    // expected-error @below {{ds-lower-to-runtime: collectives need a grid that mirrors the module's ds.mesh (same sizes in the same order; ds-zero and the parallelism passes make one)}}
     %r = shard.all_reduce %x on @mesh grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
     %s = ds.sum %r dims = [0] : tensor<4xf32> -> tensor<f32>
     return %s : tensor<f32>
@@ -47,11 +47,11 @@ module {
 
 // -----
 
-module {
-  shard.grid @dp(shape = 2)
+module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [2]>} {
+  shard.grid @mesh(shape = 2)
   func.func @micro_step(%x: tensor<4x2xf32>) -> tensor<f32> {
     // expected-error @below {{ds-lower-to-runtime: all_gather must gather along dimension 0}}
-    %r = shard.all_gather %x on @dp grid_axes = [0] gather_axis = 1 : tensor<4x2xf32> -> tensor<4x4xf32>
+    %r = shard.all_gather %x on @mesh grid_axes = [0] gather_axis = 1 : tensor<4x2xf32> -> tensor<4x4xf32>
     %s = ds.sum %r dims = [0, 1] : tensor<4x4xf32> -> tensor<f32>
     return %s : tensor<f32>
   }
@@ -61,11 +61,11 @@ module {
 
 // -----
 
-module {
-  shard.grid @dp(shape = 2)
+module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [2]>} {
+  shard.grid @mesh(shape = 2)
   func.func @micro_step(%x: tensor<4xf32>) -> tensor<f32> {
     // expected-error @below {{ds-lower-to-runtime: reduce_scatter must be sum, max or min along dimension 0}}
-    %r = shard.reduce_scatter %x on @dp grid_axes = [0] reduction = product scatter_axis = 0 : tensor<4xf32> -> tensor<2xf32>
+    %r = shard.reduce_scatter %x on @mesh grid_axes = [0] reduction = product scatter_axis = 0 : tensor<4xf32> -> tensor<2xf32>
     %s = ds.sum %r dims = [0] : tensor<2xf32> -> tensor<f32>
     return %s : tensor<f32>
   }
@@ -75,11 +75,11 @@ module {
 
 // -----
 
-module {
-  shard.grid @dp(shape = 2)
+module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [2]>} {
+  shard.grid @mesh(shape = 2)
   func.func @micro_step(%x: tensor<4xf32>) -> tensor<f32> {
     // expected-error @below {{ds-lower-to-runtime: all_reduce must be sum, max or min with the input's type}}
-    %r = shard.all_reduce %x on @dp grid_axes = [0] reduction = product : tensor<4xf32> -> tensor<4xf32>
+    %r = shard.all_reduce %x on @mesh grid_axes = [0] reduction = product : tensor<4xf32> -> tensor<4xf32>
     %s = ds.sum %r dims = [0] : tensor<4xf32> -> tensor<f32>
     return %s : tensor<f32>
   }
@@ -89,11 +89,11 @@ module {
 
 // -----
 
-module {
-  shard.grid @dp(shape = 2)
+module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [2]>} {
+  shard.grid @mesh(shape = 2)
   func.func @micro_step(%x: tensor<4x2xf32>) -> tensor<f32> {
     // expected-error @below {{ds-lower-to-runtime: all_slice must slice dimension 0}}
-    %r = shard.all_slice %x on @dp grid_axes = [0] slice_axis = 1 : tensor<4x2xf32> -> tensor<4x1xf32>
+    %r = shard.all_slice %x on @mesh grid_axes = [0] slice_axis = 1 : tensor<4x2xf32> -> tensor<4x1xf32>
     %s = ds.sum %r dims = [0, 1] : tensor<4x1xf32> -> tensor<f32>
     return %s : tensor<f32>
   }
@@ -104,8 +104,8 @@ module {
 // -----
 
 // A ZeRO stage-3 parameter lives only in its shard.
-module {
-  shard.grid @dp(shape = 2)
+module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [2]>} {
+  shard.grid @mesh(shape = 2)
   ds.parameter @w trainable : tensor<4xf32>
   ds.flat_buffer @zero.params.0 role "params_sharded" members [@w] : tensor<32xf32>
   ds.state @"zero.params.0@shard" of @zero.params.0 role "param_shard" : tensor<16xf32>

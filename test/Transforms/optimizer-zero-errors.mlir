@@ -1,7 +1,7 @@
 // RUN: ds-opt %s --ds-optimizer --verify-diagnostics --split-input-file
 
-// ds-zero's record without its grid.
-// expected-error @below {{ds-optimizer: ds.zero_stage is set but there is no one-axis shard.grid @dp; run ds-zero}}
+// ds-zero's record without a mesh.
+// expected-error @below {{ds-optimizer: the module has no 'ds.mesh' attribute, so no dp axis}}
 module attributes {ds.zero_stage = 0 : i64} {
   ds.parameter @w trainable : tensor<3xf32>
   ds.state @"w@grad" of @w role "grad" : tensor<3xf32>
@@ -10,17 +10,26 @@ module attributes {ds.zero_stage = 0 : i64} {
 // -----
 
 // expected-error @below {{ds-optimizer: ZeRO stage 1 needs ds-zero's flat parameter buffers}}
-module attributes {ds.zero_stage = 1 : i64} {
-  shard.grid @dp(shape = 2)
+module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [2]>, ds.zero_stage = 1 : i64} {
+  shard.grid @mesh(shape = 2)
   ds.parameter @w trainable : tensor<3xf32>
   ds.state @"w@grad" of @w role "grad" : tensor<3xf32>
 }
 
 // -----
 
-module attributes {ds.zero_stage = 2 : i64} {
-  shard.grid @dp(shape = 2)
+module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [2]>, ds.zero_stage = 2 : i64} {
+  shard.grid @mesh(shape = 2)
   ds.parameter @w trainable : tensor<3xf32>
   // expected-error @below {{ds-optimizer: ZeRO stage 2: @zero.params.0 has neither a flat gradient buffer nor a gradient shard}}
   ds.flat_buffer @zero.params.0 role "params" members [@w] : tensor<32xf32>
+}
+
+// -----
+
+// The mesh has no data-parallel axis.
+// expected-error @below {{ds-optimizer: the module's mesh tp=2 has no dp axis}}
+module attributes {ds.mesh = #ds.mesh<axes = ["tp"], shape = [2]>, ds.zero_stage = 0 : i64} {
+  ds.parameter @w trainable : tensor<3xf32>
+  ds.state @"w@grad" of @w role "grad" : tensor<3xf32>
 }

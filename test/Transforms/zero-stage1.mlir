@@ -14,13 +14,13 @@
 // CHECK: ds.state @"zero.params@exp_avg_sq" of @zero.params role "exp_avg_sq" : tensor<16xf32>
 // CHECK-LABEL: func.func @optimizer_step
 // CHECK: %[[G:.+]] = ds.get_parameter @zero.grads : tensor<64xf32>
-// CHECK: %[[GS:.+]] = shard.reduce_scatter %[[G]] on @dp grid_axes = [0] scatter_axis = 0 : tensor<64xf32> -> tensor<16xf32>
+// CHECK: %[[GS:.+]] = shard.reduce_scatter %[[G]] on @mesh grid_axes = [0] scatter_axis = 0 : tensor<64xf32> -> tensor<16xf32>
 // CHECK: %[[SQ:.+]] = ds.sum
-// CHECK: shard.all_reduce %[[SQ]] on @dp grid_axes = [0] : tensor<f32> -> tensor<f32>
+// CHECK: shard.all_reduce %[[SQ]] on @mesh grid_axes = [0] : tensor<f32> -> tensor<f32>
 // CHECK: %[[P:.+]] = ds.get_parameter @zero.params : tensor<64xf32>
-// CHECK: %[[PS:.+]] = shard.all_slice %[[P]] on @dp grid_axes = [0] slice_axis = 0 : tensor<64xf32> -> tensor<16xf32>
+// CHECK: %[[PS:.+]] = shard.all_slice %[[P]] on @mesh grid_axes = [0] slice_axis = 0 : tensor<64xf32> -> tensor<16xf32>
 // CHECK: %[[NP:.+]], %{{.+}}, %{{.+}} = ds.adamw_update %[[PS]]
-// CHECK: %[[ALL:.+]] = shard.all_gather %[[NP]] on @dp grid_axes = [0] gather_axis = 0 : tensor<16xf32> -> tensor<64xf32>
+// CHECK: %[[ALL:.+]] = shard.all_gather %[[NP]] on @mesh grid_axes = [0] gather_axis = 0 : tensor<16xf32> -> tensor<64xf32>
 // CHECK: ds.assign @zero.params = %[[ALL]]
 // CHECK: ds.assign @zero.grads =
 

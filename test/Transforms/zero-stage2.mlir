@@ -14,8 +14,8 @@
 // after the next bucket has been issued.
 // CHECK: %[[GW:.+]] = ds.mul %{{.+}}, %{{.+}} : tensor<6xf32>
 // CHECK: %[[PACK:.+]] = ds.concat %{{.+}}, %{{.+}}, %{{.+}} dim = 0 : (tensor<3xf32>, tensor<6xf32>, tensor<23xf32>) -> tensor<32xf32>
-// CHECK: %[[R0:.+]] = shard.reduce_scatter %[[PACK]] on @dp grid_axes = [0] scatter_axis = 0 : tensor<32xf32> -> tensor<16xf32>
-// CHECK: %[[R1:.+]] = shard.reduce_scatter %{{.+}} on @dp grid_axes = [0] scatter_axis = 0 : tensor<32xf32> -> tensor<16xf32>
+// CHECK: %[[R0:.+]] = shard.reduce_scatter %[[PACK]] on @mesh grid_axes = [0] scatter_axis = 0 : tensor<32xf32> -> tensor<16xf32>
+// CHECK: %[[R1:.+]] = shard.reduce_scatter %{{.+}} on @mesh grid_axes = [0] scatter_axis = 0 : tensor<32xf32> -> tensor<16xf32>
 // CHECK: %[[S0:.+]] = ds.get_parameter @"zero.params.0@grad"
 // CHECK: ds.add %[[S0]], %[[R0]]
 // CHECK: ds.assign @"zero.params.0@grad"

@@ -12,7 +12,7 @@
 // max-reuse-distance 0; zero-stage3-prefetch.mlir shows the other cases).
 // CHECK-LABEL: func.func @micro_step
 // CHECK: %[[S0:.+]] = ds.get_parameter @"zero.params.{{[0-9]}}@shard" : tensor<16xf32>
-// CHECK: %[[F0:.+]] = shard.all_gather %[[S0]] on @dp grid_axes = [0] gather_axis = 0 : tensor<16xf32> -> tensor<32xf32>
+// CHECK: %[[F0:.+]] = shard.all_gather %[[S0]] on @mesh grid_axes = [0] gather_axis = 0 : tensor<16xf32> -> tensor<32xf32>
 // CHECK: %[[W0:.+]] = ds.slice %[[F0]] dim = 0[0 : 6] : tensor<32xf32> -> tensor<6xf32>
 // CHECK: ds.mul %{{.+}}, %[[W0]]
 // CHECK: %[[LOSS:.+]] = ds.add

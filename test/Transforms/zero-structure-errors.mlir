@@ -1,9 +1,31 @@
 // RUN: ds-opt %s --ds-zero="stage=2 data-parallel-size=2" --split-input-file --verify-diagnostics
 
 // ds-zero runs once.
-// expected-error @below {{ds-zero: the module already has a symbol @dp (run ds-zero once)}}
+// expected-error @below {{ds-zero: the module is already partitioned (ds.zero_stage = 2); run ds-zero once}}
+module attributes {ds.zero_stage = 2 : i64} {
+}
+
+// -----
+
+// The mesh decides the data-parallel size; an option that disagrees is refused.
+// expected-error @below {{ds-zero: data-parallel-size 2 disagrees with the module's mesh dp=4 (drop the option; the mesh decides)}}
+module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [4]>} {
+}
+
+// -----
+
+// The grid mirrors the mesh.
+module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [2, 2]>} {
+  // expected-error @below {{ds-zero: grid @mesh does not match the module's mesh dp=2 x tp=2}}
+  shard.grid @mesh(shape = 2)
+}
+
+// -----
+
+// @mesh is the grid's name.
+// expected-error @below {{ds-zero: the symbol @mesh is taken by something other than the mesh's grid}}
 module {
-  shard.grid @dp(shape = 2)
+  ds.parameter @mesh trainable : tensor<3xf32>
 }
 
 // -----

@@ -5,16 +5,16 @@
 
 // ds-zero records the stage and the grid of the 4 ranks.
 // PART0: module attributes {{{.*}}ds.zero_stage = 0 : i64} {
-// PART0-NEXT: shard.grid @dp(shape = 4)
+// PART0-NEXT: shard.grid @mesh(shape = 4)
 // PART0-NOT: ds.flat_buffer
 
 // Stage 0: at the start of @optimizer_step every gradient is summed over the grid (all the
 // all-reduces first, then the write-backs), before the update reads it.
 // CHECK-LABEL: func.func @optimizer_step
 // CHECK-NEXT: %[[GW:.+]] = ds.get_parameter @"w@grad" : tensor<2x3xf32>
-// CHECK-NEXT: %[[RW:.+]] = shard.all_reduce %[[GW]] on @dp grid_axes = [0] : tensor<2x3xf32> -> tensor<2x3xf32>
+// CHECK-NEXT: %[[RW:.+]] = shard.all_reduce %[[GW]] on @mesh grid_axes = [0] : tensor<2x3xf32> -> tensor<2x3xf32>
 // CHECK-NEXT: %[[GB:.+]] = ds.get_parameter @"b@grad" : tensor<3xf32>
-// CHECK-NEXT: %[[RB:.+]] = shard.all_reduce %[[GB]] on @dp grid_axes = [0] : tensor<3xf32> -> tensor<3xf32>
+// CHECK-NEXT: %[[RB:.+]] = shard.all_reduce %[[GB]] on @mesh grid_axes = [0] : tensor<3xf32> -> tensor<3xf32>
 // CHECK-NEXT: ds.assign @"w@grad" = %[[RW]]
 // CHECK-NEXT: ds.assign @"b@grad" = %[[RB]]
 // CHECK: ds.adamw_update

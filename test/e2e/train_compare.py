@@ -418,6 +418,12 @@ def main():
                     '(default: AdamW with --lr, --eps, --weight-decay)')
     ap.add_argument('--ranks', type=int, default=1,
                     help='data-parallel ranks: ds-run under mpirun -np N, ds-reference --world-size N')
+    ap.add_argument('--tp', type=int, default=1,
+                    help='tensor-parallel ranks (tensor_parallel.autotp_size): ds-run under '
+                         'mpirun -np ranks x tp; the reference stays at --world-size ranks')
+    ap.add_argument('--max-param-ratio', type=float, default=0,
+                    help='each rank\'s parameter_bytes at most this fraction of the whole '
+                         'model\'s (0: no check)')
     ap.add_argument('--zero', default='', help='a DeepSpeed zero_optimization object as JSON')
     ap.add_argument('--check-memory', action='store_true',
                     help='model-state bytes per rank equal the ZeRO formula (Adam, fp32); the '
@@ -492,6 +498,8 @@ def main():
     if args.zero:
         cfg['zero_optimization'] = json.loads(args.zero)
     ref_cfg = dict(cfg)
+    if args.tp > 1:
+        cfg['tensor_parallel'] = {'autotp_size': args.tp}
     if args.precision:
         cfg[args.precision] = dict({'enabled': True},
                                    **(json.loads(args.fp16) if args.precision == 'fp16' else {}))
@@ -510,8 +518,9 @@ def main():
         ['--config', cfg_path, '-o', w('step.mlir')], w('ds-opt.log'))
     common = data_flags + ['--steps', str(args.steps), '--threads', '1']
     launch = []
-    if args.ranks > 1:
-        launch = ['mpirun', '--allow-run-as-root', '--oversubscribe', '-np', str(args.ranks)]
+    if args.ranks * args.tp > 1:
+        launch = ['mpirun', '--allow-run-as-root', '--oversubscribe', '-np',
+                  str(args.ranks * args.tp)]
     run(launch + [b('ds-run'), w('step.mlir')] + common +
         ['--log', w('ds.jsonl'), '--save-weights', w('ds.safetensors'),
          '--dump-grads', w('ds_grads.safetensors')], w('ds-run.log'))
@@ -716,6 +725,25 @@ def main():
     ok = ok and moved
     if args.check_memory:
         ok = check_memory(args, cfg, w, b, ds_log) and ok
+    if args.max_param_ratio:
+        # Each rank's trainable parameters (its parts of the split ones) against the whole
+        # model's (the reference's tensors of the same names).
+        import re
+        local = whole = 0
+        for line in open(w('step.mlir')):
+            m = re.match(r'\s*ds.parameter @(\S+) trainable : tensor<([0-9x]+)x?b?f(?:32|16)>', line)
+            if m:
+                name = m.group(1).strip('"')
+                local += int(np.prod([int(d) for d in m.group(2).split('x') if d]))
+                whole += ref_w[name].size
+        es = 2 if args.precision else 4
+        logged = max(r['parameter_bytes'] for rec in ds_log for r in rec['ranks'])
+        ratio = logged / float(whole * es)
+        good = logged == local * es and ratio <= args.max_param_ratio
+        print('parameters per rank: %d bytes (%d of the model\'s %d elements), %.3f x the whole '
+              'model (at most %g) -> %s' % (logged, local, whole, ratio, args.max_param_ratio,
+                                            'PASS' if good else 'FAIL'))
+        ok = ok and good
     if args.param_rtol_1d is not None:
         print('%s %s: worst 1-D parameter (bias, norm) rel distance %.2e' %
               (args.family, args.kind, worst_1d))

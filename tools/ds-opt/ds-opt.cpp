@@ -53,6 +53,10 @@ static cl::opt<bool> memoryReport(
     cl::desc("Print each rank's memory (parameters, gradients, optimizer state, activations, "
              "inputs, communication buffers, peak) from the compiler's buffer plan of a "
              "training step; with a .mlir input, print only the report"));
+static cl::opt<bool> commReport(
+    "comm-report",
+    cl::desc("Print the collectives each rank issues per training step, by mesh axis, with "
+             "their bytes; with a .mlir input, print only the report"));
 static cl::opt<int64_t> worldSize(
     "world-size", cl::desc("Data-parallel size (default: from the config's batch keys, else 1)"),
     cl::init(0), cl::cat(trainCategory));
@@ -147,7 +151,7 @@ int main(int argc, char **argv) {
       return fail(message);
   }
 
-  if (memoryReport) {
+  if (memoryReport || commReport) {
     MLIRContext context(registry);
     context.loadAllAvailableDialects();
     llvm::SourceMgr sourceMgr;
@@ -156,7 +160,8 @@ int main(int argc, char **argv) {
                                  llvm::SMLoc());
     SourceMgrDiagnosticHandler handler(sourceMgr, &context);
     OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-    if (!module || failed(mlir::ds::printMemoryReport(*module, llvm::outs())))
+    if (!module || (memoryReport && failed(mlir::ds::printMemoryReport(*module, llvm::outs()))) ||
+        (commReport && failed(mlir::ds::printCommReport(*module, llvm::outs()))))
       return 1;
     if (!isPyTorchModelInput(inputFile))
       return 0;

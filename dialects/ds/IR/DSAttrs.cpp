@@ -15,6 +15,9 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   for (auto [name, size] : llvm::zip(axes, shape)) {
     if (name.getValue().empty())
       return emitError() << "mesh axis names must not be empty";
+    if (!symbolizeMeshAxis(name.getValue()))
+      return emitError() << "mesh axis '" << name.getValue()
+                         << "' is not a role: name axes dp, pp, tp or sp";
     if (!seen.insert(name.getValue()).second)
       return emitError() << "mesh axis '" << name.getValue() << "' appears twice";
     if (size < 1)
@@ -38,8 +41,28 @@ int64_t MeshAttr::findAxis(StringRef name) const {
   return -1;
 }
 
+int64_t MeshAttr::findAxis(MeshAxis role) const { return findAxis(stringifyMeshAxis(role)); }
+
+int64_t MeshAttr::getSize(MeshAxis role) const {
+  int64_t i = findAxis(role);
+  return i < 0 ? 1 : getShape()[i];
+}
+
+std::string MeshAttr::str() const {
+  std::string s;
+  for (auto [i, axis] : llvm::enumerate(getAxes()))
+    s += (i ? " x " : "") + axis.getValue().str() + "=" + std::to_string(getShape()[i]);
+  return s;
+}
+
 LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                   ArrayAttr dims) {
+                                   ArrayAttr dims, ArrayRef<int64_t> segments) {
+  if (!segments.empty() && segments.size() != dims.size())
+    return emitError() << "sharding has " << segments.size() << " segment counts for "
+                       << dims.size() << " dimensions";
+  for (int64_t s : segments)
+    if (s < 1)
+      return emitError() << "sharding segment counts must be >= 1, not " << s;
   llvm::StringSet<> seen;
   for (Attribute dim : dims) {
     auto axes = dyn_cast<ArrayAttr>(dim);

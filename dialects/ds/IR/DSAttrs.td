@@ -5,14 +5,25 @@
 include "ds/IR/DSBase.td"
 include "mlir/IR/EnumAttr.td"
 
-def DS_MeshAttr : DS_Attr<"Mesh", "mesh"> {
-  let summary = "A device mesh: named axes and their sizes.";
-  let description = [{
-    The ranks of a run arranged as an N-dimensional grid, e.g.
-    `#ds.mesh<axes = ["dp", "tp"], shape = [4, 2]>` for 8 ranks. A module carries its mesh as
-    the `ds.mesh` attribute; shardings name its axes.
+def DS_MeshAxis : I32EnumAttr<"MeshAxis", "the role of a mesh axis", [
+    I32EnumAttrCase<"dp", 0>, I32EnumAttrCase<"pp", 1>, I32EnumAttrCase<"tp", 2>,
+    I32EnumAttrCase<"sp", 3>]> {
+  let cppNamespace = "::mlir::ds";
+  let genSpecializedAttr = 0;
+}
 
-    **Constraints:** as many sizes as axes; axis names unique and non-empty; every size >= 1.
+def DS_MeshAttr : DS_Attr<"Mesh", "mesh"> {
+  let summary = "A device mesh: its axes, named by role, and their sizes.";
+  let description = [{
+    The ranks of a run arranged as an N-dimensional grid, row-major (the last axis varies
+    fastest between consecutive ranks), e.g. `#ds.mesh<axes = ["dp", "tp"], shape = [4, 2]>`
+    for 8 ranks. Each axis is named by its role: `dp` (data parallel), `pp` (pipeline), `tp`
+    (tensor parallel) or `sp` (sequence parallel). A module carries its mesh as the `ds.mesh`
+    attribute; it is the one source of the module's grid (`shard.grid @mesh`, same axes in the
+    same order) and of the runtime's groups. Shardings name its axes.
+
+    **Constraints:** as many sizes as axes; every axis name is a role (dp, pp, tp, sp) and
+    appears once; every size >= 1.
   }];
   let parameters = (ins ArrayRefParameter<"::mlir::StringAttr">:$axes,
                         ArrayRefParameter<"int64_t">:$shape);
@@ -23,22 +34,46 @@ def DS_MeshAttr : DS_Attr<"Mesh", "mesh"> {
     int64_t getNumRanks() const;
     /// Index of the axis named `name`, or -1.
     int64_t findAxis(::llvm::StringRef name) const;
+    /// Index of the axis of `role`, or -1.
+    int64_t findAxis(MeshAxis role) const;
+    /// Size of the axis of `role` (1 when the mesh has none).
+    int64_t getSize(MeshAxis role) const;
+    /// "dp=2 x tp=2", for messages.
+    std::string str() const;
   }];
 }
 
 def DS_ShardingAttr : DS_Attr<"Sharding", "sharding"> {
   let summary = "How each dimension of a tensor is split over mesh axes.";
   let description = [{
-    One list of mesh-axis names per tensor dimension: `#ds.sharding<[["dp"], []]>` splits
-    dimension 0 over the `dp` axis and replicates dimension 1. An empty list replicates.
+    One list of mesh-axis names per tensor dimension: `#ds.sharding<[["tp"], []]>` splits
+    dimension 0 over the `tp` axis and replicates dimension 1. An empty list replicates.
+    On a `ds.parameter` the type is the local part that each rank holds: the state_dict
+    tensor's dimension i is the type's times the product of its axes' sizes, and the rank at
+    index r along them holds the r-th contiguous part. With `segments`, dimension i is
+    `segments[i]` equal segments (a fused q/k/v projection's rows) and each rank holds its
+    part of every segment, back to back:
+    `#ds.sharding<[["tp"], []], segments = [3, 1]>`.
 
     **Constraints:** every entry is a list of non-empty strings; an axis appears at most once
-    in the whole sharding. Where the sharding is attached (`ds.parameter`), its rank must match
-    the tensor's and every axis must exist in the module's `ds.mesh`.
+    in the whole sharding; `segments`, when present, has one entry >= 1 per dimension. Where
+    the sharding is attached (`ds.parameter`), its rank must match the tensor's and every axis
+    must exist in the module's `ds.mesh`.
   }];
-  let parameters = (ins "::mlir::ArrayAttr":$dims);
-  let assemblyFormat = "`<` $dims `>`";
+  let parameters = (ins "::mlir::ArrayAttr":$dims, OptionalArrayRefParameter<"int64_t">:$segments);
+  let assemblyFormat = "`<` $dims (`,` `segments` `=` `[` $segments^ `]`)? `>`";
   let genVerifyDecl = 1;
+  let builders = [
+    AttrBuilder<(ins "::mlir::ArrayAttr":$dims), [{
+      return $_get($_ctxt, dims, ::llvm::ArrayRef<int64_t>());
+    }]>
+  ];
+  let extraClassDeclaration = [{
+    /// The segments of dimension `dim` (1 when not given).
+    int64_t getSegmentsOf(unsigned dim) const {
+      return getSegments().empty() ? 1 : getSegments()[dim];
+    }
+  }];
 }
 
 def DS_CmpPredicate : I32EnumAttr<"CmpPredicate", "comparison predicate", [

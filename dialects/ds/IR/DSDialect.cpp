@@ -44,6 +44,11 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
   }
   if (attr.getName() == kInputNameAttrName)
     return success();
+  if (attr.getName() == kFusedAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << kFusedAttrName << "' is a unit attribute";
+    return success();
+  }
   // The DeepSpeed config (JSON) and the initial weights' path that ds-opt records in a step.
   if (attr.getName() == "ds.config" || attr.getName() == "ds.weights") {
     if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))

@@ -12,6 +12,9 @@
 #include "ds/IR/DSAttrs.h.inc"
 
 namespace mlir::ds {
+/// Marks the inner ops of one fused computation (a decomposed op): ds-mixed-precision leaves
+/// their f32 results unrounded, as the op they stand for computes in f32.
+inline constexpr llvm::StringLiteral kFusedAttrName = "ds.fused";
 /// Name of the module attribute that holds the device mesh (`#ds.mesh`).
 inline constexpr llvm::StringLiteral kMeshAttrName = "ds.mesh";
 /// Name of the function-argument attribute that holds the PyTorch input name.

@@ -108,6 +108,25 @@ Value where(OpBuilder &b, Location loc, Value c, Value x, Value y, Value like) {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+// The two ends of a tensor-parallel region are each other's gradient.
+LogicalResult ParallelCopyOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool>,
+                                            SmallVectorImpl<Value> &dxs) {
+  dxs[0] = ParallelSumOp::create(b, getLoc(), dys[0], getGridAttr(), getGridAxesAttr());
+  return success();
+}
+
+LogicalResult ParallelSumOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool>,
+                                           SmallVectorImpl<Value> &dxs) {
+  dxs[0] = ParallelCopyOp::create(b, getLoc(), dys[0], getGridAttr(), getGridAxesAttr());
+  return success();
+}
+
+// Only a shift whose effect cancels (see its description): no gradient.
+LogicalResult ParallelMaxOp::buildGradient(OpBuilder &, ArrayRef<Value>, ArrayRef<bool>,
+                                           SmallVectorImpl<Value> &) {
+  return success();
+}
+
 LogicalResult ConvertOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> needed,
                                        SmallVectorImpl<Value> &dxs) {
   if (!isa<FloatType>(elementOf(getInput())))

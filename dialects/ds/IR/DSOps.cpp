@@ -405,4 +405,35 @@ LogicalResult AdaptiveAvgPool2dOp::verify() {
 }
 
 #define GET_OP_CLASSES
+static LogicalResult verifyParallelRegion(Operation *op, FlatSymbolRefAttr grid,
+                                          ArrayRef<int16_t> axes) {
+  Operation *g = SymbolTable::lookupNearestSymbolFrom(op, grid);
+  if (!g || g->getName().getStringRef() != "shard.grid")
+    return op->emitOpError() << "'" << grid.getValue() << "' is not a shard.grid";
+  auto shape = g->getAttrOfType<DenseI64ArrayAttr>("shape");
+  llvm::SmallDenseSet<int16_t> seen;
+  for (int16_t a : axes)
+    if (a < 0 || (shape && a >= static_cast<int64_t>(shape.size())) || !seen.insert(a).second)
+      return op->emitOpError() << "grid axis " << a << " is not a distinct axis of @"
+                               << grid.getValue();
+  return success();
+}
+
+LogicalResult ParallelCopyOp::verify() {
+  return verifyParallelRegion(*this, getGridAttr(), getGridAxes());
+}
+LogicalResult ParallelSumOp::verify() {
+  return verifyParallelRegion(*this, getGridAttr(), getGridAxes());
+}
+
+LogicalResult ParallelMaxOp::verify() {
+  return verifyParallelRegion(*this, getGridAttr(), getGridAxes());
+}
+LogicalResult MeshCoordinateOp::verify() {
+  int64_t axis = static_cast<int64_t>(getGridAxis());
+  if (axis > INT16_MAX)
+    return emitOpError() << "grid axis " << axis << " is out of range";
+  return verifyParallelRegion(*this, getGridAttr(), {static_cast<int16_t>(axis)});
+}
+
 #include "ds/IR/DSOps.cpp.inc"

@@ -521,6 +521,85 @@ def DS_AdaptiveAvgPool2dOp : DS_Op<"adaptive_avg_pool2d", [Pure, DeclareOpInterf
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Tensor-parallel regions (ds-tensor-parallel)
+//===----------------------------------------------------------------------===//
+
+class DS_ParallelRegionOp<string mnemonic, string summary_>
+    : DS_Op<mnemonic, [Pure, SameOperandsAndResultType,
+                       DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
+  let summary = summary_;
+  let arguments = (ins DS_FloatTensor:$input, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $grid `grid_axes` `=` $grid_axes attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_ParallelCopyOp : DS_ParallelRegionOp<"parallel_copy",
+    "Identity whose gradient is summed over mesh axes: where a tensor-parallel region starts."> {
+  let description = [{
+    Megatron's `f` (copy_to_tensor_model_parallel_region): a replicated value enters a region
+    whose ranks each compute a different part from it (column-parallel linears), so its
+    gradient is the sum of the parts' gradients over `grid_axes` (`ds.parallel_sum`).
+    `ds-autodiff` builds that gradient, then replaces the op by its input.
+    ```mlir
+    %x1 = ds.parallel_copy %x on @mesh grid_axes = [1] : tensor<4x16x32xf32>
+    ```
+    Upstream `shard` has no op whose forward and gradient are different collectives, which
+    reverse-mode differentiation needs here.
+
+    **Constraints:** `grid` names a `shard.grid`; `grid_axes` are distinct axes of it.
+  }];
+}
+
+def DS_ParallelSumOp : DS_ParallelRegionOp<"parallel_sum",
+    "Sum over mesh axes whose gradient is the identity: where a tensor-parallel region ends."> {
+  let description = [{
+    Megatron's `g` (reduce_from_tensor_model_parallel_region): each rank holds a partial sum
+    (a row-parallel linear's output); the result is their sum, replicated. Its gradient is the
+    replicated output gradient itself (`ds.parallel_copy`). `ds-autodiff` replaces the op by
+    a `shard.all_reduce` once the gradient is built.
+    ```mlir
+    %y = ds.parallel_sum %partial on @mesh grid_axes = [1] : tensor<4x16x32xf32>
+    ```
+    **Constraints:** as `ds.parallel_copy`.
+  }];
+}
+
+def DS_ParallelMaxOp : DS_ParallelRegionOp<"parallel_max",
+    "Maximum over mesh axes, without a gradient: the shift of a vocabulary-parallel softmax."> {
+  let description = [{
+    Each rank holds the maxima of its part of the vocabulary; the result is the overall
+    maximum, replicated. It only shifts a log-sum-exp (whose value and gradient do not depend
+    on the shift), so it carries no gradient. `ds-autodiff` replaces it by a
+    `shard.all_reduce` of kind max.
+    ```mlir
+    %m = ds.parallel_max %mloc on @mesh grid_axes = [1] : tensor<64xf32>
+    ```
+    **Constraints:** as `ds.parallel_copy`.
+  }];
+}
+
+def DS_MeshCoordinateOp : DS_Op<"mesh_coordinate", [Pure]> {
+  let summary = "This rank's index along one axis of a grid, as a scalar tensor.";
+  let description = [{
+    Where a rank's part of a split tensor starts (a vocabulary-parallel embedding's first
+    row is the index times its rows). Upstream `shard.process_multi_index` gives `index`
+    scalars; ds programs compute on tensors, which the runtime fills from its mesh.
+    ```mlir
+    %r = ds.mesh_coordinate on @mesh grid_axis = 1 : tensor<i64>
+    ```
+    **Constraints:** `grid` names a `shard.grid` and `grid_axis` is one of its axes.
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$grid, I64Attr:$grid_axis);
+  let results = (outs 0DTensorOf<[I64]>:$result);
+  let assemblyFormat = "`on` $grid `grid_axis` `=` $grid_axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 include "ds/IR/DSTrainOps.td"
 
 #endif // DS_OPS_TD

@@ -1,6 +1,10 @@
 //===- Autodiff.cpp - the ds-autodiff pass: reverse-mode AD of the forward --===//
 #include "ds/Transforms/Passes.h"
 
+#include "Mesh.h"
+
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
@@ -173,6 +177,11 @@ void AutodiffPass::runOnOperation() {
     module.emitError() << "gradient-accumulation-steps and data-parallel-size must be >= 1";
     return signalPassFailure();
   }
+  // The mesh (when the module has one) decides how many data-parallel ranks average.
+  if (failed(ensureDataParallelMesh(module, dataParallelSize, "ds-autodiff")))
+    return signalPassFailure();
+  MeshAttr mesh = getMesh(module);
+  const int64_t dataParallelRanks = mesh ? mesh.getSize(MeshAxis::dp) : 1;
   expandDropout(func);
 
   Block &body = func.getBody().front();
@@ -218,7 +227,7 @@ void AutodiffPass::runOnOperation() {
     }
     it->second = AddOp::create(b, loc, typeOf(v), it->second, g);
   };
-  double scale = 1.0 / double(gradientAccumulationSteps * dataParallelSize);
+  double scale = 1.0 / double(gradientAccumulationSteps * dataParallelRanks);
   RankedTensorType lossType = typeOf(loss);
   auto seed = DenseElementsAttr::get(
       lossType, FloatAttr::get(lossType.getElementType(), scale));
@@ -299,4 +308,23 @@ void AutodiffPass::runOnOperation() {
     AssignOp::create(b, loc, FlatSymbolRefAttr::get(&getContext(), name), sum);
   }
   func.setSymName("micro_step");
+
+  // The ends of tensor-parallel regions, forward and backward: parallel_copy is the identity,
+  // parallel_sum and parallel_max all-reduces over their grid axes (the gradients are built).
+  func.walk([&](Operation *op) {
+    if (auto copy = dyn_cast<ParallelCopyOp>(op)) {
+      copy.getResult().replaceAllUsesWith(copy.getInput());
+      copy.erase();
+    } else if (isa<ParallelSumOp, ParallelMaxOp>(op)) {
+      OpBuilder ob(op);
+      auto grid = op->getAttrOfType<FlatSymbolRefAttr>("grid");
+      auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+      Value r = shard::AllReduceOp::create(
+          ob, op->getLoc(), op->getResult(0).getType(), grid.getValue(), axes.asArrayRef(),
+          op->getOperand(0),
+          isa<ParallelMaxOp>(op) ? shard::ReductionKind::Max : shard::ReductionKind::Sum);
+      op->getResult(0).replaceAllUsesWith(r);
+      op->erase();
+    }
+  });
 }

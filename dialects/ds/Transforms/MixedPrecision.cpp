@@ -106,7 +106,9 @@ void MixedPrecisionPass::runOnOperation() {
       v.replaceAllUsesExcept(w, w);
       continue;
     }
-    if (isa<ConstantOp>(op) || movesElementsOnly(&op))
+    // The inner steps of one fused computation (ds-tensor-parallel's vocabulary-parallel
+    // cross-entropy) compute in f32 as the op they stand for does; its result is rounded.
+    if (isa<ConstantOp>(op) || movesElementsOnly(&op) || op.hasAttr(kFusedAttrName))
       continue;
     for (auto [i, r] : llvm::enumerate(op.getResults())) {
       auto t = dyn_cast<RankedTensorType>(r.getType());

@@ -1,6 +1,8 @@
 //===- Optimizer.cpp - the ds-optimizer pass: the parameter update as IR ---===//
 #include "ds/Transforms/Passes.h"
 
+#include "Mesh.h"
+
 #include "ds/Config/DeepSpeedConfig.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -131,8 +133,10 @@ void OptimizerPass::runOnOperation() {
   // AdamW is always decoupled (DeepSpeed); Adam follows adam-w-mode.
   bool decoupled = type == "AdamW" || adamWMode;
 
-  // ds-zero's decision: the stage, the grid @dp and (stage >= 1) the flat buffers.
+  // ds-zero's decision: the stage, the mesh's data-parallel axis and (stage >= 1) the flat
+  // buffers.
   int64_t zeroStage = -1, ranks = 1;
+  MeshAxisRef dp;
   // One bucket per flat parameter buffer: its gradients are a flat buffer to reduce-scatter
   // (stage 1) or a shard that backward already reduced into (stage 2).
   struct Bucket {
@@ -144,17 +148,16 @@ void OptimizerPass::runOnOperation() {
     std::pair<std::string, std::string> moments;
     std::string master; ///< mixed precision: the f32 master shard
     Value g;
+    bool split = false; ///< its members are tensor-parallel parts (distinct on the tp ranks)
   };
   SmallVector<Bucket> buckets;
   if (auto attr = module->getAttrOfType<IntegerAttr>("ds.zero_stage")) {
     zeroStage = attr.getInt();
-    auto grid = module.lookupSymbol<shard::GridOp>("dp");
-    if (!grid || grid.getShape().size() != 1) {
-      module.emitError() << "ds-optimizer: ds.zero_stage is set but there is no one-axis "
-                            "shard.grid @dp; run ds-zero";
+    FailureOr<MeshAxisRef> axis = getMeshAxis(module, MeshAxis::dp, "ds-optimizer");
+    if (failed(axis))
       return signalPassFailure();
-    }
-    ranks = grid.getShape()[0];
+    dp = *axis;
+    ranks = dp.size;
     if (zeroStage >= 1) {
       for (auto f : module.getOps<FlatBufferOp>()) {
         if (f.getRole() != "params" && f.getRole() != "params_sharded")
@@ -162,6 +165,8 @@ void OptimizerPass::runOnOperation() {
         Bucket bucket;
         bucket.params = f;
         auto firstParam = cast<FlatSymbolRefAttr>(f.getMembers()[0]);
+        if (auto p = module.lookupSymbol<ParameterOp>(firstParam))
+          bucket.split = static_cast<bool>(p.getShardingAttr());
         for (auto g : module.getOps<FlatBufferOp>())
           if (g.getRole() == "grads")
             if (auto st = module.lookupSymbol<StateOp>(cast<FlatSymbolRefAttr>(g.getMembers()[0])))
@@ -195,6 +200,23 @@ void OptimizerPass::runOnOperation() {
     }
   }
   bool flat = zeroStage >= 1;
+
+  // Tensor parallelism: parameters with a sharding hold distinct parts on the tp ranks, so
+  // the global norm and the overflow check also sum over the tp axis.
+  std::optional<MeshAxisRef> tpAxis;
+  if (MeshAttr mesh = getMesh(module); mesh && mesh.getSize(MeshAxis::tp) > 1) {
+    FailureOr<MeshAxisRef> a = getMeshAxis(module, MeshAxis::tp, "ds-optimizer");
+    if (failed(a))
+      return signalPassFailure();
+    tpAxis = *a;
+    if (isMuon && llvm::any_of(params, [](auto &pg) {
+          return static_cast<bool>(pg.first.getShardingAttr());
+        })) {
+      module.emitError() << "ds-optimizer: Muon with tensor parallelism is not implemented yet "
+                            "(Newton-Schulz needs whole matrices); use AdamW, or autotp_size 1";
+      return signalPassFailure();
+    }
+  }
 
   // Muon's selection (DeepSpeed's rule, shared with ds-reference): the embedding tables are
   // the parameters that a ds.embedding reads; the LM head is the weight of the ds.linear whose
@@ -302,8 +324,7 @@ void OptimizerPass::runOnOperation() {
   OpBuilder b = OpBuilder::atBlockBegin(entry);
   Emitter e{b, loc};
   Value lr = entry->getArgument(0), step = entry->getArgument(1);
-  static const int16_t kDpAxis[] = {0};
-  ArrayRef<int16_t> dpAxes(kDpAxis);
+  ArrayRef<int16_t> dpAxes = dp.axes();
 
   // ZeRO stage 0: the gradients summed over the ranks first (all the all-reduces, then the
   // write-backs, so that the channel runs them back to back).
@@ -311,7 +332,7 @@ void OptimizerPass::runOnOperation() {
     SmallVector<std::pair<StateOp, Value>> reduced;
     for (auto [param, grad] : params) {
       RankedTensorType t = param.getTensorType();
-      Value r = shard::AllReduceOp::create(b, loc, t, "dp", dpAxes, e.get(grad.getSymName(), t),
+      Value r = shard::AllReduceOp::create(b, loc, t, dp.grid, dpAxes, e.get(grad.getSymName(), t),
                                            shard::ReductionKind::Sum);
       reduced.push_back({grad, r});
     }
@@ -326,7 +347,7 @@ void OptimizerPass::runOnOperation() {
       continue;
     }
     RankedTensorType flatType = bucket.grads.getTensorType();
-    bucket.g = shard::ReduceScatterOp::create(b, loc, bucket.shardType, "dp", dpAxes,
+    bucket.g = shard::ReduceScatterOp::create(b, loc, bucket.shardType, dp.grid, dpAxes,
                                               e.get(bucket.grads.getSymName(), flatType),
                                               shard::ReductionKind::Sum, APInt(64, 0));
   }
@@ -365,8 +386,11 @@ void OptimizerPass::runOnOperation() {
     for (size_t i = 0; !flat && i < params.size(); ++i)
       probe(paramGrad(i, false));
     if (flat)
-      local = shard::AllReduceOp::create(b, loc, typeOf(local), "dp", dpAxes, local,
+      local = shard::AllReduceOp::create(b, loc, typeOf(local), dp.grid, dpAxes, local,
                                          shard::ReductionKind::Sum);
+    if (tpAxis)
+      local = shard::AllReduceOp::create(b, loc, typeOf(local), tpAxis->grid, tpAxis->axes(),
+                                         local, shard::ReductionKind::Sum);
     ok = CmpOp::create(b, loc, RankedTensorType::get({}, b.getI1Type()),
                        CmpPredicateAttr::get(ctx, CmpPredicate::eq), local,
                        e.constant(f32, 0.0));
@@ -397,25 +421,38 @@ void OptimizerPass::runOnOperation() {
   // Global-norm clipping (clip_grad_norm_): the norm of the per-parameter norms.
   Value clipCoef;
   if (gradientClipping > 0 && flat) {
-    // The shards' sums of squares, summed over the ranks (the padding adds zeros).
-    Value local;
+    // The shards' sums of squares, summed over the ranks (the padding adds zeros); the
+    // tensor-parallel parts' also over the tp ranks.
+    Value local, parts;
     for (Bucket &bucket : buckets) {
       Value g = widenGrad(bucket.g, false);
       Value sq = e.sumAll(e.mul(g, g));
-      local = local ? e.add(local, sq) : sq;
+      Value &acc = bucket.split && tpAxis ? parts : local;
+      acc = acc ? e.add(acc, sq) : sq;
     }
-    Value total = shard::AllReduceOp::create(b, loc, scalarF32, "dp", dpAxes, local,
+    if (parts) {
+      parts = shard::AllReduceOp::create(b, loc, scalarF32, tpAxis->grid, tpAxis->axes(), parts,
+                                         shard::ReductionKind::Sum);
+      local = local ? e.add(local, parts) : parts;
+    }
+    Value total = shard::AllReduceOp::create(b, loc, scalarF32, dp.grid, dpAxes, local,
                                              shard::ReductionKind::Sum);
     Value coef = e.div(e.constant(f32, gradientClipping),
                        e.add(e.sqrt(total), e.constant(f32, 1e-6)));
     clipCoef = MinimumOp::create(b, loc, scalarF32, coef, e.constant(f32, 1.0));
   } else if (gradientClipping > 0) {
-    Value total;
+    Value total, parts;
     for (size_t i = 0; i < params.size(); ++i) {
       Value g = paramGrad(i, false);
       Value norm = e.sqrt(e.sumAll(e.mul(g, g)));
       Value sq = e.mul(norm, norm);
-      total = total ? e.add(total, sq) : sq;
+      Value &acc = tpAxis && params[i].first.getShardingAttr() ? parts : total;
+      acc = acc ? e.add(acc, sq) : sq;
+    }
+    if (parts) {
+      parts = shard::AllReduceOp::create(b, loc, scalarF32, tpAxis->grid, tpAxis->axes(), parts,
+                                         shard::ReductionKind::Sum);
+      total = total ? e.add(total, parts) : parts;
     }
     Value totalNorm = e.sqrt(total);
     Value coef = e.div(e.constant(f32, gradientClipping), e.add(totalNorm, e.constant(f32, 1e-6)));
@@ -494,11 +531,11 @@ void OptimizerPass::runOnOperation() {
         e.assign(bucket.gradShard.getSymName(), zeros(bucket.shardType));
         continue;
       }
-      Value pShard = shard::AllSliceOp::create(b, loc, bucket.shardType, "dp", dpAxes,
+      Value pShard = shard::AllSliceOp::create(b, loc, bucket.shardType, dp.grid, dpAxes,
                                                e.get(bucket.params.getSymName(), flatType),
                                                APInt(64, 0));
       Value newShard = updateShard([&] { return pShard; });
-      Value gathered = shard::AllGatherOp::create(b, loc, flatType, "dp", dpAxes, newShard,
+      Value gathered = shard::AllGatherOp::create(b, loc, flatType, dp.grid, dpAxes, newShard,
                                                   APInt(64, 0));
       e.assign(bucket.params.getSymName(), gathered);
       if (bucket.grads)

@@ -100,7 +100,8 @@ def DSAutodiff : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
     }
     ```
   }];
-  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::func::FuncDialect"];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::func::FuncDialect",
+                           "::mlir::shard::ShardDialect"];
   let options = [
     Option<"gradientAccumulationSteps", "gradient-accumulation-steps", "int64_t", "1",
            "Micro-batches per optimizer step (DeepSpeed's gradient_accumulation_steps)">,
@@ -155,9 +156,10 @@ def DSOptimizer : Pass<"ds-optimizer", "::mlir::ModuleOp"> {
 def DSZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
   let summary = "Data parallelism and ZeRO partitioning over the data-parallel grid.";
   let description = [{
-    Runs between `ds-autodiff` and `ds-optimizer`. With N > 1 ranks it declares the one-axis
-    grid `shard.grid @dp(shape = N)` and records the stage as the module attribute
-    `ds.zero_stage`; `ds-optimizer` then emits the update with the stage's collectives:
+    Runs between `ds-autodiff` and `ds-optimizer`. With N > 1 data-parallel ranks (the `dp`
+    axis of the module's `ds.mesh`; without a mesh it sets one of `data-parallel-size` ranks)
+    it declares the grid `shard.grid @mesh` that mirrors the mesh and records the stage as the
+    module attribute `ds.zero_stage`; `ds-optimizer` then emits the update with the stage's collectives:
     - stage 0 (plain data parallelism): every accumulated gradient is summed over the ranks
       (`shard.all_reduce`) at the start of `@optimizer_step`; ds-autodiff already scaled the
       loss by `1 / (gas x N)`, so the sum is DeepSpeed's average.
@@ -191,7 +193,8 @@ def DSZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
   let options = [
     Option<"stage", "stage", "int64_t", "0", "ZeRO stage (0 = data parallelism only)">,
     Option<"dataParallelSize", "data-parallel-size", "int64_t", "1",
-           "Number of data-parallel ranks (the grid's size)">,
+           "Number of data-parallel ranks when the module has no ds.mesh (with one, the mesh "
+           "decides and a different value is refused)">,
     Option<"reduceBucketSize", "reduce-bucket-size", "int64_t", "500000000",
            "Stages 2-3: elements per gradient (and stage-3 parameter) bucket (DeepSpeed's "
            "reduce_bucket_size)">,
@@ -207,6 +210,48 @@ def DSZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
     Option<"persistenceThreshold", "param-persistence-threshold", "int64_t", "100000",
            "Stage 3: parameters with fewer elements stay whole (DeepSpeed's "
            "stage3_param_persistence_threshold)">,
+  ];
+}
+
+def DSTensorParallel : Pass<"ds-tensor-parallel", "::mlir::ModuleOp"> {
+  let summary = "Megatron tensor parallelism of the attention blocks and MLPs found in @forward.";
+  let description = [{
+    Runs on the imported `@forward`, before `ds-autodiff`. Each `ds.linear` whose input is
+    computed, through ops that can work on a part of it, from other linears is a candidate
+    region: the linears it starts from become column-parallel (their weights split along the
+    output rows), the one it ends at row-parallel (its weight split along the input columns),
+    and every op in between computes on this rank's part (an attention block's q, k and v
+    projections and its heads, an MLP's hidden units). The input of the region goes through
+    `ds.parallel_copy` and the row-parallel partial sums through `ds.parallel_sum` on the
+    mesh's `tp` axis (the forward and backward all-reduces), and the row-parallel bias is
+    added after the sum. A fused projection whose output is sliced into equal segments (GPT's
+    `c_attn`, `nn.MultiheadAttention`'s packed `in_proj_weight`) is split segment by segment,
+    so each rank keeps its heads of q, k and v.
+
+    ```mlir
+    %h = ds.linear %x, %w1, %b1 : (tensor<4x32xf32>, tensor<128x32xf32>, tensor<128xf32>) -> tensor<4x128xf32>
+    %g = ds.gelu %h : tensor<4x128xf32>
+    %y = ds.linear %g, %w2, %b2 : (tensor<4x128xf32>, tensor<32x128xf32>, tensor<32xf32>) -> tensor<4x32xf32>
+    // at tp = 2 becomes
+    %x1 = ds.parallel_copy %x on @mesh grid_axes = [1] : tensor<4x32xf32>
+    %h = ds.linear %x1, %w1, %b1 : (tensor<4x32xf32>, tensor<64x32xf32>, tensor<64xf32>) -> tensor<4x64xf32>
+    %g = ds.gelu %h : tensor<4x64xf32>
+    %p = ds.linear %g, %w2 : (tensor<4x64xf32>, tensor<32x64xf32>) -> tensor<4x32xf32>
+    %s = ds.parallel_sum %p on @mesh grid_axes = [1] : tensor<4x32xf32>
+    %y = ds.add %s, %b2 : tensor<4x32xf32>, tensor<32xf32> -> tensor<4x32xf32>
+    ```
+    The split parameters keep their state_dict names; their type becomes the local part and
+    their `sharding` says how it was cut (`#ds.sharding<[["tp"], []]>`, with `segments` for a
+    fused projection). A region whose sizes do not divide by the tp size (a head count, a
+    hidden size) or that contains an op that needs the whole tensor stays replicated, and the
+    pass says so as a remark naming the linear and the cause. Tied or shared weights stay
+    replicated. Sets the module's mesh to `dp=1 x tp=autotp-size` when it has none.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::shard::ShardDialect"];
+  let options = [
+    Option<"autotpSize", "autotp-size", "int64_t", "1",
+           "Tensor-parallel ranks when the module has no ds.mesh (DeepSpeed's "
+           "tensor_parallel.autotp_size; with a mesh, its tp axis decides)">,
   ];
 }
 

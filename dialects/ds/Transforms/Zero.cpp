@@ -1,12 +1,15 @@
 //===- Zero.cpp - the ds-zero pass: data parallelism and ZeRO partitioning ---===//
 //
-// Runs between ds-autodiff and ds-optimizer. Declares the data-parallel grid `@dp` (upstream
-// `shard` dialect) and records the stage in the module (`ds.zero_stage`); ds-optimizer then
+// Runs between ds-autodiff and ds-optimizer. Partitions over the mesh's data-parallel axis (a
+// one-axis mesh of data-parallel-size ranks when the module has none; its grid `@mesh` is the
+// upstream `shard` dialect's) and records the stage in the module (`ds.zero_stage`); ds-optimizer then
 // emits the update with the communication that the stage needs. For stages 1-3 it lays the
 // trainable parameters out in one flat buffer, padded once so that it splits into equal
 // shards (as DeepSpeed's flat partitions), and (stage 1) the gradients in another.
 //
 #include "ds/Transforms/Passes.h"
+
+#include "Mesh.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -48,6 +51,8 @@ struct ZeroPass : mlir::ds::impl::DSZeroBase<ZeroPass> {
   LogicalResult partitionParameters(ModuleOp module);
   /// Stage 3: the flat buffers whose parameters are partitioned (the others persist whole).
   SmallVector<FlatBufferOp> shardedBuffers;
+  /// The mesh's data-parallel axis.
+  MeshAxisRef dp;
 };
 
 int64_t roundUp(int64_t n, int64_t unit) { return (n + unit - 1) / unit * unit; }
@@ -74,15 +79,22 @@ void ZeroPass::runOnOperation() {
                           "before ds-optimizer";
     return signalPassFailure();
   }
-  if (dataParallelSize == 1)
-    return; // one rank: nothing to partition or communicate
-  if (module.lookupSymbol("dp")) {
-    module.emitError() << "ds-zero: the module already has a symbol @dp (run ds-zero once)";
+  if (auto done = module->getAttrOfType<IntegerAttr>("ds.zero_stage")) {
+    module.emitError() << "ds-zero: the module is already partitioned (ds.zero_stage = "
+                       << done.getInt() << "); run ds-zero once";
     return signalPassFailure();
   }
+  if (failed(ensureDataParallelMesh(module, dataParallelSize, "ds-zero")))
+    return signalPassFailure();
+  MeshAttr mesh = getMesh(module);
+  if (!mesh || mesh.getSize(MeshAxis::dp) == 1)
+    return; // one data-parallel rank: nothing to partition or communicate
+  FailureOr<MeshAxisRef> axis = getMeshAxis(module, MeshAxis::dp, "ds-zero");
+  if (failed(axis))
+    return signalPassFailure();
+  dp = *axis;
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
   Location loc = module.getLoc();
-  shard::GridOp::create(b, loc, "dp", ArrayRef<int64_t>{dataParallelSize});
   module->setAttr("ds.zero_stage", b.getI64IntegerAttr(stage));
   if (stage == 0)
     return;
@@ -94,8 +106,12 @@ void ZeroPass::runOnOperation() {
   }
 
   // The flat layout: trainable parameters in module order, and their gradients likewise.
-  SmallVector<Attribute> params, grads;
-  int64_t total = 0;
+  // Tensor-parallel parts (parameters with a sharding) get buffers of their own, so that the
+  // optimizer knows which shards hold distinct parts on the tp ranks (clipping's norm).
+  struct Layout {
+    SmallVector<Attribute> params, grads;
+    int64_t total = 0;
+  } layouts[2];
   Type elem;
   for (auto state : module.getOps<StateOp>()) {
     if (state.getRole() != "grad")
@@ -104,26 +120,33 @@ void ZeroPass::runOnOperation() {
     RankedTensorType t = param.getTensorType();
     if (failed(checkElementType(param, elem, stage)))
       return signalPassFailure();
-    params.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
-    grads.push_back(FlatSymbolRefAttr::get(state.getSymNameAttr()));
-    total += t.getNumElements();
+    Layout &l = layouts[param.getShardingAttr() ? 1 : 0];
+    l.params.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    l.grads.push_back(FlatSymbolRefAttr::get(state.getSymNameAttr()));
+    l.total += t.getNumElements();
   }
-  if (params.empty()) {
+  if (layouts[0].params.empty() && layouts[1].params.empty()) {
     module.emitError() << "ds-zero: no gradient states; run ds-autodiff first";
     return signalPassFailure();
   }
-  int64_t padded = roundUp(total, dataParallelSize * shardAlignment(elem));
-  auto flatType = RankedTensorType::get({padded}, elem);
   b.setInsertionPointToEnd(module.getBody());
   for (Operation &op : *module.getBody())
     if (!isa<ParameterOp, StateOp, shard::GridOp>(op)) {
       b.setInsertionPoint(&op);
       break;
     }
-  FlatBufferOp::create(b, loc, b.getStringAttr("zero.params"), b.getStringAttr("params"),
-                       b.getArrayAttr(params), TypeAttr::get(flatType));
-  FlatBufferOp::create(b, loc, b.getStringAttr("zero.grads"), b.getStringAttr("grads"),
-                       b.getArrayAttr(grads), TypeAttr::get(flatType));
+  for (auto [k, l] : llvm::enumerate(layouts)) {
+    if (l.params.empty())
+      continue;
+    int64_t padded = roundUp(l.total, dp.size * shardAlignment(elem));
+    auto flatType = RankedTensorType::get({padded}, elem);
+    std::string suffix = k == 1 && !layouts[0].params.empty() ? ".tp" : "";
+    FlatBufferOp::create(b, loc, b.getStringAttr("zero.params" + suffix),
+                         b.getStringAttr("params"), b.getArrayAttr(l.params),
+                         TypeAttr::get(flatType));
+    FlatBufferOp::create(b, loc, b.getStringAttr("zero.grads" + suffix), b.getStringAttr("grads"),
+                         b.getArrayAttr(l.grads), TypeAttr::get(flatType));
+  }
 }
 
 /// Stage 2: gradients are never whole. In @micro_step each parameter's gradient is produced by
@@ -186,11 +209,15 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
   // Stage 3 keeps parameters under the persistence threshold whole, in buckets of their own.
   SmallVector<SmallVector<Grad *>> buckets;
   SmallVector<bool> partitioned;
-  for (bool persistent : {false, true}) {
+  // Tensor-parallel parts (parameters with a sharding) are bucketed apart from the replicated
+  // parameters, so that the optimizer knows which shards hold distinct parts on the tp ranks.
+  for (auto [persistent, split] : {std::pair{false, false}, std::pair{false, true},
+                                   std::pair{true, false}, std::pair{true, true}}) {
     int64_t filled = reduceBucketSize;
     for (Grad &gr : grads) {
       int64_t n = gr.param.getTensorType().getNumElements();
-      if ((stage == 3 && n < persistenceThreshold) != persistent)
+      if ((stage == 3 && n < persistenceThreshold) != persistent ||
+          static_cast<bool>(gr.param.getShardingAttr()) != split)
         continue;
       if (filled >= reduceBucketSize) {
         buckets.emplace_back();
@@ -223,7 +250,6 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
     Value sum = AddOp::create(b, loc, p.type, old, p.reduced);
     AssignOp::create(b, loc, FlatSymbolRefAttr::get(b.getContext(), p.shard), sum);
   };
-  static const int16_t kDpAxis[] = {0};
   // Issue the buckets in the order their last gradient is ready (the persistent ones of stage
   // 3 interleave with the others).
   auto lastReady = [&](ArrayRef<Grad *> bucket) {
@@ -257,9 +283,9 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
       if (!last || last->isBeforeInBlock(r))
         last = r;
     }
-    int64_t padded = roundUp(total, dataParallelSize * shardAlignment(elem));
+    int64_t padded = roundUp(total, dp.size * shardAlignment(elem));
     auto flatType = RankedTensorType::get({padded}, f32);
-    auto shardType = RankedTensorType::get({padded / dataParallelSize}, f32);
+    auto shardType = RankedTensorType::get({padded / dp.size}, f32);
     std::string name = ("zero.params." + Twine(k)).str();
     auto flat = FlatBufferOp::create(
         mb, loc, mb.getStringAttr(name),
@@ -293,7 +319,7 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
                                       : ConcatOp::create(b, loc, flatType, pieces,
                                                          b.getI64IntegerAttr(0))
                                             .getResult();
-    Value reduced = shard::ReduceScatterOp::create(b, loc, shardType, "dp", kDpAxis, packed,
+    Value reduced = shard::ReduceScatterOp::create(b, loc, shardType, dp.grid, dp.axes(), packed,
                                                    shard::ReductionKind::Sum, APInt(64, 0));
     // The previous bucket's shard is accumulated now that this one is in flight.
     if (!pending.empty()) {
@@ -330,7 +356,6 @@ LogicalResult ZeroPass::partitionParameters(ModuleOp module) {
   auto phaseOf = [&](Operation *user) {
     return boundary && boundary->isBeforeInBlock(user) ? 1 : 0;
   };
-  static const int16_t kDpAxis[] = {0};
   OpBuilder b(module.getContext());
   Location loc = micro.getLoc();
   // Each bucket's uses in a phase, by member.
@@ -418,7 +443,7 @@ LogicalResult ZeroPass::partitionParameters(ModuleOp module) {
           i = k - 1;
         }
         auto shardType =
-            RankedTensorType::get({flatType.getNumElements() / dataParallelSize}, f32);
+            RankedTensorType::get({flatType.getNumElements() / dp.size}, f32);
         b.setInsertionPoint(uses[i].first);
         auto read = GetParameterOp::create(
             b, loc, shardType,
@@ -428,7 +453,7 @@ LogicalResult ZeroPass::partitionParameters(ModuleOp module) {
         if (phase == 1)
           read->setAttr("rematerialized", b.getUnitAttr());
         Value shard = read;
-        full = shard::AllGatherOp::create(b, loc, flatType, "dp", kDpAxis, shard, APInt(64, 0));
+        full = shard::AllGatherOp::create(b, loc, flatType, dp.grid, dp.axes(), shard, APInt(64, 0));
         if (phase == 0)
           forwardGather[u.flat] = full;
       }

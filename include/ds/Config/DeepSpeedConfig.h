@@ -96,7 +96,9 @@ struct DeepSpeedConfig {
   int64_t trainBatchSize = 0;
   int64_t microBatchSize = 0;
   int64_t gradientAccumulationSteps = 0;
-  int64_t worldSize = 1; ///< data-parallel size
+  int64_t worldSize = 1; ///< data-parallel size (the job has dp x tp x sp ranks)
+  int64_t tensorParallelSize = 1;   ///< tensor_parallel.autotp_size
+  int64_t sequenceParallelSize = 1; ///< sequence_parallel_size (Ulysses)
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   double gradientClipping = 0.0; ///< global norm; 0 = off

@@ -12,6 +12,7 @@ namespace mlir::ds {
 struct TrainingOptions {
   int64_t gradientAccumulationSteps = 1;
   int64_t dataParallelSize = 1;
+  int64_t tensorParallelSize = 1; ///< tensor_parallel.autotp_size
   ::ds::OptimizerConfig optimizer;
   double gradientClipping = 0.0;
   int64_t zeroStage = 0;
@@ -22,14 +23,16 @@ struct TrainingOptions {
   static TrainingOptions fromConfig(const ::ds::DeepSpeedConfig &config);
 };
 
-/// (bf16/fp16: a 16-bit forward, ds-mixed-precision) forward -> micro_step (ds-autodiff), the
+/// (tp > 1: Megatron regions, ds-tensor-parallel) (bf16/fp16: a 16-bit forward,
+/// ds-mixed-precision) forward -> micro_step (ds-autodiff), the
 /// data-parallel partitioning (ds-zero), the update with its collectives (ds-optimizer),
 /// simplified, (bf16/fp16: f32 arithmetic for the CPU kernels, ds-widen-16bit) then the check
 /// that ranks agree (ds-verify-collectives).
 void buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options);
 
-/// Builds the training step of an imported module and records `config` in it (`ds.config`).
-/// Checks that every input's leading dimension is the micro-batch size.
+/// Builds the training step of an imported module and records `config` in it (`ds.config`)
+/// and its mesh (`ds.mesh`: dp x tp from the config). Checks that every input's leading
+/// dimension is the micro-batch size.
 LogicalResult buildTrainingStep(ModuleOp module, const ::ds::DeepSpeedConfig &config);
 
 /// STEP.mlir -> LLVM dialect calls of the runtime (ds-lower-to-runtime and clean-ups), as
@@ -41,6 +44,10 @@ LogicalResult lowerStepToLLVM(ModuleOp module);
 /// parameters, gradients, optimizer state, activations, inputs and communication buffers at
 /// the peak, and the peak itself (ds-opt --memory-report).
 LogicalResult printMemoryReport(ModuleOp module, llvm::raw_ostream &os);
+
+/// Prints the collectives each rank issues per optimizer step, by mesh axis and kind, with
+/// their message bytes, from the training step (ds-opt --comm-report).
+LogicalResult printCommReport(ModuleOp module, llvm::raw_ostream &os);
 
 } // namespace mlir::ds
 

@@ -136,6 +136,10 @@ private:
     int64_t offset = 0;  ///< elements into it
     bool pinned = false; ///< a view or a viewed buffer: assignments copy into it
     bool sharded = false; ///< differs between ranks (a ZeRO shard)
+    /// A parameter split over a mesh axis (ds-tensor-parallel): its type is this rank's part
+    /// of dimension `splitDim` of the state_dict tensor, in `splitSegments` segments.
+    int64_t splitDim = -1, splitSegments = 1, splitParts = 1;
+    std::string splitAxis;
   };
   LogicalResult collectSlots();
 
@@ -199,6 +203,7 @@ private:
   /// Before `op` (or the return, with null): waits for the collectives it reads.
   void waitFor(Operation *op);
   LogicalResult lowerCollective(Operation *op);
+  FailureOr<int32_t> groupOf(Operation *op);
   ArenaModel arena;
   std::vector<int> slotStorage;
   int64_t persistentBytes = 0, inputBytes = 0;
@@ -217,6 +222,21 @@ LogicalResult Lowering::collectSlots() {
         for (Attribute a : *aliases)
           s.aliases.push_back(cast<StringAttr>(a).getValue().str());
       s.type = p.getTensorType();
+      if (ShardingAttr sh = p.getShardingAttr()) {
+        auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
+        for (auto [d, axes] : llvm::enumerate(sh.getDims())) {
+          auto list = cast<ArrayAttr>(axes);
+          if (list.empty())
+            continue;
+          if (list.size() != 1 || s.splitDim >= 0 || !mesh)
+            return p.emitError() << "ds-lower-to-runtime: a parameter may be split along one "
+                                    "dimension over one mesh axis";
+          s.splitDim = static_cast<int64_t>(d);
+          s.splitSegments = sh.getSegmentsOf(d);
+          s.splitAxis = cast<StringAttr>(list[0]).getValue().str();
+          s.splitParts = mesh.getShape()[mesh.findAxis(s.splitAxis)];
+        }
+      }
     } else if (auto st = dyn_cast<StateOp>(op)) {
       s.name = st.getSymName().str();
       s.kind = st.getRole() == "grad" ? "gradient" : "state";
@@ -382,9 +402,12 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op))
     return lowerCollective(op);
   // `result` is a view (made by runtime function `fn`) of `source`'s storage.
-  auto bindView = [&](Value result, Value source, StringRef fn, ArrayRef<Value> leading) {
+  auto bindView = [&](Value result, Value source, StringRef fn, ArrayRef<Value> leading,
+                      ArrayRef<Value> before = {}) {
     RankedTensorType type = typeOf(result);
-    SmallVector<Value> args = {ctxArg, get(source)};
+    SmallVector<Value> args = {ctxArg};
+    args.append(before.begin(), before.end());
+    args.push_back(get(source));
     args.append(leading.begin(), leading.end());
     args.append({i32(type.getRank()), i64Array(type.getShape())});
     lowered[result] = call(fn, args, ptrTy);
@@ -401,7 +424,19 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     // This rank's chunk along dimension 0: a view, no communication.
     if (sl.getSliceAxis().getZExtValue() != 0)
       return op->emitError() << "ds-lower-to-runtime: all_slice must slice dimension 0";
-    return bindView(sl.getResult(), sl.getInput(), "dsrt_comm_chunk", {});
+    FailureOr<int32_t> group = groupOf(op);
+    if (failed(group))
+      return failure();
+    return bindView(sl.getResult(), sl.getInput(), "dsrt_comm_chunk", {}, {i32(*group)});
+  }
+
+  if (auto mc = dyn_cast<MeshCoordinateOp>(op)) {
+    // This rank's index along the axis (the runtime's mesh mirrors the grid).
+    Value coord = call("dsrt_comm_coordinate",
+                       {ctxArg, i32(static_cast<int64_t>(mc.getGridAxis()))}, i32Ty);
+    Value out = alloc(mc.getResult(), describe(op));
+    call("dsrt_fill", {ctxArg, out, LLVM::SIToFPOp::create(b, loc, f64Ty, coord)});
+    return success();
   }
 
   if (auto c = dyn_cast<ConstantOp>(op)) {
@@ -739,17 +774,35 @@ void Lowering::waitFor(Operation *op) {
   }
 }
 
-/// shard.all_reduce / all_gather / reduce_scatter on a one-axis grid whose ranks are the
-/// runtime's data-parallel group; gather and scatter along dimension 0.
-LogicalResult Lowering::lowerCollective(Operation *op) {
+/// The runtime group of a shard collective: the mask of its grid axes (bit i: axis i of the
+/// mesh, which the grid mirrors); DSRT_GROUP_WORLD (-1) when it names none.
+FailureOr<int32_t> Lowering::groupOf(Operation *op) {
   auto gridName = op->getAttrOfType<FlatSymbolRefAttr>("grid");
-  auto grid = module.lookupSymbol<shard::GridOp>(gridName.getValue());
-  if (!grid || grid.getShape().size() != 1 || ShapedType::isDynamic(grid.getShape()[0]))
-    return op->emitError() << "ds-lower-to-runtime: collectives need a one-axis grid of static "
-                              "size (the data-parallel ranks)";
+  auto grid = gridName ? module.lookupSymbol<shard::GridOp>(gridName.getValue()) : nullptr;
+  auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
+  if (!grid || !mesh || grid.getShape() != mesh.getShape())
+    return op->emitError() << "ds-lower-to-runtime: collectives need a grid that mirrors the "
+                              "module's ds.mesh (same sizes in the same order; ds-zero and the "
+                              "parallelism passes make one)";
   auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
-  if (axes && !(axes.empty() || (axes.size() == 1 && axes[0] == 0)))
-    return op->emitError() << "ds-lower-to-runtime: grid_axes must be [0]";
+  if (!axes || axes.empty())
+    return -1;
+  int32_t mask = 0;
+  for (int16_t a : axes.asArrayRef()) {
+    if (a < 0 || a >= static_cast<int64_t>(mesh.getShape().size()))
+      return op->emitError() << "ds-lower-to-runtime: grid axis " << a << " is not an axis of "
+                             << mesh.str();
+    mask |= 1 << a;
+  }
+  return mask;
+}
+
+/// shard.all_reduce / all_gather / reduce_scatter over the runtime group of their grid axes;
+/// gather and scatter along dimension 0.
+LogicalResult Lowering::lowerCollective(Operation *op) {
+  FailureOr<int32_t> group = groupOf(op);
+  if (failed(group))
+    return failure();
   Value in = op->getOperand(0), r = op->getResult(0);
   auto reduction = [](shard::ReductionKind k) -> FailureOr<int> {
     switch (k) {
@@ -785,7 +838,8 @@ LogicalResult Lowering::lowerCollective(Operation *op) {
     } else {
       out = alloc(r, describe(op));
     }
-    event = call("dsrt_all_reduce", {ctxArg, out, lowered.lookup(in), i32(*red)}, ptrTy);
+    event = call("dsrt_all_reduce", {ctxArg, i32(*group), out, lowered.lookup(in), i32(*red)},
+                 ptrTy);
   } else if (auto ag = dyn_cast<shard::AllGatherOp>(op)) {
     if (ag.getGatherAxis().getZExtValue() != 0)
       return op->emitError() << "ds-lower-to-runtime: all_gather must gather along dimension 0";
@@ -804,14 +858,15 @@ LogicalResult Lowering::lowerCollective(Operation *op) {
     }
     if (!out)
       out = alloc(r, describe(op));
-    event = call("dsrt_all_gather", {ctxArg, out, lowered.lookup(in)}, ptrTy);
+    event = call("dsrt_all_gather", {ctxArg, i32(*group), out, lowered.lookup(in)}, ptrTy);
   } else {
     auto rs = cast<shard::ReduceScatterOp>(op);
     FailureOr<int> red = reduction(rs.getReduction());
     if (failed(red) || rs.getScatterAxis().getZExtValue() != 0)
       return op->emitError() << "ds-lower-to-runtime: reduce_scatter must be sum, max or min "
                                 "along dimension 0";
-    event = call("dsrt_reduce_scatter", {ctxArg, alloc(r, describe(op)), lowered.lookup(in), i32(*red)},
+    event = call("dsrt_reduce_scatter",
+                 {ctxArg, i32(*group), alloc(r, describe(op)), lowered.lookup(in), i32(*red)},
                  ptrTy);
   }
   pendingEvents[r] = event;
@@ -942,6 +997,11 @@ void Lowering::emitMetadata() {
     }
     if (s.sharded)
       o["sharded"] = true;
+    if (s.splitDim >= 0)
+      o["split"] = llvm::json::Object{{"dim", s.splitDim},
+                                      {"segments", s.splitSegments},
+                                      {"axis", s.splitAxis},
+                                      {"parts", s.splitParts}};
     if (!s.role.empty())
       o["role"] = s.role;
     slotArray.push_back(std::move(o));
@@ -976,6 +1036,14 @@ void Lowering::emitMetadata() {
                                   {"buffers", std::move(buffers)}}}};
   if (auto w = module->getAttrOfType<StringAttr>("ds.weights"))
     root["weights"] = w.getValue().str();
+  // The runtime joins this mesh (its groups are masks of these axes).
+  if (auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName)) {
+    llvm::json::Array axes;
+    for (StringAttr a : mesh.getAxes())
+      axes.push_back(a.getValue().str());
+    root["mesh"] = llvm::json::Object{{"axes", std::move(axes)},
+                                      {"shape", llvm::json::Array(mesh.getShape())}};
+  }
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(root));

@@ -135,26 +135,43 @@ void dsrt_stream_synchronize(dsrt_context *ctx);
 void dsrt_event_wait(dsrt_context *ctx, dsrt_event *event);
 
 /*===--------------------------------------------------------------------===*
- * Communication. A context joins one data-parallel group: MPI when the process was started by
- * mpirun or srun (dsrt_comm_init), else a loopback channel of one rank. Collectives are
- * enqueued in call order on the channel's own thread and return an event; the compute stream
+ * Communication. A context joins a mesh of ranks (dsrt_comm_init_mesh): MPI when the process
+ * was started by mpirun or srun, else a loopback channel of one rank. The mesh's axes are a
+ * row-major grid of the world's ranks (the last axis varies fastest); a group is the set of
+ * ranks whose coordinates differ only along some of the axes, named by the mask of those axes
+ * (bit i: axis i), or DSRT_GROUP_WORLD. Each group has its own queue: collectives are enqueued
+ * in call order on the group's communication thread and return an event; the compute stream
  * must wait for it (dsrt_event_wait) before reading the output or freeing the input. The
- * storages of both are held until the event is released. Every rank must issue the same
- * collectives in the same order with the same shapes (the compiler checks this).
+ * storages of both are held until the event is released. Every rank of a group must issue the
+ * group's collectives in the same order with the same shapes (the compiler checks this).
  *===--------------------------------------------------------------------===*/
 
 typedef enum dsrt_comm_op { DSRT_COMM_SUM = 0, DSRT_COMM_MAX = 1, DSRT_COMM_MIN = 2 } dsrt_comm_op;
 
-/** Joins the group. `expected_size` > 0 is the data-parallel size the program was compiled for:
- *  a different group size exits with a message naming both. Idempotent. */
+/** Every rank of the job. */
+#define DSRT_GROUP_WORLD (-1)
+
+/** Joins the job as a mesh of `naxes` axes (1 to 8) of sizes `shape`; `names` ("dp", "tp",
+ *  ...) only name them in messages. A job whose size is not the product exits with a message
+ *  naming the mesh. Creates every group's channel (collectively). Idempotent. */
+void dsrt_comm_init_mesh(dsrt_context *ctx, int32_t naxes, const int64_t *shape,
+                         const char *const *names);
+/** Joins a mesh of one data-parallel axis of `expected_size` ranks (the job's size when 0): a
+ *  different job size exits with a message naming both. Idempotent. */
 void dsrt_comm_init(dsrt_context *ctx, int32_t expected_size);
+/** This rank in the world, and the world's size. */
 int32_t dsrt_comm_rank(dsrt_context *ctx);
 int32_t dsrt_comm_size(dsrt_context *ctx);
+/** This rank's index along mesh axis `axis`. */
+int32_t dsrt_comm_coordinate(dsrt_context *ctx, int32_t axis);
+/** This rank's position in `group`, and the group's size. */
+int32_t dsrt_group_rank(dsrt_context *ctx, int32_t group);
+int32_t dsrt_group_size(dsrt_context *ctx, int32_t group);
 /** "mpi", "loopback" or "nccl" (the cuda device's, over MPI or loopback for its start-up). */
 const char *dsrt_comm_channel(dsrt_context *ctx);
 /** Seconds a collective may wait for the other ranks (default 1800, torch.distributed's for
- *  gloo; 0 waits forever). Past it, every rank that is alive reports where it waits and which
- *  ranks did not answer (stopped, hung or dead), and the job ends. */
+ *  gloo; 0 waits forever). Past it, every rank of the group that is alive reports where it
+ *  waits and which ranks did not answer (stopped, hung or dead), and the job ends. */
 void dsrt_comm_set_timeout(dsrt_context *ctx, double seconds);
 /** Returns when every rank has called it (the start-up barrier after loading). */
 void dsrt_comm_barrier(dsrt_context *ctx);
@@ -162,27 +179,35 @@ void dsrt_comm_barrier(dsrt_context *ctx);
  *  it has none). Returns -1 when no rank failed, else the lowest failing rank, whose message
  *  is copied into `msg` (`cap` bytes, NUL-terminated). Every rank must call it. */
 int32_t dsrt_comm_agree(dsrt_context *ctx, const char *error, char *msg, size_t cap);
-/** Ends every rank of the group with exit code `code` (MPI_Abort under MPI); the caller
+/** Ends every rank of the job with exit code `code` (MPI_Abort under MPI); the caller
  *  prints why first. With one rank (or no group yet) it exits. Never returns. */
 void dsrt_comm_abort(dsrt_context *ctx, int32_t code);
-/** Elementwise reduction of `in` over the ranks into `out` (same shape; may alias `in`). */
-dsrt_event *dsrt_all_reduce(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in,
-                            int32_t reduction);
-/** `out` (size x numel(in) elements) = every rank's `in`, in rank order. */
-dsrt_event *dsrt_all_gather(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in);
+/** Elementwise reduction of `in` over the group's ranks into `out` (same shape; may alias
+ *  `in`). */
+dsrt_event *dsrt_all_reduce(dsrt_context *ctx, int32_t group, dsrt_tensor *out,
+                            const dsrt_tensor *in, int32_t reduction);
+/** `out` (size x numel(in) elements) = every rank's `in`, in group rank order. */
+dsrt_event *dsrt_all_gather(dsrt_context *ctx, int32_t group, dsrt_tensor *out,
+                            const dsrt_tensor *in);
 /** Reduces `in` (size x numel(out) elements) over the ranks; rank r gets chunk r in `out`. */
-dsrt_event *dsrt_reduce_scatter(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in,
-                                int32_t reduction);
-/** This rank's chunk of `t` split into equal parts along dimension 0 (shard.all_slice): a
- *  view, no communication. `dims` is the chunk's shape. */
-dsrt_tensor *dsrt_comm_chunk(dsrt_context *ctx, dsrt_tensor *t, int32_t rank, const int64_t *dims);
-/** Rank `root` receives `bytes[q]` bytes from each rank q (`in`), one after another in rank
- *  order, into `out` (ignored on the other ranks); at most INT_MAX bytes in all. The caller
- *  keeps both buffers alive until the event completes. */
-dsrt_event *dsrt_gather(dsrt_context *ctx, void *out, const void *in, const int64_t *bytes,
-                        int32_t root);
-/** Every rank's `t` becomes rank `root`'s. */
-dsrt_event *dsrt_comm_broadcast(dsrt_context *ctx, dsrt_tensor *t, int32_t root);
+dsrt_event *dsrt_reduce_scatter(dsrt_context *ctx, int32_t group, dsrt_tensor *out,
+                                const dsrt_tensor *in, int32_t reduction);
+/** `in` and `out` are `size` equal chunks along their memory: chunk q of `in` goes to group
+ *  rank q, and chunk q of `out` comes from group rank q (MPI_Alltoall). They must not share
+ *  storage. */
+dsrt_event *dsrt_all_to_all(dsrt_context *ctx, int32_t group, dsrt_tensor *out,
+                            const dsrt_tensor *in);
+/** This rank's chunk of `t` split into equal parts along dimension 0 over `group`
+ *  (shard.all_slice): a view, no communication. `dims` is the chunk's shape. */
+dsrt_tensor *dsrt_comm_chunk(dsrt_context *ctx, int32_t group, dsrt_tensor *t, int32_t rank,
+                             const int64_t *dims);
+/** Group rank `root` receives `bytes[q]` bytes from each group rank q (`in`), one after another
+ *  in rank order, into `out` (ignored on the other ranks); at most INT_MAX bytes in all. The
+ *  caller keeps both buffers alive until the event completes. */
+dsrt_event *dsrt_gather(dsrt_context *ctx, int32_t group, void *out, const void *in,
+                        const int64_t *bytes, int32_t root);
+/** Every rank's `t` becomes group rank `root`'s. */
+dsrt_event *dsrt_comm_broadcast(dsrt_context *ctx, int32_t group, dsrt_tensor *t, int32_t root);
 
 /*===--------------------------------------------------------------------===*
  * Persistent slots: parameters, buffers, gradients, optimizer state

@@ -1,5 +1,5 @@
-// Channels: the transports of the data-parallel group (not installed). Every call blocks and
-// runs on the communication thread (comm.cpp), one at a time, in the order the program issued
+// Channels: the transports of the mesh's groups (not installed). Every call blocks and runs on
+// its group's communication thread (comm.cpp), one at a time, in the order the program issued
 // them. A channel that can wait on peers waits at most the control's timeout, then ends the
 // job naming the ranks that did not answer.
 #ifndef DSRT_COMM_CHANNEL_H
@@ -48,8 +48,18 @@ public:
   /// into `out` (ignored elsewhere). The total is at most INT_MAX bytes.
   virtual void gather(const CommOp &op, void *out, const void *in,
                       const std::vector<int64_t> &bytes, int root) = 0;
+  /// `in` holds size() blocks of `bytes` each; block q goes to rank q, and `out`'s block q
+  /// comes from rank q (MPI_Alltoall). `out` and `in` do not overlap.
+  virtual void allToAll(const CommOp &op, void *out, const void *in, int64_t bytes) = 0;
   /// Returns when every rank has called it.
   virtual void barrier(const CommOp &op) = 0;
+  /// A channel over the ranks of this one that pass the same `color`, ranked by `key`
+  /// (MPI_Comm_split). Every rank of this channel calls it, on this channel's thread, in the
+  /// same order; the new channel may then be used on another thread. Null with the reason in
+  /// `why` where the transport cannot.
+  virtual std::unique_ptr<Channel> split(int color, int key, std::string &why) = 0;
+  /// Called first on the thread that will use a channel made by split().
+  virtual void enterThread() {}
   /// Called on the communication thread while no work is queued: serves the control's abort
   /// request and peers' timeout reports.
   virtual void idle() {}

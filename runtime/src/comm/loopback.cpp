@@ -30,7 +30,13 @@ public:
               int) override {
     copy(out, in, bytes[0]);
   }
+  void allToAll(const CommOp &, void *out, const void *in, int64_t bytes) override {
+    copy(out, in, bytes);
+  }
   void barrier(const CommOp &) override {}
+  std::unique_ptr<Channel> split(int, int, std::string &) override {
+    return std::make_unique<Loopback>();
+  }
   [[noreturn]] void abort(int code) override {
     std::fflush(stdout);
     std::fflush(stderr);

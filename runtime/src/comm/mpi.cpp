@@ -1,8 +1,9 @@
 //===- mpi.cpp - the MPI channel ----------------------------------------------===//
 //
-// MPI_COMM_WORLD as the data-parallel group. MPI is initialized, called and finalized on the
-// communication thread only, so MPI_THREAD_FUNNELED is what it needs (that thread is MPI's main
-// thread); a library that provides less is refused. Every collective is nonblocking and polled,
+// MPI_COMM_WORLD and the mesh's groups split from it. MPI is initialized and finalized on the
+// world's communication thread; each group calls MPI on a thread of its own, so a mesh of
+// several axes needs MPI_THREAD_MULTIPLE and a single group MPI_THREAD_FUNNELED; a library that
+// provides less is refused. Every collective is nonblocking and polled,
 // so that a wait can time out: the rank then tells every other rank where it is stuck, hears
 // back from the ranks that are alive, prints which ranks did not answer, and ends the job.
 // Counts beyond INT_MAX elements (or the test limit DSRT_TEST_MPI_MAX_COUNT) are split, since
@@ -110,6 +111,13 @@ void check(int rc, const char *what) {
   abortWorld(1);
 }
 
+std::string threadLevelName(int level) {
+  return level == MPI_THREAD_SINGLE     ? "MPI_THREAD_SINGLE"
+         : level == MPI_THREAD_FUNNELED ? "MPI_THREAD_FUNNELED"
+         : level == MPI_THREAD_SERIALIZED ? "MPI_THREAD_SERIALIZED"
+                                          : "MPI_THREAD_MULTIPLE";
+}
+
 /// Where a rank is, as it tells its peers after a timeout.
 struct Position {
   int64_t rank = -1;
@@ -140,20 +148,33 @@ std::string describe(const Position &p) {
   return "waiting in " + collective(p);
 }
 
+/// The thread level MPI_Init_thread provided.
+int providedThreadLevel = MPI_THREAD_SINGLE;
+
 class Mpi : public Channel {
 public:
-  explicit Mpi(CommControl &control) : control_(control) {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  /// `comm`: MPI_COMM_WORLD (this channel then finalizes MPI) or a communicator split from it,
+  /// which this channel frees.
+  Mpi(CommControl &control, MPI_Comm comm) : control_(control), comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    // Reports name world ranks.
+    int me = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    world_.resize(size_);
+    MPI_Allgather(&me, 1, MPI_INT, world_.data(), 1, MPI_INT, comm_);
     // Timeout reports travel on their own communicator, never mixed with collectives.
-    MPI_Comm_dup(MPI_COMM_WORLD, &reports_);
+    MPI_Comm_dup(comm_, &reports_);
     maxCount_ = INT_MAX;
     if (const char *v = std::getenv("DSRT_TEST_MPI_MAX_COUNT")) // tests of the split
       maxCount_ = std::max<int64_t>(1, std::atoll(v));
   }
   ~Mpi() override {
     MPI_Comm_free(&reports_);
-    MPI_Finalize();
+    if (comm_ == MPI_COMM_WORLD)
+      MPI_Finalize();
+    else
+      MPI_Comm_free(&comm_);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -168,7 +189,7 @@ public:
       const char *i = static_cast<const char *>(in) + off * es;
       MPI_Request r;
       check(MPI_Iallreduce(out == in ? MPI_IN_PLACE : i, o, static_cast<int>(n),
-                           mpiReductionType(dtype), mpiOp(reduction, dtype), MPI_COMM_WORLD, &r),
+                           mpiReductionType(dtype), mpiOp(reduction, dtype), comm_, &r),
             "MPI_Iallreduce");
       wait(r);
     });
@@ -182,25 +203,19 @@ public:
     MPI_Request r;
     if (bytes <= maxCount_) {
       check(MPI_Iallgather(inPlace ? MPI_IN_PLACE : in, static_cast<int>(bytes), MPI_BYTE, o,
-                           static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD, &r),
+                           static_cast<int>(bytes), MPI_BYTE, comm_, &r),
             "MPI_Iallgather");
       wait(r);
       return;
     }
     // Chunk k of every rank's part: a block of n bytes whose extent is a whole part, so that
     // rank q's block lands at out + q * bytes + k.
-    forEachChunk(bytes, maxCount_, [&](int64_t off, int64_t n) {
-      MPI_Datatype block, strided;
-      MPI_Type_contiguous(static_cast<int>(n), MPI_BYTE, &block);
-      MPI_Type_create_resized(block, 0, static_cast<MPI_Aint>(bytes), &strided);
-      MPI_Type_commit(&strided);
+    forEachStridedChunk(bytes, [&](int64_t off, int64_t n, MPI_Datatype strided) {
       const void *send = inPlace ? MPI_IN_PLACE : static_cast<const char *>(in) + off;
       check(MPI_Iallgather(send, static_cast<int>(n), MPI_BYTE, o + off, 1, strided,
-                           MPI_COMM_WORLD, &r),
+                           comm_, &r),
             "MPI_Iallgather");
       wait(r);
-      MPI_Type_free(&strided);
-      MPI_Type_free(&block);
     });
   }
 
@@ -216,7 +231,7 @@ public:
     if (count <= maxCount_ && (out == in || !overlap)) {
       MPI_Request r;
       check(MPI_Ireduce_scatter_block(out == in ? MPI_IN_PLACE : in, out,
-                                      static_cast<int>(count), type, mop, MPI_COMM_WORLD, &r),
+                                      static_cast<int>(count), type, mop, comm_, &r),
             "MPI_Ireduce_scatter_block");
       wait(r);
       return;
@@ -235,7 +250,7 @@ public:
         const char *part = src + (q * count + off) * es;
         const void *send = q == rank_ && ownInPlace ? MPI_IN_PLACE : part;
         check(MPI_Ireduce(send, q == rank_ ? result : nullptr, static_cast<int>(n), type, mop, q,
-                          MPI_COMM_WORLD, &rs[q]),
+                          comm_, &rs[q]),
               "MPI_Ireduce");
       }
       for (MPI_Request &r : rs)
@@ -250,7 +265,7 @@ public:
     forEachChunk(bytes, maxCount_, [&](int64_t off, int64_t n) {
       MPI_Request r;
       check(MPI_Ibcast(static_cast<char *>(data) + off, static_cast<int>(n), MPI_BYTE, root,
-                       MPI_COMM_WORLD, &r),
+                       comm_, &r),
             "MPI_Ibcast");
       wait(r);
     });
@@ -270,15 +285,47 @@ public:
     }
     MPI_Request r;
     check(MPI_Igatherv(in, counts[rank_], MPI_BYTE, out, counts.data(), displs.data(), MPI_BYTE,
-                       root, MPI_COMM_WORLD, &r),
+                       root, comm_, &r),
           "MPI_Igatherv");
     wait(r);
+  }
+
+  void allToAll(const CommOp &op, void *out, const void *in, int64_t bytes) override {
+    Scope s(*this, op);
+    const char *src = static_cast<const char *>(in);
+    char *dst = static_cast<char *>(out);
+    MPI_Request r;
+    if (bytes <= maxCount_) {
+      check(MPI_Ialltoall(src, static_cast<int>(bytes), MPI_BYTE, dst, static_cast<int>(bytes),
+                          MPI_BYTE, comm_, &r),
+            "MPI_Ialltoall");
+      wait(r);
+      return;
+    }
+    // Piece k of every block: n bytes whose extent is a whole block (as allGather).
+    forEachStridedChunk(bytes, [&](int64_t off, int64_t, MPI_Datatype strided) {
+      check(MPI_Ialltoall(src + off, 1, strided, dst + off, 1, strided, comm_, &r),
+            "MPI_Ialltoall");
+      wait(r);
+    });
+  }
+
+  std::unique_ptr<Channel> split(int color, int key, std::string &why) override {
+    if (providedThreadLevel < MPI_THREAD_MULTIPLE) {
+      why = "the MPI library provides thread level " + threadLevelName(providedThreadLevel) +
+            " but a mesh of several axes needs MPI_THREAD_MULTIPLE (each group calls MPI on a "
+            "thread of its own); use an MPI built with it (OpenMPI's default)";
+      return nullptr;
+    }
+    MPI_Comm sub = MPI_COMM_NULL;
+    check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split");
+    return std::make_unique<Mpi>(control_, sub);
   }
 
   void barrier(const CommOp &op) override {
     Scope s(*this, op);
     MPI_Request r;
-    check(MPI_Ibarrier(MPI_COMM_WORLD, &r), "MPI_Ibarrier");
+    check(MPI_Ibarrier(comm_, &r), "MPI_Ibarrier");
     wait(r);
   }
 
@@ -288,12 +335,29 @@ public:
 
 private:
   CommControl &control_;
+  MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  std::vector<int> world_; ///< the world rank of each rank of comm_
   MPI_Comm reports_ = MPI_COMM_NULL;
   int64_t maxCount_ = INT_MAX;
   const CommOp *current_ = nullptr; ///< the collective in progress
   int64_t finished_ = 0;            ///< the last one completed
   Clock::time_point started_;
+
+  /// Splits per-rank blocks of `bytes` into calls of at most maxCount_ bytes: f(offset, n,
+  /// type) with `type` n bytes whose extent is a whole block, so that one element of it per
+  /// rank covers piece [offset, offset + n) of every rank's block.
+  template <class F> void forEachStridedChunk(int64_t bytes, F &&f) {
+    forEachChunk(bytes, maxCount_, [&](int64_t off, int64_t n) {
+      MPI_Datatype block, strided;
+      MPI_Type_contiguous(static_cast<int>(n), MPI_BYTE, &block);
+      MPI_Type_create_resized(block, 0, static_cast<MPI_Aint>(bytes), &strided);
+      MPI_Type_commit(&strided);
+      f(off, n, strided);
+      MPI_Type_free(&strided);
+      MPI_Type_free(&block);
+    });
+  }
 
   /// Marks the collective in progress for the reports.
   struct Scope {
@@ -399,7 +463,7 @@ private:
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    std::fprintf(stderr, "dsrt: rank %d: %s\n", rank_, report(pos, heard, limit).c_str());
+    std::fprintf(stderr, "dsrt: rank %d: %s\n", world_[rank_], report(pos, heard, limit).c_str());
     std::fflush(stderr);
     // Let the other ranks print theirs before the first abort ends them.
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -420,14 +484,14 @@ private:
     if (mine.timedOut)
       s = "waited " + std::string(buf) + " s (--comm-timeout) in " + collective(mine);
     else if (first >= 0)
-      s = describe(mine) + " when rank " + std::to_string(first) + " timed out after " + buf +
+      s = describe(mine) + " when rank " + std::to_string(world_[first]) + " timed out after " + buf +
           " s in " + collective(pos[first]);
     else
       s = describe(mine);
     std::vector<int> silent;
     for (int q = 0; q < size_; ++q)
       if (!heard[q])
-        silent.push_back(q);
+        silent.push_back(world_[q]);
     if (!silent.empty()) {
       s += "; " + rankList(silent) + (silent.size() == 1 ? " did not answer: it is" :
                                                            " did not answer: they are") +
@@ -438,7 +502,7 @@ private:
       std::vector<int> computing, other;
       for (int q = 0; q < size_; ++q) {
         if (!pos[q].waiting)
-          computing.push_back(q);
+          computing.push_back(world_[q]);
         else if (std::strcmp(pos[q].name, mine.name) != 0 || pos[q].seq != mine.seq)
           other.push_back(q);
       }
@@ -447,7 +511,7 @@ private:
              (computing.size() == 1 ? "is" : "are") +
              " still computing (a step longer than the timeout: raise --comm-timeout)";
       for (int q : other)
-        s += "; rank " + std::to_string(q) + " waits in " + describe(pos[q]);
+        s += "; rank " + std::to_string(world_[q]) + " waits in " + describe(pos[q]);
       if (!other.empty())
         s += " (the ranks issued different collectives: a bug in the compiled program; please "
              "report it)";
@@ -460,25 +524,29 @@ private:
 } // namespace
 
 std::unique_ptr<Channel> makeMpiChannel(CommControl &control, std::string &err) {
-  // All MPI calls are made by the communication thread, which initializes MPI: FUNNELED.
+  // The world's communication thread initializes MPI; the groups of a mesh of several axes
+  // call it from threads of their own (MPI_THREAD_MULTIPLE, asked for here and checked when a
+  // group is split off).
   int provided = 0;
-  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+  if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     err = "MPI_Init_thread failed";
     return nullptr;
   }
-  if (const char *v = std::getenv("DSRT_TEST_MPI_THREAD_LEVEL")) // tests of the refusal
-    provided = std::strcmp(v, "single") == 0 ? MPI_THREAD_SINGLE : provided;
+  if (const char *v = std::getenv("DSRT_TEST_MPI_THREAD_LEVEL")) // tests of the refusals
+    provided = std::strcmp(v, "single") == 0     ? MPI_THREAD_SINGLE
+               : std::strcmp(v, "funneled") == 0 ? std::min(provided, static_cast<int>(MPI_THREAD_FUNNELED))
+                                                 : provided;
+  providedThreadLevel = provided;
   int isMain = 0;
   MPI_Is_thread_main(&isMain);
   if (provided < MPI_THREAD_FUNNELED || !isMain) {
     MPI_Finalize();
-    err = "the MPI library provides thread level " +
-          std::string(provided == MPI_THREAD_SINGLE ? "MPI_THREAD_SINGLE" : "?") +
+    err = "the MPI library provides thread level " + threadLevelName(provided) +
           " but dsrt needs MPI_THREAD_FUNNELED (every MPI call is made by its communication "
           "thread); use an MPI built with thread support (OpenMPI's default)";
     return nullptr;
   }
-  return std::make_unique<Mpi>(control);
+  return std::make_unique<Mpi>(control, MPI_COMM_WORLD);
 }
 
 std::string mpiLibraryVersion() {

@@ -140,6 +140,12 @@ std::string Driver::prepare() {
     return "no initial weights: pass --weights FILE.safetensors";
   if (opt.saveEvery > 0 && opt.save.empty() && opt.resume.empty())
     return "--save-every K needs --save DIR (where to write the checkpoints)";
+  if (!opt.save.empty() || !opt.resume.empty())
+    for (const SlotSpec &s : p.slots)
+      if (s.splitDim >= 0)
+        return "checkpoints of a tensor-parallel program are not implemented yet ('" + s.name +
+               "' is split over " + s.splitAxis + "); drop --save/--resume, or compile with "
+               "tensor_parallel.autotp_size 1 (--save-weights writes the whole model)";
   // Before anything allocates from the arena, so that an oversized plan fails fast.
   if (!checkPlan(p, opt.deviceMemory, err))
     return err;
@@ -201,7 +207,7 @@ int Driver::train(uint64_t resumePeak) {
         ts[i] = dsrt_tensor_alloc(ctx, p.inputs[i].dtype,
                                   static_cast<int32_t>(p.inputs[i].dims.size()),
                                   p.inputs[i].dims.data());
-      data.fill(ctx, step, rank, k, ts);
+      data.fill(ctx, step, group.dpIndex(), k, ts);
       dsrt_tensor *loss = program->micro_step(ctx, ts.data());
       // The loss is read on the host: wait for the stream to produce it.
       dsrt_event *done = dsrt_event_record(ctx);
@@ -212,10 +218,16 @@ int Driver::train(uint64_t resumePeak) {
       for (dsrt_tensor *t : ts)
         dsrt_tensor_free(ctx, t);
     }
-    if (worldSize > 1) { // every rank's micro-batch losses, in rank order (as ds-reference)
+    if (worldSize > 1) { // every data-parallel rank's micro-batch losses, in dp order (as
+                         // ds-reference); the ranks that share samples computed the same ones
       std::vector<char> all = group.gather(losses.data(), losses.size() * sizeof(float));
-      losses.resize(all.size() / sizeof(float));
-      std::memcpy(losses.data(), all.data(), all.size());
+      const size_t per = losses.size();
+      losses.clear();
+      for (int32_t q = 0; q < worldSize; ++q)
+        if (group.leadsItsSamples(q)) {
+          const float *l = reinterpret_cast<const float *>(all.data()) + q * per;
+          losses.insert(losses.end(), l, l + per);
+        }
     }
     float mean = io::meanLoss(losses); // dp * gas micro-batches
     // This step's failures (the same on every rank, or rank 0's writes), agreed on below.
@@ -370,7 +382,7 @@ int Driver::run() {
                                sizeof why);
   if (!ctx) // before any log line: nothing has run
     return fail(std::string(why) + " (run with --device cpu, or see ds-report)");
-  group.join(ctx, p.dp, opt.commTimeout); // exits naming both sizes on a mismatch
+  group.join(ctx, p.meshAxes, p.meshShape, opt.commTimeout); // exits naming both sizes on a mismatch
   checkpoints = std::make_unique<Checkpointer>(p, group, tool);
   if (lossScaling)
     checkpoints->setScalerState(scalerState);

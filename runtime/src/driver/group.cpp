@@ -6,12 +6,59 @@
 
 namespace dsrt::driver {
 
-void Group::join(dsrt_context *ctx, int64_t expectedSize, double timeoutSeconds) {
+void Group::join(dsrt_context *ctx, const std::vector<std::string> &axes,
+                 const std::vector<int64_t> &shape, double timeoutSeconds) {
   ctx_ = ctx;
-  dsrt_comm_init(ctx, static_cast<int32_t>(expectedSize));
+  axes_ = axes;
+  shape_ = shape;
+  std::vector<const char *> names;
+  for (const std::string &a : axes)
+    names.push_back(a.c_str());
+  dsrt_comm_init_mesh(ctx, static_cast<int32_t>(shape.size()), shape.data(), names.data());
   dsrt_comm_set_timeout(ctx, timeoutSeconds);
   rank_ = dsrt_comm_rank(ctx);
   size_ = dsrt_comm_size(ctx);
+  dpSize_ = 1;
+  for (size_t i = 0; i < axes_.size(); ++i)
+    if (axes_[i] == "dp")
+      dpSize_ = static_cast<int32_t>(shape_[i]);
+}
+
+int32_t Group::coordinate(int32_t q, size_t axis) const {
+  int64_t r = q;
+  for (size_t i = shape_.size(); i-- > axis + 1;)
+    r /= shape_[i];
+  return static_cast<int32_t>(r % shape_[axis]);
+}
+
+int32_t Group::dpIndexOf(int32_t q) const { return indexOf(q, "dp"); }
+
+int32_t Group::indexOf(int32_t q, const std::string &axis) const {
+  for (size_t i = 0; i < axes_.size(); ++i)
+    if (axes_[i] == axis)
+      return coordinate(q, i);
+  return 0;
+}
+
+int32_t Group::sizeOn(const std::string &axis) const {
+  for (size_t i = 0; i < axes_.size(); ++i)
+    if (axes_[i] == axis)
+      return static_cast<int32_t>(shape_[i]);
+  return 1;
+}
+
+int32_t Group::groupOf(const std::string &axis) const {
+  for (size_t i = 0; i < axes_.size(); ++i)
+    if (axes_[i] == axis)
+      return 1 << i;
+  return 0;
+}
+
+bool Group::leadsItsSamples(int32_t q) const {
+  for (size_t i = 0; i < axes_.size(); ++i)
+    if (axes_[i] != "dp" && coordinate(q, i) != 0)
+      return false;
+  return true;
 }
 
 std::vector<char> Group::gather(const void *mine, int64_t n) const {
@@ -20,7 +67,7 @@ std::vector<char> Group::gather(const void *mine, int64_t n) const {
   int64_t inDims = n, outDims = n * size_;
   dsrt_tensor *a = dsrt_tensor_host(ctx_, DSRT_I1, 1, &inDims, in.data());
   dsrt_tensor *b = dsrt_tensor_host(ctx_, DSRT_I1, 1, &outDims, out.data());
-  dsrt_event_release(dsrt_all_gather(ctx_, b, a));
+  dsrt_event_release(dsrt_all_gather(ctx_, DSRT_GROUP_WORLD, b, a));
   dsrt_tensor_free(ctx_, a);
   dsrt_tensor_free(ctx_, b);
   return out;
@@ -31,11 +78,11 @@ std::string Group::broadcast(const std::string &text) const {
     return text;
   int64_t n = static_cast<int64_t>(text.size()), one = 1;
   dsrt_tensor *len = dsrt_tensor_host(ctx_, DSRT_I64, 1, &one, &n);
-  dsrt_event_release(dsrt_comm_broadcast(ctx_, len, 0));
+  dsrt_event_release(dsrt_comm_broadcast(ctx_, DSRT_GROUP_WORLD, len, 0));
   dsrt_tensor_free(ctx_, len);
   std::string out = rank_ == 0 ? text : std::string(static_cast<size_t>(n), '\0');
   dsrt_tensor *t = dsrt_tensor_host(ctx_, DSRT_I1, 1, &n, out.data());
-  dsrt_event_release(dsrt_comm_broadcast(ctx_, t, 0));
+  dsrt_event_release(dsrt_comm_broadcast(ctx_, DSRT_GROUP_WORLD, t, 0));
   dsrt_tensor_free(ctx_, t);
   return out;
 }

@@ -14,11 +14,29 @@ namespace dsrt::driver {
 
 class Group {
 public:
-  /// Joins the context's group (exits naming both sizes when the program was compiled for
-  /// another size) and arms the collectives' timeout.
-  void join(dsrt_context *ctx, int64_t expectedSize, double timeoutSeconds);
+  /// Joins the mesh the program was compiled for (exits naming it when the job has another
+  /// size) and arms the collectives' timeout.
+  void join(dsrt_context *ctx, const std::vector<std::string> &axes,
+            const std::vector<int64_t> &shape, double timeoutSeconds);
+  /// This rank in the world, and the world's size.
   int32_t rank() const { return rank_; }
   int32_t size() const { return size_; }
+  /// This rank's data-parallel index (which samples it reads) and the number of them.
+  int32_t dpIndex() const { return dpIndexOf(rank_); }
+  int32_t dpSize() const { return dpSize_; }
+  /// The group of the ranks that differ only along mesh axis `axis` ("dp", "tp"), as the
+  /// runtime names it (a mask of axes); DSRT_GROUP_WORLD's stand-in 0 (this rank alone) when
+  /// the mesh has no such axis.
+  int32_t groupOf(const std::string &axis) const;
+  /// This rank's index along `axis` and its size (0 and 1 without it).
+  int32_t indexOn(const std::string &axis) const { return indexOf(rank_, axis); }
+  int32_t sizeOn(const std::string &axis) const;
+  int32_t indexOf(int32_t q, const std::string &axis) const;
+  /// World rank `q`'s data-parallel index.
+  int32_t dpIndexOf(int32_t q) const;
+  /// Whether world rank `q` is the first of the ranks that share its samples (its index is 0
+  /// on every axis but dp): the one whose losses the log counts.
+  bool leadsItsSamples(int32_t q) const;
   dsrt_context *ctx() const { return ctx_; }
 
   /// Every rank's `n` bytes at `mine`, in rank order.
@@ -39,7 +57,11 @@ public:
 
 private:
   dsrt_context *ctx_ = nullptr;
-  int32_t rank_ = 0, size_ = 1;
+  int32_t rank_ = 0, size_ = 1, dpSize_ = 1;
+  std::vector<std::string> axes_;
+  std::vector<int64_t> shape_;
+  /// World rank `q`'s index along axis `axis` (row-major, the last axis fastest).
+  int32_t coordinate(int32_t q, size_t axis) const;
 };
 
 } // namespace dsrt::driver

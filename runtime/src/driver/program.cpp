@@ -90,6 +90,15 @@ bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
       s.sharded = sh->boolean;
     if (const Json *of = j.get("of"); of && of->isString())
       s.of = of->text;
+    if (const Json *sp = j.get("split")) {
+      const Json *ax = sp->get("axis"), *d = sp->get("dim"), *sg = sp->get("segments"),
+                 *pa = sp->get("parts");
+      if (!ax || !ax->isString() || !d || !d->asInt(0, (int64_t)s.dims.size() - 1, s.splitDim) ||
+          !sg || !sg->asInt(1, INT64_MAX, s.splitSegments) || !pa ||
+          !pa->asInt(1, 1 << 20, s.splitParts) || s.dims[s.splitDim] % s.splitSegments != 0)
+        return bad("slot '" + s.name + "' has a malformed \"split\"");
+      s.splitAxis = ax->text;
+    }
     if (const Json *al = j.get("aliases"); al && al->isArray())
       for (const Json &a : al->items)
         if (a.isString())
@@ -132,6 +141,29 @@ bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
     return bad("train_batch_size " + std::to_string(G) + " != micro-batch " +
                std::to_string(mb) + " x accumulation " + std::to_string(gas) + " x world " +
                std::to_string(dp));
+  p.meshAxes = {"dp"};
+  p.meshShape = {dp};
+  if (const Json *mesh = p.meta.get("mesh")) {
+    const Json *axes = mesh->get("axes"), *shape = mesh->get("shape");
+    if (!axes || !shape || !axes->isArray() || !shape->isArray() || axes->items.empty() ||
+        axes->items.size() != shape->items.size() || axes->items.size() > 8)
+      return bad("\"mesh\" needs \"axes\" and \"shape\", arrays of one to eight entries");
+    p.meshAxes.clear();
+    p.meshShape.clear();
+    int64_t dpSize = 1;
+    for (size_t i = 0; i < axes->items.size(); ++i) {
+      int64_t n = 0;
+      if (!axes->items[i].isString() || !shape->items[i].asInt(1, 1 << 20, n))
+        return bad("\"mesh\" axis " + std::to_string(i) + " is malformed");
+      p.meshAxes.push_back(axes->items[i].text);
+      p.meshShape.push_back(n);
+      if (axes->items[i].text == "dp")
+        dpSize = n;
+    }
+    if (dpSize != dp)
+      return bad("the mesh's dp axis has " + std::to_string(dpSize) +
+                 " ranks but the config's world size is " + std::to_string(dp));
+  }
   const Json *optim = cfg->get("optimizer");
   const Json *params = optim ? optim->get("params") : nullptr;
   const Json *lrj = params ? params->get("lr") : nullptr;

@@ -28,6 +28,18 @@ struct SlotSpec {
   std::string shardedBy; ///< stage 3: a parameter kept only as part of this shard slot
   int64_t offset = 0;    ///< at this element
   int64_t numel = 0;
+  /// A parameter split over mesh axis `splitAxis` (tensor parallelism): `dims` are this
+  /// rank's part of dimension `splitDim` of the state_dict tensor, which is `splitSegments`
+  /// equal segments of which each of the `splitParts` ranks holds its part, back to back.
+  int64_t splitDim = -1, splitSegments = 1, splitParts = 1;
+  std::string splitAxis;
+  /// The state_dict tensor's dims (`dims` unless split).
+  std::vector<int64_t> globalDims() const {
+    std::vector<int64_t> g = dims;
+    if (splitDim >= 0)
+      g[splitDim] *= splitParts;
+    return g;
+  }
   uint64_t bytes() const { return static_cast<uint64_t>(numel) * io::elementSize(dtype); }
 };
 
@@ -36,6 +48,9 @@ struct ProgramSpec {
   std::vector<InputSpec> inputs;
   std::vector<SlotSpec> slots;
   int64_t G = 0, mb = 0, gas = 0, dp = 1, stepsPerPrint = 10, zeroStage = 0;
+  /// The mesh the program was compiled for (metadata "mesh"; one dp axis when absent).
+  std::vector<std::string> meshAxes;
+  std::vector<int64_t> meshShape;
   uint64_t seed = 1234;
   double lr = 0;
   const io::Json &config() const { return *meta.get("config"); }

@@ -79,6 +79,48 @@ void writeIntoShard(dsrt_context *ctx, int32_t rank, dsrt_tensor *part, bool sha
   writeElements(ctx, part, from - lo, to - from, host.data());
 }
 
+/// Rank `index`'s part of a tensor split as `s` says (SlotSpec::splitDim): copies it out of the
+/// whole tensor (`toWhole` false) or back into it, `es` bytes per element.
+void movePart(const SlotSpec &s, char *whole, char *part, size_t es, int64_t index,
+              bool toWhole) {
+  std::vector<int64_t> g = s.globalDims();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < s.splitDim; ++d)
+    outer *= g[d];
+  for (size_t d = s.splitDim + 1; d < g.size(); ++d)
+    inner *= g[d];
+  const int64_t n = g[s.splitDim], seg = n / s.splitSegments, local = seg / s.splitParts;
+  const size_t run = static_cast<size_t>(local * inner) * es;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t k = 0; k < s.splitSegments; ++k) {
+      char *w = whole + static_cast<size_t>((o * n + k * seg + index * local) * inner) * es;
+      char *p = part + static_cast<size_t>((o * s.splitSegments + k) * local * inner) * es;
+      if (toWhole)
+        std::memcpy(w, p, run);
+      else
+        std::memcpy(p, w, run);
+    }
+}
+
+/// The whole tensor of a split slot on world rank 0, from every rank's `part` along the split
+/// axis (the ranks of that axis that share rank 0's other coordinates call this; `part` is
+/// their local tensor, `es` bytes per element).
+std::vector<char> gatherParts(const SlotSpec &s, const Group &g, const std::vector<char> &part,
+                              size_t es) {
+  const int32_t parts = static_cast<int32_t>(s.splitParts);
+  std::vector<char> all(g.indexOn(s.splitAxis) == 0 ? part.size() * parts : 0);
+  std::vector<int64_t> counts(parts, static_cast<int64_t>(part.size()));
+  dsrt_event_release(dsrt_gather(g.ctx(), g.groupOf(s.splitAxis), all.data(), part.data(),
+                                 counts.data(), 0));
+  std::vector<char> whole;
+  if (g.indexOn(s.splitAxis) != 0)
+    return whole;
+  whole.resize(all.size());
+  for (int32_t q = 0; q < parts; ++q)
+    movePart(s, whole.data(), all.data() + part.size() * q, es, q, true);
+  return whole;
+}
+
 } // namespace
 
 bool loadWeights(const ProgramSpec &p, const Group &g, const std::string &path,
@@ -117,28 +159,37 @@ bool loadWeights(const ProgramSpec &p, const Group &g, const std::string &path,
     // Mixed precision: the model's f32 weights initialize the masters and, rounded, the
     // 16-bit parameters.
     bool widened = dsrt::isHalfType(s.dtype) && a->dtype == DSRT_F32;
-    if (a->dims != s.dims || (a->dtype != s.dtype && !widened)) {
+    if (a->dims != s.globalDims() || (a->dtype != s.dtype && !widened)) {
       err = "weights '" + path + "': tensor '" + key + "' is " + a->describe() + " but the " +
-            s.kind + " is " + io::formatDims(s.dims) + " " +
+            s.kind + " is " + io::formatDims(s.globalDims()) + " " +
             io::dtypeName(s.dtype) + "; use the weights of the compiled model";
       return false;
     }
     int64_t n = static_cast<int64_t>(s.bytes() / io::elementSize(s.dtype));
+    // Tensor parallelism: this rank's part of the state_dict tensor.
+    std::vector<char> part;
+    const char *data = reinterpret_cast<const char *>(a->data.data());
+    if (s.splitDim >= 0 && !a->data.empty()) {
+      size_t es = io::elementSize(a->dtype);
+      part.resize(static_cast<size_t>(n) * es);
+      movePart(s, const_cast<char *>(data), part.data(), es, g.indexOn(s.splitAxis), false);
+      data = part.data();
+    }
     int64_t masterOffset = 0;
     if (int32_t m = masterOf(p, s, masterOffset); m >= 0) {
       dsrt_tensor *master = dsrt_slot_get(ctx, m);
-      writeIntoShard(ctx, g.rank(), master, slots[m].sharded, masterOffset, a->data.data(), a->dtype, n);
+      writeIntoShard(ctx, g.dpIndex(), master, slots[m].sharded, masterOffset, data, a->dtype, n);
       dsrt_tensor_free(ctx, master);
     }
     if (!s.shardedBy.empty()) { // stage 3: this rank's part of the parameter, into its shard
-      dsrt_tensor *part = dsrt_slot_get(ctx, p.slotNamed(s.shardedBy));
-      writeIntoShard(ctx, g.rank(), part, true, s.offset, a->data.data(), a->dtype, n);
-      dsrt_tensor_free(ctx, part);
+      dsrt_tensor *shard = dsrt_slot_get(ctx, p.slotNamed(s.shardedBy));
+      writeIntoShard(ctx, g.dpIndex(), shard, true, s.offset, data, a->dtype, n);
+      dsrt_tensor_free(ctx, shard);
       continue;
     }
     dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
     if (!a->data.empty())
-      writeIntoShard(ctx, 0, t, false, 0, a->data.data(), a->dtype, n);
+      writeIntoShard(ctx, 0, t, false, 0, data, a->dtype, n);
     dsrt_tensor_free(ctx, t);
   }
   return true;
@@ -148,24 +199,29 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
                    std::string &err) {
   const std::vector<SlotSpec> &slots = p.slots;
   dsrt_context *ctx = g.ctx();
-  const int32_t world = g.size(), rank = g.rank();
+  // ZeRO shards are over the data-parallel ranks; tensor-parallel parts over the tp ranks.
+  const int32_t dpSize = g.dpSize(), dpIndex = g.dpIndex(), dpGroup = g.groupOf("dp");
+  const int32_t rank = g.rank();
   // What each state_dict entry is read from: a slot this rank holds whole, or elements
-  // [offset, offset + numel) of a state sharded over the ranks.
+  // [offset, offset + numel) of a state sharded over the data-parallel ranks; `split`, the
+  // parameter's spec when this rank's slot is only its part along a mesh axis.
   struct Item {
     std::string name;
     int32_t dtype; ///< as written (and as held)
     std::vector<int64_t> dims;
-    int64_t numel;
+    int64_t numel; ///< this rank's (its part's, when split)
     int32_t slot;
     bool sharded;
     int64_t offset;
+    const SlotSpec *split;
   };
   std::vector<Item> items;
   for (size_t i = 0; i < slots.size(); ++i) {
     const SlotSpec &s = slots[i];
     if (s.kind != "parameter" && s.kind != "buffer")
       continue;
-    Item it{s.name, s.dtype, s.dims, s.numel, static_cast<int32_t>(i), false, 0};
+    Item it{s.name, s.dtype, s.globalDims(), s.numel, static_cast<int32_t>(i), false, 0,
+            s.splitDim >= 0 ? &s : nullptr};
     int64_t masterOffset = 0;
     if (int32_t m = masterOf(p, s, masterOffset); m >= 0) {
       // Mixed precision: the export is the f32 masters (DeepSpeed's zero_to_fp32).
@@ -185,15 +241,21 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
     }
   }
   // Rank 0 writes the header, then each tensor in turn: its own slots directly, sharded
-  // tensors window by window as the ranks' parts of them arrive (a gather to rank 0), so that
-  // no rank ever holds more than one window beyond its own state.
+  // tensors window by window as the data-parallel ranks' parts of them arrive (a gather to
+  // rank 0), so that no rank ever holds more than one window beyond its own state. A tensor
+  // split over tp arrives whole at each tp rank of data-parallel index 0 first, then from
+  // them at rank 0.
   std::FILE *f = nullptr;
   std::string tmp = path + ".tmp";
   if (rank == 0) {
     std::vector<io::SafetensorsEntry> layout;
-    for (const Item &it : items)
+    for (const Item &it : items) {
+      int64_t whole = 1;
+      for (int64_t d : it.dims)
+        whole *= d;
       layout.push_back({it.name, it.dtype, it.dims, nullptr,
-                        static_cast<size_t>(it.numel) * io::elementSize(it.dtype)});
+                        static_cast<size_t>(whole) * io::elementSize(it.dtype)});
+    }
     std::string prefix = io::safetensorsPrefix(layout);
     f = std::fopen(tmp.c_str(), "wb");
     if (!f || std::fwrite(prefix.data(), 1, prefix.size(), f) != prefix.size())
@@ -203,36 +265,51 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
     if (rank == 0 && err.empty() && n && std::fwrite(data, 1, n, f) != n)
       err = "cannot write '" + tmp + "': " + std::strerror(errno);
   };
-  std::vector<char> window, mine;
-  std::vector<int64_t> counts(world);
+  std::vector<char> window, mine, part;
+  std::vector<int64_t> counts(dpSize);
   for (const Item &it : items) {
     dsrt_tensor *t = dsrt_slot_get(ctx, it.slot);
     size_t es = io::elementSize(it.dtype);
-    if (!it.sharded || world == 1) {
+    // Where this rank's windows go: the file (rank 0) or its part (a split tensor).
+    const bool collect = it.split && dpIndex == 0;
+    part.clear();
+    auto emit = [&](const void *data, size_t n) {
+      if (collect)
+        part.insert(part.end(), static_cast<const char *>(data),
+                    static_cast<const char *>(data) + n);
+      else
+        put(data, n);
+    };
+    const int64_t per =
+        static_cast<int64_t>(std::max<size_t>(ckpt::transferBufferBytes() / es, 1));
+    if (!it.sharded || dpSize == 1) {
       // Window by window, so that the host holds at most one transfer buffer.
-      const int64_t per =
-          static_cast<int64_t>(std::max<size_t>(ckpt::transferBufferBytes() / es, 1));
-      for (int64_t a = 0; rank == 0 && a < it.numel; a += per) {
+      for (int64_t a = 0; (rank == 0 || collect) && a < it.numel; a += per) {
         int64_t n = std::min(per, it.numel - a);
         mine.resize(static_cast<size_t>(n) * es);
         readElements(ctx, t, it.offset + a, n, mine.data());
-        put(mine.data(), mine.size());
+        emit(mine.data(), mine.size());
       }
     } else {
-      const int64_t shard = t->numel, per = static_cast<int64_t>(
-                                              std::max<size_t>(ckpt::transferBufferBytes() / es, 1));
+      const int64_t shard = t->numel;
       for (int64_t a = 0; a < it.numel; a += per) {
         int64_t lo = it.offset + a, hi = it.offset + std::min(it.numel, a + per);
-        for (int32_t q = 0; q < world; ++q)
+        for (int32_t q = 0; q < dpSize; ++q)
           counts[q] = std::max<int64_t>(0, std::min(hi, shard * (q + 1)) -
                                                std::max(lo, shard * q)) * es;
-        window.resize(rank == 0 ? static_cast<size_t>(hi - lo) * es : 0);
-        mine.resize(static_cast<size_t>(counts[rank]));
-        readElements(ctx, t, std::max(lo, shard * rank) - shard * rank,
-                     counts[rank] / static_cast<int64_t>(es), mine.data());
-        dsrt_event_release(dsrt_gather(ctx, window.data(), mine.data(), counts.data(), 0));
-        put(window.data(), window.size());
+        window.resize(dpIndex == 0 ? static_cast<size_t>(hi - lo) * es : 0);
+        mine.resize(static_cast<size_t>(counts[dpIndex]));
+        readElements(ctx, t, std::max(lo, shard * dpIndex) - shard * dpIndex,
+                     counts[dpIndex] / static_cast<int64_t>(es), mine.data());
+        dsrt_event_release(
+            dsrt_gather(ctx, dpGroup, window.data(), mine.data(), counts.data(), 0));
+        if (dpIndex == 0)
+          emit(window.data(), window.size());
       }
+    }
+    if (collect) {
+      std::vector<char> whole = gatherParts(*it.split, g, part, es);
+      put(whole.data(), whole.size());
     }
     dsrt_tensor_free(ctx, t);
   }
@@ -249,9 +326,11 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
 bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path,
                    std::string &err) {
   dsrt_context *ctx = g.ctx();
+  const int32_t dpGroup = g.groupOf("dp");
+  const bool several = g.dpSize() > 1;
   std::vector<io::SafetensorsEntry> entries;
   std::vector<dsrt_tensor *> held;
-  std::list<std::vector<char>> summed; // gradients (over all ranks) copied to the host
+  std::list<std::vector<char>> summed; // gradients (over the dp ranks) copied to the host
   for (size_t i = 0; i < p.slots.size(); ++i) {
     const SlotSpec &s = p.slots[i];
     if (s.kind != "gradient")
@@ -259,16 +338,16 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
     dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
     held.push_back(t);
     size_t bytes = static_cast<size_t>(t->numel) * io::elementSize(t->dtype);
-    if (g.size() > 1 && std::strcmp(dsrt_context_device(ctx), "cpu") == 0) {
+    if (several && std::strcmp(dsrt_context_device(ctx), "cpu") == 0) {
       // The data-parallel sum, which the optimizer step would apply, into host memory outside
       // the arena (the MPI channel reduces host buffers).
       summed.emplace_back(bytes);
       dsrt_tensor *sum = dsrt_tensor_host(ctx, t->dtype, t->rank, t->dims, summed.back().data());
-      dsrt_event_release(dsrt_all_reduce(ctx, sum, t, DSRT_COMM_SUM));
+      dsrt_event_release(dsrt_all_reduce(ctx, dpGroup, sum, t, DSRT_COMM_SUM));
       dsrt_tensor_free(ctx, sum);
-    } else if (g.size() > 1) { // a device's memory: the sum on the device, then to the host
+    } else if (several) { // a device's memory: the sum on the device, then to the host
       dsrt_tensor *sum = dsrt_tensor_alloc(ctx, t->dtype, t->rank, t->dims);
-      dsrt_event *done = dsrt_all_reduce(ctx, sum, t, DSRT_COMM_SUM);
+      dsrt_event *done = dsrt_all_reduce(ctx, dpGroup, sum, t, DSRT_COMM_SUM);
       dsrt_event_wait(ctx, done);
       dsrt_event_release(done);
       summed.emplace_back(bytes);
@@ -278,9 +357,18 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
       summed.emplace_back(bytes);
       dsrt_tensor_to_host(ctx, summed.back().data(), t);
     }
+    std::vector<int64_t> dims(t->dims, t->dims + t->rank);
+    // A tensor-parallel parameter's gradient is its part: the whole one on rank 0.
+    int32_t of = s.of.empty() ? -1 : p.slotNamed(s.of);
+    if (of >= 0 && p.slots[of].splitDim >= 0) {
+      const SlotSpec &param = p.slots[of];
+      if (g.dpIndex() == 0)
+        summed.back() = gatherParts(param, g, summed.back(), io::elementSize(t->dtype));
+      dims = param.globalDims();
+      bytes = summed.back().size();
+    }
     void *data = summed.back().data();
-    entries.push_back({s.of.empty() ? s.name : s.of, t->dtype,
-                       std::vector<int64_t>(t->dims, t->dims + t->rank), data, bytes});
+    entries.push_back({s.of.empty() ? s.name : s.of, t->dtype, dims, data, bytes});
   }
   bool ok = g.rank() != 0 || io::writeSafetensors(path, entries, err);
   for (dsrt_tensor *t : held)

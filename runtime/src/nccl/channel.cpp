@@ -132,7 +132,46 @@ public:
       fail("nccl", "gather of device memory (the driver gathers host buffers)");
     host_->gather(op, out, in, bytes, root);
   }
+  void allToAll(const CommOp &op, void *out, const void *in, int64_t bytes) override {
+    if (!onDevice(in))
+      return host_->allToAll(op, out, in, bytes);
+    // NCCL has no all-to-all call: a send and a receive per peer, grouped.
+    ncclResult_t r = ncclGroupStart();
+    for (int q = 0; q < size() && (r == ncclSuccess || r == ncclInProgress); ++q) {
+      r = ncclSend(static_cast<const char *>(in) + q * bytes, (size_t)bytes, ncclUint8, q, comm_,
+                   stream_);
+      if (r == ncclSuccess || r == ncclInProgress)
+        r = ncclRecv(static_cast<char *>(out) + q * bytes, (size_t)bytes, ncclUint8, q, comm_,
+                     stream_);
+    }
+    ncclResult_t end = ncclGroupEnd();
+    launched(op, r == ncclSuccess || r == ncclInProgress ? end : r);
+  }
+  std::unique_ptr<Channel> split(int color, int key, std::string &why) override {
+    std::unique_ptr<Channel> host = host_->split(color, key, why);
+    if (!host)
+      return nullptr;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t sub = nullptr;
+    ncclResult_t r = ncclCommSplit(comm_, color, key, &sub, &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      why = std::string("ncclCommSplit: ") + ncclGetErrorString(r);
+      return nullptr;
+    }
+    // The group's collectives share this device's collectives stream (they are ordered with
+    // the world's on the GPU; their queues on the host stay apart).
+    auto n = std::make_unique<Nccl>(std::move(host), control_, stream_, gpu_);
+    n->comm_ = sub;
+    CommOp init{"nccl_split", 0, "a group's communicator"};
+    n->wait(init, /*stream=*/false);
+    return n;
+  }
   void barrier(const CommOp &op) override { host_->barrier(op); }
+  void enterThread() override {
+    host_->enterThread();
+    check(cudaSetDevice(gpu_), "cudaSetDevice on a group's communication thread");
+  }
   void idle() override { host_->idle(); }
   [[noreturn]] void abort(int code) override {
     if (comm_)

@@ -17,6 +17,11 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", ""], shape = [2, 2]>} {}
 
 // -----
 
+// expected-error @+1 {{mesh axis 'model' is not a role: name axes dp, pp, tp or sp}}
+module attributes {ds.mesh = #ds.mesh<axes = ["dp", "model"], shape = [2, 2]>} {}
+
+// -----
+
 // expected-error @+1 {{mesh axis 'dp' appears twice}}
 module attributes {ds.mesh = #ds.mesh<axes = ["dp", "dp"], shape = [2, 2]>} {}
 

@@ -1,0 +1,174 @@
+#!/usr/bin/python3
+"""Mesh layouts at 4 ranks, side by side in one run: step time, per-rank peak memory and bytes
+communicated per step of ds (`mpirun -np 4 ds-run`) for dp4, tp4 and dp2 x tp2 (and the
+sequence-parallel layouts, which ds does not have yet), beside DeepSpeed's AutoTP on the same
+model and machine where it runs on the CPU. The model is the GPT of bench/zero_gpt.py: d_model
+512, 6 layers, 8 heads, seq 128, vocab 1024 (19.5M parameters), global batch 16, AdamW, fp32,
+one thread per rank.
+
+ds reports its device arena's peak (the compiler's plan, exact) and the process's RSS; the
+bytes per step are `ds-opt --comm-report`'s (each collective's tensor, per rank, as
+DeepSpeed's comms logger counts them). DeepSpeed runs from the project's .venv when it has
+deepspeed (`.venv/bin/pip install deepspeed`); the table says what stopped it otherwise.
+
+usage: /usr/bin/python3 bench/mesh_gpt.py [--steps 5] [--build build] [--no-deepspeed]
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, '..')
+sys.path.insert(0, HERE)
+from train_gpt import export  # noqa: E402
+
+RANKS, BATCH, SEQ, VOCAB, D, LAYERS, HEADS = 4, 16, 128, 1024, 512, 6, 8
+MPIRUN = ['mpirun', '--allow-run-as-root', '--oversubscribe', '-np', str(RANKS)]
+
+DEEPSPEED_WORKER = r'''
+import json, os, sys, time, resource
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+import torch, deepspeed
+sys.path.insert(0, sys.argv[1])
+from make_models import GPT, GPTConfig
+tp, steps, out = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+idx = torch.from_numpy(__import__("numpy").load(sys.argv[5]))
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+torch.set_num_threads(1)
+torch.manual_seed(0)
+deepspeed.init_distributed(dist_backend="gloo")
+from deepspeed.module_inject.layers import set_autotp_mode
+set_autotp_mode(training=True)
+model = GPT(GPTConfig(vocab_size=%d, block_size=%d, n_layer=%d, n_head=%d, n_embd=%d))
+dp = world // tp
+mb = %d // dp
+cfg = {"train_batch_size": %d, "train_micro_batch_size_per_gpu": mb,
+       "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},
+       "tensor_parallel": {"autotp_size": tp}, "zero_optimization": {"stage": 0},
+       "steps_per_print": 1000}
+engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                       config=cfg)
+times = []
+d = rank // tp
+for s in range(steps):
+    t0 = time.time()
+    lo = s * %d + d * mb
+    x = idx[lo:lo + mb]
+    y = torch.roll(x, -1, 1)
+    loss = engine(x, y)
+    loss = loss[1] if isinstance(loss, tuple) else loss
+    engine.backward(loss)
+    engine.step()
+    times.append((time.time() - t0) * 1000)
+json.dump({"ms": times, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024},
+          open("%%s.%%d.json" %% (out, rank), "w"))
+''' % (VOCAB, SEQ, LAYERS, HEADS, D, BATCH, BATCH, BATCH)
+
+
+def run_ds(b, w, layout, tp, steps):
+    dp = RANKS // tp
+    mb = BATCH // dp
+    cfg = {'train_batch_size': BATCH, 'train_micro_batch_size_per_gpu': mb,
+           'gradient_accumulation_steps': 1,
+           'optimizer': {'type': 'AdamW', 'params': {'lr': 1e-4}}, 'steps_per_print': 1000}
+    if tp > 1:
+        cfg['tensor_parallel'] = {'autotp_size': tp}
+    json.dump(cfg, open(w('cfg-%s.json' % layout), 'w'))
+    step = w('step-%s.mlir' % layout)
+    subprocess.run([b('ds-opt'), w('gpt.pt'), '--input', 'idx=tensor<%dx%dxi64>' % (mb, SEQ),
+                    '--input', 'targets=tensor<%dx%dxi64>' % (mb, SEQ), '--config',
+                    w('cfg-%s.json' % layout), '-o', step], check=True,
+                   stderr=subprocess.DEVNULL)
+    comm = subprocess.run([b('ds-opt'), step, '--comm-report'], check=True, capture_output=True,
+                          text=True).stdout
+    total = int(re.search(r'^total\s+\d+\s+(\d+)', comm, re.M).group(1))
+    log = w('ds-%s.jsonl' % layout)
+    subprocess.run(MPIRUN + [b('ds-run'), step, '--data', 'idx=' + w('idx.npy'), '--data',
+                             'targets=' + w('targets.npy'), '--steps', str(steps),
+                             '--threads', '1', '--log', log],
+                   check=True, stdout=subprocess.DEVNULL)
+    lines = [json.loads(l) for l in open(log)]
+    ms = statistics.median(l['step_ms'] for l in lines[1:])
+    last = lines[-1]['ranks']
+    return (ms, max(r['device_peak_bytes'] for r in last), max(r['host_peak_bytes'] for r in last),
+            total, max(r['parameter_bytes'] for r in last))
+
+
+def run_deepspeed(w, tp, steps):
+    """DeepSpeed AutoTP at tp (dp = 4 / tp), 4 processes; (ms, rss) or the reason it failed."""
+    py = os.path.join(ROOT, '.venv', 'bin', 'python')
+    if not os.path.exists(py):
+        return 'no .venv (run scripts/setup.sh)'
+    probe = subprocess.run([py, '-c', 'import deepspeed'], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return 'deepspeed is not installed in .venv (.venv/bin/pip install deepspeed)'
+    open(w('ds_worker.py'), 'w').write(DEEPSPEED_WORKER)
+    out = w('deepspeed-tp%d' % tp)
+    procs = []
+    for r in range(RANKS):
+        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(RANKS),
+                   LOCAL_WORLD_SIZE=str(RANKS), MASTER_ADDR='127.0.0.1', MASTER_PORT='29541',
+                   DS_ACCELERATOR='cpu', OMP_NUM_THREADS='1')
+        procs.append(subprocess.Popen(
+            [py, w('ds_worker.py'), os.path.join(ROOT, 'test', 'models'), str(tp), str(steps),
+             out, w('idx.npy')], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True))
+    logs = [p.communicate(timeout=1800)[0] for p in procs]
+    if any(p.returncode for p in procs):
+        last = [l for l in logs[0].splitlines() if l.strip()]
+        return 'failed: ' + (last[-1][:160] if last else 'no output')
+    ranks = [json.load(open('%s.%d.json' % (out, r))) for r in range(RANKS)]
+    ms = statistics.median(max(r['ms'][s] for r in ranks) for s in range(1, steps))
+    return ms, max(r['rss'] for r in ranks)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--steps', type=int, default=5)
+    ap.add_argument('--build', default=os.path.join(ROOT, 'build'))
+    ap.add_argument('--no-deepspeed', action='store_true')
+    args = ap.parse_args()
+    b = lambda t: os.path.join(args.build, 'bin', t)
+    work = tempfile.mkdtemp(prefix='ds-mesh-bench-')
+    w = lambda f: os.path.join(work, f)
+    n = export(w('gpt.pt'), D, LAYERS, HEADS, vocab=VOCAB, block=SEQ)
+    rng = np.random.RandomState(0)
+    idx = rng.randint(0, VOCAB, size=(args.steps * BATCH, SEQ)).astype(np.int64)
+    np.save(w('idx.npy'), idx)
+    np.save(w('targets.npy'), np.roll(idx, -1, axis=1))
+    print('GPT d%d x %d layers, %d heads, seq %d, global batch %d, %.1fM parameters, AdamW '
+          'fp32, %d ranks x 1 thread, median of steps 2..%d' % (D, LAYERS, HEADS, SEQ, BATCH,
+                                                               n / 1e6, RANKS, args.steps))
+    print('%-26s %9s %15s %12s %12s %16s' % ('run', 'step ms', 'params/rank MiB', 'peak MiB',
+                                             'RSS MiB', 'comm MiB/step'))
+    for layout, tp in (('dp4', 1), ('tp4', 4), ('dp2 x tp2', 2)):
+        ms, peak, rss, comm, params = run_ds(b, w, layout.replace(' ', ''), tp, args.steps)
+        print('%-26s %9.0f %15.1f %12.1f %12.0f %16.1f' % ('ds ' + layout, ms, params / 2**20,
+                                                          peak / 2**20, rss / 2**20,
+                                                          comm / 2**20))
+    for layout in ('sp4', 'dp2 x sp2'):
+        print('%-26s %s' % ('ds ' + layout, 'not run: sequence parallelism (Ulysses) is not '
+                                            'implemented yet'))
+    if args.no_deepspeed:
+        return
+    for layout, tp in (('tp4', 4), ('dp2 x tp2', 2)):
+        r = run_deepspeed(w, tp, args.steps)
+        name = 'DeepSpeed AutoTP ' + layout
+        if isinstance(r, str):
+            print('%-26s not run: %s' % (name, r))
+        else:
+            print('%-26s %9.0f %15s %12s %12.0f %16s' % (name, r[0], '-', '-', r[1] / 2**20, '-'))
+    for layout in ('sp4', 'dp2 x sp2'):
+        print('%-26s not run: ds has no sequence parallelism to compare with yet' %
+              ('DeepSpeed Ulysses ' + layout))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,62 @@
+//===- Mesh.cpp - the module's mesh and its grid, found by axis role ---------===//
+#include "Mesh.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+MeshAttr mlir::ds::getMesh(ModuleOp module) {
+  return module->getAttrOfType<MeshAttr>(kMeshAttrName);
+}
+
+MeshAttr mlir::ds::buildMesh(MLIRContext *ctx, int64_t dp, int64_t tp, int64_t sp) {
+  SmallVector<StringAttr> axes{StringAttr::get(ctx, stringifyMeshAxis(MeshAxis::dp))};
+  SmallVector<int64_t> shape{dp};
+  for (auto [role, size] : {std::pair{MeshAxis::sp, sp}, std::pair{MeshAxis::tp, tp}})
+    if (size > 1) {
+      axes.push_back(StringAttr::get(ctx, stringifyMeshAxis(role)));
+      shape.push_back(size);
+    }
+  return MeshAttr::get(ctx, axes, shape);
+}
+
+LogicalResult mlir::ds::ensureDataParallelMesh(ModuleOp module, int64_t dp, StringRef pass) {
+  MeshAttr mesh = getMesh(module);
+  if (!mesh) {
+    if (dp > 1)
+      module->setAttr(kMeshAttrName, buildMesh(module.getContext(), dp, 1, 1));
+    return success();
+  }
+  if (dp != 1 && mesh.getSize(MeshAxis::dp) != dp)
+    return module.emitError() << pass << ": data-parallel-size " << dp
+                              << " disagrees with the module's mesh " << mesh.str()
+                              << " (drop the option; the mesh decides)";
+  return success();
+}
+
+FailureOr<MeshAxisRef> mlir::ds::getMeshAxis(ModuleOp module, MeshAxis role, StringRef pass) {
+  MeshAttr mesh = getMesh(module);
+  if (!mesh)
+    return module.emitError() << pass << ": the module has no '" << kMeshAttrName
+                              << "' attribute, so no " << stringifyMeshAxis(role) << " axis";
+  int64_t index = mesh.findAxis(role);
+  if (index < 0)
+    return module.emitError() << pass << ": the module's mesh " << mesh.str() << " has no "
+                              << stringifyMeshAxis(role) << " axis";
+  auto grid = module.lookupSymbol<shard::GridOp>(kMeshGridName);
+  if (!grid) {
+    if (module.lookupSymbol(kMeshGridName))
+      return module.emitError() << pass << ": the symbol @" << kMeshGridName
+                                << " is taken by something other than the mesh's grid";
+    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    grid = shard::GridOp::create(b, module.getLoc(), kMeshGridName, mesh.getShape());
+  } else if (grid.getShape() != mesh.getShape()) {
+    return grid.emitError() << pass << ": grid @" << kMeshGridName
+                            << " does not match the module's mesh " << mesh.str();
+  }
+  MeshAxisRef ref;
+  ref.axis = static_cast<int16_t>(index);
+  ref.size = mesh.getShape()[index];
+  return ref;
+}

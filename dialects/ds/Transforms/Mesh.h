@@ -1,0 +1,47 @@
+//===- Mesh.h - the module's mesh and its grid, found by axis role -*- C++ -*-===//
+//
+// `ds.mesh` on the module is the one source of the mesh; the passes that emit collectives
+// ask here for an axis by role and get the grid `@mesh` (upstream `shard.grid`, created from
+// the mesh on first use, same axes in the same order) and the axis's index on it.
+//
+#ifndef DS_TRANSFORMS_MESH_H
+#define DS_TRANSFORMS_MESH_H
+
+#include "ds/IR/DSDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::ds {
+
+/// Name of the grid that mirrors the module's mesh.
+inline constexpr llvm::StringLiteral kMeshGridName = "mesh";
+
+/// The module's mesh, or null.
+MeshAttr getMesh(ModuleOp module);
+
+/// The mesh of a run with these sizes, in Megatron's placement (world rank = (dp_i * SP +
+/// sp_i) * TP + tp_i): axes dp, sp, tp; sp and tp only where larger than 1.
+MeshAttr buildMesh(MLIRContext *ctx, int64_t dp, int64_t tp, int64_t sp);
+
+/// Sets the module's mesh to one data-parallel axis of `dp` ranks unless it has a mesh; with
+/// a mesh, checks that its dp size is `dp` (or `dp` is 1, the passes' default). `pass` names
+/// the caller in the error.
+LogicalResult ensureDataParallelMesh(ModuleOp module, int64_t dp, llvm::StringRef pass);
+
+/// One axis of the grid: what a shard collective over that axis names.
+struct MeshAxisRef {
+  llvm::StringRef grid = kMeshGridName;
+  int16_t axis = 0;
+  int64_t size = 1;
+  /// The `grid_axes` operand of a shard collective over this axis.
+  llvm::ArrayRef<int16_t> axes() const { return llvm::ArrayRef<int16_t>(axis); }
+};
+
+/// The grid axis of `role`, creating `shard.grid @mesh` at the module's start on first use.
+/// Fails with a diagnostic naming `pass` when the module has no mesh or no such axis, or
+/// has a @mesh grid that disagrees with the mesh.
+FailureOr<MeshAxisRef> getMeshAxis(ModuleOp module, MeshAxis role, llvm::StringRef pass);
+
+} // namespace mlir::ds
+
+#endif // DS_TRANSFORMS_MESH_H

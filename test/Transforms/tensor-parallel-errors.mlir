@@ -1,0 +1,120 @@
+// RUN: ds-opt %s --ds-tensor-parallel=autotp-size=4 --split-input-file --verify-diagnostics
+
+// Two heads do not divide over 4 ranks: the attention stays replicated, with a remark naming
+// the linear and the cause.
+module {
+  ds.parameter @c_attn.weight trainable : tensor<24x8xf32>
+  ds.parameter @c_proj.weight trainable : tensor<8x8xf32>
+  func.func @forward(%x: tensor<2x4x8xf32>) -> tensor<f32> {
+    %w = ds.get_parameter @c_attn.weight : tensor<24x8xf32>
+    %qkv = ds.linear %x, %w : (tensor<2x4x8xf32>, tensor<24x8xf32>) -> tensor<2x4x24xf32>
+    %q0 = ds.slice %qkv dim = 2[0 : 8] : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+    %k0 = ds.slice %qkv dim = 2[8 : 16] : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+    %v0 = ds.slice %qkv dim = 2[16 : 24] : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
+    %q1 = ds.reshape %q0 : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+    %q = ds.transpose %q1 perm = [0, 2, 1, 3] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+    %k1 = ds.reshape %k0 : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+    %k = ds.transpose %k1 perm = [0, 2, 3, 1] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+    %v1 = ds.reshape %v0 : tensor<2x4x8xf32> -> tensor<2x4x2x4xf32>
+    %v = ds.transpose %v1 perm = [0, 2, 1, 3] : tensor<2x4x2x4xf32> -> tensor<2x2x4x4xf32>
+    %a = ds.matmul %q, %k : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32> -> tensor<2x2x4x4xf32>
+    %o = ds.matmul %a, %v : tensor<2x2x4x4xf32>, tensor<2x2x4x4xf32> -> tensor<2x2x4x4xf32>
+    %o1 = ds.transpose %o perm = [0, 2, 1, 3] : tensor<2x2x4x4xf32> -> tensor<2x4x2x4xf32>
+    %o2 = ds.reshape %o1 : tensor<2x4x2x4xf32> -> tensor<2x4x8xf32>
+    %wp = ds.get_parameter @c_proj.weight : tensor<8x8xf32>
+    // expected-remark @below {{ds-tensor-parallel: 'c_proj.weight' stays replicated: 'ds.reshape' regroups the split dimension so that a rank's part is not a block of whole rows (a head count that does not divide by the tp size)}}
+    %y = ds.linear %o2, %wp : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+    %s = ds.sum %y dims = [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
+// A hidden size that does not divide by the tp size.
+module {
+  ds.parameter @fc1.weight trainable : tensor<6x4xf32>
+  ds.parameter @fc2.weight trainable : tensor<4x6xf32>
+  func.func @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
+    %w1 = ds.get_parameter @fc1.weight : tensor<6x4xf32>
+    %h = ds.linear %x, %w1 : (tensor<2x4xf32>, tensor<6x4xf32>) -> tensor<2x6xf32>
+    %g = ds.relu %h : tensor<2x6xf32>
+    %w2 = ds.get_parameter @fc2.weight : tensor<4x6xf32>
+    // expected-remark @below {{ds-tensor-parallel: 'fc2.weight' stays replicated: 'fc1.weight' has 6 output features, which do not divide by tp = 4}}
+    %y = ds.linear %g, %w2 : (tensor<2x6xf32>, tensor<4x6xf32>) -> tensor<2x4xf32>
+    %s = ds.sum %y dims = [0, 1] : tensor<2x4xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
+// A normalization over the hidden units needs all of them.
+module {
+  ds.parameter @fc1.weight trainable : tensor<8x4xf32>
+  ds.parameter @fc2.weight trainable : tensor<4x8xf32>
+  func.func @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
+    %w1 = ds.get_parameter @fc1.weight : tensor<8x4xf32>
+    %h = ds.linear %x, %w1 : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+    %g = ds.softmax %h dim = 1 : tensor<2x8xf32>
+    %w2 = ds.get_parameter @fc2.weight : tensor<4x8xf32>
+    // expected-remark @below {{ds-tensor-parallel: 'fc2.weight' stays replicated: 'ds.softmax' normalizes along the split dimension}}
+    %y = ds.linear %g, %w2 : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+    %s = ds.sum %y dims = [0, 1] : tensor<2x4xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
+// A hidden value also used outside the region (the whole of it is needed there).
+module {
+  ds.parameter @fc1.weight trainable : tensor<8x4xf32>
+  ds.parameter @fc2.weight trainable : tensor<4x8xf32>
+  func.func @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
+    %w1 = ds.get_parameter @fc1.weight : tensor<8x4xf32>
+    %h = ds.linear %x, %w1 : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+    %w2 = ds.get_parameter @fc2.weight : tensor<4x8xf32>
+    // expected-remark @below {{ds-tensor-parallel: 'fc2.weight' stays replicated: the output of 'fc1.weight' is also used outside the region}}
+    %y = ds.linear %h, %w2 : (tensor<2x8xf32>, tensor<4x8xf32>) -> tensor<2x4xf32>
+    %s = ds.sum %y dims = [0, 1] : tensor<2x4xf32> -> tensor<f32>
+    %t = ds.sum %h dims = [0, 1] : tensor<2x8xf32> -> tensor<f32>
+    %u = ds.add %s, %t : tensor<f32>, tensor<f32> -> tensor<f32>
+    return %u : tensor<f32>
+  }
+}
+
+// -----
+
+// A vocabulary that does not divide by the tp size stays whole.
+module {
+  // expected-remark @below {{ds-tensor-parallel: 'wte' stays replicated: its vocabulary of 6 rows does not divide by tp = 4}}
+  ds.parameter @wte trainable : tensor<6x4xf32>
+  func.func @forward(%idx: tensor<2xi64>) -> tensor<f32> {
+    %w = ds.get_parameter @wte : tensor<6x4xf32>
+    %e = ds.embedding %w[%idx] : (tensor<6x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
+    %s = ds.sum %e dims = [0, 1] : tensor<2x4xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
+// Label smoothing is not combined over vocabulary parts (yet): the head stays whole.
+module {
+  // expected-remark @below {{ds-tensor-parallel: 'head' stays replicated: its cross-entropy has label smoothing}}
+  ds.parameter @head trainable : tensor<8x4xf32>
+  func.func @forward(%x: tensor<6x4xf32>, %t: tensor<6xi64>) -> tensor<f32> {
+    %w = ds.get_parameter @head : tensor<8x4xf32>
+    %l = ds.linear %x, %w : (tensor<6x4xf32>, tensor<8x4xf32>) -> tensor<6x8xf32>
+    %loss = ds.cross_entropy %l, %t {label_smoothing = 1.000000e-01 : f64} : (tensor<6x8xf32>, tensor<6xi64>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}
+
+// -----
+
+// The mesh decides the tp size.
+// expected-error @below {{ds-tensor-parallel: autotp-size 4 disagrees with the module's mesh dp=1 x tp=2 (drop the option; the mesh decides)}}
+module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [1, 2]>} {
+}
