@@ -36,7 +36,7 @@ module {
     %c0 = arith.constant 0 : index
     %first = arith.cmpi eq, %i, %c0 : index
     %y = scf.if %first -> tensor<4xf32> {
-      // expected-error @below {{ds-verify-collectives: in @rank_conditional, ranks 0 and 1 diverge at collective #1: rank 0 issues shard.all_reduce tensor<4xf32> -> tensor<4xf32> at}}
+      // expected-error @below {{ds-verify-collectives: in @rank_conditional, ranks 0 and 1 of the group of @dp axes [0] diverge at its collective #1: rank 0 issues shard.all_reduce tensor<4xf32> -> tensor<4xf32> at}}
       %a = shard.all_reduce %x on @dp grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
       scf.yield %a : tensor<4xf32>
     } else {
@@ -56,7 +56,7 @@ module {
     %c0 = arith.constant 0 : index
     %second = arith.cmpi ne, %i, %c0 : index
     scf.if %second {
-      // expected-error @below {{ds-verify-collectives: in @shape, ranks 0 and 1 diverge at collective #1: rank 0 issues shard.all_reduce tensor<4xf32> -> tensor<4xf32>}}
+      // expected-error @below {{ds-verify-collectives: in @shape, ranks 0 and 1 of the group of @dp axes [0] diverge at its collective #1: rank 0 issues shard.all_reduce tensor<4xf32> -> tensor<4xf32>}}
       %b = shard.all_reduce %w on @dp grid_axes = [0] : tensor<8xf32> -> tensor<8xf32>
     } else {
       %a = shard.all_reduce %x on @dp grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
@@ -99,7 +99,7 @@ module {
       %a = shard.all_reduce %x on @dp grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
       %b = shard.all_gather %x on @dp grid_axes = [0] gather_axis = 0 : tensor<4xf32> -> tensor<16xf32>
     } else {
-      // expected-error @below {{ds-verify-collectives: in @reorder, ranks 0 and 1 diverge at collective #1: rank 0 issues shard.all_reduce tensor<4xf32> -> tensor<4xf32>}}
+      // expected-error @below {{ds-verify-collectives: in @reorder, ranks 0 and 1 of the group of @dp axes [0] diverge at its collective #1: rank 0 issues shard.all_reduce tensor<4xf32> -> tensor<4xf32>}}
       %b = shard.all_gather %x on @dp grid_axes = [0] gather_axis = 0 : tensor<4xf32> -> tensor<16xf32>
       %a = shard.all_reduce %x on @dp grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
     }
@@ -153,5 +153,49 @@ module {
       scf.yield %s : tensor<4xf32>
     }
     return %r : tensor<4xf32>
+  }
+}
+
+// -----
+
+// A 2 x 2 grid (dp, tp), each group with its own queue: the ranks with dp = 0 issue their tp
+// collective before their dp one, the others after. Within each group the members agree, so
+// the order between groups does not matter (the runtime's queues keep them apart).
+module {
+  shard.grid @mesh(shape = 2x2)
+  func.func @across_groups(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %d = shard.process_multi_index on @mesh axes = [0] : index
+    %c0 = arith.constant 0 : index
+    %first = arith.cmpi eq, %d, %c0 : index
+    %y = scf.if %first -> tensor<4xf32> {
+      %t = shard.all_reduce %x on @mesh grid_axes = [1] : tensor<4xf32> -> tensor<4xf32>
+      %a = shard.all_reduce %t on @mesh grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+      scf.yield %a : tensor<4xf32>
+    } else {
+      %a = shard.all_reduce %x on @mesh grid_axes = [0] : tensor<4xf32> -> tensor<4xf32>
+      %t = shard.all_reduce %a on @mesh grid_axes = [1] : tensor<4xf32> -> tensor<4xf32>
+      scf.yield %t : tensor<4xf32>
+    }
+    return %y : tensor<4xf32>
+  }
+}
+
+// -----
+
+// The tp ranks of one group disagree: tp index 1 skips the tp all-reduce.
+module {
+  shard.grid @mesh(shape = 2x2)
+  func.func @within_group(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %t = shard.process_multi_index on @mesh axes = [1] : index
+    %c0 = arith.constant 0 : index
+    %first = arith.cmpi eq, %t, %c0 : index
+    %y = scf.if %first -> tensor<4xf32> {
+      // expected-error @below {{ds-verify-collectives: in @within_group, ranks 0 and 1 of the group of @mesh axes [1] at axis 0 = 0 diverge at its collective #1: rank 0 issues shard.all_reduce tensor<4xf32> -> tensor<4xf32>}}
+      %a = shard.all_reduce %x on @mesh grid_axes = [1] : tensor<4xf32> -> tensor<4xf32>
+      scf.yield %a : tensor<4xf32>
+    } else {
+      scf.yield %x : tensor<4xf32>
+    }
+    return %y : tensor<4xf32>
   }
 }

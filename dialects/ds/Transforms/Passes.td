@@ -261,11 +261,14 @@ def DSVerifyCollectives : Pass<"ds-verify-collectives", "::mlir::ModuleOp"> {
     For every rank of the module's grid, lists the `shard` collectives each function issues in
     program order, following `scf.if`, `scf.index_switch` and `scf.for` whose conditions and
     bounds it can evaluate for that rank (from `shard.process_linear_index` or
-    `process_multi_index`, constants and integer `arith`), and through `func.call`. Each rank's
-    list must equal rank 0's in kind, attributes, operand and result types, and order. Control
+    `process_multi_index`, constants and integer `arith`), and through `func.call`. A collective
+    runs in the group of its grid axes (the ranks that share the other axes' indices, as the
+    runtime's groups, each with its own queue): within every group, each member's list of the
+    group's collectives must equal the first member's in kind, attributes, operand and result
+    types, and order; the order between groups is free. Control
     flow whose condition is not known at compile time (it may differ between ranks) must issue
-    the same collectives on every path. Errors name the function, the ranks, the position and
-    both ops with their locations. Part of the training pipeline after `ds-zero`.
+    the same collectives on every path. Errors name the function, the group, the ranks, the
+    position and both ops with their locations. Part of the training pipeline after `ds-zero`.
   }];
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/SmallString.h"
 
+#include <map>
 #include <optional>
 
 namespace mlir::ds {
@@ -63,6 +64,49 @@ std::string describe(Operation *op) {
   return s;
 }
 
+/// Rank `rank`'s index along axis `axis` of a grid of `shape` (row-major).
+int64_t coordinate(int64_t rank, ArrayRef<int64_t> shape, int64_t axis) {
+  for (int64_t a = static_cast<int64_t>(shape.size()) - 1; a > axis; --a)
+    rank /= shape[a];
+  return rank % shape[axis];
+}
+
+/// The group a collective runs in, as a key shared by its members: its grid, its axes (none:
+/// all of them) and this rank's indices along the other axes. `name` says it for messages.
+std::string groupOf(Operation *op, ModuleOp module, int64_t rank, std::string &name) {
+  auto gridAttr = op->getAttrOfType<FlatSymbolRefAttr>("grid");
+  auto grid = gridAttr ? module.lookupSymbol<shard::GridOp>(gridAttr) : nullptr;
+  auto axesAttr = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+  if (!grid) {
+    name = "the world";
+    return "";
+  }
+  ArrayRef<int64_t> shape = grid.getShape();
+  llvm::SmallDenseSet<int64_t> axes;
+  if (axesAttr)
+    for (int16_t a : axesAttr.asArrayRef())
+      axes.insert(a);
+  std::string key = grid.getSymName().str() + ":";
+  for (int64_t a = 0; a < static_cast<int64_t>(shape.size()); ++a)
+    if (axes.empty() || axes.contains(a))
+      key += std::to_string(a) + ",";
+  name.clear();
+  std::string others;
+  for (int64_t a = 0; a < static_cast<int64_t>(shape.size()); ++a) {
+    if (axes.empty() || axes.contains(a)) {
+      name += (name.empty() ? "" : ", ") + std::to_string(a);
+      continue;
+    }
+    int64_t c = coordinate(rank, shape, a);
+    key += "|" + std::to_string(c);
+    others += (others.empty() ? "" : ", ") + std::string("axis ") + std::to_string(a) + " = " +
+              std::to_string(c);
+  }
+  name = "the group of @" + grid.getSymName().str() + " axes [" + name + "]" +
+         (others.empty() ? "" : " at " + others);
+  return key;
+}
+
 bool containsCollective(Region &r) {
   bool found = false;
   r.walk([&](Operation *op) {
@@ -90,9 +134,20 @@ struct Tracer {
         return i.getValue().getSExtValue();
     if (isa<shard::ProcessLinearIndexOp>(d))
       return rank;
-    if (auto m = dyn_cast<shard::ProcessMultiIndexOp>(d))
-      if (m->getNumResults() == 1)
-        return rank;
+    if (auto m = dyn_cast<shard::ProcessMultiIndexOp>(d)) {
+      // The rank's index along one axis of the grid (row-major, the last axis fastest).
+      auto grid = module.lookupSymbol<shard::GridOp>(m.getGrid());
+      if (!grid)
+        return std::nullopt;
+      ArrayRef<int64_t> shape = grid.getShape();
+      SmallVector<int64_t> axes;
+      for (int16_t a : m.getAxes())
+        axes.push_back(a);
+      if (axes.empty())
+        for (int64_t a = 0; a < static_cast<int64_t>(shape.size()); ++a)
+          axes.push_back(a);
+      return coordinate(rank, shape, axes[cast<OpResult>(v).getResultNumber()]);
+    }
     if (isa<arith::IndexCastOp, arith::ExtSIOp, arith::ExtUIOp, arith::TruncIOp>(d))
       return eval(d->getOperand(0));
     if (auto s = dyn_cast<arith::SelectOp>(d)) {
@@ -273,23 +328,52 @@ void VerifyCollectivesPass::runOnOperation() {
       }
       seqs.push_back(std::move(t.sequence));
     }
-    for (int64_t r = 1; r < (int64_t)seqs.size() && !failed; ++r) {
-      const auto &a = seqs[0], &b = seqs[r];
-      for (size_t k = 0; k < std::max(a.size(), b.size()); ++k) {
-        Operation *x = k < a.size() ? a[k] : nullptr, *y = k < b.size() ? b[k] : nullptr;
-        if (x && y && signature(x) == signature(y))
-          continue;
-        Operation *at = y ? y : x;
-        InFlightDiagnostic d = at->emitError();
-        d << "ds-verify-collectives: in @" << func.getSymName() << ", ranks 0 and " << r
-          << " diverge at collective #" << (k + 1) << ": rank 0 issues "
-          << (x ? describe(x) : std::string("none")) << " but rank " << r << " issues "
-          << (y ? describe(y) : std::string("none"))
-          << "; every rank must issue the same collectives (kind, shape, dtype, order), or "
-             "the job hangs";
-        failed = true;
-        break;
+    // Within each group, every member issues the same collectives of that group in the same
+    // order (each group has its own queue, so the order between groups does not matter).
+    struct Group {
+      std::string name;
+      std::map<int64_t, std::vector<Operation *>> members; // rank -> its collectives
+    };
+    std::map<std::string, Group> groups;
+    for (int64_t r = 0; r < (int64_t)seqs.size(); ++r)
+      for (Operation *op : seqs[r]) {
+        std::string name;
+        std::string key = groupOf(op, module, r, name);
+        Group &g = groups[key];
+        g.name = name;
+        g.members[r].push_back(op);
       }
+    // Every rank of a group is a member even where it issues none of its collectives.
+    for (auto &[key, g] : groups) {
+      Operation *any = g.members.begin()->second.front();
+      for (int64_t r = 0; r < (int64_t)seqs.size(); ++r) {
+        std::string unused;
+        if (groupOf(any, module, r, unused) == key)
+          g.members[r]; // ranks that issue nothing in it
+      }
+    }
+    for (auto &[key, g] : groups) {
+      const auto &[first, a] = *g.members.begin();
+      for (const auto &[r, b] : g.members) {
+        for (size_t k = 0; k < std::max(a.size(), b.size()) && !failed; ++k) {
+          Operation *x = k < a.size() ? a[k] : nullptr, *y = k < b.size() ? b[k] : nullptr;
+          if (x && y && signature(x) == signature(y))
+            continue;
+          Operation *at = y ? y : x;
+          InFlightDiagnostic d = at->emitError();
+          d << "ds-verify-collectives: in @" << func.getSymName() << ", ranks " << first
+            << " and " << r << " of " << g.name << " diverge at its collective #" << (k + 1)
+            << ": rank " << first << " issues " << (x ? describe(x) : std::string("none"))
+            << " but rank " << r << " issues " << (y ? describe(y) : std::string("none"))
+            << "; every rank of a group must issue the group's collectives in the same order "
+               "with the same kind, shape and dtype, or the job hangs";
+          failed = true;
+        }
+        if (failed)
+          break;
+      }
+      if (failed)
+        break;
     }
     if (failed)
       break;
