@@ -49,7 +49,8 @@ set_autotp_mode(training=True)
 model = GPT(GPTConfig(vocab_size=%d, block_size=%d, n_layer=%d, n_head=%d, n_embd=%d))
 dp = world // tp
 mb = %d // dp
-cfg = {"train_batch_size": %d, "train_micro_batch_size_per_gpu": mb,
+# DeepSpeed derives train_batch_size from its own data-parallel size.
+cfg = {"train_micro_batch_size_per_gpu": mb, "gradient_accumulation_steps": 1,
        "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},
        "tensor_parallel": {"autotp_size": tp}, "zero_optimization": {"stage": 0},
        "steps_per_print": 1000}
@@ -69,7 +70,7 @@ for s in range(steps):
     times.append((time.time() - t0) * 1000)
 json.dump({"ms": times, "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024},
           open("%%s.%%d.json" %% (out, rank), "w"))
-''' % (VOCAB, SEQ, LAYERS, HEADS, D, BATCH, BATCH, BATCH)
+''' % (VOCAB, SEQ, LAYERS, HEADS, D, BATCH, BATCH)
 
 
 def run_ds(b, w, layout, tp, steps):
@@ -134,6 +135,7 @@ def main():
     ap.add_argument('--steps', type=int, default=5)
     ap.add_argument('--build', default=os.path.join(ROOT, 'build'))
     ap.add_argument('--no-deepspeed', action='store_true')
+    ap.add_argument('--only-deepspeed', action='store_true', help='skip the ds rows')
     args = ap.parse_args()
     b = lambda t: os.path.join(args.build, 'bin', t)
     work = tempfile.mkdtemp(prefix='ds-mesh-bench-')
@@ -148,7 +150,7 @@ def main():
                                                                n / 1e6, RANKS, args.steps))
     print('%-26s %9s %15s %12s %12s %16s' % ('run', 'step ms', 'params/rank MiB', 'peak MiB',
                                              'RSS MiB', 'comm MiB/step'))
-    for layout, tp in (('dp4', 1), ('tp4', 4), ('dp2 x tp2', 2)):
+    for layout, tp in () if args.only_deepspeed else (('dp4', 1), ('tp4', 4), ('dp2 x tp2', 2)):
         ms, peak, rss, comm, params = run_ds(b, w, layout.replace(' ', ''), tp, args.steps)
         print('%-26s %9.0f %15.1f %12.1f %12.0f %16.1f' % ('ds ' + layout, ms, params / 2**20,
                                                           peak / 2**20, rss / 2**20,

@@ -12,6 +12,10 @@
 #include "ds/IR/DSAttrs.h.inc"
 
 namespace mlir::ds {
+/// Attaches ds's gradients to the upstream `shard` collectives that @forward may contain
+/// (ShardGradients.cpp).
+void registerShardGradients(DialectRegistry &registry);
+
 /// Marks the inner ops of one fused computation (a decomposed op): ds-mixed-precision leaves
 /// their f32 results unrounded, as the op they stand for computes in f32.
 inline constexpr llvm::StringLiteral kFusedAttrName = "ds.fused";

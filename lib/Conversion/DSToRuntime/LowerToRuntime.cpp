@@ -100,7 +100,7 @@ struct ArenaModel {
 /// communicated (stage 2's gradient buckets).
 bool isCommBuffer(Value v) {
   auto isCollective = [](Operation *op) {
-    return isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op);
+    return isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp, shard::AllToAllOp>(op);
   };
   if (Operation *d = v.getDefiningOp(); d && isCollective(d))
     return true;
@@ -399,7 +399,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       return null();
     return lowered.lookup(v);
   };
-  if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op))
+  if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp, shard::AllToAllOp>(op))
     return lowerCollective(op);
   // `result` is a view (made by runtime function `fn`) of `source`'s storage.
   auto bindView = [&](Value result, Value source, StringRef fn, ArrayRef<Value> leading,
@@ -670,7 +670,7 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
   // its result: the input lives (and is counted) until then.
   llvm::DenseMap<Operation *, SmallVector<Value>> extendedTo;
   for (Operation &op : body) {
-    if (!isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp>(op))
+    if (!isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp, shard::AllToAllOp>(op))
       continue;
     Operation *firstUser = nullptr;
     for (Operation *u : op.getResult(0).getUsers())
@@ -797,8 +797,8 @@ FailureOr<int32_t> Lowering::groupOf(Operation *op) {
   return mask;
 }
 
-/// shard.all_reduce / all_gather / reduce_scatter over the runtime group of their grid axes;
-/// gather and scatter along dimension 0.
+/// shard.all_reduce / all_gather / reduce_scatter / all_to_all over the runtime group of their
+/// grid axes; gather, scatter and exchange along dimension 0.
 LogicalResult Lowering::lowerCollective(Operation *op) {
   FailureOr<int32_t> group = groupOf(op);
   if (failed(group))
@@ -859,6 +859,15 @@ LogicalResult Lowering::lowerCollective(Operation *op) {
     if (!out)
       out = alloc(r, describe(op));
     event = call("dsrt_all_gather", {ctxArg, i32(*group), out, lowered.lookup(in)}, ptrTy);
+  } else if (auto a2a = dyn_cast<shard::AllToAllOp>(op)) {
+    if (a2a.getSplitAxis().getZExtValue() != 0 || a2a.getConcatAxis().getZExtValue() != 0 ||
+        typeOf(in) != typeOf(r))
+      return op->emitError() << "ds-lower-to-runtime: all_to_all must split and concatenate "
+                                "along dimension 0 with the input's type (ds-sequence-parallel "
+                                "moves the axes there)";
+    event = call("dsrt_all_to_all", {ctxArg, i32(*group), alloc(r, describe(op)),
+                                     lowered.lookup(in)},
+                 ptrTy);
   } else {
     auto rs = cast<shard::ReduceScatterOp>(op);
     FailureOr<int> red = reduction(rs.getReduction());
