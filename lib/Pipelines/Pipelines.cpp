@@ -17,6 +17,7 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   o.gradientAccumulationSteps = config.gradientAccumulationSteps;
   o.dataParallelSize = config.worldSize;
   o.tensorParallelSize = config.tensorParallelSize;
+  o.sequenceParallelSize = config.sequenceParallelSize;
   o.optimizer = config.optimizer;
   o.gradientClipping = config.gradientClipping;
   o.zeroStage = config.zeroStage;
@@ -31,6 +32,11 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
     DSTensorParallelOptions tp;
     tp.autotpSize = options.tensorParallelSize;
     pm.addPass(createDSTensorParallel(tp));
+  }
+  if (options.sequenceParallelSize > 1) {
+    DSSequenceParallelOptions sp;
+    sp.sequenceParallelSize = options.sequenceParallelSize;
+    pm.addPass(createDSSequenceParallel(sp));
   }
   if (mixed) {
     DSMixedPrecisionOptions mp;
@@ -89,14 +95,10 @@ LogicalResult mlir::ds::buildTrainingStep(ModuleOp module, const ::ds::DeepSpeed
              << "; its leading dimension must be the micro-batch size (fix --input or the "
                 "config)";
   }
-  if (config.sequenceParallelSize > 1)
-    return module.emitError()
-           << "sequence_parallel_size " << config.sequenceParallelSize
-           << ": Ulysses sequence parallelism (ds-sequence-parallel) is not implemented yet; "
-              "remove the key or set it to 1";
   module->setAttr("ds.config", StringAttr::get(module.getContext(), config.toJSON()));
   module->setAttr(kMeshAttrName, buildMesh(module.getContext(), config.worldSize,
-                                           config.tensorParallelSize, 1));
+                                           config.tensorParallelSize,
+                                           config.sequenceParallelSize));
   PassManager pm(module.getContext());
   buildTrainingPipeline(pm, TrainingOptions::fromConfig(config));
   return pm.run(module);

@@ -177,6 +177,8 @@ module {
 // CHECK: ds.parallel_sum %{{.+}} on @mesh grid_axes = [1] {ds.fused} : tensor<6xf32>
 // CHECK: ds.cmp eq, %{{.+}}, %{{.+}} : tensor<1x4xi64>, tensor<6x1xi64> -> tensor<6x4xi1>
 // CHECK: ds.parallel_sum %{{.+}} on @mesh grid_axes = [1] {ds.fused} : tensor<6xf32>
+// CHECK: %[[IGNORE:.+]] = ds.constant dense<-100> : tensor<i64>
+// CHECK: ds.cmp ne, %{{.+}}, %[[IGNORE]]
 // CHECK: ds.div
 // CHECK-NOT: ds.cross_entropy
 module {

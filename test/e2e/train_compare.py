@@ -421,6 +421,12 @@ def main():
     ap.add_argument('--tp', type=int, default=1,
                     help='tensor-parallel ranks (tensor_parallel.autotp_size): ds-run under '
                          'mpirun -np ranks x tp; the reference stays at --world-size ranks')
+    ap.add_argument('--sp', type=int, default=1,
+                    help='sequence-parallel ranks (sequence_parallel_size): ds-run under '
+                         'mpirun -np ranks x tp x sp; the reference stays at --world-size ranks')
+    ap.add_argument('--max-activation-ratio', type=float, default=0,
+                    help='the activation bytes of --memory-report at most this fraction of the '
+                         'same model compiled for one rank (0: no check)')
     ap.add_argument('--max-param-ratio', type=float, default=0,
                     help='each rank\'s parameter_bytes at most this fraction of the whole '
                          'model\'s (0: no check)')
@@ -500,6 +506,8 @@ def main():
     ref_cfg = dict(cfg)
     if args.tp > 1:
         cfg['tensor_parallel'] = {'autotp_size': args.tp}
+    if args.sp > 1:
+        cfg['sequence_parallel_size'] = args.sp
     if args.precision:
         cfg[args.precision] = dict({'enabled': True},
                                    **(json.loads(args.fp16) if args.precision == 'fp16' else {}))
@@ -518,9 +526,9 @@ def main():
         ['--config', cfg_path, '-o', w('step.mlir')], w('ds-opt.log'))
     common = data_flags + ['--steps', str(args.steps), '--threads', '1']
     launch = []
-    if args.ranks * args.tp > 1:
+    if args.ranks * args.tp * args.sp > 1:
         launch = ['mpirun', '--allow-run-as-root', '--oversubscribe', '-np',
-                  str(args.ranks * args.tp)]
+                  str(args.ranks * args.tp * args.sp)]
     run(launch + [b('ds-run'), w('step.mlir')] + common +
         ['--log', w('ds.jsonl'), '--save-weights', w('ds.safetensors'),
          '--dump-grads', w('ds_grads.safetensors')], w('ds-run.log'))
@@ -725,6 +733,22 @@ def main():
     ok = ok and moved
     if args.check_memory:
         ok = check_memory(args, cfg, w, b, ds_log) and ok
+    if args.max_activation_ratio:
+        # The compiler's plan (--memory-report's activations column) against one rank's.
+        def activations(config, out):
+            rep = subprocess.run([b('ds-opt'), pt] + sum([['--input', '%s=%s' % (n, t)]
+                                                          for n, t in specs], []) +
+                                 ['--config', config, '--memory-report', '-o', out],
+                                 capture_output=True, text=True, check=True).stdout
+            return int(rep.splitlines()[2].split()[4])
+        one_cfg = dict(ref_cfg, train_batch_size=mb * args.gas)
+        json.dump(one_cfg, open(w('one_config.json'), 'w'))
+        mine, one = activations(cfg_path, os.devnull), activations(w('one_config.json'),
+                                                                   os.devnull)
+        good = mine <= args.max_activation_ratio * one
+        print('activations per rank: %d bytes, one rank %d: %.3f x (at most %g) -> %s' % (
+            mine, one, mine / float(one), args.max_activation_ratio, 'PASS' if good else 'FAIL'))
+        ok = ok and good
     if args.max_param_ratio:
         # Each rank's trainable parameters (its parts of the split ones) against the whole
         # model's (the reference's tensors of the same names).

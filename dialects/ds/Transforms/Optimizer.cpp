@@ -326,13 +326,18 @@ void OptimizerPass::runOnOperation() {
   Value lr = entry->getArgument(0), step = entry->getArgument(1);
   ArrayRef<int16_t> dpAxes = dp.axes();
 
-  // ZeRO stage 0: the gradients summed over the ranks first (all the all-reduces, then the
-  // write-backs, so that the channel runs them back to back).
+  // ZeRO stage 0: the gradients summed over the ranks that hold replicas (dp, and sp whose
+  // ranks each differentiate their block of the sequence) first (all the all-reduces, then
+  // the write-backs, so that the channel runs them back to back).
   if (zeroStage == 0) {
+    SmallVector<int16_t> replicaAxes(dpAxes);
+    if (MeshAttr mesh = getMesh(module); mesh && mesh.getSize(MeshAxis::sp) > 1)
+      replicaAxes.push_back(static_cast<int16_t>(mesh.findAxis(MeshAxis::sp)));
     SmallVector<std::pair<StateOp, Value>> reduced;
     for (auto [param, grad] : params) {
       RankedTensorType t = param.getTensorType();
-      Value r = shard::AllReduceOp::create(b, loc, t, dp.grid, dpAxes, e.get(grad.getSymName(), t),
+      Value r = shard::AllReduceOp::create(b, loc, t, dp.grid, replicaAxes,
+                                           e.get(grad.getSymName(), t),
                                            shard::ReductionKind::Sum);
       reduced.push_back({grad, r});
     }

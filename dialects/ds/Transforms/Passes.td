@@ -255,6 +255,32 @@ def DSTensorParallel : Pass<"ds-tensor-parallel", "::mlir::ModuleOp"> {
   ];
 }
 
+def DSSequenceParallel : Pass<"ds-sequence-parallel", "::mlir::ModuleOp"> {
+  let summary = "DeepSpeed-Ulysses sequence parallelism of @forward over the mesh's sp axis.";
+  let description = [{
+    Runs on the imported `@forward`, after `ds-tensor-parallel` and before `ds-autodiff`.
+    Every input of rank 2 or more whose dimension 1 has the sequence length is sliced inside
+    the program to this rank's block of the sequence (`--input` types stay whole), and every
+    op works on its block. Where an op mixes positions of the sequence (attention's score and
+    value products), an all-to-all (`shard.all_to_all` between reshapes and transposes)
+    exchanges the sequence blocks for blocks of a batch dimension (the heads where they
+    divide by sp, else the batch), the attention runs on whole sequences, and the first op
+    after it that is not part of it gets the sequence blocks back through another all-to-all.
+    A replicated operand of the sequence's length is sliced to the block (a position table by
+    its indices, a parameter by `shard.all_slice`, whose gradient gathers the blocks'); sums
+    and means over the sequence, and the cross-entropy's, are completed over sp
+    (`ds.parallel_sum`), so the loss is the whole sequence's. A sequence length that does not
+    divide by sp, or an op that needs the whole sequence outside an attention, is refused by
+    name. Sets the module's mesh to `dp=1 x sp=sequence-parallel-size` when it has none.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::shard::ShardDialect"];
+  let options = [
+    Option<"sequenceParallelSize", "sequence-parallel-size", "int64_t", "1",
+           "Sequence-parallel ranks when the module has no ds.mesh (DeepSpeed's "
+           "sequence_parallel_size; with a mesh, its sp axis decides)">,
+  ];
+}
+
 def DSVerifyCollectives : Pass<"ds-verify-collectives", "::mlir::ModuleOp"> {
   let summary = "Fails when ranks could issue different collectives (a hang at run time).";
   let description = [{

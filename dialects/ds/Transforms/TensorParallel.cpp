@@ -28,13 +28,6 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-struct Split {
-  int64_t dim = -1;
-  int64_t segments = 1;
-  bool operator==(const Split &o) const { return dim == o.dim && segments == o.segments; }
-  bool operator!=(const Split &o) const { return !(*this == o); }
-};
-
 /// One region: its column-parallel linears, the ops between, and its row-parallel linear.
 struct Region {
   SmallVector<LinearOp> entries;
@@ -44,9 +37,13 @@ struct Region {
   LinearOp exit;
 };
 
-int64_t product(ArrayRef<int64_t> dims) {
+} // namespace
+
+static int64_t product(ArrayRef<int64_t> dims) {
   return std::accumulate(dims.begin(), dims.end(), int64_t{1}, std::multiplies<int64_t>());
 }
+
+namespace {
 
 struct TensorParallelPass : mlir::ds::impl::DSTensorParallelBase<TensorParallelPass> {
   using DSTensorParallelBase::DSTensorParallelBase;
@@ -216,44 +213,12 @@ FailureOr<Split> TensorParallelPass::splitOf(Operation *op, Region &r, std::stri
     return fail("has a malformed permutation");
   }
   if (auto re = dyn_cast<ReshapeOp>(op)) {
-    Split in = *splitOfValue(re.getInput());
-    ArrayRef<int64_t> a = typeOf(re.getInput()).getShape(), b = rt.getShape();
-    // The groups of dimensions whose products match; find the one holding the split.
-    size_t i = 0, j = 0;
-    while (i < a.size() || j < b.size()) {
-      size_t i0 = i, j0 = j;
-      int64_t pa = i < a.size() ? a[i++] : 1, pb = j < b.size() ? b[j++] : 1;
-      while (pa != pb) {
-        if (pa < pb && i < a.size())
-          pa *= a[i++];
-        else if (pb < pa && j < b.size())
-          pb *= b[j++];
-        else
-          return fail("has shapes whose dimensions do not group");
-      }
-      // Absorb trailing size-1 dimensions into this group.
-      while (i < a.size() && a[i] == 1 && !(static_cast<int64_t>(i) == in.dim))
-        ++i;
-      while (j < b.size() && b[j] == 1)
-        ++j;
-      if (in.dim < static_cast<int64_t>(i0) || in.dim >= static_cast<int64_t>(i))
-        continue;
-      // Within the group: O outer blocks, each with a split part of T elements.
-      int64_t O = product(a.slice(i0, in.dim - i0)) * in.segments;
-      int64_t T = a[in.dim] / in.segments * product(a.slice(in.dim + 1, i - in.dim - 1));
-      for (size_t e = j0; e < j; ++e) {
-        int64_t before = product(b.slice(j0, e - j0)), after = product(b.slice(e + 1, j - e - 1));
-        if (O % before != 0 || (T / tp) % after != 0 || T % tp != 0)
-          continue;
-        int64_t g = O / before;
-        if (b[e] != g * (T / after))
-          continue;
-        return Split{static_cast<int64_t>(e), g};
-      }
-      return fail("regroups the split dimension so that a rank's part is not a block of "
-                  "whole rows (a head count that does not divide by the tp size)");
-    }
-    return fail("has shapes whose dimensions do not group");
+    std::string cause;
+    FailureOr<Split> s = splitThroughReshape(typeOf(re.getInput()).getShape(), rt.getShape(),
+                                             *splitOfValue(re.getInput()), tp, cause);
+    if (failed(s))
+      return fail(cause);
+    return *s;
   }
   if (auto m = dyn_cast<MatmulOp>(op)) {
     RankedTensorType lt = typeOf(m.getLhs()), rtt = typeOf(m.getRhs());
@@ -349,6 +314,50 @@ LogicalResult TensorParallelPass::propagate(Region &r, std::string &why) {
 }
 
 } // namespace
+
+FailureOr<Split> mlir::ds::splitThroughReshape(ArrayRef<int64_t> a, ArrayRef<int64_t> b,
+                                               Split in, int64_t parts, std::string &why) {
+  // The groups of dimensions whose products match; find the one holding the split.
+  size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    size_t i0 = i, j0 = j;
+    int64_t pa = i < a.size() ? a[i++] : 1, pb = j < b.size() ? b[j++] : 1;
+    while (pa != pb) {
+      if (pa < pb && i < a.size())
+        pa *= a[i++];
+      else if (pb < pa && j < b.size())
+        pb *= b[j++];
+      else {
+        why = "has shapes whose dimensions do not group";
+        return failure();
+      }
+    }
+    // Absorb trailing size-1 dimensions into this group.
+    while (i < a.size() && a[i] == 1 && !(static_cast<int64_t>(i) == in.dim))
+      ++i;
+    while (j < b.size() && b[j] == 1)
+      ++j;
+    if (in.dim < static_cast<int64_t>(i0) || in.dim >= static_cast<int64_t>(i))
+      continue;
+    // Within the group: O outer blocks, each with a split part of T elements.
+    int64_t O = product(a.slice(i0, in.dim - i0)) * in.segments;
+    int64_t T = a[in.dim] / in.segments * product(a.slice(in.dim + 1, i - in.dim - 1));
+    for (size_t e = j0; e < j; ++e) {
+      int64_t before = product(b.slice(j0, e - j0)), after = product(b.slice(e + 1, j - e - 1));
+      if (O % before != 0 || (T / parts) % after != 0 || T % parts != 0)
+        continue;
+      int64_t g = O / before;
+      if (b[e] != g * (T / after))
+        continue;
+      return Split{static_cast<int64_t>(e), g};
+    }
+    why = "regroups the split dimension so that a rank's part is not a block of whole rows "
+          "(a head count that does not divide by the tp size)";
+    return failure();
+  }
+  why = "has shapes whose dimensions do not group";
+  return failure();
+}
 
 void TensorParallelRewriter::splitParameter(ParameterOp param, int64_t dim, int64_t segments) {
   RankedTensorType t = param.getTensorType();

@@ -15,6 +15,22 @@
 
 namespace mlir::ds {
 
+/// A value's part along one dimension: `dim` is `segments` equal segments and each of the
+/// `parts` ranks holds its contiguous share of every segment (one segment: one block).
+struct Split {
+  int64_t dim = -1;
+  int64_t segments = 1;
+  bool operator==(const Split &o) const { return dim == o.dim && segments == o.segments; }
+  bool operator!=(const Split &o) const { return !(*this == o); }
+};
+
+/// Where a split of a tensor of shape `in` lands when it is reshaped to `out` (whole shapes):
+/// within the group of dimensions whose products match, the dimension whose blocks are whole
+/// rows of each rank's part. Fails, with the cause in `why`, when a rank's part would not be
+/// such a block.
+FailureOr<Split> splitThroughReshape(ArrayRef<int64_t> in, ArrayRef<int64_t> out, Split s,
+                                     int64_t parts, std::string &why);
+
 struct TensorParallelRewriter {
   ModuleOp module;
   int64_t tp = 1;

@@ -233,7 +233,10 @@ void TensorParallelRewriter::vocabParallel(ModuleOp module, func::FuncOp forward
       // ignore_index rows count for nothing.
       Value valid = CmpOp::create(b, loc, RankedTensorType::get({n}, b.getI1Type()),
                                   CmpPredicateAttr::get(ctx, CmpPredicate::ne), target,
-                                  scalar(ie, static_cast<double>(ce.getIgnoreIndex())));
+                                  ConstantOp::create(b, loc, DenseElementsAttr::get(
+                                      RankedTensorType::get({}, ie),
+                                      IntegerAttr::get(ie, static_cast<int64_t>(
+                                                               ce.getIgnoreIndex())))));
       perRow = f.make<WhereOp>(rowT, valid, perRow, scalar(fe, 0.0));
       Value loss;
       auto scalarT = RankedTensorType::get({}, fe);

@@ -87,8 +87,11 @@ void ZeroPass::runOnOperation() {
   if (failed(ensureDataParallelMesh(module, dataParallelSize, "ds-zero")))
     return signalPassFailure();
   MeshAttr mesh = getMesh(module);
-  if (!mesh || mesh.getSize(MeshAxis::dp) == 1)
-    return; // one data-parallel rank: nothing to partition or communicate
+  // The ranks that hold replicas of the parameters: dp, and sp (each sp rank computes
+  // gradients from its block of the sequence, which the optimizer sums).
+  const int64_t sp = mesh ? mesh.getSize(MeshAxis::sp) : 1;
+  if (!mesh || mesh.getSize(MeshAxis::dp) * sp == 1)
+    return; // one replica: nothing to partition or communicate
   FailureOr<MeshAxisRef> axis = getMeshAxis(module, MeshAxis::dp, "ds-zero");
   if (failed(axis))
     return signalPassFailure();
@@ -98,6 +101,12 @@ void ZeroPass::runOnOperation() {
   module->setAttr("ds.zero_stage", b.getI64IntegerAttr(stage));
   if (stage == 0)
     return;
+  if (sp > 1) {
+    module.emitError() << "ds-zero: stage " << static_cast<int64_t>(stage)
+                       << " with sequence parallelism is not implemented yet (the partitions "
+                          "would span dp x sp); use stage 0, or sequence_parallel_size 1";
+    return signalPassFailure();
+  }
   if (stage >= 2) {
     if (failed(partitionGradients(module)) ||
         (stage == 3 && failed(partitionParameters(module))))

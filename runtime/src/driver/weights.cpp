@@ -326,11 +326,13 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
 bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path,
                    std::string &err) {
   dsrt_context *ctx = g.ctx();
-  const int32_t dpGroup = g.groupOf("dp");
-  const bool several = g.dpSize() > 1;
+  // The ranks whose gradients the optimizer sums: dp, and sp (each differentiated its block
+  // of the sequences).
+  const int32_t dpGroup = g.groupOf("dp") | g.groupOf("sp");
+  const bool several = g.dpSize() * g.sizeOn("sp") > 1;
   std::vector<io::SafetensorsEntry> entries;
   std::vector<dsrt_tensor *> held;
-  std::list<std::vector<char>> summed; // gradients (over the dp ranks) copied to the host
+  std::list<std::vector<char>> summed; // gradients (over the dp and sp ranks) on the host
   for (size_t i = 0; i < p.slots.size(); ++i) {
     const SlotSpec &s = p.slots[i];
     if (s.kind != "gradient")

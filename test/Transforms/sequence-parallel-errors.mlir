@@ -1,0 +1,32 @@
+// RUN: ds-opt %s --ds-sequence-parallel=sequence-parallel-size=2 --split-input-file --verify-diagnostics
+
+// The sequence length must divide by sp.
+module {
+  // expected-error @below {{ds-sequence-parallel: the sequence length 3 does not divide by sequence_parallel_size 2; pick a length that does or another size}}
+  func.func @forward(%idx: tensor<2x3xi64>) -> tensor<f32> {
+    %c = ds.constant dense<0.0> : tensor<f32>
+    return %c : tensor<f32>
+  }
+}
+
+// -----
+
+// An op that needs the whole of dimension 1 outside an attention is refused by name (here a
+// linear whose features are dimension 1 of a [batch, features] input).
+module {
+  ds.parameter @w trainable : tensor<4x4xf32>
+  func.func @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
+    %w = ds.get_parameter @w : tensor<4x4xf32>
+    // expected-error @below {{ds-sequence-parallel: 'ds.linear' contracts the split dimension}}
+    %y = ds.linear %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %s = ds.sum %y dims = [0, 1] : tensor<2x4xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
+// The mesh decides the sp size.
+// expected-error @below {{ds-sequence-parallel: sequence-parallel-size 2 disagrees with the module's mesh dp=1 x sp=4 (drop the option; the mesh decides)}}
+module attributes {ds.mesh = #ds.mesh<axes = ["dp", "sp"], shape = [1, 4]>} {
+}
