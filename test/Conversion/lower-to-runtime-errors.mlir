@@ -132,3 +132,17 @@ module {
   func.func @optimizer_step(%lr: tensor<f32>, %step: tensor<f32>, %beta1: tensor<f64>,
                             %aux_lr: tensor<f32>) { return }
 }
+
+// -----
+
+module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [2]>} {
+  shard.grid @mesh(shape = 2)
+  func.func @micro_step(%x: tensor<2x4xf32>) -> tensor<f32> {
+    // expected-error @below {{ds-lower-to-runtime: all_to_all must split and concatenate along dimension 0 with the input's type (ds-sequence-parallel moves the axes there)}}
+    %r = shard.all_to_all %x on @mesh grid_axes = [0] split_axis = 1 concat_axis = 0 : tensor<2x4xf32> -> tensor<4x2xf32>
+    %s = ds.sum %r dims = [0, 1] : tensor<4x2xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+  func.func @optimizer_step(%lr: tensor<f32>, %step: tensor<f32>, %beta1: tensor<f64>,
+                            %aux_lr: tensor<f32>) { return }
+}

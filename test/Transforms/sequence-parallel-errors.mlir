@@ -26,6 +26,23 @@ module {
 
 // -----
 
+// No input has a sequence dimension.
+// expected-error @below {{ds-sequence-parallel: no input has a sequence dimension (dimension 1 of a [batch, sequence, ...] input)}}
+func.func @forward(%x: tensor<4xf32>) -> tensor<f32> {
+  %s = ds.sum %x dims = [0] : tensor<4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// @forward must return what is whole (the loss), not a block of the sequence.
+func.func @forward(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @below {{ds-sequence-parallel: @forward returns a value split along the sequence; return the loss (a sum or mean over it)}}
+  return %x : tensor<2x4xf32>
+}
+
+// -----
+
 // The mesh decides the sp size.
 // expected-error @below {{ds-sequence-parallel: sequence-parallel-size 2 disagrees with the module's mesh dp=1 x sp=4 (drop the option; the mesh decides)}}
 module attributes {ds.mesh = #ds.mesh<axes = ["dp", "sp"], shape = [1, 4]>} {

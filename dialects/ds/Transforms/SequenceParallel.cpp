@@ -330,10 +330,7 @@ LogicalResult SequenceParallelPass::reduction(Operation *op) {
   if (isa<MeanOp>(op)) {
     sum->setAttr(kFusedAttrName, b.getUnitAttr());
     RankedTensorType t = typeOf(r);
-    auto scalar = RankedTensorType::get({}, t.getElementType());
-    Value inv = ConstantOp::create(
-        b, op->getLoc(),
-        DenseElementsAttr::get(scalar, FloatAttr::get(t.getElementType(), 1.0 / sp)));
+    Value inv = scalarConstant(b, op->getLoc(), t.getElementType(), 1.0 / sp);
     total = MulOp::create(b, op->getLoc(), t, total, inv);
   }
   r.replaceAllUsesExcept(total, sum);
@@ -367,12 +364,7 @@ LogicalResult SequenceParallelPass::crossEntropy(CrossEntropyOp ce) {
   if (ce.getReduction() == Reduction::mean) {
     total.getDefiningOp()->setAttr(kFusedAttrName, b.getUnitAttr());
     RankedTensorType tt = typeOf(ce.getTarget());
-    auto scalarOf = [&](Type e, double v) -> Value {
-      auto st = RankedTensorType::get({}, e);
-      Attribute a = isa<FloatType>(e) ? Attribute(FloatAttr::get(e, v))
-                                      : Attribute(IntegerAttr::get(e, (int64_t)v));
-      return ConstantOp::create(b, loc, DenseElementsAttr::get(st, a));
-    };
+    auto scalarOf = [&](Type e, double v) { return scalarConstant(b, loc, e, v); };
     Value valid = CmpOp::create(b, loc, RankedTensorType::get(tt.getShape(), b.getI1Type()),
                                 CmpPredicateAttr::get(b.getContext(), CmpPredicate::ne),
                                 ce.getTarget(),

@@ -162,7 +162,6 @@ FailureOr<Region> TensorParallelPass::findRegion(LinearOp exit, std::string &why
 int64_t entrySegments(LinearOp l) {
   RankedTensorType t = typeOf(l.getResult());
   int64_t last = t.getRank() - 1, n = t.getShape()[last], size = -1;
-  llvm::DenseSet<int64_t> starts;
   for (Operation *u : l.getResult().getUsers()) {
     auto s = dyn_cast<SliceOp>(u);
     if (!s || static_cast<int64_t>(s.getDim()) != last || s.getStep() != 1)
@@ -172,7 +171,6 @@ int64_t entrySegments(LinearOp l) {
     if ((size >= 0 && len != size) || len <= 0 || start % len != 0)
       return 1;
     size = len;
-    starts.insert(start);
   }
   return size > 0 && n % size == 0 ? n / size : 1;
 }

@@ -31,6 +31,9 @@ struct Split {
 FailureOr<Split> splitThroughReshape(ArrayRef<int64_t> in, ArrayRef<int64_t> out, Split s,
                                      int64_t parts, std::string &why);
 
+/// A rank-0 constant of `elem` (float or integer) with value `v`.
+Value scalarConstant(OpBuilder &b, Location loc, Type elem, double v);
+
 struct TensorParallelRewriter {
   ModuleOp module;
   int64_t tp = 1;

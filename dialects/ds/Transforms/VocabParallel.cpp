@@ -39,14 +39,6 @@ CrossEntropyOp headLoss(LinearOp linear, SmallVectorImpl<ReshapeOp> &reshapes) {
   return {};
 }
 
-/// A scalar constant of `elem` (float or integer).
-Value scalarConstant(OpBuilder &b, Location loc, Type elem, double v) {
-  auto st = RankedTensorType::get({}, elem);
-  Attribute a = isa<FloatType>(elem) ? Attribute(FloatAttr::get(elem, v))
-                                     : Attribute(IntegerAttr::get(elem, (int64_t)v));
-  return ConstantOp::create(b, loc, DenseElementsAttr::get(st, a));
-}
-
 /// Builds ops marked as the inner steps of one fused computation.
 struct Fused {
   OpBuilder &b;
@@ -58,6 +50,13 @@ struct Fused {
   }
 };
 } // namespace
+
+Value mlir::ds::scalarConstant(OpBuilder &b, Location loc, Type elem, double v) {
+  auto st = RankedTensorType::get({}, elem);
+  Attribute a = isa<FloatType>(elem) ? Attribute(FloatAttr::get(elem, v))
+                                     : Attribute(IntegerAttr::get(elem, (int64_t)v));
+  return ConstantOp::create(b, loc, DenseElementsAttr::get(st, a));
+}
 
 void TensorParallelRewriter::vocabParallel(ModuleOp module, func::FuncOp forward) {
   MLIRContext *ctx = module.getContext();

@@ -1621,3 +1621,37 @@ ds.state @g role "grad" : tensor<4xf32>
 
 // expected-error @+1 {{'loss_scale' must be a tensor<f32> scalar, not 'tensor<2xf32>'}}
 ds.state @loss_scale role "loss_scale" : tensor<2xf32>
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// ds.parallel_copy / parallel_sum / parallel_max / mesh_coordinate (DSOps.cpp)
+//===----------------------------------------------------------------------===//
+
+func.func @parallel_no_grid(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'ds.parallel_copy' op 'mesh' is not a shard.grid}}
+  %y = ds.parallel_copy %x on @mesh grid_axes = [0] : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+module {
+  shard.grid @mesh(shape = 2x2)
+  func.func @parallel_bad_axis(%x: tensor<4xf32>) -> tensor<4xf32> {
+    // expected-error @+1 {{'ds.parallel_sum' op grid axis 2 is not a distinct axis of @mesh}}
+    %y = ds.parallel_sum %x on @mesh grid_axes = [2] : tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}
+
+// -----
+
+module {
+  shard.grid @mesh(shape = 2x2)
+  func.func @coordinate_bad_axis() -> tensor<i64> {
+    // expected-error @+1 {{'ds.mesh_coordinate' op grid axis 5 is not a distinct axis of @mesh}}
+    %r = ds.mesh_coordinate on @mesh grid_axis = 5 : tensor<i64>
+    return %r : tensor<i64>
+  }
+}
