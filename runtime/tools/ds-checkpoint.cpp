@@ -91,8 +91,12 @@ int info(const std::string &dir, const std::string &tag) {
   std::printf("  config: %s\n", x.numericConfig.c_str());
   std::map<std::string, std::pair<int64_t, uint64_t>> kinds; // count, bytes
   std::map<std::string, int64_t> roles;
-  int64_t paramElements = 0;
+  int64_t paramElements = 0, split = 0, parts = 1;
   for (const ckpt::TensorEntry &t : x.tensors) {
+    if (!t.split.whole()) {
+      split += 1;
+      parts = t.split.parts;
+    }
     uint64_t b = static_cast<uint64_t>(t.numel) * io::elementSize(t.dtype);
     kinds[t.kind].first += 1;
     kinds[t.kind].second += b;
@@ -104,6 +108,9 @@ int info(const std::string &dir, const std::string &tag) {
   std::printf("  model: %lld parameters (%lld elements), %lld buffers\n",
               (long long)kinds["parameter"].first, (long long)paramElements,
               (long long)kinds["buffer"].first);
+  if (split)
+    std::printf("  tensor parallel: %lld tensors held in %lld parts (any layout resumes them)\n",
+                (long long)split, (long long)parts);
   std::string r;
   for (auto &[role, n] : roles)
     r += (r.empty() ? "" : ", ") + role + " " + std::to_string(n);

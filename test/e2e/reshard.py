@@ -11,7 +11,11 @@ model state plus the transfer buffer (DSRT_CHECKPOINT_BUFFER_BYTES); and `ds-che
 export` of it equal, tensor for tensor, to the saving run's --save-weights, and loadable into
 the TorchScript module.
 
+With --save-tp/--save-sp and --resume-tp/--resume-sp the layouts are meshes: a checkpoint
+saved with tensor parallelism holds each split tensor's parts, which any other mesh reads.
+
 usage: reshard.py --bin BUILD/bin --work DIR [--save-stage 1] [--resume-stage 2]
+                  [--save-tp 2] [--resume-tp 1] [--resume-ranks 4]
 """
 import argparse
 import json
@@ -86,6 +90,10 @@ def main():
     ap.add_argument('--resume-stage', type=int, default=2)
     ap.add_argument('--steps', type=int, default=12)
     ap.add_argument('--resume-ranks', type=int, default=2)
+    ap.add_argument('--lr', type=float, default=1e-4)
+    for when in ('save', 'resume'):
+        ap.add_argument('--%s-tp' % when, type=int, default=1, help='tensor_parallel.autotp_size')
+        ap.add_argument('--%s-sp' % when, type=int, default=1, help='sequence_parallel_size')
     ap.add_argument('--precision', default='', help='a DeepSpeed bf16 or fp16 section as '
                     'JSON, e.g. {"fp16": {"enabled": true}}')
     ap.add_argument('--loss-rtol', type=float, default=1e-5,
@@ -109,24 +117,34 @@ def main():
     data = ['--data', 'idx=' + w('idx.npy'), '--data', 'targets=' + w('targets.npy'),
             '--threads', '1']
     steps = {}
-    for ranks, stage in ((4, args.save_stage), (args.resume_ranks, args.resume_stage)):
+    meshes = {}
+    for role, ranks, stage, tp, sp in (('save', 4, args.save_stage, args.save_tp, args.save_sp),
+                                       ('resume', args.resume_ranks, args.resume_stage,
+                                        args.resume_tp, args.resume_sp)):
+        dp = ranks // (tp * sp)
+        meshes[role] = ' x '.join('%s=%d' % a for a in (('dp', dp), ('sp', sp), ('tp', tp))
+                                          if a[0] == 'dp' or a[1] > 1)
         cfg = {'train_batch_size': G, 'train_micro_batch_size_per_gpu': mb,
-               'gradient_accumulation_steps': G // (mb * ranks),
-               'optimizer': {'type': 'AdamW', 'params': {'lr': 1e-4, 'weight_decay': 0.01}},
+               'gradient_accumulation_steps': G // (mb * dp),
+               'optimizer': {'type': 'AdamW', 'params': {'lr': args.lr, 'weight_decay': 0.01}},
                'zero_optimization': {'stage': stage, 'reduce_bucket_size': 5000,
                                      'stage3_param_persistence_threshold': 0},
                'steps_per_print': 1000}
         cfg.update(json.loads(args.precision) if args.precision else {})
-        json.dump(cfg, open(w('cfg%d.json' % ranks), 'w'))
-        step = w('step%d-%d.mlir' % (ranks, stage))
+        if tp > 1:
+            cfg['tensor_parallel'] = {'autotp_size': tp}
+        if sp > 1:
+            cfg['sequence_parallel_size'] = sp
+        json.dump(cfg, open(w('cfg-%s.json' % role), 'w'))
+        step = w('step-%s.mlir' % role)
         run([b('ds-opt'), pt, '--input', 'idx=tensor<%dx%dxi64>' % (mb, seq), '--input',
-             'targets=tensor<%dx%dxi64>' % (mb, seq), '--config', w('cfg%d.json' % ranks), '-o',
-             step], w('ds-opt%d.log' % ranks))
-        steps[ranks, stage] = step
+             'targets=tensor<%dx%dxi64>' % (mb, seq), '--config', w('cfg-%s.json' % role), '-o',
+             step], w('ds-opt-%s.log' % role))
+        steps[role] = step
     half = args.steps // 2
     ck = w('ckpt')
     shutil.rmtree(ck, ignore_errors=True)  # no checkpoint of an earlier run of this test
-    first, second = steps[4, args.save_stage], steps[args.resume_ranks, args.resume_stage]
+    first, second = steps['save'], steps['resume']
     run(MPIRUN + ['-np', '4', b('ds-run'), first] + data +
         ['--steps', str(args.steps), '--log', w('full.jsonl')], w('full.log'))
     run(MPIRUN + ['-np', '4', b('ds-run'), first] + data + ['--steps', str(half), '--save', ck,
@@ -162,6 +180,7 @@ def main():
           '%d..%d, worst loss rel diff %.2e against the uninterrupted 4-rank run' %
           (args.save_stage, half, args.resume_ranks, args.resume_stage, half + 1, args.steps,
            worst))
+    print('meshes: %s -> %s' % (meshes['save'], meshes['resume']))
     if 'loss_scale' in full[0]:
         print('fp16 loss scales after the resume: %s (%d skipped), as uninterrupted: %s' %
               (' '.join('%d' % r['loss_scale'] for r in resumed),

@@ -147,17 +147,19 @@ def check_memory(args, cfg, w, b, ds_log):
     # a multiple of N x 64 bytes (16 f32 or 32 bf16 elements), so a rank owns P/N plus at most
     # that per buffer.
     mixed = bool(args.precision)
+    # ZeRO partitions over the ranks that hold replicas of the parameters: dp x sp.
+    n = args.ranks * args.sp
     align = 32 if mixed else 16
     flats = [int(m.group(1)) for m in re.finditer(
         r'ds.flat_buffer @zero.params\S* role "params(?:_sharded)?" .* : tensor<(\d+)xb?f(?:32|16)>',
         open(w('step.mlir')).read())]
-    shard = sum(flats) // args.ranks if flats else -(-psi // args.ranks)
+    shard = sum(flats) // n if flats else -(-psi // n)
     ok = True
-    if flats and not (psi / args.ranks <= shard <= psi / args.ranks + align * len(flats)):
+    if flats and not (psi / n <= shard <= psi / n + align * len(flats)):
         print('shard of %d elements is not P/N = %.1f plus at most %d per buffer (%d buffers)'
-              % (shard, psi / args.ranks, align, len(flats)))
+              % (shard, psi / n, align, len(flats)))
         ok = False
-    want_parts = zero_model_state(psi, stage, args.ranks, shard, mixed)
+    want_parts = zero_model_state(psi, stage, n, shard, mixed)
     want = sum(want_parts)
     lowered = subprocess.run([b('ds-opt'), w('step.mlir'), '--ds-lower-to-runtime'],
                              capture_output=True, text=True).stdout
@@ -181,9 +183,9 @@ def check_memory(args, cfg, w, b, ds_log):
         print('memory report: parameters, gradients, optimizer %s, formula %s' % (row, want_parts))
         ok = False
     r = ds_log[-1]['ranks'][0]
-    print('memory: psi %d, stage %d, %d ranks: model state %d bytes per rank (parameters %d, '
+    print('memory: psi %d, stage %d, %d partitions: model state %d bytes per rank (parameters %d, '
           'gradients %d, optimizer %d; formula %d), planned peak %d, measured %d -> %s'
-          % (psi, stage, args.ranks, r['model_state_bytes'], r['parameter_bytes'],
+          % (psi, stage, n, r['model_state_bytes'], r['parameter_bytes'],
              r['gradient_bytes'], r['optimizer_state_bytes'], want, plan, r['device_peak_bytes'],
              'PASS' if ok else 'FAIL'))
     return ok

@@ -58,5 +58,20 @@ FailureOr<MeshAxisRef> mlir::ds::getMeshAxis(ModuleOp module, MeshAxis role, Str
   MeshAxisRef ref;
   ref.axis = static_cast<int16_t>(index);
   ref.size = mesh.getShape()[index];
+  ref.list = {ref.axis};
   return ref;
+}
+
+FailureOr<MeshAxisRef> mlir::ds::getReplicaGroup(ModuleOp module, StringRef pass) {
+  FailureOr<MeshAxisRef> dp = getMeshAxis(module, MeshAxis::dp, pass);
+  if (failed(dp) || getMesh(module).getSize(MeshAxis::sp) == 1)
+    return dp;
+  FailureOr<MeshAxisRef> sp = getMeshAxis(module, MeshAxis::sp, pass);
+  if (failed(sp))
+    return failure();
+  MeshAxisRef group = *dp;
+  group.size *= sp->size;
+  group.list.push_back(sp->axis);
+  llvm::sort(group.list);
+  return group;
 }

@@ -28,19 +28,26 @@ MeshAttr buildMesh(MLIRContext *ctx, int64_t dp, int64_t tp, int64_t sp);
 /// the caller in the error.
 LogicalResult ensureDataParallelMesh(ModuleOp module, int64_t dp, llvm::StringRef pass);
 
-/// One axis of the grid: what a shard collective over that axis names.
+/// One axis of the grid, or a group of axes: what a shard collective over them names.
 struct MeshAxisRef {
   llvm::StringRef grid = kMeshGridName;
-  int16_t axis = 0;
-  int64_t size = 1;
-  /// The `grid_axes` operand of a shard collective over this axis.
-  llvm::ArrayRef<int16_t> axes() const { return llvm::ArrayRef<int16_t>(axis); }
+  int16_t axis = 0; ///< the (first) axis
+  int64_t size = 1; ///< the ranks in the group
+  /// The grid axes, ascending (the runtime's group order: the last one fastest).
+  llvm::SmallVector<int16_t, 2> list;
+  /// The `grid_axes` operand of a shard collective over the group.
+  llvm::ArrayRef<int16_t> axes() const { return list; }
 };
 
 /// The grid axis of `role`, creating `shard.grid @mesh` at the module's start on first use.
 /// Fails with a diagnostic naming `pass` when the module has no mesh or no such axis, or
 /// has a @mesh grid that disagrees with the mesh.
 FailureOr<MeshAxisRef> getMeshAxis(ModuleOp module, MeshAxis role, llvm::StringRef pass);
+
+/// The ranks that hold replicas of the parameters, over which ZeRO partitions and gradients
+/// are summed: the dp axis, with the sp axis where sp > 1 (each sp rank differentiates its
+/// block of the sequences; DeepSpeed-Ulysses partitions over dp x sp likewise).
+FailureOr<MeshAxisRef> getReplicaGroup(ModuleOp module, llvm::StringRef pass);
 
 } // namespace mlir::ds
 

@@ -133,8 +133,8 @@ void OptimizerPass::runOnOperation() {
   // AdamW is always decoupled (DeepSpeed); Adam follows adam-w-mode.
   bool decoupled = type == "AdamW" || adamWMode;
 
-  // ds-zero's decision: the stage, the mesh's data-parallel axis and (stage >= 1) the flat
-  // buffers.
+  // ds-zero's decision: the stage, the ranks that hold replicas (the mesh's dp axis, and sp)
+  // and (stage >= 1) the flat buffers.
   int64_t zeroStage = -1, ranks = 1;
   MeshAxisRef dp;
   // One bucket per flat parameter buffer: its gradients are a flat buffer to reduce-scatter
@@ -153,7 +153,7 @@ void OptimizerPass::runOnOperation() {
   SmallVector<Bucket> buckets;
   if (auto attr = module->getAttrOfType<IntegerAttr>("ds.zero_stage")) {
     zeroStage = attr.getInt();
-    FailureOr<MeshAxisRef> axis = getMeshAxis(module, MeshAxis::dp, "ds-optimizer");
+    FailureOr<MeshAxisRef> axis = getReplicaGroup(module, "ds-optimizer");
     if (failed(axis))
       return signalPassFailure();
     dp = *axis;
@@ -330,13 +330,10 @@ void OptimizerPass::runOnOperation() {
   // ranks each differentiate their block of the sequence) first (all the all-reduces, then
   // the write-backs, so that the channel runs them back to back).
   if (zeroStage == 0) {
-    SmallVector<int16_t> replicaAxes(dpAxes);
-    if (MeshAttr mesh = getMesh(module); mesh && mesh.getSize(MeshAxis::sp) > 1)
-      replicaAxes.push_back(static_cast<int16_t>(mesh.findAxis(MeshAxis::sp)));
     SmallVector<std::pair<StateOp, Value>> reduced;
     for (auto [param, grad] : params) {
       RankedTensorType t = param.getTensorType();
-      Value r = shard::AllReduceOp::create(b, loc, t, dp.grid, replicaAxes,
+      Value r = shard::AllReduceOp::create(b, loc, t, dp.grid, dpAxes,
                                            e.get(grad.getSymName(), t),
                                            shard::ReductionKind::Sum);
       reduced.push_back({grad, r});

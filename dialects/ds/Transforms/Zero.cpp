@@ -1,8 +1,9 @@
 //===- Zero.cpp - the ds-zero pass: data parallelism and ZeRO partitioning ---===//
 //
-// Runs between ds-autodiff and ds-optimizer. Partitions over the mesh's data-parallel axis (a
-// one-axis mesh of data-parallel-size ranks when the module has none; its grid `@mesh` is the
-// upstream `shard` dialect's) and records the stage in the module (`ds.zero_stage`); ds-optimizer then
+// Runs between ds-autodiff and ds-optimizer. Partitions over the ranks that hold replicas of
+// the parameters: the mesh's data-parallel axis, with its sequence-parallel axis (a one-axis
+// mesh of data-parallel-size ranks when the module has none; its grid `@mesh` is the upstream
+// `shard` dialect's) and records the stage in the module (`ds.zero_stage`); ds-optimizer then
 // emits the update with the communication that the stage needs. For stages 1-3 it lays the
 // trainable parameters out in one flat buffer, padded once so that it splits into equal
 // shards (as DeepSpeed's flat partitions), and (stage 1) the gradients in another.
@@ -51,7 +52,7 @@ struct ZeroPass : mlir::ds::impl::DSZeroBase<ZeroPass> {
   LogicalResult partitionParameters(ModuleOp module);
   /// Stage 3: the flat buffers whose parameters are partitioned (the others persist whole).
   SmallVector<FlatBufferOp> shardedBuffers;
-  /// The mesh's data-parallel axis.
+  /// The ranks the partitions span: the mesh's dp axis, and sp where sp > 1.
   MeshAxisRef dp;
 };
 
@@ -88,25 +89,19 @@ void ZeroPass::runOnOperation() {
     return signalPassFailure();
   MeshAttr mesh = getMesh(module);
   // The ranks that hold replicas of the parameters: dp, and sp (each sp rank computes
-  // gradients from its block of the sequence, which the optimizer sums).
-  const int64_t sp = mesh ? mesh.getSize(MeshAxis::sp) : 1;
-  if (!mesh || mesh.getSize(MeshAxis::dp) * sp == 1)
+  // gradients from its block of the sequence, which the optimizer sums). ZeRO partitions over
+  // all of them, as DeepSpeed-Ulysses does.
+  if (!mesh || mesh.getSize(MeshAxis::dp) * mesh.getSize(MeshAxis::sp) == 1)
     return; // one replica: nothing to partition or communicate
-  FailureOr<MeshAxisRef> axis = getMeshAxis(module, MeshAxis::dp, "ds-zero");
-  if (failed(axis))
+  FailureOr<MeshAxisRef> group = getReplicaGroup(module, "ds-zero");
+  if (failed(group))
     return signalPassFailure();
-  dp = *axis;
+  dp = *group;
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
   Location loc = module.getLoc();
   module->setAttr("ds.zero_stage", b.getI64IntegerAttr(stage));
   if (stage == 0)
     return;
-  if (sp > 1) {
-    module.emitError() << "ds-zero: stage " << static_cast<int64_t>(stage)
-                       << " with sequence parallelism is not implemented yet (the partitions "
-                          "would span dp x sp); use stage 0, or sequence_parallel_size 1";
-    return signalPassFailure();
-  }
   if (stage >= 2) {
     if (failed(partitionGradients(module)) ||
         (stage == 3 && failed(partitionParameters(module))))

@@ -22,6 +22,38 @@ void partOf(int64_t total, int64_t world, int64_t rank, int64_t &begin, int64_t 
   end = std::min(total, begin + part);
 }
 
+detail::SplitShape::SplitShape(const std::vector<int64_t> &dims, const Split &s) {
+  for (int64_t d = 0; d < s.dim; ++d)
+    outer *= dims[d];
+  for (size_t d = s.dim + 1; d < dims.size(); ++d)
+    inner *= dims[d];
+  n = dims[s.dim];
+  segments = s.segments;
+  seg = n / s.segments;
+  block = seg / s.parts;
+}
+
+void locate(const std::vector<int64_t> &dims, const Split &s, int64_t global, int64_t &part,
+            int64_t &local, int64_t &following) {
+  if (s.whole()) {
+    int64_t numel = 1;
+    for (int64_t d : dims)
+      numel *= d;
+    part = 0;
+    local = global;
+    following = numel - global;
+    return;
+  }
+  detail::SplitShape g(dims, s);
+  int64_t o = global / (g.n * g.inner), r = global % (g.n * g.inner);
+  int64_t d = r / g.inner, i = r % g.inner;
+  int64_t k = d / g.seg, within = d % g.seg;
+  part = within / g.block;
+  int64_t b = within % g.block;
+  local = ((o * g.segments + k) * g.block + b) * g.inner + i;
+  following = (g.block - b) * g.inner - i;
+}
+
 std::string formatIndex(const Index &x) {
   auto list = [](const std::vector<std::string> &v) {
     std::string s = "[";
@@ -51,10 +83,19 @@ std::string formatIndex(const Index &x) {
     s += "]";
     if (!t.aliases.empty())
       s += ",\"aliases\":" + list(t.aliases);
+    if (!t.split.whole())
+      s += ",\"split\":{\"dim\":" + std::to_string(t.split.dim) +
+           ",\"segments\":" + std::to_string(t.split.segments) +
+           ",\"parts\":" + std::to_string(t.split.parts) + "}";
     s += ",\"pieces\":[";
-    for (size_t k = 0; k < t.pieces.size(); ++k)
-      s += std::string(k ? "," : "") + "[" + std::to_string(t.pieces[k].file) + "," +
-           std::to_string(t.pieces[k].start) + "," + std::to_string(t.pieces[k].count) + "]";
+    for (size_t k = 0; k < t.pieces.size(); ++k) {
+      const Piece &p = t.pieces[k];
+      s += std::string(k ? "," : "") + "[" + std::to_string(p.file) + "," +
+           std::to_string(p.start) + "," + std::to_string(p.count);
+      if (!t.split.whole())
+        s += "," + std::to_string(p.part);
+      s += "]";
+    }
     s += "]}";
   }
   return s + "\n]}\n";
@@ -74,8 +115,10 @@ bool parseIndex(const std::string &text, const std::string &what, Index &out, st
   const Json *format = j.get("format");
   if (!format || !format->isString())
     return bad("no \"format\"");
-  if (format->text != kFormat) {
-    err = "'" + what + "' has format " + format->text + "; this ds reads " + kFormat;
+  // Format 3 is format 4 without splits.
+  if (format->text != kFormat && format->text != "ds-checkpoint-3") {
+    err = "'" + what + "' has format " + format->text + "; this ds reads " + kFormat +
+          " and ds-checkpoint-3";
     return false;
   }
   auto str = [&](const char *key, std::string &v, bool nullable) {
@@ -151,32 +194,60 @@ bool parseIndex(const std::string &text, const std::string &what, Index &out, st
       for (const Json &a : al->items)
         if (a.isString())
           t.aliases.push_back(a.text);
+    if (const Json *sp = tj.get("split")) {
+      const Json *d = sp->get("dim"), *sg = sp->get("segments"), *pa = sp->get("parts");
+      Split &s = t.split;
+      if (!d || !d->asInt(0, static_cast<int64_t>(t.dims.size()) - 1, s.dim) || !sg ||
+          !sg->asInt(1, INT64_MAX, s.segments) || !pa || !pa->asInt(2, 1 << 20, s.parts) ||
+          t.dims[s.dim] % s.segments != 0 || (t.dims[s.dim] / s.segments) % s.parts != 0)
+        return bad("tensor '" + t.name + "' has a malformed \"split\" (its dimension must be " +
+                   "segments x parts x a block)");
+    }
+    const int64_t partNumel = t.partNumel(), arity = t.split.whole() ? 3 : 4;
     for (const Json &p : pieces->items) {
       Piece piece;
       int64_t file = 0;
-      if (!p.isArray() || p.items.size() != 3 ||
+      if (!p.isArray() || static_cast<int64_t>(p.items.size()) != arity ||
           !p.items[0].asInt(0, static_cast<int64_t>(x.files.size()) - 1, file) ||
-          !p.items[1].asInt(0, t.numel, piece.start) ||
-          !p.items[2].asInt(0, t.numel - piece.start, piece.count))
+          !p.items[1].asInt(0, partNumel, piece.start) ||
+          !p.items[2].asInt(0, partNumel - piece.start, piece.count) ||
+          (arity == 4 && !p.items[3].asInt(0, t.split.parts - 1, piece.part)))
         return bad("tensor '" + t.name + "' has a piece outside it or in no listed file");
       piece.file = static_cast<int32_t>(file);
       if (piece.count)
         t.pieces.push_back(piece);
     }
-    // Exactly once: sorted by start, each piece begins where the previous ended.
+    // Exactly once: sorted by part and start, each piece begins where the previous ended.
     std::vector<Piece> sorted = t.pieces;
-    std::sort(sorted.begin(), sorted.end(),
-              [](const Piece &a, const Piece &b) { return a.start < b.start; });
-    int64_t at = 0;
+    std::sort(sorted.begin(), sorted.end(), [](const Piece &a, const Piece &b) {
+      return a.part != b.part ? a.part < b.part : a.start < b.start;
+    });
+    int64_t part = 0, at = 0;
+    std::string where;
+    auto partName = [&](int64_t q) {
+      return t.split.whole() ? std::string() : " (part " + std::to_string(q) + ")";
+    };
     for (const Piece &p : sorted) {
+      if (p.part != part) {
+        if (at != partNumel)
+          return bad("the pieces of tensor '" + t.name + "'" + partName(part) +
+                     " end at element " + std::to_string(at) + " of " +
+                     std::to_string(partNumel));
+        if (p.part != part + 1)
+          return bad("tensor '" + t.name + "' has no pieces of part " +
+                     std::to_string(part + 1));
+        part = p.part;
+        at = 0;
+      }
       if (p.start != at)
-        return bad("the pieces of tensor '" + t.name + "' overlap or leave a gap at element " +
-                   std::to_string(std::min(at, p.start)));
+        return bad("the pieces of tensor '" + t.name + "'" + partName(part) +
+                   " overlap or leave a gap at element " + std::to_string(std::min(at, p.start)));
       at += p.count;
     }
-    if (at != t.numel)
-      return bad("the pieces of tensor '" + t.name + "' end at element " + std::to_string(at) +
-                 " of " + std::to_string(t.numel));
+    if (at != partNumel || part != t.split.parts - 1)
+      return bad("the pieces of tensor '" + t.name + "'" + partName(part) + " end at element " +
+                 std::to_string(at) + " of " + std::to_string(partNumel) +
+                 (part != t.split.parts - 1 ? " and later parts have none" : ""));
     x.tensors.push_back(std::move(t));
   }
   out = std::move(x);

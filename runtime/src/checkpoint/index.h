@@ -1,27 +1,55 @@
-// The index of a sharded checkpoint (checkpoint.json, format ds-checkpoint-3): which logical
+// The index of a sharded checkpoint (checkpoint.json, format ds-checkpoint-4): which logical
 // tensors it holds (parameters and buffers by state_dict name, optimizer state by parameter
-// and role, the loss scaler) and, for each, the pieces the ranks wrote: ranges of its
-// row-major elements, each in one rank file. The pieces of a tensor cover it exactly once, so
-// any layout can read the ranges it needs; a tensor-parallel layout will add the box a piece
-// belongs to, keeping this form for whole tensors.
+// and role, the loss scaler) and, for each, the pieces the ranks wrote: ranges of the
+// row-major elements of the tensor or, for a tensor the writers held split along a dimension
+// (tensor parallelism), of one of its parts, each piece in one rank file. The pieces of each
+// part cover it exactly once, so any layout, split or not, can read the ranges it needs.
+// Format 3 is format 4 without splits; both are read.
 #ifndef DSRT_CHECKPOINT_INDEX_H
 #define DSRT_CHECKPOINT_INDEX_H
 
 #include "dsrt/io.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace dsrt::ckpt {
 
-constexpr const char *kFormat = "ds-checkpoint-3";
+constexpr const char *kFormat = "ds-checkpoint-4";
 
-/// Elements [start, start + count) of a tensor, stored in rank file `file` under the tensor's
-/// name.
+/// How a tensor is split into parts along dimension `dim` (tensor parallelism, Megatron's
+/// layout): the dimension is `segments` equal segments (a fused q/k/v projection's three),
+/// and part p holds the p-th of `parts` equal blocks of every segment, back to back. A part's
+/// elements are row-major in its own dims (`dims[dim] / parts`). `parts` 1: whole.
+struct Split {
+  int64_t dim = -1, segments = 1, parts = 1;
+  bool whole() const { return parts == 1; }
+  bool operator==(const Split &o) const {
+    return whole() ? o.whole() : dim == o.dim && segments == o.segments && parts == o.parts;
+  }
+};
+
+/// Calls `run(global, local, n)` for each run of elements that are contiguous both in part
+/// `part` of a tensor of `dims` split as `s` and in the tensor, covering the part's elements
+/// [begin, end) in order: `global` is the run's first element in the tensor, `local` in the
+/// part.
+template <typename F>
+void forEachRun(const std::vector<int64_t> &dims, const Split &s, int64_t part, int64_t begin,
+                int64_t end, F run);
+
+/// Where element `global` of a tensor of `dims` split as `s` lives: its part, its element
+/// there, and how many elements from it on are contiguous in both (`following`).
+void locate(const std::vector<int64_t> &dims, const Split &s, int64_t global, int64_t &part,
+            int64_t &local, int64_t &following);
+
+/// Elements [start, start + count) of part `part` of a tensor (of the tensor when it is whole),
+/// stored in rank file `file` under the tensor's name.
 struct Piece {
   int32_t file = 0;
   int64_t start = 0, count = 0;
+  int64_t part = 0;
 };
 
 struct TensorEntry {
@@ -32,8 +60,10 @@ struct TensorEntry {
   int32_t dtype = -1;
   std::vector<int64_t> dims;
   std::vector<std::string> aliases; ///< other state_dict names of a tied parameter
+  Split split;                      ///< how the writers held it
   std::vector<Piece> pieces;
   int64_t numel = 0; ///< set by parseIndex (checked)
+  int64_t partNumel() const { return numel / split.parts; }
 };
 
 struct Index {
@@ -63,6 +93,36 @@ std::string rankFileName(int64_t rank, int64_t world);
 /// Rank `rank`'s part of a storage of `total` elements written by `world` ranks: equal parts
 /// of ceil(total / world) elements (the last may be shorter or empty), as ZeRO partitions.
 void partOf(int64_t total, int64_t world, int64_t rank, int64_t &begin, int64_t &end);
+
+namespace detail {
+/// The geometry of a split: outer (dims before `dim`), the dimension, its segment, a part's
+/// block of a segment, and inner (dims after `dim`).
+struct SplitShape {
+  int64_t outer = 1, n = 1, seg = 1, block = 1, inner = 1, segments = 1;
+  SplitShape(const std::vector<int64_t> &dims, const Split &s);
+};
+} // namespace detail
+
+template <typename F>
+void forEachRun(const std::vector<int64_t> &dims, const Split &s, int64_t part, int64_t begin,
+                int64_t end, F run) {
+  if (begin >= end)
+    return;
+  if (s.whole()) {
+    run(begin, begin, end - begin);
+    return;
+  }
+  detail::SplitShape g(dims, s);
+  const int64_t len = g.block * g.inner; // a run: one part's block of one segment
+  for (int64_t at = begin; at < end;) {
+    int64_t r = at / len, w = at % len; // r = o * segments + k
+    int64_t o = r / g.segments, k = r % g.segments;
+    int64_t global = (o * g.n + k * g.seg + part * g.block) * g.inner + w;
+    int64_t n = std::min(len - w, end - at);
+    run(global, at, n);
+    at += n;
+  }
+}
 
 } // namespace dsrt::ckpt
 

@@ -46,7 +46,7 @@ bool writeRankFile(const std::string &path, const std::vector<PieceSource> &piec
     layout.push_back({p.name, p.dtype, {p.count}, nullptr, static_cast<size_t>(bytes)});
     total += bytes;
   }
-  std::string prefix = io::safetensorsPrefix(layout, "ds-checkpoint-3");
+  std::string prefix = io::safetensorsPrefix(layout, kFormat);
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) {
     err = "cannot write '" + path + "': " + std::strerror(errno);
@@ -135,12 +135,12 @@ bool RankFile::read(const std::string &name, int64_t offset, int64_t n, void *ds
   return true;
 }
 
-bool TensorReader::read(const TensorEntry &t, int64_t begin, int64_t end, void *dst,
-                        std::string &err) {
+bool TensorReader::readPart(const TensorEntry &t, int64_t part, int64_t begin, int64_t end,
+                            void *dst, std::string &err) {
   size_t es = io::elementSize(t.dtype);
   for (const Piece &p : t.pieces) {
     int64_t a = std::max(begin, p.start), b = std::min(end, p.start + p.count);
-    if (a >= b)
+    if (p.part != part || a >= b)
       continue;
     auto f = files_.find(p.file);
     if (f == files_.end()) {
@@ -161,6 +161,27 @@ bool TensorReader::read(const TensorEntry &t, int64_t begin, int64_t end, void *
       return false;
   }
   return true;
+}
+
+bool TensorReader::read(const TensorEntry &t, const Split &as, int64_t part, int64_t begin,
+                        int64_t end, void *dst, std::string &err) {
+  if (as == t.split)
+    return readPart(t, as.whole() ? 0 : part, begin, end, dst, err);
+  // Another split: the runs contiguous in the reader's part, each read from the parts of the
+  // writers' split it falls in.
+  char *out = static_cast<char *>(dst);
+  const size_t es = io::elementSize(t.dtype);
+  bool ok = true;
+  forEachRun(t.dims, as, part, begin, end, [&](int64_t global, int64_t local, int64_t n) {
+    for (int64_t done = 0; ok && done < n;) {
+      int64_t q, at, following;
+      locate(t.dims, t.split, global + done, q, at, following);
+      int64_t m = std::min(n - done, following);
+      ok = readPart(t, q, at, at + m, out + (local - begin + done) * es, err);
+      done += m;
+    }
+  });
+  return ok;
 }
 
 } // namespace dsrt::ckpt

@@ -5,6 +5,7 @@
 #define DSRT_CHECKPOINT_RANK_FILE_H
 
 #include "dsrt/io.h"
+#include "index.h"
 
 #include <cstdint>
 #include <functional>
@@ -52,18 +53,25 @@ private:
   std::map<std::string, io::SafetensorsEntryInfo> entries_;
 };
 
-struct Index;
-struct TensorEntry;
 
 /// Reads ranges of a checkpoint's tensors (directory `dir`, index `index`) from the pieces
 /// that hold them, opening each rank file once and checking its entries against the index.
 class TensorReader {
 public:
   TensorReader(std::string dir, const Index &index) : dir_(std::move(dir)), index_(index) {}
-  /// Elements [begin, end) of tensor `t` (an entry of the index) into `dst`.
-  bool read(const TensorEntry &t, int64_t begin, int64_t end, void *dst, std::string &err);
+  /// Elements [begin, end) of part `part` of tensor `t` (an entry of the index) split as
+  /// `as` (whatever split its writers held it in) into `dst`.
+  bool read(const TensorEntry &t, const Split &as, int64_t part, int64_t begin, int64_t end,
+            void *dst, std::string &err);
+  /// Elements [begin, end) of the whole tensor.
+  bool read(const TensorEntry &t, int64_t begin, int64_t end, void *dst, std::string &err) {
+    return read(t, Split{}, 0, begin, end, dst, err);
+  }
 
 private:
+  /// Elements [begin, end) of part `part` of `t` in the writers' split.
+  bool readPart(const TensorEntry &t, int64_t part, int64_t begin, int64_t end, void *dst,
+                std::string &err);
   std::string dir_;
   const Index &index_;
   std::map<int32_t, std::unique_ptr<RankFile>> files_;

@@ -79,8 +79,20 @@ void Checkpointer::collect() {
     t.shardNumel = slots[shardSlot].numel;
     t.storage = slots[shardSlot].name;
     t.storageOffset = offset;
-    t.storageTotal = t.shardNumel * g_.size();
+    t.storageTotal = t.shardNumel * g_.shardCount();
     t.storageSharded = true;
+    return t;
+  };
+  // A tensor-parallel parameter's tensors (it, its optimizer state) are recorded whole, with
+  // this rank's part of them.
+  auto splitAs = [](Logical t, const SlotSpec &param) {
+    t.localNumel = t.entry.numel;
+    if (param.splitDim < 0)
+      return t;
+    t.split = {param.splitDim, param.splitSegments, param.splitParts};
+    t.splitAxis = param.splitAxis;
+    t.entry.dims = param.globalDims();
+    io::checkedNumel(t.entry.dims, t.entry.numel);
     return t;
   };
   auto entry = [](const SlotSpec &s, std::string name, std::string kind, std::string of,
@@ -100,21 +112,24 @@ void Checkpointer::collect() {
     if (!s.shardedBy.empty()) {
       ckpt::TensorEntry e = entry(s, s.name, s.kind, "", "", s.dims);
       e.aliases = s.aliases;
-      tensors_.push_back(sharded(p_.slotNamed(s.shardedBy), s.offset, std::move(e)));
+      tensors_.push_back(splitAs(sharded(p_.slotNamed(s.shardedBy), s.offset, std::move(e)), s));
     } else if (s.kind == "parameter" || s.kind == "buffer") {
       ckpt::TensorEntry e = entry(s, s.name, s.kind, "", "", s.dims);
       e.aliases = s.aliases;
-      tensors_.push_back(whole(i, std::move(e)));
+      tensors_.push_back(splitAs(whole(i, std::move(e)), s));
     } else if (s.kind == "state" && !s.sharded) {
+      // Of a parameter (its moments), or of nothing (fp16's loss scale, found_inf).
+      int32_t param = p_.slotNamed(s.of);
+      Logical t = whole(i, entry(s, s.name, "optimizer_state", s.of, s.role, s.dims));
       states.push_back({{slotOf(s.of), s.role},
-                        whole(i, entry(s, s.name, "optimizer_state", s.of, s.role, s.dims))});
+                        param >= 0 ? splitAs(std::move(t), slots[param]) : splitAs(std::move(t), s)});
     } else if (s.kind == "state" && s.role != "grad_shard" && s.role != "param_shard") {
       for (const SlotSpec &m : slots) // the members of the flat buffer it partitions
         if (m.viewOf == s.of || (!m.shardedBy.empty() && m.shardedBy == s.of + "@shard")) {
           ckpt::TensorEntry e =
               entry(s, m.name + "@" + s.role, "optimizer_state", m.name, s.role, m.dims);
-          states.push_back(
-              {{slotOf(m.name), s.role}, sharded(static_cast<int32_t>(i), m.offset, e)});
+          states.push_back({{slotOf(m.name), s.role},
+                            splitAs(sharded(static_cast<int32_t>(i), m.offset, e), m)});
         }
     }
   }
@@ -132,6 +147,7 @@ void Checkpointer::collect() {
     t.where = Where::Host;
     t.storage = "loss_scaler";
     t.storageTotal = 6;
+    t.localNumel = 6;
     tensors_.push_back(std::move(t));
   }
 }
@@ -140,27 +156,34 @@ void Checkpointer::startRun() {
   run_ = g_.broadcast(g_.rank() == 0 ? ckpt::newRunId() : std::string());
 }
 
-void Checkpointer::writtenBy(const Logical &t, int64_t r, int64_t &begin, int64_t &end) const {
-  int64_t lo, hi;
+void Checkpointer::writtenBy(const Logical &t, int32_t r, int64_t &begin, int64_t &end,
+                             int64_t &part) const {
+  // Rank r holds its part (tensor parallelism) of the storage, or its shard of it (ZeRO, over
+  // dp x sp); the ranks that hold the same share the writing equally.
+  part = t.split.whole() ? 0 : g_.indexOf(r, t.splitAxis);
+  int32_t distinct = (t.split.whole() ? 0 : g_.groupOf(t.splitAxis)) |
+                     (t.storageSharded ? g_.shardGroup() : 0);
+  int32_t copies = g_.everyAxis() & ~distinct;
+  int64_t lo = 0, hi = t.storageTotal;
   if (t.storageSharded) {
-    lo = t.shardNumel * r;
+    lo = t.shardNumel * g_.shardIndexOf(r);
     hi = lo + t.shardNumel;
-  } else {
-    ckpt::partOf(t.storageTotal, g_.size(), r, lo, hi);
   }
-  begin = std::max(lo, t.storageOffset) - t.storageOffset;
-  end = std::min(hi, t.storageOffset + t.entry.numel) - t.storageOffset;
+  int64_t a, b;
+  ckpt::partOf(hi - lo, g_.sizeWithin(copies), g_.indexWithin(r, copies), a, b);
+  begin = std::max(lo + a, t.storageOffset) - t.storageOffset;
+  end = std::min(lo + b, t.storageOffset + t.localNumel) - t.storageOffset;
   if (end < begin)
     end = begin = 0;
 }
 
 void Checkpointer::heldHere(const Logical &t, int64_t &begin, int64_t &end) const {
   begin = 0;
-  end = t.entry.numel;
+  end = t.localNumel;
   if (t.where == Where::Shard) {
-    int64_t lo = t.shardNumel * g_.rank(), hi = lo + t.shardNumel;
+    int64_t lo = t.shardNumel * g_.shardIndex(), hi = lo + t.shardNumel;
     begin = std::max(lo, t.offset) - t.offset;
-    end = std::min(hi, t.offset + t.entry.numel) - t.offset;
+    end = std::min(hi, t.offset + t.localNumel) - t.offset;
     if (end < begin)
       end = begin = 0;
   }
@@ -177,7 +200,7 @@ dsrt_tensor *Checkpointer::viewOf(const Logical &t, int64_t e, int64_t n, char *
   auto it = slots.find(t.slot);
   if (it == slots.end())
     it = slots.emplace(t.slot, dsrt_slot_get(g_.ctx(), t.slot)).first;
-  int64_t at = t.where == Where::Slot ? e : t.offset + e - t.shardNumel * g_.rank();
+  int64_t at = t.where == Where::Slot ? e : t.offset + e - t.shardNumel * g_.shardIndex();
   return dsrt_tensor_view_at(g_.ctx(), it->second, at, 1, &n);
 }
 
@@ -209,8 +232,8 @@ std::string Checkpointer::writeRankFile(const std::string &path) const {
   std::map<int32_t, dsrt_tensor *> slots;
   std::vector<ckpt::PieceSource> pieces;
   for (const Logical &t : tensors_) {
-    int64_t b, e;
-    writtenBy(t, g_.rank(), b, e);
+    int64_t b, e, part;
+    writtenBy(t, g_.rank(), b, e, part);
     if (e == b)
       continue;
     // The copy out of the slot: the one explicit host copy, piece by piece.
@@ -264,11 +287,12 @@ bool Checkpointer::save(const std::string &dir, int64_t step, uint64_t &hostPeak
       x.files.push_back(ckpt::rankFileName(r, g_.size()));
     for (const Logical &t : tensors_) {
       ckpt::TensorEntry e = t.entry;
+      e.split = t.split;
       for (int32_t r = 0; r < g_.size(); ++r) {
-        int64_t b, en;
-        writtenBy(t, r, b, en);
+        int64_t b, en, part;
+        writtenBy(t, r, b, en, part);
         if (en > b)
-          e.pieces.push_back({r, b, en - b});
+          e.pieces.push_back({r, b, en - b, part});
       }
       x.tensors.push_back(std::move(e));
     }
@@ -332,13 +356,14 @@ std::string Checkpointer::readTensors(const std::string &dir, const ckpt::Index 
     const Logical &t = tensors_[i];
     int64_t need0, need1;
     heldHere(t, need0, need1);
+    const int64_t part = t.split.whole() ? 0 : g_.indexOn(t.splitAxis);
     size_t es = io::elementSize(t.entry.dtype);
     // Through the transfer buffer: the one explicit host copy into the slot.
     int64_t per = static_cast<int64_t>(std::max<size_t>(ckpt::transferBufferBytes() / es, 1));
     for (int64_t at = need0; at < need1 && err.empty(); at += per) {
       int64_t n = std::min(per, need1 - at);
       buffer.resize(static_cast<size_t>(n) * es);
-      if (reader.read(x.tensors[i], at, at + n, buffer.data(), err))
+      if (reader.read(x.tensors[i], t.split, part, at, at + n, buffer.data(), err))
         copyIn(t, at, n, buffer.data(), slots);
     }
   }
@@ -369,8 +394,8 @@ bool Checkpointer::resume(const std::string &given, int64_t &step, uint64_t &hos
       older = older || l.problem.find("has format ds-checkpoint-") != std::string::npos;
     err = older ? "--resume '" + dir + "' holds checkpoints of an older ds (format "
                   "ds-checkpoint-2 or 1: one file for every rank, no 'latest'); this ds writes "
-                  "and reads " + std::string(ckpt::kFormat) + ": start the run again without "
-                  "--resume"
+                  + std::string(ckpt::kFormat) + " and reads it and ds-checkpoint-3: start the "
+                  "run again without --resume"
                 : "--resume '" + dir + "' has no checkpoint (no 'latest' file; --save writes "
                   "one)";
   }

@@ -50,6 +50,12 @@ private:
     int64_t storageOffset = 0, storageTotal = 0;
     bool storageSharded = false;
     int64_t shardNumel = 0; ///< Shard: elements per rank
+    /// Tensor parallelism: how the ranks hold it, split over mesh axis `splitAxis`
+    /// (`entry.dims` are the whole tensor's); the ranges above and below are of this rank's
+    /// part, of `localNumel` elements.
+    ckpt::Split split;
+    std::string splitAxis;
+    int64_t localNumel = 0;
   };
 
   const ProgramSpec &p_;
@@ -61,8 +67,8 @@ private:
   std::map<std::string, std::string> lastTag_; ///< per directory: this run's newest tag there
 
   void collect();
-  /// The elements [begin, end) of tensor `t` that rank `r` writes.
-  void writtenBy(const Logical &t, int64_t r, int64_t &begin, int64_t &end) const;
+  /// The elements [begin, end) of its part `part` of tensor `t` that world rank `r` writes.
+  void writtenBy(const Logical &t, int32_t r, int64_t &begin, int64_t &end, int64_t &part) const;
   /// The elements of `t` this rank holds (and so must read on resume).
   void heldHere(const Logical &t, int64_t &begin, int64_t &end) const;
   /// Copies elements [e, e + n) of `t`, as this rank holds them, to or from host memory: an

@@ -140,12 +140,6 @@ std::string Driver::prepare() {
     return "no initial weights: pass --weights FILE.safetensors";
   if (opt.saveEvery > 0 && opt.save.empty() && opt.resume.empty())
     return "--save-every K needs --save DIR (where to write the checkpoints)";
-  if (!opt.save.empty() || !opt.resume.empty())
-    for (const SlotSpec &s : p.slots)
-      if (s.splitDim >= 0)
-        return "checkpoints of a tensor-parallel program are not implemented yet ('" + s.name +
-               "' is split over " + s.splitAxis + "); drop --save/--resume, or compile with "
-               "tensor_parallel.autotp_size 1 (--save-weights writes the whole model)";
   // Before anything allocates from the arena, so that an oversized plan fails fast.
   if (!checkPlan(p, opt.deviceMemory, err))
     return err;

@@ -54,6 +54,22 @@ int32_t Group::groupOf(const std::string &axis) const {
   return 0;
 }
 
+int32_t Group::indexWithin(int32_t q, int32_t mask) const {
+  int32_t index = 0;
+  for (size_t i = 0; i < axes_.size(); ++i)
+    if ((mask >> i) & 1)
+      index = index * static_cast<int32_t>(shape_[i]) + coordinate(q, i);
+  return index;
+}
+
+int32_t Group::sizeWithin(int32_t mask) const {
+  int32_t n = 1;
+  for (size_t i = 0; i < axes_.size(); ++i)
+    if ((mask >> i) & 1)
+      n *= static_cast<int32_t>(shape_[i]);
+  return n;
+}
+
 bool Group::leadsItsSamples(int32_t q) const {
   for (size_t i = 0; i < axes_.size(); ++i)
     if (axes_[i] != "dp" && coordinate(q, i) != 0)

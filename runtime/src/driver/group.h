@@ -34,6 +34,18 @@ public:
   int32_t indexOf(int32_t q, const std::string &axis) const;
   /// World rank `q`'s data-parallel index.
   int32_t dpIndexOf(int32_t q) const;
+  /// ZeRO's partitions are over the ranks that hold replicas of the parameters, dp x sp (sp
+  /// fastest): world rank `q`'s index among them, their number and their group.
+  int32_t shardIndexOf(int32_t q) const { return indexOf(q, "dp") * sizeOn("sp") + indexOf(q, "sp"); }
+  int32_t shardIndex() const { return shardIndexOf(rank_); }
+  int32_t shardCount() const { return dpSize_ * sizeOn("sp"); }
+  int32_t shardGroup() const { return groupOf("dp") | groupOf("sp"); }
+  /// World rank `q`'s index among the ranks of the group `mask` (a mask of axes, as groupOf
+  /// gives) that share its other coordinates (row-major, the last axis fastest), and their
+  /// number. `everyAxis()` is the mask of every axis.
+  int32_t indexWithin(int32_t q, int32_t mask) const;
+  int32_t sizeWithin(int32_t mask) const;
+  int32_t everyAxis() const { return (1 << axes_.size()) - 1; }
   /// Whether world rank `q` is the first of the ranks that share its samples (its index is 0
   /// on every axis but dp): the one whose losses the log counts.
   bool leadsItsSamples(int32_t q) const;

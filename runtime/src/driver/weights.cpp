@@ -178,12 +178,12 @@ bool loadWeights(const ProgramSpec &p, const Group &g, const std::string &path,
     int64_t masterOffset = 0;
     if (int32_t m = masterOf(p, s, masterOffset); m >= 0) {
       dsrt_tensor *master = dsrt_slot_get(ctx, m);
-      writeIntoShard(ctx, g.dpIndex(), master, slots[m].sharded, masterOffset, data, a->dtype, n);
+      writeIntoShard(ctx, g.shardIndex(), master, slots[m].sharded, masterOffset, data, a->dtype, n);
       dsrt_tensor_free(ctx, master);
     }
     if (!s.shardedBy.empty()) { // stage 3: this rank's part of the parameter, into its shard
       dsrt_tensor *shard = dsrt_slot_get(ctx, p.slotNamed(s.shardedBy));
-      writeIntoShard(ctx, g.dpIndex(), shard, true, s.offset, data, a->dtype, n);
+      writeIntoShard(ctx, g.shardIndex(), shard, true, s.offset, data, a->dtype, n);
       dsrt_tensor_free(ctx, shard);
       continue;
     }
@@ -199,8 +199,9 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
                    std::string &err) {
   const std::vector<SlotSpec> &slots = p.slots;
   dsrt_context *ctx = g.ctx();
-  // ZeRO shards are over the data-parallel ranks; tensor-parallel parts over the tp ranks.
-  const int32_t dpSize = g.dpSize(), dpIndex = g.dpIndex(), dpGroup = g.groupOf("dp");
+  // ZeRO shards are over the ranks that hold replicas (dp x sp); tensor-parallel parts over
+  // the tp ranks.
+  const int32_t shards = g.shardCount(), shardIndex = g.shardIndex(), shardGroup = g.shardGroup();
   const int32_t rank = g.rank();
   // What each state_dict entry is read from: a slot this rank holds whole, or elements
   // [offset, offset + numel) of a state sharded over the data-parallel ranks; `split`, the
@@ -266,12 +267,12 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
       err = "cannot write '" + tmp + "': " + std::strerror(errno);
   };
   std::vector<char> window, mine, part;
-  std::vector<int64_t> counts(dpSize);
+  std::vector<int64_t> counts(shards);
   for (const Item &it : items) {
     dsrt_tensor *t = dsrt_slot_get(ctx, it.slot);
     size_t es = io::elementSize(it.dtype);
     // Where this rank's windows go: the file (rank 0) or its part (a split tensor).
-    const bool collect = it.split && dpIndex == 0;
+    const bool collect = it.split && shardIndex == 0;
     part.clear();
     auto emit = [&](const void *data, size_t n) {
       if (collect)
@@ -282,7 +283,7 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
     };
     const int64_t per =
         static_cast<int64_t>(std::max<size_t>(ckpt::transferBufferBytes() / es, 1));
-    if (!it.sharded || dpSize == 1) {
+    if (!it.sharded || shards == 1) {
       // Window by window, so that the host holds at most one transfer buffer.
       for (int64_t a = 0; (rank == 0 || collect) && a < it.numel; a += per) {
         int64_t n = std::min(per, it.numel - a);
@@ -294,16 +295,16 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
       const int64_t shard = t->numel;
       for (int64_t a = 0; a < it.numel; a += per) {
         int64_t lo = it.offset + a, hi = it.offset + std::min(it.numel, a + per);
-        for (int32_t q = 0; q < dpSize; ++q)
+        for (int32_t q = 0; q < shards; ++q)
           counts[q] = std::max<int64_t>(0, std::min(hi, shard * (q + 1)) -
                                                std::max(lo, shard * q)) * es;
-        window.resize(dpIndex == 0 ? static_cast<size_t>(hi - lo) * es : 0);
-        mine.resize(static_cast<size_t>(counts[dpIndex]));
-        readElements(ctx, t, std::max(lo, shard * dpIndex) - shard * dpIndex,
-                     counts[dpIndex] / static_cast<int64_t>(es), mine.data());
+        window.resize(shardIndex == 0 ? static_cast<size_t>(hi - lo) * es : 0);
+        mine.resize(static_cast<size_t>(counts[shardIndex]));
+        readElements(ctx, t, std::max(lo, shard * shardIndex) - shard * shardIndex,
+                     counts[shardIndex] / static_cast<int64_t>(es), mine.data());
         dsrt_event_release(
-            dsrt_gather(ctx, dpGroup, window.data(), mine.data(), counts.data(), 0));
-        if (dpIndex == 0)
+            dsrt_gather(ctx, shardGroup, window.data(), mine.data(), counts.data(), 0));
+        if (shardIndex == 0)
           emit(window.data(), window.size());
       }
     }
@@ -328,8 +329,8 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
   dsrt_context *ctx = g.ctx();
   // The ranks whose gradients the optimizer sums: dp, and sp (each differentiated its block
   // of the sequences).
-  const int32_t dpGroup = g.groupOf("dp") | g.groupOf("sp");
-  const bool several = g.dpSize() * g.sizeOn("sp") > 1;
+  const int32_t replicas = g.shardGroup();
+  const bool several = g.shardCount() > 1;
   std::vector<io::SafetensorsEntry> entries;
   std::vector<dsrt_tensor *> held;
   std::list<std::vector<char>> summed; // gradients (over the dp and sp ranks) on the host
@@ -345,11 +346,11 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
       // the arena (the MPI channel reduces host buffers).
       summed.emplace_back(bytes);
       dsrt_tensor *sum = dsrt_tensor_host(ctx, t->dtype, t->rank, t->dims, summed.back().data());
-      dsrt_event_release(dsrt_all_reduce(ctx, dpGroup, sum, t, DSRT_COMM_SUM));
+      dsrt_event_release(dsrt_all_reduce(ctx, replicas, sum, t, DSRT_COMM_SUM));
       dsrt_tensor_free(ctx, sum);
     } else if (several) { // a device's memory: the sum on the device, then to the host
       dsrt_tensor *sum = dsrt_tensor_alloc(ctx, t->dtype, t->rank, t->dims);
-      dsrt_event *done = dsrt_all_reduce(ctx, dpGroup, sum, t, DSRT_COMM_SUM);
+      dsrt_event *done = dsrt_all_reduce(ctx, replicas, sum, t, DSRT_COMM_SUM);
       dsrt_event_wait(ctx, done);
       dsrt_event_release(done);
       summed.emplace_back(bytes);
