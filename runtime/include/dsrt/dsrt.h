@@ -197,6 +197,13 @@ dsrt_event *dsrt_reduce_scatter(dsrt_context *ctx, int32_t group, dsrt_tensor *o
  *  storage. */
 dsrt_event *dsrt_all_to_all(dsrt_context *ctx, int32_t group, dsrt_tensor *out,
                             const dsrt_tensor *in);
+/** Point to point over `group` (a pipeline's): sends `in` to group rank `dst` and receives
+ *  `out` from group rank `src` as one exchange, so that two ranks sending to each other (a
+ *  pipeline's activations one way, gradients the other) never wait on each other. Either
+ *  side may be absent (null and -1). Each peer calls it with the matching receive (same byte
+ *  count) and send, in the same order per pair of ranks. They must not share storage. */
+dsrt_event *dsrt_send_recv(dsrt_context *ctx, int32_t group, dsrt_tensor *out, int32_t src,
+                           const dsrt_tensor *in, int32_t dst);
 /** This rank's chunk of `t` split into equal parts along dimension 0 over `group`
  *  (shard.all_slice): a view, no communication. `dims` is the chunk's shape. */
 dsrt_tensor *dsrt_comm_chunk(dsrt_context *ctx, int32_t group, dsrt_tensor *t, int32_t rank,

@@ -51,6 +51,12 @@ public:
   /// `in` holds size() blocks of `bytes` each; block q goes to rank q, and `out`'s block q
   /// comes from rank q (MPI_Alltoall). `out` and `in` do not overlap.
   virtual void allToAll(const CommOp &op, void *out, const void *in, int64_t bytes) = 0;
+  /// Point to point, both at once: sends `sendBytes` at `in` to rank `dst` and receives
+  /// `recvBytes` into `out` from rank `src` (-1: none), as one exchange, so that two ranks that
+  /// each send to the other never wait on each other (a pipeline's forward activations one
+  /// way, gradients the other). The peers call it with the matching receive and send.
+  virtual void sendRecv(const CommOp &op, void *out, int64_t recvBytes, int src, const void *in,
+                        int64_t sendBytes, int dst) = 0;
   /// Returns when every rank has called it.
   virtual void barrier(const CommOp &op) = 0;
   /// A channel over the ranks of this one that pass the same `color`, ranked by `key`

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <climits>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -476,6 +477,36 @@ extern "C" dsrt_event *dsrt_all_to_all(dsrt_context *ctx, int32_t group, dsrt_te
   return q.enqueue(ctx, {out, in}, "all_to_all",
                    elements(in->numel / q.size, in->dtype) + " per rank pair",
                    [=](Channel &ch, const CommOp &op) { ch.allToAll(op, o, i, bytes); });
+}
+
+extern "C" dsrt_event *dsrt_send_recv(dsrt_context *ctx, int32_t group, dsrt_tensor *out,
+                                      int32_t src, const dsrt_tensor *in, int32_t dst) {
+  Queue &q = comm(ctx, "send_recv").queue(group, "send_recv");
+  if ((src >= 0) != (out != nullptr) || (dst >= 0) != (in != nullptr) || (!out && !in))
+    fail("send_recv", "a receive needs an output and a source rank, a send an input and a "
+         "destination rank (null and -1 for none, not both)");
+  if (src >= q.size || dst >= q.size)
+    fail("send_recv", "peer %d is not a rank of the group of %d", std::max(src, dst), q.size);
+  if (q.size == 1 && (src < 0 || dst < 0))
+    fail("send_recv", "a group of one rank can only send to itself what it receives");
+  if (out && in && out->storage && out->storage == in->storage)
+    fail("send_recv", "the output must not share the input's storage");
+  void *o = out ? out->data : nullptr;
+  const void *i = in ? in->data : nullptr;
+  int64_t recvBytes = out ? out->numel * (int64_t)dsrt_dtype_size(out->dtype) : 0;
+  int64_t sendBytes = in ? in->numel * (int64_t)dsrt_dtype_size(in->dtype) : 0;
+  std::string detail;
+  if (in)
+    detail = elements(in->numel, in->dtype) + " to " + std::to_string(dst);
+  if (out)
+    detail += (in ? ", " : "") + elements(out->numel, out->dtype) + " from " +
+              std::to_string(src);
+  auto work = [=](Channel &ch, const CommOp &op) {
+    ch.sendRecv(op, o, recvBytes, src, i, sendBytes, dst);
+  };
+  if (out && in)
+    return q.enqueue(ctx, {out, in}, "send_recv", detail, work);
+  return q.enqueue(ctx, {out ? out : in}, "send_recv", detail, work);
 }
 
 extern "C" dsrt_event *dsrt_comm_broadcast(dsrt_context *ctx, int32_t group, dsrt_tensor *t,

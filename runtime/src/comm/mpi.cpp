@@ -129,6 +129,7 @@ struct Position {
   char detail[64] = {};
 };
 constexpr int kReportTag = 7001;
+constexpr int kP2pTag = 7002; ///< sendRecv's messages (on the group's own communicator)
 
 std::string rankList(const std::vector<int> &ranks) {
   std::string s = ranks.size() == 1 ? "rank " : "ranks ";
@@ -322,6 +323,30 @@ public:
     return std::make_unique<Mpi>(control_, sub);
   }
 
+  void sendRecv(const CommOp &op, void *out, int64_t recvBytes, int src, const void *in,
+                int64_t sendBytes, int dst) override {
+    Scope s(*this, op);
+    // In calls of at most maxCount_ bytes, the same on both sides (the sizes match), each
+    // posting its receive before its send.
+    const int64_t total = std::max(src >= 0 ? recvBytes : 0, dst >= 0 ? sendBytes : 0);
+    forEachChunk(total, maxCount_, [&](int64_t off, int64_t) {
+      MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+      if (src >= 0 && off < recvBytes)
+        check(MPI_Irecv(static_cast<char *>(out) + off,
+                        static_cast<int>(std::min(maxCount_, recvBytes - off)), MPI_BYTE, src,
+                        kP2pTag, comm_, &r[0]),
+              "MPI_Irecv");
+      if (dst >= 0 && off < sendBytes)
+        check(MPI_Isend(static_cast<const char *>(in) + off,
+                        static_cast<int>(std::min(maxCount_, sendBytes - off)), MPI_BYTE, dst,
+                        kP2pTag, comm_, &r[1]),
+              "MPI_Isend");
+      for (MPI_Request &q : r)
+        if (q != MPI_REQUEST_NULL)
+          wait(q);
+    });
+  }
+
   void barrier(const CommOp &op) override {
     Scope s(*this, op);
     MPI_Request r;
@@ -511,7 +536,7 @@ private:
              (computing.size() == 1 ? "is" : "are") +
              " still computing (a step longer than the timeout: raise --comm-timeout)";
       for (int q : other)
-        s += "; rank " + std::to_string(world_[q]) + " waits in " + describe(pos[q]);
+        s += "; rank " + std::to_string(world_[q]) + " is " + describe(pos[q]);
       if (!other.empty())
         s += " (the ranks issued different collectives: a bug in the compiled program; please "
              "report it)";

@@ -147,6 +147,19 @@ public:
     ncclResult_t end = ncclGroupEnd();
     launched(op, r == ncclSuccess || r == ncclInProgress ? end : r);
   }
+  void sendRecv(const CommOp &op, void *out, int64_t recvBytes, int src, const void *in,
+                int64_t sendBytes, int dst) override {
+    if (!onDevice(dst >= 0 ? in : out))
+      return host_->sendRecv(op, out, recvBytes, src, in, sendBytes, dst);
+    // One group: the send and the receive progress together.
+    ncclResult_t r = ncclGroupStart();
+    if (dst >= 0 && (r == ncclSuccess || r == ncclInProgress))
+      r = ncclSend(in, (size_t)sendBytes, ncclUint8, dst, comm_, stream_);
+    if (src >= 0 && (r == ncclSuccess || r == ncclInProgress))
+      r = ncclRecv(out, (size_t)recvBytes, ncclUint8, src, comm_, stream_);
+    ncclResult_t end = ncclGroupEnd();
+    launched(op, r == ncclSuccess || r == ncclInProgress ? end : r);
+  }
   std::unique_ptr<Channel> split(int color, int key, std::string &why) override {
     std::unique_ptr<Channel> host = host_->split(color, key, why);
     if (!host)
