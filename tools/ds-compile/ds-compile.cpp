@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ds/Tools/CommandLine.h"
 #include "ds/Pipelines/StepCompiler.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
@@ -29,25 +30,30 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> stepPath(cl::Positional, cl::desc("STEP.mlir"), cl::Required);
+static cl::OptionCategory compileCategory("ds-compile options");
+static cl::opt<std::string> stepPath(cl::Positional, cl::desc("STEP.mlir"), cl::Required,
+                                     cl::cat(compileCategory));
 static cl::opt<std::string> outputPath("o", cl::desc("the executable to write"),
-                                       cl::value_desc("train"), cl::Required);
+                                       cl::value_desc("train"), cl::Required,
+                                       cl::cat(compileCategory));
 static cl::opt<std::string> weightsPath(
     "weights", cl::desc("default --weights of the executable (default: STEP.safetensors)"),
-    cl::value_desc("FILE"));
-static cl::opt<bool> keepObject("keep-object", cl::desc("also keep OUT.o"));
+    cl::value_desc("FILE"), cl::cat(compileCategory));
+static cl::opt<bool> keepObject("keep-object", cl::desc("also keep OUT.o"),
+                                cl::cat(compileCategory));
 static cl::opt<std::string> cpuName(
     "cpu",
     cl::desc("compile for this CPU instead of this machine's (e.g. x86-64-v3), so that the "
              "executable or object runs on other machines"),
-    cl::value_desc("NAME"));
+    cl::value_desc("NAME"), cl::cat(compileCategory));
 enum class Emit { Executable, Object };
 static cl::opt<Emit> emit(
     "emit", cl::desc("what to write"), cl::init(Emit::Executable),
     cl::values(clEnumValN(Emit::Executable, "exe", "a training executable (default)"),
                clEnumValN(Emit::Object, "obj",
                           "the step's object alone, to link with a runtime built elsewhere: "
-                          "cc OUT -ldsrt_main -ldsrt -lstdc++")));
+                          "cc OUT -ldsrt_main -ldsrt -lstdc++")),
+    cl::cat(compileCategory));
 
 static int fail(const llvm::Twine &msg) {
   llvm::errs() << "ds-compile: error: " << msg << "\n";
@@ -56,6 +62,8 @@ static int fail(const llvm::Twine &msg) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // LLVM's own options stay out of --help (--help-hidden lists them).
+  mlir::ds::hideLLVMOptions({&compileCategory});
   cl::ParseCommandLineOptions(argc, argv,
                               "ds-compile: a standalone training executable from a step\n");
   if (!llvm::sys::fs::exists(stepPath))

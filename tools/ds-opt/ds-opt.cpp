@@ -5,6 +5,7 @@
 // imports it first, writes the weights to
 // OUT.safetensors, and then runs the requested passes on the imported module.
 //
+#include "ds/Tools/CommandLine.h"
 #include "ds/InitAll.h"
 #include "ds/Config/DeepSpeedConfig.h"
 #include "ds/Pipelines/Pipelines.h"
@@ -73,6 +74,9 @@ static int fail(const llvm::Twine &message) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  // LLVM's own options (codegen, targets), registered when libLLVM loads, stay out of --help
+  // (--help-hidden lists them); MLIR's, registered below, and ds's are shown.
+  mlir::ds::hideLLVMOptions({&importCategory, &trainCategory});
   DialectRegistry registry;
   mlir::ds::registerAllDialects(registry);
   mlir::ds::registerAllPasses();
