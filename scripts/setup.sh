@@ -2,6 +2,8 @@
 # Installs everything ds needs: Debian's packages, then PyTorch 2.x (pinned) in the project's
 # virtual environment .venv, whose LibTorch builds the importer and ds-reference and whose Python
 # exports the PyTorch 2.x test models. Safe to run again (idempotent).
+# Slurm and munge (3.5 MB) are for the test that launches ds-run with srun
+# (test/e2e/slurm_launch.py, which skips without them); DS_WITHOUT_SLURM=1 leaves them out.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -15,6 +17,11 @@ pkgs=(
   bc
   clang-22 libclang-rt-22-dev
 )
+# Slurm and munge, for the test that launches ds-run with srun on a single-node Slurm of its own
+# (test/e2e/slurm_launch.py; it skips without them).
+if [ "${DS_WITHOUT_SLURM:-0}" != 1 ]; then
+  pkgs+=(slurm-wlm munge)
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do

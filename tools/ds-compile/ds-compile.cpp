@@ -121,11 +121,19 @@ int main(int argc, char **argv) {
   if (emit == Emit::Object)
     return 0;
 
-  // Link with the runtime (its driver and main) from this build.
+  // Link with the runtime (its driver and main): the installed one beside this ds-compile
+  // (PREFIX/bin/../lib), else the one of the build it comes from.
   auto cc = llvm::sys::findProgramByName("cc");
   if (!cc)
     return fail("no C compiler driver 'cc' on PATH to link with (install gcc or clang)");
   std::string libDir = DS_RUNTIME_LIB_DIR;
+  std::string self = llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail);
+  llvm::SmallString<256> installed(llvm::sys::path::parent_path(llvm::sys::path::parent_path(self)));
+  llvm::sys::path::append(installed, "lib");
+  llvm::SmallString<256> probe(installed);
+  llvm::sys::path::append(probe, "libdsrt_main.a");
+  if (llvm::sys::fs::exists(probe))
+    libDir = installed.str().str();
   std::string libFlag = "-L" + libDir, rpath = "-Wl,-rpath," + libDir;
   llvm::SmallVector<llvm::StringRef> args = {*cc,    "-o",          outputPath, objectPath, libFlag,
                                              rpath, "-ldsrt_main", "-ldsrt",   "-lstdc++"};
