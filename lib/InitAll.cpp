@@ -15,6 +15,7 @@ void mlir::ds::registerAllDialects(DialectRegistry &registry) {
   registry.insert<DSDialect, func::FuncDialect, LLVM::LLVMDialect, shard::ShardDialect,
                   scf::SCFDialect, arith::ArithDialect>();
   registerShardGradients(registry);
+  registerShardCosts(registry);
 }
 
 void mlir::ds::registerAllPasses() {

@@ -27,20 +27,26 @@ int64_t tensorBytes(Type t) {
 }
 } // namespace
 
-LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os) {
-  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
-  auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
-  if (!micro || !opt)
-    return module.emitError() << "--comm-report needs a training step (@micro_step and "
-                                 "@optimizer_step): pass --config to a TorchScript input";
+int64_t mlir::ds::gradientAccumulationSteps(ModuleOp module) {
   int64_t gas = 1;
-  if (auto cfg = module->getAttrOfType<StringAttr>("ds.config"))
+  if (auto cfg = module->getAttrOfType<StringAttr>("ds.config")) {
     if (auto parsed = llvm::json::parse(cfg.getValue())) {
       if (auto *o = parsed->getAsObject())
         gas = o->getInteger("gradient_accumulation_steps").value_or(1);
     } else {
       llvm::consumeError(parsed.takeError());
     }
+  }
+  return gas;
+}
+
+LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os) {
+  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+  auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
+  if (!micro || !opt)
+    return module.emitError() << "--comm-report needs a training step (@micro_step and "
+                                 "@optimizer_step): pass --config to a TorchScript input";
+  const int64_t gas = gradientAccumulationSteps(module);
   auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
   // (axes, collective) -> count and bytes per step.
   std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> rows;

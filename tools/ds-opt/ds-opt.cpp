@@ -53,11 +53,20 @@ static cl::opt<bool> memoryReport(
     "memory-report",
     cl::desc("Print each rank's memory (parameters, gradients, optimizer state, activations, "
              "inputs, communication buffers, peak) from the compiler's buffer plan of a "
-             "training step; with a .mlir input, print only the report"));
+             "training step; with a .mlir input, print only the report"),
+    cl::cat(trainCategory));
 static cl::opt<bool> commReport(
     "comm-report",
     cl::desc("Print the collectives each rank issues per training step, by mesh axis, with "
-             "their bytes; with a .mlir input, print only the report"));
+             "their bytes; with a .mlir input, print only the report"),
+    cl::cat(trainCategory));
+static cl::opt<bool> flopsReport(
+    "flops-report",
+    cl::desc("Print each rank's floating-point operations per training step (as PyTorch's "
+             "FlopCounterMode counts them), the matrix products' among them, the bytes read "
+             "and written, and the ops with the most; with a .mlir input, print only the "
+             "report"),
+    cl::cat(trainCategory));
 static cl::opt<int64_t> worldSize(
     "world-size", cl::desc("Data-parallel size (default: from the config's batch keys, else 1)"),
     cl::init(0), cl::cat(trainCategory));
@@ -155,7 +164,7 @@ int main(int argc, char **argv) {
       return fail(message);
   }
 
-  if (memoryReport || commReport) {
+  if (memoryReport || commReport || flopsReport) {
     MLIRContext context(registry);
     context.loadAllAvailableDialects();
     llvm::SourceMgr sourceMgr;
@@ -165,7 +174,8 @@ int main(int argc, char **argv) {
     SourceMgrDiagnosticHandler handler(sourceMgr, &context);
     OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
     if (!module || (memoryReport && failed(mlir::ds::printMemoryReport(*module, llvm::outs()))) ||
-        (commReport && failed(mlir::ds::printCommReport(*module, llvm::outs()))))
+        (commReport && failed(mlir::ds::printCommReport(*module, llvm::outs()))) ||
+        (flopsReport && failed(mlir::ds::printFlopsReport(*module, llvm::outs()))))
       return 1;
     if (!isPyTorchModelInput(inputFile))
       return 0;

@@ -24,6 +24,7 @@ void DSDialect::initialize() {
 #define GET_ATTRDEF_LIST
 #include "ds/IR/DSAttrs.cpp.inc"
       >();
+  attachCostModels(getContext());
 }
 
 Operation *DSDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type,

@@ -15,6 +15,10 @@ namespace mlir::ds {
 /// Attaches ds's gradients to the upstream `shard` collectives that @forward may contain
 /// (ShardGradients.cpp).
 void registerShardGradients(DialectRegistry &registry);
+/// The cost model (CostOpInterface, DSCost.cpp): attached to every ds op when the dialect
+/// initializes; registerShardCosts adds the shard collectives'.
+void attachCostModels(MLIRContext *ctx);
+void registerShardCosts(DialectRegistry &registry);
 
 /// Marks the inner ops of one fused computation (a decomposed op): ds-mixed-precision leaves
 /// their f32 results unrounded, as the op they stand for computes in f32.

@@ -26,4 +26,26 @@ def DS_GradientOpInterface : OpInterface<"GradientOpInterface"> {
   ];
 }
 
+def DS_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::mlir::ds";
+  let description = [{
+    The work of one execution of an op, for the compiler's cost model (`ds-opt
+    --flops-report`; the pipeline split's balance): its floating-point operations, counted as
+    PyTorch's `FlopCounterMode` and DeepSpeed's flops profiler count them (a multiply-add is 2),
+    of which those of matrix products (matmul, linear, convolution and their gradients: what
+    `FlopCounterMode` counts), and the bytes it reads and writes (every tensor operand and
+    result once). Elementwise functions count one operation per element whatever the
+    function; normalizations, softmax, cross-entropy and the optimizer's update count the
+    operations of their usual formulas. Views (reshape, transpose, slices) count nothing.
+    Attached to every ds op and to the shard collectives (bytes only) by the dialect.
+  }];
+  let methods = [
+    InterfaceMethod<"Floating-point operations of one execution.", "int64_t", "getFlops">,
+    InterfaceMethod<"Of those, the matrix products'.", "int64_t", "getMatmulFlops", (ins),
+      [{}], [{ return 0; }]>,
+    InterfaceMethod<"Bytes read and written (operands and results once each; 0 for views).",
+      "int64_t", "getMemoryBytes">,
+  ];
+}
+
 #endif // DS_INTERFACES_TD

@@ -46,9 +46,18 @@ LogicalResult lowerStepToLLVM(ModuleOp module);
 /// the peak, and the peak itself (ds-opt --memory-report).
 LogicalResult printMemoryReport(ModuleOp module, llvm::raw_ostream &os);
 
+/// The micro-steps per optimizer step of a training step: its embedded config's
+/// gradient_accumulation_steps (1 without one).
+int64_t gradientAccumulationSteps(ModuleOp module);
+
 /// Prints the collectives each rank issues per optimizer step, by mesh axis and kind, with
 /// their message bytes, from the training step (ds-opt --comm-report).
 LogicalResult printCommReport(ModuleOp module, llvm::raw_ostream &os);
+
+/// Prints each rank's floating-point operations per optimizer step, per function, with those
+/// of the matrix products and the bytes read and written, and the ops with the most FLOPs,
+/// from the cost model (ds-opt --flops-report).
+LogicalResult printFlopsReport(ModuleOp module, llvm::raw_ostream &os);
 
 } // namespace mlir::ds
 

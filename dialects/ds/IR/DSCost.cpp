@@ -1,0 +1,171 @@
+//===- DSCost.cpp - the cost of each ds op (CostOpInterface) -----------------===//
+//
+// FLOPs as PyTorch's FlopCounterMode and DeepSpeed's flops profiler count them: a matrix
+// product of [M, K] by [K, N] is 2 M N K (bias additions are not part of it), and a
+// convolution 2 x output elements x (input channels per group x kernel area); elementwise
+// functions one operation per element; the composite ops (normalizations, softmax,
+// cross-entropy, the AdamW update) the operations of their formulas, written beside each.
+// Bytes: every tensor operand and result once; views none. Attached to the ops as external
+// models when the dialect initializes, and to the shard collectives (bytes only).
+//
+#include "ds/IR/DSDialect.h"
+#include "ds/IR/DSOps.h"
+
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+int64_t numel(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && t.hasStaticShape() ? t.getNumElements() : 0;
+}
+int64_t bytes(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  if (!t || !t.hasStaticShape())
+    return 0;
+  return t.getNumElements() * std::max<int64_t>(1, t.getElementType().getIntOrFloatBitWidth() / 8);
+}
+int64_t lastDim(Value v) { return cast<RankedTensorType>(v.getType()).getShape().back(); }
+
+/// Every tensor operand and result once.
+int64_t allBytes(Operation *op) {
+  int64_t n = 0;
+  for (Value v : op->getOperands())
+    n += bytes(v);
+  for (Value v : op->getResults())
+    n += bytes(v);
+  return n;
+}
+
+/// FLOPs and matrix-product FLOPs of the ops that compute.
+struct Work {
+  int64_t flops = 0, matmul = 0;
+};
+
+/// Per output element: `k` operations.
+Work perResult(Operation *op, int64_t k) { return {k * numel(op->getResult(0)), 0}; }
+/// Per input element of operand 0: `k` operations.
+Work perInput(Operation *op, int64_t k) { return {k * numel(op->getOperand(0)), 0}; }
+
+Work workOf(Operation *op) {
+  // Elementwise: one per output element.
+  if (isa<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, CosOp, SinOp, ReluOp, GeluOp,
+          AddOp, SubOp, MulOp, DivOp, PowOp, MaximumOp, MinimumOp, CmpOp, WhereOp, ConvertOp,
+          DropoutMaskOp, GeluGradOp, ParallelSumOp, ParallelMaxOp>(op))
+    return perResult(op, 1);
+  // Dropout: the mask's draw and the scaled product.
+  if (isa<DropoutOp>(op))
+    return perResult(op, 2);
+  // Reductions: one per input element.
+  if (isa<SumOp, MeanOp, AmaxOp>(op))
+    return perInput(op, 1);
+  // Softmax: max, subtract, exp, sum, divide (log-softmax: log and subtract instead).
+  if (isa<SoftmaxOp, LogSoftmaxOp>(op))
+    return perResult(op, 5);
+  // Its gradient: y * (dy - sum(dy * y)): multiply, sum, subtract, multiply.
+  if (isa<SoftmaxGradOp>(op))
+    return perResult(op, 4);
+  // Layer and batch norm: mean, variance (subtract, square, sum), normalize, scale and shift.
+  if (isa<LayerNormOp, BatchNormOp, BatchNormInferenceOp>(op))
+    return perResult(op, 8);
+  if (isa<LayerNormGradOp, BatchNormGradOp>(op))
+    return perInput(op, 10);
+  // Cross-entropy: the log-softmax of the logits (5 per logit) and the pick; its gradient:
+  // softmax minus one-hot, scaled.
+  if (isa<CrossEntropyOp>(op))
+    return perInput(op, 5);
+  if (isa<CrossEntropyGradOp>(op))
+    return perResult(op, 6);
+  // Matrix products.
+  if (auto mm = dyn_cast<MatmulOp>(op)) {
+    int64_t f = 2 * numel(mm.getResult()) * lastDim(mm.getLhs());
+    return {f, f};
+  }
+  if (auto l = dyn_cast<LinearOp>(op)) {
+    int64_t f = 2 * numel(l.getResult()) * lastDim(l.getInput());
+    return {f + (l.getBias() ? numel(l.getResult()) : 0), f};
+  }
+  if (auto g = dyn_cast<LinearGradWeightOp>(op)) {
+    // dW = dy^T x over the rows; db = the sum of dy's rows.
+    int64_t f = 2 * numel(g.getInput()) * lastDim(g.getResultGrad());
+    return {f + numel(g.getResultGrad()), f};
+  }
+  if (auto c = dyn_cast<Conv2dOp>(op)) {
+    auto w = cast<RankedTensorType>(c.getWeight().getType());
+    int64_t f = 2 * numel(c.getResult()) * (w.getNumElements() / w.getShape()[0]);
+    return {f + (c.getBias() ? numel(c.getResult()) : 0), f};
+  }
+  if (auto c = dyn_cast<Conv2dGradInputOp>(op)) {
+    auto w = cast<RankedTensorType>(c.getWeight().getType());
+    int64_t f = 2 * numel(c.getResultGrad()) * (w.getNumElements() / w.getShape()[0]);
+    return {f, f};
+  }
+  if (auto c = dyn_cast<Conv2dGradWeightOp>(op)) {
+    auto w = cast<RankedTensorType>(c.getDweight().getType());
+    int64_t f = 2 * numel(c.getResultGrad()) * (w.getNumElements() / w.getShape()[0]);
+    return {f + numel(c.getResultGrad()), f};
+  }
+  // Pooling: one per window element of every output (max: compare; average: add).
+  if (isa<MaxPool2dOp, AvgPool2dOp, AdaptiveAvgPool2dOp>(op))
+    return perInput(op, 1);
+  if (isa<MaxPool2dGradOp, AvgPool2dGradOp, AdaptiveAvgPool2dGradOp>(op))
+    return perResult(op, 1);
+  // A table's gradient: one addition per row element scattered.
+  if (isa<EmbeddingGradOp>(op))
+    return perInput(op, 1);
+  // AdamW: both moments (3 each), the bias-corrected step (sqrt, add, divide, multiply,
+  // subtract) and the decay (2).
+  if (isa<AdamWUpdateOp>(op))
+    return perInput(op, 13);
+  // Lookups, views, copies, constants and state access compute nothing.
+  return {};
+}
+
+/// Views: no bytes moved.
+bool isView(Operation *op) {
+  return isa<ReshapeOp, TransposeOp, BroadcastToOp, SliceOp, ParallelCopyOp, GetParameterOp,
+             ConstantOp, MeshCoordinateOp>(op);
+}
+
+template <typename OpT>
+struct OpCost : public CostOpInterface::ExternalModel<OpCost<OpT>, OpT> {
+  int64_t getFlops(Operation *op) const { return workOf(op).flops; }
+  int64_t getMatmulFlops(Operation *op) const { return workOf(op).matmul; }
+  int64_t getMemoryBytes(Operation *op) const { return isView(op) ? 0 : allBytes(op); }
+};
+
+/// The shard collectives move bytes and add at most one operation per element (reductions).
+template <typename OpT>
+struct CollectiveCost : public CostOpInterface::ExternalModel<CollectiveCost<OpT>, OpT> {
+  int64_t getFlops(Operation *op) const {
+    return isa<shard::AllReduceOp, shard::ReduceScatterOp>(op) ? numel(op->getOperand(0)) : 0;
+  }
+  int64_t getMemoryBytes(Operation *op) const {
+    return isa<shard::AllSliceOp>(op) ? 0 : allBytes(op);
+  }
+};
+
+template <typename... OpTs> void attach(MLIRContext *ctx) {
+  (OpTs::template attachInterface<OpCost<OpTs>>(*ctx), ...);
+}
+} // namespace
+
+void mlir::ds::attachCostModels(MLIRContext *ctx) {
+  attach<
+#define GET_OP_LIST
+#include "ds/IR/DSOps.cpp.inc"
+      >(ctx);
+}
+
+void mlir::ds::registerShardCosts(DialectRegistry &registry) {
+  registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
+    shard::AllReduceOp::attachInterface<CollectiveCost<shard::AllReduceOp>>(*ctx);
+    shard::AllGatherOp::attachInterface<CollectiveCost<shard::AllGatherOp>>(*ctx);
+    shard::ReduceScatterOp::attachInterface<CollectiveCost<shard::ReduceScatterOp>>(*ctx);
+    shard::AllToAllOp::attachInterface<CollectiveCost<shard::AllToAllOp>>(*ctx);
+    shard::AllSliceOp::attachInterface<CollectiveCost<shard::AllSliceOp>>(*ctx);
+  });
+}
