@@ -86,8 +86,9 @@ int info(const std::string &dir, const std::string &tag) {
   std::printf("  step %lld, %lld samples consumed, run %s, previous %s\n",
               (long long)x.step, (long long)x.samplesConsumed, x.run.c_str(),
               x.previous.empty() ? "none" : x.previous.c_str());
-  std::printf("  layout: %lld rank%s, ZeRO stage %lld; precision %s\n", (long long)x.worldSize,
-              x.worldSize == 1 ? "" : "s", (long long)x.zeroStage, x.precision.c_str());
+  std::printf("  layout: %lld rank%s%s, ZeRO stage %lld; precision %s\n", (long long)x.worldSize,
+              x.worldSize == 1 ? "" : "s", x.mesh.empty() || x.worldSize == 1 ? "" : (" (mesh " + x.mesh + ")").c_str(),
+              (long long)x.zeroStage, x.precision.c_str());
   std::printf("  config: %s\n", x.numericConfig.c_str());
   std::map<std::string, std::pair<int64_t, uint64_t>> kinds; // count, bytes
   std::map<std::string, int64_t> roles;

@@ -67,6 +67,7 @@ std::string formatIndex(const Index &x) {
                   ",\"run\":" + jsonQuote(x.run) +
                   ",\"previous\":" + (x.previous.empty() ? "null" : jsonQuote(x.previous)) +
                   ",\n\"world_size\":" + std::to_string(x.worldSize) +
+                  (x.mesh.empty() ? std::string() : ",\"mesh\":" + jsonQuote(x.mesh)) +
                   ",\"zero_stage\":" + std::to_string(x.zeroStage) +
                   ",\"precision\":" + jsonQuote(x.precision) + ",\"rng\":" + jsonQuote(x.rng) +
                   ",\n\"config\":" + (x.numericConfig.empty() ? "{}" : x.numericConfig) +
@@ -144,6 +145,8 @@ bool parseIndex(const std::string &text, const std::string &what, Index &out, st
   if (!integer("step", 0, x.step) || !integer("samples_consumed", 0, x.samplesConsumed) ||
       !integer("world_size", 1, x.worldSize) || !integer("zero_stage", 0, x.zeroStage))
     return bad("step, samples_consumed, world_size or zero_stage is not a valid integer");
+  if (const Json *mesh = j.get("mesh"); mesh && mesh->isString())
+    x.mesh = mesh->text;
   const Json *config = j.get("config");
   if (!config || !config->isObject())
     return bad("no \"config\" object");

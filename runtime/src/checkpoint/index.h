@@ -73,6 +73,7 @@ struct Index {
   std::string run;      ///< the run that wrote it (kept across resumes)
   std::string previous; ///< the checkpoint this run wrote before it in the same directory ("")
   int64_t worldSize = 1, zeroStage = 0;
+  std::string mesh; ///< the writers' mesh, e.g. "dp=2 x tp=2" ("" in format 3)
   std::string precision = "fp32";
   std::string rng;           ///< the random generator's state
   std::string numericConfig; ///< the config keys that change the numbers, as JSON text

@@ -276,6 +276,7 @@ bool Checkpointer::save(const std::string &dir, int64_t step, uint64_t &hostPeak
     auto last = lastTag_.find(dir);
     x.previous = last == lastTag_.end() ? "" : last->second;
     x.worldSize = g_.size();
+    x.mesh = g_.meshString();
     x.zeroStage = p_.zeroStage;
     x.precision = p_.precision();
     std::string rng(dsrt_rng_get(g_.ctx(), nullptr, 0) + 1, '\0');

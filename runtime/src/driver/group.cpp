@@ -62,6 +62,13 @@ int32_t Group::indexWithin(int32_t q, int32_t mask) const {
   return index;
 }
 
+std::string Group::meshString() const {
+  std::string s;
+  for (size_t i = 0; i < axes_.size(); ++i)
+    s += (i ? " x " : "") + axes_[i] + "=" + std::to_string(shape_[i]);
+  return s;
+}
+
 int32_t Group::sizeWithin(int32_t mask) const {
   int32_t n = 1;
   for (size_t i = 0; i < axes_.size(); ++i)

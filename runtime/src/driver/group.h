@@ -46,6 +46,8 @@ public:
   int32_t indexWithin(int32_t q, int32_t mask) const;
   int32_t sizeWithin(int32_t mask) const;
   int32_t everyAxis() const { return (1 << axes_.size()) - 1; }
+  /// The mesh as the messages name it: "dp=2 x tp=2".
+  std::string meshString() const;
   /// Whether world rank `q` is the first of the ranks that share its samples (its index is 0
   /// on every axis but dp): the one whose losses the log counts.
   bool leadsItsSamples(int32_t q) const;
