@@ -7,6 +7,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/raw_ostream.h"
 #include <cmath>
 #include <cstdio>
@@ -44,7 +45,13 @@ const char *const kImplementedKeys[] = {
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
     "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed",
     "zero_optimization", "fp16", "bf16", "bfloat16", "tensor_parallel", "sequence_parallel_size",
+    "pipeline",
 };
+// pipeline's keys: DeepSpeed's (runtime/config.py, get_pipeline_config) and ds's own
+// (schedule, virtual_stages).
+const char *const kPipelineKeys[] = {"stages", "partition", "seed_layers",
+                                     "activation_checkpoint_interval", "pipe_partitioned",
+                                     "grad_partitioned", "schedule", "virtual_stages"};
 // tensor_parallel's keys (runtime/tensor_parallel/config.py, TPTrainingConfig).
 const char *const kTensorParallelKeys[] = {
     "autotp_size", "tp_overlap_comm", "dtype", "tensor_parallel", "injection_policy_tuple",
@@ -510,6 +517,73 @@ Error parseTensorParallel(const json::Value &v, int64_t &size) {
   return Error::success();
 }
 
+Error parsePipeline(const json::Value &v, PipelineConfig &p, std::vector<std::string> &warnings) {
+  const json::Object *obj = v.getAsObject();
+  if (!obj)
+    return fail("'pipeline' must be an object, e.g. {\"stages\": 2}");
+  for (const auto &kv : *obj) {
+    StringRef key = kv.first;
+    std::string full = ("pipeline." + key).str();
+    if (!contains(kPipelineKeys, key))
+      return fail("'" + full + "' is not a pipeline key; did you mean '" +
+                  nearest(kPipelineKeys, key) + "'?");
+    const json::Value &val = kv.second;
+    if (key == "stages") {
+      if (auto s = val.getAsString(); s && *s == "auto") {
+        p.stages = 1; // DeepSpeed takes the count from a PipelineModule; an export has none
+        continue;
+      }
+      auto i = getPositiveInt(val, full);
+      if (!i)
+        return i.takeError();
+      p.stages = *i;
+    } else if (key == "partition") {
+      auto s = val.getAsString();
+      if (!s || (*s != "best" && *s != "parameters" && *s != "uniform" &&
+                 !s->starts_with("type:")))
+        return fail("'pipeline.partition' must be \"best\" (the cost model), \"parameters\", "
+                    "\"uniform\" or \"type:REGEX\" (a module path pattern)");
+      if (s->starts_with("type:")) {
+        std::string error;
+        if (!llvm::Regex(s->drop_front(5)).isValid(error))
+          return fail("'pipeline.partition' \"" + *s + "\": the pattern is not a valid "
+                      "regular expression (" + error + ")");
+      }
+      p.partition = s->str();
+    } else if (key == "schedule") {
+      auto s = val.getAsString();
+      if (!s || (*s != "1f1b" && *s != "interleaved"))
+        return fail("'pipeline.schedule' (a ds key) must be \"1f1b\" or \"interleaved\"");
+      p.schedule = s->str();
+    } else if (key == "virtual_stages") {
+      auto i = getPositiveInt(val, full);
+      if (!i)
+        return i.takeError();
+      p.virtualStages = *i;
+    } else if (key == "activation_checkpoint_interval") {
+      std::optional<int64_t> i = val.getAsInteger();
+      if (!i || *i != 0)
+        return fail("'pipeline.activation_checkpoint_interval' is not implemented by ds yet "
+                    "(activation checkpointing is the memory issue's); set it to 0 or remove "
+                    "it");
+    } else if (key == "seed_layers") {
+      if (val.getAsBoolean().value_or(false))
+        warnings.push_back("'pipeline.seed_layers' is ignored: ds starts from the exported "
+                           "weights, not from per-layer random seeds");
+    } else { // pipe_partitioned, grad_partitioned: how DeepSpeed moves tp-split activations
+      if (!val.getAsBoolean())
+        return fail("'" + full + "' must be true or false");
+    }
+  }
+  if (p.schedule == "interleaved" && p.virtualStages < 2)
+    return fail("'pipeline.schedule' \"interleaved\" needs 'pipeline.virtual_stages' >= 2 "
+                "(model chunks per rank)");
+  if (p.schedule == "1f1b" && p.virtualStages != 1)
+    return fail("'pipeline.virtual_stages' " + std::to_string(p.virtualStages) +
+                " needs 'pipeline.schedule': \"interleaved\" (1f1b runs one chunk per rank)");
+  return Error::success();
+}
+
 Error parseZero(const json::Value &v, ZeroConfig &z) {
   const json::Object *obj = v.getAsObject();
   if (!obj)
@@ -718,6 +792,9 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
     } else if (key == "tensor_parallel") {
       if (Error e = parseTensorParallel(v, cfg.tensorParallelSize))
         return std::move(e);
+    } else if (key == "pipeline") {
+      if (Error e = parsePipeline(v, cfg.pipeline, cfg.warnings))
+        return std::move(e);
     } else if (key == "sequence_parallel_size") {
       auto i = getPositiveInt(v, key);
       if (!i)
@@ -843,6 +920,11 @@ std::string DeepSpeedConfig::toJSON() const {
                                    zero.paramPersistenceThreshold},
                                   {"stage3_max_live_parameters", zero.maxLiveParameters},
                                   {"stage3_max_reuse_distance", zero.maxReuseDistance}}}};
+  if (pipeline.stages > 1)
+    root["pipeline"] = json::Object{{"stages", pipeline.stages},
+                                    {"partition", pipeline.partition},
+                                    {"schedule", pipeline.schedule},
+                                    {"virtual_stages", pipeline.virtualStages}};
   if (precision.dtype == "bf16")
     root["bf16"] = json::Object{{"enabled", true}};
   if (precision.dtype == "fp16")

@@ -18,6 +18,7 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   o.dataParallelSize = config.worldSize;
   o.tensorParallelSize = config.tensorParallelSize;
   o.sequenceParallelSize = config.sequenceParallelSize;
+  o.pipeline = config.pipeline;
   o.optimizer = config.optimizer;
   o.gradientClipping = config.gradientClipping;
   o.zeroStage = config.zeroStage;
@@ -44,12 +45,26 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
     mp.lossScaling = options.precision == "fp16";
     pm.addPass(createDSMixedPrecision(mp));
   }
+  bool pipelined = options.pipeline.stages > 1;
+  if (pipelined) {
+    DSPipelinePartitionOptions cut;
+    cut.stages = options.pipeline.stages;
+    cut.virtualStages = options.pipeline.virtualStages;
+    cut.partition = options.pipeline.partition;
+    pm.addPass(createDSPipelinePartition(cut));
+  }
   DSAutodiffOptions ad;
   ad.gradientAccumulationSteps = options.gradientAccumulationSteps;
   ad.dataParallelSize = options.dataParallelSize;
   pm.addPass(createDSAutodiff(ad));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (pipelined) {
+    DSPipelineOptions pipe;
+    pipe.schedule = options.pipeline.schedule;
+    pipe.microBatches = options.gradientAccumulationSteps;
+    pm.addPass(createDSPipeline(pipe));
+  }
   DSZeroOptions zero;
   zero.stage = options.zeroStage;
   zero.dataParallelSize = options.dataParallelSize;
@@ -98,7 +113,8 @@ LogicalResult mlir::ds::buildTrainingStep(ModuleOp module, const ::ds::DeepSpeed
   module->setAttr("ds.config", StringAttr::get(module.getContext(), config.toJSON()));
   module->setAttr(kMeshAttrName, buildMesh(module.getContext(), config.worldSize,
                                            config.tensorParallelSize,
-                                           config.sequenceParallelSize));
+                                           config.sequenceParallelSize,
+                                           config.pipeline.stages));
   PassManager pm(module.getContext());
   buildTrainingPipeline(pm, TrainingOptions::fromConfig(config));
   return pm.run(module);

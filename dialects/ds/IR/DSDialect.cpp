@@ -64,5 +64,33 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
       return op->emitError() << "'ds.zero_stage' must be an integer 0-3 on a builtin.module";
     return success();
   }
+  // Pipeline parallelism (ds-pipeline-partition, ds-autodiff, ds-pipeline).
+  StringRef name = attr.getName().getValue();
+  if (name == kPipelineAttrName) {
+    if (!isa<ModuleOp>(op) || !isa<DictionaryAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a dictionary on a builtin.module";
+    return success();
+  }
+  if (name == kStageAttrName || name == kPipelineRankAttrName) {
+    auto i = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!i || i.getInt() < 0)
+      return op->emitError() << "'" << name << "' must be a non-negative integer";
+    return success();
+  }
+  if (name == kBackwardAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' is a unit attribute";
+    return success();
+  }
+  if (name == kStagesAttrName) {
+    if (!isa<DenseI64ArrayAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be an array<i64> of pipeline ranks";
+    return success();
+  }
+  if (name == kScheduleAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a string";
+    return success();
+  }
   return op->emitError() << "unknown ds attribute '" << attr.getName().getValue() << "'";
 }

@@ -25,6 +25,23 @@ void registerShardCosts(DialectRegistry &registry);
 inline constexpr llvm::StringLiteral kFusedAttrName = "ds.fused";
 /// Name of the module attribute that holds the device mesh (`#ds.mesh`).
 inline constexpr llvm::StringLiteral kMeshAttrName = "ds.mesh";
+
+// Pipeline parallelism: ds-pipeline-partition marks each op of @forward with its chunk,
+// ds-autodiff carries the mark to the backward, ds-pipeline turns the marked step into each
+// pipeline rank's program, and the lowering and reports read what it leaves.
+/// On the module: {stages, virtual_stages} (ds-pipeline-partition), then also {schedule,
+/// micro_batches} (ds-pipeline).
+inline constexpr llvm::StringLiteral kPipelineAttrName = "ds.pipeline";
+/// On an op: its chunk (i64); chunk c runs on pipeline rank c mod stages.
+inline constexpr llvm::StringLiteral kStageAttrName = "ds.stage";
+/// On an op that ds-autodiff built: part of its chunk's backward.
+inline constexpr llvm::StringLiteral kBackwardAttrName = "ds.backward";
+/// On a parameter or state: the pipeline ranks that hold it (i64 array).
+inline constexpr llvm::StringLiteral kStagesAttrName = "ds.stages";
+/// On a pipeline rank's function: its rank (i64), and its order as text.
+inline constexpr llvm::StringLiteral kPipelineRankAttrName = "ds.pipeline_rank";
+inline constexpr llvm::StringLiteral kScheduleAttrName = "ds.schedule";
+
 /// Name of the function-argument attribute that holds the PyTorch input name.
 inline constexpr llvm::StringLiteral kInputNameAttrName = "ds.input_name";
 } // namespace mlir::ds

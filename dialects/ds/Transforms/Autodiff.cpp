@@ -9,6 +9,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/ScopeExit.h"
 
 namespace mlir::ds {
 #define GEN_PASS_DEF_DSAUTODIFF
@@ -243,7 +244,23 @@ void AutodiffPass::runOnOperation() {
       grads[loss] = MulOp::create(b, loss.getLoc(), lossType, grads[loss], s);
     }
 
-  llvm::MapVector<StringAttr, Value> paramGrads;
+  // A pipeline's chunks (ds-pipeline-partition): each op built for the gradient of a forward
+  // op joins that op's chunk, marked as backward; each chunk accumulates its own uses of a
+  // parameter into the gradient state.
+  auto chunkOf = [](Operation *op) -> int64_t {
+    auto a = op->getAttrOfType<IntegerAttr>(kStageAttrName);
+    return a ? a.getInt() : -1;
+  };
+  auto markBackward = [&](Operation *after, int64_t chunk) {
+    if (chunk < 0)
+      return;
+    for (Operation *o = after ? after->getNextNode() : &body.front(); o && o != ret;
+         o = o->getNextNode()) {
+      o->setAttr(kStageAttrName, b.getI64IntegerAttr(chunk));
+      o->setAttr(kBackwardAttrName, b.getUnitAttr());
+    }
+  };
+  llvm::MapVector<std::pair<StringAttr, int64_t>, Value> paramGrads;
   SmallVector<Operation *> forwardOps;
   for (Operation &op : body.without_terminator())
     forwardOps.push_back(&op);
@@ -257,8 +274,10 @@ void AutodiffPass::runOnOperation() {
     }
     if (!any)
       continue;
+    Operation *before = ret->getPrevNode();
+    auto marked = llvm::make_scope_exit([&] { markBackward(before, chunkOf(op)); });
     if (auto get = dyn_cast<GetParameterOp>(op)) {
-      StringAttr name = get.getNameAttr().getAttr();
+      std::pair<StringAttr, int64_t> name{get.getNameAttr().getAttr(), chunkOf(op)};
       auto it = paramGrads.find(name);
       if (it == paramGrads.end())
         paramGrads.insert({name, resultGrads[0]});
@@ -298,14 +317,19 @@ void AutodiffPass::runOnOperation() {
     std::string name = gradName(param.getSymName());
     auto state = StateOp::create(mb, param.getLoc(), mb.getStringAttr(name), FlatSymbolRefAttr::get(param.getSymNameAttr()), mb.getStringAttr("grad"), TypeAttr::get(param.getType()));
     (void)state;
-    auto it = paramGrads.find(param.getSymNameAttr());
-    if (it == paramGrads.end())
-      continue; // unused by the loss: its gradient stays zero
-    Location loc = param.getLoc();
-    RankedTensorType type = param.getTensorType();
-    Value acc = GetParameterOp::create(b, loc, type, FlatSymbolRefAttr::get(&getContext(), name));
-    Value sum = AddOp::create(b, loc, type, acc, it->second);
-    AssignOp::create(b, loc, FlatSymbolRefAttr::get(&getContext(), name), sum);
+    // Unused by the loss: its gradient stays zero.
+    for (auto &[key, g] : paramGrads) {
+      if (key.first != param.getSymNameAttr())
+        continue;
+      Location loc = param.getLoc();
+      RankedTensorType type = param.getTensorType();
+      Operation *before = ret->getPrevNode();
+      Value acc =
+          GetParameterOp::create(b, loc, type, FlatSymbolRefAttr::get(&getContext(), name));
+      Value sum = AddOp::create(b, loc, type, acc, g);
+      AssignOp::create(b, loc, FlatSymbolRefAttr::get(&getContext(), name), sum);
+      markBackward(before, key.second);
+    }
   }
   func.setSymName("micro_step");
 

@@ -10,9 +10,15 @@ MeshAttr mlir::ds::getMesh(ModuleOp module) {
   return module->getAttrOfType<MeshAttr>(kMeshAttrName);
 }
 
-MeshAttr mlir::ds::buildMesh(MLIRContext *ctx, int64_t dp, int64_t tp, int64_t sp) {
-  SmallVector<StringAttr> axes{StringAttr::get(ctx, stringifyMeshAxis(MeshAxis::dp))};
-  SmallVector<int64_t> shape{dp};
+MeshAttr mlir::ds::buildMesh(MLIRContext *ctx, int64_t dp, int64_t tp, int64_t sp, int64_t pp) {
+  SmallVector<StringAttr> axes;
+  SmallVector<int64_t> shape;
+  if (pp > 1) { // outermost: a stage's ranks are consecutive world ranks
+    axes.push_back(StringAttr::get(ctx, stringifyMeshAxis(MeshAxis::pp)));
+    shape.push_back(pp);
+  }
+  axes.push_back(StringAttr::get(ctx, stringifyMeshAxis(MeshAxis::dp)));
+  shape.push_back(dp);
   for (auto [role, size] : {std::pair{MeshAxis::sp, sp}, std::pair{MeshAxis::tp, tp}})
     if (size > 1) {
       axes.push_back(StringAttr::get(ctx, stringifyMeshAxis(role)));

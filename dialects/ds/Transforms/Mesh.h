@@ -19,9 +19,10 @@ inline constexpr llvm::StringLiteral kMeshGridName = "mesh";
 /// The module's mesh, or null.
 MeshAttr getMesh(ModuleOp module);
 
-/// The mesh of a run with these sizes, in Megatron's placement (world rank = (dp_i * SP +
-/// sp_i) * TP + tp_i): axes dp, sp, tp; sp and tp only where larger than 1.
-MeshAttr buildMesh(MLIRContext *ctx, int64_t dp, int64_t tp, int64_t sp);
+/// The mesh of a run with these sizes, in Megatron's placement (world rank = ((pp_i * DP +
+/// dp_i) * SP + sp_i) * TP + tp_i): axes pp, dp, sp, tp; pp, sp and tp only where larger
+/// than 1.
+MeshAttr buildMesh(MLIRContext *ctx, int64_t dp, int64_t tp, int64_t sp, int64_t pp = 1);
 
 /// Sets the module's mesh to one data-parallel axis of `dp` ranks unless it has a mesh; with
 /// a mesh, checks that its dp size is `dp` (or `dp` is 1, the passes' default). `pass` names

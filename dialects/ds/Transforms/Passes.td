@@ -281,6 +281,86 @@ def DSSequenceParallel : Pass<"ds-sequence-parallel", "::mlir::ModuleOp"> {
   ];
 }
 
+def DSPipelinePartition : Pass<"ds-pipeline-partition", "::mlir::ModuleOp"> {
+  let summary = "Cuts @forward into pipeline stages balanced by the cost model.";
+  let description = [{
+    Runs on `@forward` before `ds-autodiff` (after the tensor and sequence parallelism
+    passes). The forward's ops, in program order, are cut into `stages x virtual-stages`
+    contiguous chunks; chunk `c` runs on pipeline rank `c mod stages` (one chunk per rank for
+    1F1B; `virtual-stages` chunks per rank, round robin, for the interleaved schedule). A cut
+    may fall anywhere in the graph, not only between layers: every value that crosses it is
+    sent. The balance is DeepSpeed's `pipeline.partition`:
+
+    - `best` (the default): each op weighs its floating-point operations
+      (`CostOpInterface::getFlops`); among the cuts within 5% of the balanced work, the one
+      whose crossing values have the fewest bytes is taken.
+    - `parameters`: each trainable parameter weighs its elements, at its first read.
+    - `uniform`: each op that computes (has FLOPs) weighs 1.
+    - `type:REGEX`: each module whose path (a parameter's state_dict name without its last
+      component) matches REGEX (searched, as DeepSpeed's `re.search`) weighs 1 at the first
+      read of its parameters; a cut falls just before such a read.
+
+    Each op gets `ds.stage = c` (its chunk); a parameter read by several chunks (a tied
+    embedding and LM head) gets one `ds.get_parameter` per chunk, so that each chunk
+    differentiates its own use. `ds-autodiff` gives each backward op its forward op's chunk.
+    The module gets `ds.pipeline = {stages, virtual_stages}` and its mesh a `pp` axis (outermost)
+    when it has none. Fewer weighed units than chunks is an error naming both counts.
+
+    ```mlir
+    %h = ds.linear %x, %w1, %b1 {ds.stage = 0 : i64} : ...
+    %g = ds.gelu %h {ds.stage = 0 : i64} : ...
+    %y = ds.linear %g, %w2, %b2 {ds.stage = 1 : i64} : ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+  let options = [
+    Option<"stages", "stages", "int64_t", "2", "Pipeline ranks (DeepSpeed's pipeline.stages)">,
+    Option<"virtualStages", "virtual-stages", "int64_t", "1",
+           "Model chunks per pipeline rank (interleaved schedule)">,
+    Option<"partition", "partition", "std::string", "\"best\"",
+           "best | parameters | uniform | type:REGEX (DeepSpeed's pipeline.partition)">,
+  ];
+}
+
+def DSPipeline : Pass<"ds-pipeline", "::mlir::ModuleOp"> {
+  let summary = "Each pipeline rank's whole step as straight-line code, with its sends and receives.";
+  let description = [{
+    Runs on `@micro_step` after `ds-autodiff` (and canonicalization), on a module that
+    `ds-pipeline-partition` cut. Each op belongs to a phase: the forward (F) or the backward
+    (B) of its chunk (`ds.stage`, and `ds.backward` on the ops ds-autodiff built); a
+    constant or parameter read is copied into each phase that uses it, and an op without a
+    chunk (made by canonicalization) joins the latest phase of its operands. For each pipeline
+    rank the pass emits `func.func @pipeline_step_R` that runs the rank's phases of all
+    `micro-batches` micro-batches in the schedule's order:
+
+    - `1f1b` (PipeDream-Flush, DeepSpeed's `TrainSchedule`, Megatron's): rank r runs
+      min(p - r - 1, m) warm-up forwards, then alternates one forward and one backward, then
+      the remaining backwards.
+    - `interleaved` (Megatron's, v chunks per rank): the forwards of each chunk go in groups
+      of p micro-batches, rank r warms up with (p - r - 1) x 2 + (v - 1) x p of them; m must
+      be a multiple of p (the pass refuses other counts, naming the nearest valid ones).
+
+    A value that one rank produces and another uses is sent once (`shard.send` /
+    `shard.recv` on the mesh's `pp` axis; scalars as one-element tensors). The sends and
+    receives are placed by simulating the ranks in rounds (each rank runs its next phase when
+    what it receives has arrived; then the round's transfers go in one global order), so that
+    every pair of ranks issues them in the same order and no rank waits on a transfer that
+    comes later in another's: the programs cannot hang. A schedule the simulation cannot
+    finish is a compile error. Micro-batch i of the step reads arguments [i x n, (i + 1) x n)
+    (n: @micro_step's inputs); each function returns the m losses (zeros except on the rank
+    that computes the loss) and carries `ds.schedule`, its order as text (`F0.1`: chunk 0's
+    forward of micro-batch 1; `>1` / `<1`: a send to / receive from pipeline rank 1). Every
+    parameter and state gets `ds.stages`, the pipeline ranks that use it.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::shard::ShardDialect",
+                           "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"", "1f1b | interleaved">,
+    Option<"microBatches", "micro-batches", "int64_t", "2",
+           "Micro-batches per step (gradient_accumulation_steps)">,
+  ];
+}
+
 def DSVerifyCollectives : Pass<"ds-verify-collectives", "::mlir::ModuleOp"> {
   let summary = "Fails when ranks could issue different collectives (a hang at run time).";
   let description = [{

@@ -93,6 +93,12 @@ void ZeroPass::runOnOperation() {
   // all of them, as DeepSpeed-Ulysses does.
   if (!mesh || mesh.getSize(MeshAxis::dp) * mesh.getSize(MeshAxis::sp) == 1)
     return; // one replica: nothing to partition or communicate
+  if (stage >= 1 && module->hasAttr("ds.pipeline")) {
+    module.emitError() << "ds-zero: ZeRO stage " << static_cast<int64_t>(stage)
+                       << " with pipeline parallelism is not implemented yet; use stage 0 "
+                          "(data-parallel gradients summed once per step)";
+    return signalPassFailure();
+  }
   FailureOr<MeshAxisRef> group = getReplicaGroup(module, "ds-zero");
   if (failed(group))
     return signalPassFailure();

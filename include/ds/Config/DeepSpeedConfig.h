@@ -89,6 +89,14 @@ struct PrecisionConfig {
   bool mixed() const { return dtype != "fp32"; }
 };
 
+/// DeepSpeed's `pipeline` block (runtime/config.py, get_pipeline_config), and ds's own keys.
+struct PipelineConfig {
+  int64_t stages = 1;             ///< pipeline stages (pp ranks); DeepSpeed's "auto" is 1
+  std::string partition = "best"; ///< best | parameters | uniform | type:REGEX
+  std::string schedule = "1f1b";  ///< ds: 1f1b | interleaved
+  int64_t virtualStages = 1;      ///< ds: model chunks per rank (interleaved)
+};
+
 /// The keys of a DeepSpeed config that ds implements, after DeepSpeed's batch-size rule
 /// (two of train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps
 /// determine the third; all three agree with the data-parallel size).
@@ -96,9 +104,10 @@ struct DeepSpeedConfig {
   int64_t trainBatchSize = 0;
   int64_t microBatchSize = 0;
   int64_t gradientAccumulationSteps = 0;
-  int64_t worldSize = 1; ///< data-parallel size (the job has dp x tp x sp ranks)
+  int64_t worldSize = 1; ///< data-parallel size (the job has pp x dp x sp x tp ranks)
   int64_t tensorParallelSize = 1;   ///< tensor_parallel.autotp_size
   int64_t sequenceParallelSize = 1; ///< sequence_parallel_size (Ulysses)
+  PipelineConfig pipeline;          ///< pipeline.stages etc. (pp, the outermost mesh axis)
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   double gradientClipping = 0.0; ///< global norm; 0 = off

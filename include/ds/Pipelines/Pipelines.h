@@ -14,6 +14,7 @@ struct TrainingOptions {
   int64_t dataParallelSize = 1;
   int64_t tensorParallelSize = 1;   ///< tensor_parallel.autotp_size
   int64_t sequenceParallelSize = 1; ///< sequence_parallel_size (Ulysses)
+  ::ds::PipelineConfig pipeline;    ///< pipeline.stages > 1: ds-pipeline-partition, ds-pipeline
   ::ds::OptimizerConfig optimizer;
   double gradientClipping = 0.0;
   int64_t zeroStage = 0;

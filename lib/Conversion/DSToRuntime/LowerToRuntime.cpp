@@ -904,6 +904,12 @@ void Lowering::emitInitSlots() {
 }
 
 LogicalResult Lowering::run() {
+  if (module->hasAttr("ds.pipeline"))
+    return module.emitError()
+           << "ds-lower-to-runtime: pipeline programs (@pipeline_step_N, from ds-pipeline) "
+              "are not lowered to the runtime yet; ds-opt builds and checks them, but ds-run "
+              "and ds-compile cannot train them in this build (remove the config's "
+              "\"pipeline\" block to train)";
   auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
   auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
   if (!micro || !opt)

@@ -78,9 +78,14 @@ int32_t Group::sizeWithin(int32_t mask) const {
 }
 
 bool Group::leadsItsSamples(int32_t q) const {
-  for (size_t i = 0; i < axes_.size(); ++i)
-    if (axes_[i] != "dp" && coordinate(q, i) != 0)
+  for (size_t i = 0; i < axes_.size(); ++i) {
+    if (axes_[i] == "pp") { // the last pipeline stage computes the loss
+      if (coordinate(q, i) != shape_[i] - 1)
+        return false;
+    } else if (axes_[i] != "dp" && coordinate(q, i) != 0) {
       return false;
+    }
+  }
   return true;
 }
 

@@ -49,7 +49,8 @@ public:
   /// The mesh as the messages name it: "dp=2 x tp=2".
   std::string meshString() const;
   /// Whether world rank `q` is the first of the ranks that share its samples (its index is 0
-  /// on every axis but dp): the one whose losses the log counts.
+  /// on every axis but dp, and on pp the last stage, which computes the loss): the one whose
+  /// losses the log counts.
   bool leadsItsSamples(int32_t q) const;
   dsrt_context *ctx() const { return ctx_; }
 
