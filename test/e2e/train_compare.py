@@ -426,6 +426,12 @@ def main():
     ap.add_argument('--sp', type=int, default=1,
                     help='sequence-parallel ranks (sequence_parallel_size): ds-run under '
                          'mpirun -np ranks x tp x sp; the reference stays at --world-size ranks')
+    ap.add_argument('--pp', type=int, default=1,
+                    help='pipeline stages (the config\'s pipeline.stages): mpirun -np ranks x '
+                         'tp x sp x pp; the reference stays at --world-size ranks')
+    ap.add_argument('--schedule', default='1f1b', help='pipeline.schedule (1f1b, interleaved)')
+    ap.add_argument('--virtual', type=int, default=1, help='pipeline.virtual_stages')
+    ap.add_argument('--partition', default='', help='pipeline.partition')
     ap.add_argument('--max-activation-ratio', type=float, default=0,
                     help='the activation bytes of --memory-report at most this fraction of the '
                          'same model compiled for one rank (0: no check)')
@@ -510,6 +516,12 @@ def main():
         cfg['tensor_parallel'] = {'autotp_size': args.tp}
     if args.sp > 1:
         cfg['sequence_parallel_size'] = args.sp
+    if args.pp > 1:
+        cfg['pipeline'] = {'stages': args.pp}
+        if args.schedule != '1f1b':
+            cfg['pipeline'].update(schedule=args.schedule, virtual_stages=args.virtual)
+        if args.partition:
+            cfg['pipeline']['partition'] = args.partition
     if args.precision:
         cfg[args.precision] = dict({'enabled': True},
                                    **(json.loads(args.fp16) if args.precision == 'fp16' else {}))
@@ -528,9 +540,9 @@ def main():
         ['--config', cfg_path, '-o', w('step.mlir')], w('ds-opt.log'))
     common = data_flags + ['--steps', str(args.steps), '--threads', '1']
     launch = []
-    if args.ranks * args.tp * args.sp > 1:
+    if args.ranks * args.tp * args.sp * args.pp > 1:
         launch = ['mpirun', '--allow-run-as-root', '--oversubscribe', '-np',
-                  str(args.ranks * args.tp * args.sp)]
+                  str(args.ranks * args.tp * args.sp * args.pp)]
     run(launch + [b('ds-run'), w('step.mlir')] + common +
         ['--log', w('ds.jsonl'), '--save-weights', w('ds.safetensors'),
          '--dump-grads', w('ds_grads.safetensors')], w('ds-run.log'))
@@ -755,17 +767,29 @@ def main():
         # Each rank's trainable parameters (its parts of the split ones) against the whole
         # model's (the reference's tensors of the same names).
         import re
-        local = whole = 0
+        # A pipeline stage holds the parameters marked with its index (ds.stages); world rank
+        # q is on stage q // (ranks x sp x tp).
+        per_stage = [0] * args.pp
+        whole = 0
         for line in open(w('step.mlir')):
-            m = re.match(r'\s*ds.parameter @(\S+) trainable : tensor<([0-9x]+)x?b?f(?:32|16)>', line)
+            m = re.match(r'\s*ds.parameter @(\S+) trainable : tensor<([0-9x]+)x?b?f(?:32|16)>'
+                         r'(?:.*ds.stages = array<i64: ([0-9, ]+)>)?', line)
             if m:
                 name = m.group(1).strip('"')
-                local += int(np.prod([int(d) for d in m.group(2).split('x') if d]))
+                n = int(np.prod([int(d) for d in m.group(2).split('x') if d]))
+                stages = [int(v) for v in m.group(3).split(',')] if m.group(3) else \
+                    list(range(args.pp))
+                for st in stages:
+                    per_stage[st] += n
                 whole += ref_w[name].size
         es = 2 if args.precision else 4
+        per_rank = args.ranks * args.sp * args.tp
         logged = max(r['parameter_bytes'] for rec in ds_log for r in rec['ranks'])
+        exact = all(r['parameter_bytes'] == per_stage[r['rank'] // per_rank] * es
+                    for rec in ds_log for r in rec['ranks']) if args.pp > 1 else True
+        local = max(per_stage)
         ratio = logged / float(whole * es)
-        good = logged == local * es and ratio <= args.max_param_ratio
+        good = exact and logged == local * es and ratio <= args.max_param_ratio
         print('parameters per rank: %d bytes (%d of the model\'s %d elements), %.3f x the whole '
               'model (at most %g) -> %s' % (logged, local, whole, ratio, args.max_param_ratio,
                                             'PASS' if good else 'FAIL'))

@@ -2,6 +2,7 @@
 #include "ds/Transforms/Passes.h"
 
 #include "Mesh.h"
+#include "PipelineOptimizer.h"
 
 #include "ds/Config/DeepSpeedConfig.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -617,4 +618,7 @@ void OptimizerPass::runOnOperation() {
     e.assign(grad.getSymName(), zero);
   }
   func::ReturnOp::create(b, loc);
+  // A pipeline: each rank's update of what it holds.
+  if (failed(splitOptimizerForPipeline(module)))
+    return signalPassFailure();
 }

@@ -415,9 +415,17 @@ void PipelinePass::runOnOperation() {
   };
   for (auto param : module.getOps<ParameterOp>())
     mark(param, param.getSymNameAttr());
+  SmallVector<int64_t> every;
+  for (int64_t r = 0; r < p; ++r)
+    every.push_back(r);
   for (auto state : module.getOps<StateOp>()) {
-    // A parameter's gradient lives with the parameter.
+    // A parameter's gradient lives with the parameter; the loss scale on every rank (the
+    // driver sets it everywhere).
     auto of = state.getOfAttr();
+    if (!of) {
+      state->setAttr(kStagesAttrName, ab.getDenseI64ArrayAttr(every));
+      continue;
+    }
     mark(state, holders.count(state.getSymNameAttr()) || !of ? state.getSymNameAttr()
                                                              : of.getAttr());
   }

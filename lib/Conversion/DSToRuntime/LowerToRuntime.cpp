@@ -140,6 +140,11 @@ private:
     /// of dimension `splitDim` of the state_dict tensor, in `splitSegments` segments.
     int64_t splitDim = -1, splitSegments = 1, splitParts = 1;
     std::string splitAxis;
+    /// A pipeline: the pp ranks that hold it (empty: every rank).
+    SmallVector<int64_t> stages;
+    bool heldBy(int64_t ppRank) const {
+      return stages.empty() || llvm::is_contained(stages, ppRank);
+    }
   };
   LogicalResult collectSlots();
 
@@ -180,6 +185,21 @@ private:
   LogicalResult lowerOp(Operation *op);
   void emitInitSlots();
   void emitMetadata();
+  // --- pipelines (ds-pipeline): one program per pp rank, dispatched on the pp coordinate ---
+  LogicalResult runPipeline(DictionaryAttr info);
+  /// The arena model with the slots that pp rank `ppRank` holds (-1: all) allocated.
+  void allocateSlots(int64_t ppRank);
+  /// Emits `body` under `if (cond)`, continuing after it.
+  void emitIf(Value cond, llvm::function_ref<void()> body);
+  /// This rank's pp coordinate (an i32 in the function being emitted).
+  Value ppCoordinate();
+  int64_t ppAxisIndex = -1, pipelineStages = 1, pipelineMicroBatches = 1;
+  std::string pipelineSchedule;
+  struct RankPlan {
+    int64_t persistent = 0, step = 0, optimizer = 0;
+  };
+  std::vector<RankPlan> rankPlans;
+  func::FuncOp inputsFunc; ///< the function whose arguments are the inputs
 
   ModuleOp module;
   MLIRContext *ctx;
@@ -255,6 +275,8 @@ LogicalResult Lowering::collectSlots() {
     } else {
       continue;
     }
+    if (auto st = op.getAttrOfType<DenseI64ArrayAttr>(kStagesAttrName))
+      s.stages.assign(st.asArrayRef().begin(), st.asArrayRef().end());
     if (failed(dtypeCode(s.type.getElementType())))
       return op.emitError() << "ds-lower-to-runtime: unsupported element type "
                             << s.type.getElementType();
@@ -439,7 +461,39 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
 
+  // Pipeline transfers on the pp group (ds-pipeline). A send completes before the rank goes
+  // on (its input may be freed right after); a receive is waited for at its first use.
+  if (auto send = dyn_cast<shard::SendOp>(op)) {
+    FailureOr<int32_t> group = groupOf(op);
+    if (failed(group))
+      return failure();
+    if (!send.getDestinationDynamic().empty() || send.getDestination().size() != 1)
+      return op->emitError() << "ds-lower-to-runtime: shard.send needs one static destination";
+    Value event = call("dsrt_send_recv", {ctxArg, i32(*group), null(), i32(-1),
+                                          get(send.getInput()), i32(send.getDestination()[0])},
+                       ptrTy);
+    call("dsrt_event_wait", {ctxArg, event});
+    call("dsrt_event_release", {event});
+    return success();
+  }
+  if (auto recv = dyn_cast<shard::RecvOp>(op)) {
+    FailureOr<int32_t> group = groupOf(op);
+    if (failed(group))
+      return failure();
+    auto source = recv.getSource();
+    if (!recv.getSourceDynamic().empty() || !source || source->size() != 1)
+      return op->emitError() << "ds-lower-to-runtime: shard.recv needs one static source";
+    Value out = alloc(recv.getResult(), describe(op));
+    pendingEvents[recv.getResult()] =
+        call("dsrt_send_recv", {ctxArg, i32(*group), out, i32((*source)[0]), null(), i32(-1)},
+             ptrTy);
+    return success();
+  }
+
   if (auto c = dyn_cast<ConstantOp>(op)) {
+    // A receive's operand only gives its type: nothing to make.
+    if (c->hasOneUse() && isa<shard::RecvOp>(*c->getUsers().begin()))
+      return success();
     auto attr = dyn_cast<DenseElementsAttr>(c.getValue());
     RankedTensorType type = typeOf(c.getResult());
     if (!attr)
@@ -891,40 +945,202 @@ void Lowering::emitInitSlots() {
   Block *entry = fn.addEntryBlock(b);
   b.setInsertionPointToStart(entry);
   ctxArg = entry->getArgument(0);
+  // A pipeline rank defines only the slots of its stage.
+  Value coord = ppAxisIndex >= 0 ? ppCoordinate() : Value();
+  auto onItsRanks = [&](const Slot &s, llvm::function_ref<void()> define) {
+    if (!coord || s.stages.empty() || (int64_t)s.stages.size() == pipelineStages)
+      return define();
+    Value held;
+    for (int64_t r : s.stages) {
+      Value is = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, coord, i32(r));
+      held = held ? LLVM::OrOp::create(b, loc, held, is).getResult() : is;
+    }
+    emitIf(held, define);
+  };
   for (auto [i, s] : llvm::enumerate(slots))
     if (s.viewOf < 0 && s.shardOf < 0)
-      call("dsrt_slot_define", {ctxArg, i32(i), i32(*dtypeCode(s.type.getElementType())),
-                                i32(s.type.getRank()), i64Array(s.type.getShape())});
+      onItsRanks(s, [&, i = i, &s = s] {
+        call("dsrt_slot_define", {ctxArg, i32(i), i32(*dtypeCode(s.type.getElementType())),
+                                  i32(s.type.getRank()), i64Array(s.type.getShape())});
+      });
   for (auto [i, s] : llvm::enumerate(slots))
     if (s.viewOf >= 0)
-      call("dsrt_slot_define_view",
-           {ctxArg, i32(i), i32(s.viewOf), i64(s.offset), i32(*dtypeCode(s.type.getElementType())),
-            i32(s.type.getRank()), i64Array(s.type.getShape())});
+      onItsRanks(s, [&, i = i, &s = s] {
+        call("dsrt_slot_define_view",
+             {ctxArg, i32(i), i32(s.viewOf), i64(s.offset),
+              i32(*dtypeCode(s.type.getElementType())), i32(s.type.getRank()),
+              i64Array(s.type.getShape())});
+      });
   LLVM::ReturnOp::create(b, loc, ValueRange{});
 }
 
+/// @optimizer_step's signature, as ds-optimizer builds it.
+static LogicalResult checkOptimizerType(func::FuncOp opt) {
+  MLIRContext *ctx = opt.getContext();
+  auto f32 = RankedTensorType::get({}, Float32Type::get(ctx));
+  auto f64 = RankedTensorType::get({}, Float64Type::get(ctx));
+  if (opt.getFunctionType() != FunctionType::get(ctx, {f32, f32, f64, f32}, {}))
+    return opt.emitError() << "ds-lower-to-runtime: @" << opt.getSymName()
+                           << " must take (lr: tensor<f32>, step: tensor<f32>, beta1: "
+                              "tensor<f64>, aux_lr: tensor<f32>) as ds-optimizer builds it; got "
+                           << opt.getFunctionType();
+  return success();
+}
+
+void Lowering::allocateSlots(int64_t ppRank) {
+  arena = ArenaModel();
+  slotStorage.clear();
+  persistentBytes = 0;
+  for (Slot &s : slots) {
+    if (s.viewOf >= 0 || s.shardOf >= 0 || (ppRank >= 0 && !s.heldBy(ppRank))) {
+      slotStorage.push_back(-1); // a view, a member of a shard, or another stage's
+      continue;
+    }
+    slotStorage.push_back(arena.alloc(tensorBytes(s.type), "slot " + s.name));
+    persistentBytes += tensorBytes(s.type);
+  }
+  for (auto [i, s] : llvm::enumerate(slots))
+    if (s.viewOf >= 0 && slotStorage[s.viewOf] >= 0) {
+      slotStorage[i] = slotStorage[s.viewOf];
+      arena.retain(slotStorage[i]);
+    }
+}
+
+void Lowering::emitIf(Value cond, llvm::function_ref<void()> body) {
+  Region *region = b.getInsertionBlock()->getParent();
+  Block *then = new Block(), *rest = new Block();
+  region->push_back(then);
+  region->push_back(rest);
+  LLVM::CondBrOp::create(b, loc, cond, then, rest);
+  b.setInsertionPointToStart(then);
+  body();
+  if (then->empty() || !then->back().hasTrait<OpTrait::IsTerminator>())
+    LLVM::BrOp::create(b, loc, ValueRange{}, rest);
+  b.setInsertionPointToStart(rest);
+}
+
+Value Lowering::ppCoordinate() {
+  return call("dsrt_comm_coordinate", {ctxArg, i32(ppAxisIndex)}, i32Ty);
+}
+
+LogicalResult Lowering::runPipeline(DictionaryAttr info) {
+  auto intOf = [&](StringRef key) {
+    auto a = info.getAs<IntegerAttr>(key);
+    return a ? a.getInt() : -1;
+  };
+  pipelineStages = intOf("stages");
+  pipelineMicroBatches = intOf("micro_batches");
+  auto sched = info.getAs<StringAttr>("schedule");
+  auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
+  if (pipelineMicroBatches < 1 || !sched || !mesh || mesh.findAxis(MeshAxis::pp) < 0)
+    return module.emitError() << "ds-lower-to-runtime: a pipeline module needs ds-pipeline's "
+                                 "per-rank programs (ds.pipeline with micro_batches and "
+                                 "schedule) and a mesh with a pp axis";
+  pipelineSchedule = sched.getValue().str();
+  ppAxisIndex = mesh.findAxis(MeshAxis::pp);
+  SmallVector<func::FuncOp> steps, opts;
+  for (int64_t r = 0; r < pipelineStages; ++r) {
+    auto step = module.lookupSymbol<func::FuncOp>(("pipeline_step_" + Twine(r)).str());
+    auto opt = module.lookupSymbol<func::FuncOp>(("optimizer_step_" + Twine(r)).str());
+    if (!step || !opt)
+      return module.emitError() << "ds-lower-to-runtime: pipeline rank " << r
+                                << " lacks @pipeline_step_" << r << " or @optimizer_step_" << r
+                                << " (run ds-pipeline, then ds-optimizer)";
+    if (failed(checkOptimizerType(opt)))
+      return failure();
+    steps.push_back(step);
+    opts.push_back(opt);
+  }
+  inputsFunc = steps[0];
+  for (Type t : inputsFunc.getArgumentTypes()) {
+    auto rt = dyn_cast<RankedTensorType>(t);
+    if (!rt || failed(dtypeCode(rt.getElementType())))
+      return inputsFunc.emitError() << "ds-lower-to-runtime: unsupported input type " << t;
+    inputBytes += tensorBytes(rt);
+  }
+  emitInitSlots();
+  // Each rank's plan: its slots, then its step and its update, in the driver's order.
+  int64_t persistentMax = 0;
+  for (int64_t r = 0; r < pipelineStages; ++r) {
+    allocateSlots(r);
+    RankPlan plan;
+    plan.persistent = persistentBytes;
+    persistentMax = std::max(persistentMax, persistentBytes);
+    int64_t base = arena.inUse;
+    int inputsStorage = arena.alloc(inputBytes, "inputs");
+    arena.peak = arena.inUse;
+    if (failed(lowerFunc(steps[r], ("ds_pipeline_step_" + Twine(r)).str(), true)))
+      return failure();
+    plan.step = arena.peak;
+    microCommAtPeak = std::max(microCommAtPeak, arena.commAtPeak);
+    arena.release(inputsStorage);
+    arena.inUse = base;
+    arena.peak = base;
+    int scalars = arena.alloc(3 * 4 + 8, "step scalars");
+    if (failed(lowerFunc(opts[r], ("ds_optimizer_step_" + Twine(r)).str(), false)))
+      return failure();
+    plan.optimizer = arena.peak;
+    optimizerCommAtPeak = std::max(optimizerCommAtPeak, arena.commAtPeak);
+    arena.release(scalars);
+    microPeak = std::max(microPeak, plan.step);
+    optimizerPeak = std::max(optimizerPeak, plan.optimizer);
+    rankPlans.push_back(plan);
+  }
+  persistentBytes = persistentMax;
+
+  // The entry points the driver calls: each dispatches to this rank's program.
+  OpBuilder::InsertionGuard guard(b);
+  auto dispatch = [&](StringRef name, StringRef target, unsigned nargs, bool returns) {
+    b.setInsertionPointToEnd(module.getBody());
+    loc = module.getLoc();
+    SmallVector<Type> args(nargs, ptrTy);
+    auto fn = LLVM::LLVMFuncOp::create(
+        b, loc, name, LLVM::LLVMFunctionType::get(returns ? ptrTy : voidTy, args));
+    Block *entry = fn.addEntryBlock(b);
+    b.setInsertionPointToStart(entry);
+    ctxArg = entry->getArgument(0);
+    Value coord = ppCoordinate();
+    for (int64_t r = 0; r < pipelineStages; ++r) {
+      Value is = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, coord, i32(r));
+      emitIf(is, [&] {
+        auto callee = module.lookupSymbol<LLVM::LLVMFuncOp>((target + Twine(r)).str());
+        auto c = LLVM::CallOp::create(b, loc, callee, entry->getArguments());
+        if (returns)
+          LLVM::ReturnOp::create(b, loc, ValueRange{c.getResult()});
+        else
+          LLVM::ReturnOp::create(b, loc, ValueRange{});
+      });
+    }
+    if (returns)
+      LLVM::ReturnOp::create(b, loc, ValueRange{null()});
+    else
+      LLVM::ReturnOp::create(b, loc, ValueRange{});
+  };
+  dispatch("ds_micro_step", "ds_pipeline_step_", 2, true);
+  dispatch("ds_optimizer_step", "ds_optimizer_step_", 5, false);
+
+  emitMetadata();
+  for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
+    if (isa<func::FuncOp, ParameterOp, StateOp, FlatBufferOp, shard::GridOp>(op))
+      op.erase();
+  for (StringRef attr : {"ds.config", "ds.weights", "ds.mesh", "ds.pipeline"})
+    module->removeAttr(attr);
+  return success();
+}
+
 LogicalResult Lowering::run() {
-  if (module->hasAttr("ds.pipeline"))
-    return module.emitError()
-           << "ds-lower-to-runtime: pipeline programs (@pipeline_step_N, from ds-pipeline) "
-              "are not lowered to the runtime yet; ds-opt builds and checks them, but ds-run "
-              "and ds-compile cannot train them in this build (remove the config's "
-              "\"pipeline\" block to train)";
+  if (auto info = module->getAttrOfType<DictionaryAttr>(kPipelineAttrName)) {
+    if (failed(collectSlots()))
+      return failure();
+    return runPipeline(info);
+  }
   auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
   auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
   if (!micro || !opt)
     return module.emitError() << "ds-lower-to-runtime needs @micro_step and @optimizer_step "
                                  "(run ds-autodiff and ds-optimizer first)";
-  {
-    MLIRContext *ctx = module.getContext();
-    auto f32 = RankedTensorType::get({}, Float32Type::get(ctx));
-    auto f64 = RankedTensorType::get({}, Float64Type::get(ctx));
-    if (opt.getFunctionType() != FunctionType::get(ctx, {f32, f32, f64, f32}, {}))
-      return opt.emitError() << "ds-lower-to-runtime: @optimizer_step must take (lr: tensor<f32>, "
-                                "step: tensor<f32>, beta1: tensor<f64>, aux_lr: tensor<f32>) as "
-                                "ds-optimizer builds it; got "
-                             << opt.getFunctionType();
-  }
+  if (failed(checkOptimizerType(opt)))
+    return failure();
   if (failed(collectSlots()))
     return failure();
   for (Type t : micro.getArgumentTypes()) {
@@ -935,19 +1151,7 @@ LogicalResult Lowering::run() {
   }
 
   // Persistent slots, then the two functions, simulated in the driver's order.
-  for (Slot &s : slots) {
-    if (s.viewOf >= 0 || s.shardOf >= 0) { // shares its flat buffer's storage, or has none
-      slotStorage.push_back(-1);
-      continue;
-    }
-    slotStorage.push_back(arena.alloc(tensorBytes(s.type), "slot " + s.name));
-    persistentBytes += tensorBytes(s.type);
-  }
-  for (auto [i, s] : llvm::enumerate(slots))
-    if (s.viewOf >= 0) {
-      slotStorage[i] = slotStorage[s.viewOf];
-      arena.retain(slotStorage[i]);
-    }
+  allocateSlots(-1);
   emitInitSlots();
 
   int64_t base = arena.inUse;
@@ -982,8 +1186,10 @@ LogicalResult Lowering::run() {
 
 void Lowering::emitMetadata() {
   llvm::json::Array inputs;
-  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
-  for (auto [i, t] : llvm::enumerate(micro.getArgumentTypes())) {
+  // A pipeline's step takes every micro-batch's inputs: the first micro-batch's name them.
+  auto micro = inputsFunc ? inputsFunc : module.lookupSymbol<func::FuncOp>("micro_step");
+  unsigned perMicroBatch = micro.getNumArguments() / std::max<int64_t>(1, pipelineMicroBatches);
+  for (auto [i, t] : llvm::enumerate(micro.getArgumentTypes().take_front(perMicroBatch))) {
     auto rt = cast<RankedTensorType>(t);
     auto name = micro.getArgAttrOfType<StringAttr>(i, kInputNameAttrName);
     inputs.push_back(llvm::json::Object{
@@ -1019,6 +1225,8 @@ void Lowering::emitMetadata() {
                                       {"parts", s.splitParts}};
     if (!s.role.empty())
       o["role"] = s.role;
+    if (!s.stages.empty())
+      o["stages"] = llvm::json::Array(s.stages);
     slotArray.push_back(std::move(o));
     largest.push_back({tensorBytes(s.type), s.kind + " " + s.name});
   }
@@ -1051,6 +1259,19 @@ void Lowering::emitMetadata() {
                                   {"buffers", std::move(buffers)}}}};
   if (auto w = module->getAttrOfType<StringAttr>("ds.weights"))
     root["weights"] = w.getValue().str();
+  // A pipeline: one call of ds_micro_step runs the step's micro-batches on this rank's stage.
+  if (ppAxisIndex >= 0) {
+    llvm::json::Array ranks;
+    for (const RankPlan &r : rankPlans)
+      ranks.push_back(llvm::json::Object{{"peak_bytes", std::max(r.step, r.optimizer)},
+                                         {"persistent_bytes", r.persistent},
+                                         {"step_peak_bytes", r.step},
+                                         {"optimizer_step_peak_bytes", r.optimizer}});
+    root["pipeline"] = llvm::json::Object{{"stages", pipelineStages},
+                                          {"micro_batches", pipelineMicroBatches},
+                                          {"schedule", pipelineSchedule},
+                                          {"ranks", std::move(ranks)}};
+  }
   // The runtime joins this mesh (its groups are masks of these axes).
   if (auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName)) {
     llvm::json::Array axes;

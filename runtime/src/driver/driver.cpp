@@ -138,6 +138,10 @@ std::string Driver::prepare() {
     return err;
   if (opt.weights.empty() && opt.resume.empty())
     return "no initial weights: pass --weights FILE.safetensors";
+  if (p.pipelineStages > 1 && (!opt.save.empty() || !opt.resume.empty() || opt.saveEvery > 0))
+    return "checkpoints (--save, --save-every, --resume) of a pipeline-parallel program are "
+           "not implemented yet; train without them, or compile without the config's "
+           "\"pipeline\" block";
   if (opt.saveEvery > 0 && opt.save.empty() && opt.resume.empty())
     return "--save-every K needs --save DIR (where to write the checkpoints)";
   // Before anything allocates from the arena, so that an oversized plan fails fast.
@@ -160,8 +164,8 @@ ModelStateBytes Driver::modelState() const {
   ModelStateBytes m;
   for (size_t i = 0; i < p.slots.size(); ++i) {
     const SlotSpec &s = p.slots[i];
-    if (!s.shardedBy.empty())
-      continue; // no storage of its own: part of a parameter shard
+    if (!s.shardedBy.empty() || !s.heldBy(group.indexOn("pp")))
+      continue; // no storage of its own (part of a parameter shard), or another stage's
     uint64_t owned = dsrt_slot_storage_bytes(ctx, static_cast<int32_t>(i));
     if (s.kind == "parameter" || (s.kind == "flat" && s.role == "params") ||
         s.role == "param_shard")
@@ -195,19 +199,31 @@ int Driver::train(uint64_t resumePeak) {
       dsrt_tensor_free(ctx, t);
     }
     std::vector<float> losses;
-    for (int64_t k = 0; k < p.gas; ++k) {
-      std::vector<dsrt_tensor *> ts(p.inputs.size());
-      for (size_t i = 0; i < p.inputs.size(); ++i)
-        ts[i] = dsrt_tensor_alloc(ctx, p.inputs[i].dtype,
-                                  static_cast<int32_t>(p.inputs[i].dims.size()),
-                                  p.inputs[i].dims.data());
-      data.fill(ctx, step, group.dpIndex(), k, ts);
+    // Each call runs microBatchesPerCall micro-batches: one (a micro-step) or, for a
+    // pipeline, all of the step's (each rank's schedule), whose losses come back together.
+    const int64_t perCall = p.microBatchesPerCall, n = static_cast<int64_t>(p.inputs.size());
+    for (int64_t k0 = 0; k0 < p.gas; k0 += perCall) {
+      std::vector<dsrt_tensor *> ts(perCall * n);
+      for (int64_t k = 0; k < perCall; ++k) {
+        for (int64_t i = 0; i < n; ++i)
+          ts[k * n + i] = dsrt_tensor_alloc(ctx, p.inputs[i].dtype,
+                                            static_cast<int32_t>(p.inputs[i].dims.size()),
+                                            p.inputs[i].dims.data());
+        std::vector<dsrt_tensor *> mine(ts.begin() + k * n, ts.begin() + (k + 1) * n);
+        data.fill(ctx, step, group.dpIndex(), k0 + k, mine);
+      }
       dsrt_tensor *loss = program->micro_step(ctx, ts.data());
       // The loss is read on the host: wait for the stream to produce it.
       dsrt_event *done = dsrt_event_record(ctx);
       dsrt_event_synchronize(done);
       dsrt_event_release(done);
-      losses.push_back(scalarValue(ctx, loss));
+      if (perCall == 1) {
+        losses.push_back(scalarValue(ctx, loss));
+      } else {
+        std::vector<float> some(perCall);
+        dsrt_tensor_to_host(ctx, some.data(), loss);
+        losses.insert(losses.end(), some.begin(), some.end());
+      }
       dsrt_tensor_free(ctx, loss);
       for (dsrt_tensor *t : ts)
         dsrt_tensor_free(ctx, t);

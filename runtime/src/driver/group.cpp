@@ -89,6 +89,13 @@ bool Group::leadsItsSamples(int32_t q) const {
   return true;
 }
 
+bool Group::leadsStage(int32_t q) const {
+  for (size_t i = 0; i < axes_.size(); ++i)
+    if (axes_[i] != "pp" && coordinate(q, i) != 0)
+      return false;
+  return true;
+}
+
 std::vector<char> Group::gather(const void *mine, int64_t n) const {
   std::vector<char> in(static_cast<const char *>(mine), static_cast<const char *>(mine) + n);
   std::vector<char> out(static_cast<size_t>(n) * size_);

@@ -52,6 +52,9 @@ public:
   /// on every axis but dp, and on pp the last stage, which computes the loss): the one whose
   /// losses the log counts.
   bool leadsItsSamples(int32_t q) const;
+  /// Whether world rank `q` is the first rank of its pipeline stage (index 0 on every axis
+  /// but pp): the one that gathers the stage's tensors for rank 0.
+  bool leadsStage(int32_t q) const;
   dsrt_context *ctx() const { return ctx_; }
 
   /// Every rank's `n` bytes at `mine`, in rank order.

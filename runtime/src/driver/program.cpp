@@ -99,6 +99,13 @@ bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
         return bad("slot '" + s.name + "' has a malformed \"split\"");
       s.splitAxis = ax->text;
     }
+    if (const Json *st = j.get("stages"); st && st->isArray())
+      for (const Json &r : st->items) {
+        int64_t v = 0;
+        if (!r.asInt(0, 1 << 20, v))
+          return bad("slot '" + s.name + "' has a malformed \"stages\"");
+        s.stages.push_back(v);
+      }
     if (const Json *al = j.get("aliases"); al && al->isArray())
       for (const Json &a : al->items)
         if (a.isString())
@@ -163,6 +170,20 @@ bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
     if (dpSize != dp)
       return bad("the mesh's dp axis has " + std::to_string(dpSize) +
                  " ranks but the config's world size is " + std::to_string(dp));
+  }
+  if (const Json *pipe = p.meta.get("pipeline")) {
+    const Json *st = pipe->get("stages"), *mbs = pipe->get("micro_batches");
+    if (!st || !mbs || !st->asInt(2, 1 << 20, p.pipelineStages) ||
+        !mbs->asInt(1, 1 << 20, p.microBatchesPerCall) || p.microBatchesPerCall != gas)
+      return bad("\"pipeline\" needs \"stages\" (>= 2) and \"micro_batches\" (the "
+                 "accumulation steps)");
+    int64_t ppSize = 0;
+    for (size_t i = 0; i < p.meshAxes.size(); ++i)
+      if (p.meshAxes[i] == "pp")
+        ppSize = p.meshShape[i];
+    if (ppSize != p.pipelineStages)
+      return bad("the mesh's pp axis has " + std::to_string(ppSize) + " ranks but the "
+                 "pipeline has " + std::to_string(p.pipelineStages) + " stages");
   }
   const Json *optim = cfg->get("optimizer");
   const Json *params = optim ? optim->get("params") : nullptr;

@@ -41,6 +41,16 @@ struct SlotSpec {
     return g;
   }
   uint64_t bytes() const { return static_cast<uint64_t>(numel) * io::elementSize(dtype); }
+  /// A pipeline: the pp ranks (stages) that hold it; empty: every rank.
+  std::vector<int64_t> stages;
+  bool heldBy(int64_t ppRank) const {
+    if (stages.empty())
+      return true;
+    for (int64_t r : stages)
+      if (r == ppRank)
+        return true;
+    return false;
+  }
 };
 
 struct ProgramSpec {
@@ -53,6 +63,9 @@ struct ProgramSpec {
   std::vector<int64_t> meshShape;
   uint64_t seed = 1234;
   double lr = 0;
+  /// A pipeline (metadata "pipeline"): its stages, and the micro-batches that one call of
+  /// micro_step runs (all gas of the step); 1 and 1 otherwise.
+  int64_t pipelineStages = 1, microBatchesPerCall = 1;
   const io::Json &config() const { return *meta.get("config"); }
   /// The index of the slot named `name`, or -1.
   int32_t slotNamed(const std::string &name) const;

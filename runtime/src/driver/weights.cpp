@@ -138,8 +138,8 @@ bool loadWeights(const ProgramSpec &p, const Group &g, const std::string &path,
     byName[n.first] = &n.second;
   for (size_t i = 0; i < slots.size(); ++i) {
     const SlotSpec &s = slots[i];
-    if (s.kind != "parameter" && s.kind != "buffer")
-      continue;
+    if ((s.kind != "parameter" && s.kind != "buffer") || !s.heldBy(g.indexOn("pp")))
+      continue; // another pipeline stage's
     const Array *a = nullptr;
     std::string key = s.name;
     for (size_t k = 0; k <= s.aliases.size() && !a; ++k) {
@@ -266,26 +266,61 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
     if (rank == 0 && err.empty() && n && std::fwrite(data, 1, n, f) != n)
       err = "cannot write '" + tmp + "': " + std::strerror(errno);
   };
-  std::vector<char> window, mine, part;
+  std::vector<char> window, mine, part, forward;
   std::vector<int64_t> counts(shards);
+  // A pipeline: a tensor is read on the first stage that holds it, whose first rank (index 0
+  // on every other axis) plays rank 0's part and then sends the bytes to rank 0.
+  const int32_t ppIndex = g.indexOn("pp");
+  const bool stageLeader = g.leadsStage(rank);
   for (const Item &it : items) {
-    dsrt_tensor *t = dsrt_slot_get(ctx, it.slot);
+    const SlotSpec &slot = slots[it.slot];
+    const int32_t from = slot.stages.empty() || slot.heldBy(0) ? 0
+                                                               : static_cast<int32_t>(slot.stages[0]);
     size_t es = io::elementSize(it.dtype);
-    // Where this rank's windows go: the file (rank 0) or its part (a split tensor).
+    if (from != 0 && (rank == 0 || (ppIndex == from && stageLeader))) {
+      int64_t whole = 1;
+      for (int64_t d : it.dims)
+        whole *= d;
+      forward.resize(rank == 0 ? static_cast<size_t>(whole) * es : 0);
+    }
+    if (ppIndex != from) {
+      if (rank == 0 && from != 0) { // the holder's leader sends it whole
+        int64_t bytes = static_cast<int64_t>(forward.size());
+        dsrt_tensor *in = dsrt_tensor_host(ctx, DSRT_I1, 1, &bytes, forward.data());
+        dsrt_event *e = dsrt_send_recv(ctx, g.groupOf("pp"), in, from, nullptr, -1);
+        dsrt_event_wait(ctx, e);
+        dsrt_event_release(e);
+        dsrt_tensor_free(ctx, in);
+        put(forward.data(), forward.size());
+      }
+      continue;
+    }
+    const bool writer = from == 0 ? rank == 0 : stageLeader;
+    dsrt_tensor *t = dsrt_slot_get(ctx, it.slot);
+    // Where this rank's windows go: the file (rank 0), the bytes to send (another stage's
+    // leader) or its part (a split tensor).
     const bool collect = it.split && shardIndex == 0;
     part.clear();
+    forward.clear();
+    auto out = [&](const void *data, size_t n) {
+      if (from == 0)
+        put(data, n);
+      else if (writer)
+        forward.insert(forward.end(), static_cast<const char *>(data),
+                       static_cast<const char *>(data) + n);
+    };
     auto emit = [&](const void *data, size_t n) {
       if (collect)
         part.insert(part.end(), static_cast<const char *>(data),
                     static_cast<const char *>(data) + n);
       else
-        put(data, n);
+        out(data, n);
     };
     const int64_t per =
         static_cast<int64_t>(std::max<size_t>(ckpt::transferBufferBytes() / es, 1));
     if (!it.sharded || shards == 1) {
       // Window by window, so that the host holds at most one transfer buffer.
-      for (int64_t a = 0; (rank == 0 || collect) && a < it.numel; a += per) {
+      for (int64_t a = 0; (writer || collect) && a < it.numel; a += per) {
         int64_t n = std::min(per, it.numel - a);
         mine.resize(static_cast<size_t>(n) * es);
         readElements(ctx, t, it.offset + a, n, mine.data());
@@ -310,9 +345,17 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
     }
     if (collect) {
       std::vector<char> whole = gatherParts(*it.split, g, part, es);
-      put(whole.data(), whole.size());
+      out(whole.data(), whole.size());
     }
     dsrt_tensor_free(ctx, t);
+    if (from != 0 && writer) {
+      int64_t bytes = static_cast<int64_t>(forward.size());
+      dsrt_tensor *in = dsrt_tensor_host(ctx, DSRT_I1, 1, &bytes, forward.data());
+      dsrt_event *e = dsrt_send_recv(ctx, g.groupOf("pp"), nullptr, -1, in, 0);
+      dsrt_event_wait(ctx, e);
+      dsrt_event_release(e);
+      dsrt_tensor_free(ctx, in);
+    }
   }
   if (f) {
     bool closed = std::fclose(f) == 0;
@@ -331,6 +374,7 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
   // of the sequences).
   const int32_t replicas = g.shardGroup();
   const bool several = g.shardCount() > 1;
+  const int32_t ppIndex = g.indexOn("pp"), rank = g.rank();
   std::vector<io::SafetensorsEntry> entries;
   std::vector<dsrt_tensor *> held;
   std::list<std::vector<char>> summed; // gradients (over the dp and sp ranks) on the host
@@ -338,42 +382,91 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
     const SlotSpec &s = p.slots[i];
     if (s.kind != "gradient")
       continue;
-    dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
-    held.push_back(t);
-    size_t bytes = static_cast<size_t>(t->numel) * io::elementSize(t->dtype);
-    if (several && std::strcmp(dsrt_context_device(ctx), "cpu") == 0) {
-      // The data-parallel sum, which the optimizer step would apply, into host memory outside
-      // the arena (the MPI channel reduces host buffers).
-      summed.emplace_back(bytes);
-      dsrt_tensor *sum = dsrt_tensor_host(ctx, t->dtype, t->rank, t->dims, summed.back().data());
-      dsrt_event_release(dsrt_all_reduce(ctx, replicas, sum, t, DSRT_COMM_SUM));
-      dsrt_tensor_free(ctx, sum);
-    } else if (several) { // a device's memory: the sum on the device, then to the host
-      dsrt_tensor *sum = dsrt_tensor_alloc(ctx, t->dtype, t->rank, t->dims);
-      dsrt_event *done = dsrt_all_reduce(ctx, replicas, sum, t, DSRT_COMM_SUM);
-      dsrt_event_wait(ctx, done);
-      dsrt_event_release(done);
-      summed.emplace_back(bytes);
-      dsrt_tensor_to_host(ctx, summed.back().data(), sum);
-      dsrt_tensor_free(ctx, sum);
-    } else {
-      summed.emplace_back(bytes);
-      dsrt_tensor_to_host(ctx, summed.back().data(), t);
-    }
-    std::vector<int64_t> dims(t->dims, t->dims + t->rank);
-    // A tensor-parallel parameter's gradient is its part: the whole one on rank 0.
     int32_t of = s.of.empty() ? -1 : p.slotNamed(s.of);
-    if (of >= 0 && p.slots[of].splitDim >= 0) {
-      const SlotSpec &param = p.slots[of];
-      if (g.dpIndex() == 0)
-        summed.back() = gatherParts(param, g, summed.back(), io::elementSize(t->dtype));
-      dims = param.globalDims();
-      bytes = summed.back().size();
+    const SlotSpec *split = of >= 0 && p.slots[of].splitDim >= 0 ? &p.slots[of] : nullptr;
+    std::vector<int64_t> dims = split ? split->globalDims() : s.dims;
+    const size_t es = io::elementSize(s.dtype);
+    if (s.heldBy(ppIndex)) {
+      dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
+      held.push_back(t);
+      size_t bytes = static_cast<size_t>(t->numel) * es;
+      if (several && std::strcmp(dsrt_context_device(ctx), "cpu") == 0) {
+        // The data-parallel sum, which the optimizer step would apply, into host memory
+        // outside the arena (the MPI channel reduces host buffers).
+        summed.emplace_back(bytes);
+        dsrt_tensor *sum =
+            dsrt_tensor_host(ctx, t->dtype, t->rank, t->dims, summed.back().data());
+        dsrt_event_release(dsrt_all_reduce(ctx, replicas, sum, t, DSRT_COMM_SUM));
+        dsrt_tensor_free(ctx, sum);
+      } else if (several) { // a device's memory: the sum on the device, then to the host
+        dsrt_tensor *sum = dsrt_tensor_alloc(ctx, t->dtype, t->rank, t->dims);
+        dsrt_event *done = dsrt_all_reduce(ctx, replicas, sum, t, DSRT_COMM_SUM);
+        dsrt_event_wait(ctx, done);
+        dsrt_event_release(done);
+        summed.emplace_back(bytes);
+        dsrt_tensor_to_host(ctx, summed.back().data(), sum);
+        dsrt_tensor_free(ctx, sum);
+      } else {
+        summed.emplace_back(bytes);
+        dsrt_tensor_to_host(ctx, summed.back().data(), t);
+      }
+      // A tensor-parallel parameter's gradient is its part: the whole one on rank 0.
+      if (split && g.dpIndex() == 0)
+        summed.back() = gatherParts(*split, g, summed.back(), es);
     }
-    void *data = summed.back().data();
-    entries.push_back({s.of.empty() ? s.name : s.of, t->dtype, dims, data, bytes});
+    if (p.pipelineStages > 1) {
+      // Each stage that holds it sends its leader's copy to rank 0, which sums them in stage
+      // order (a tied embedding's partial gradients, as the optimizer sums them).
+      int64_t numel = 1;
+      for (int64_t d : dims)
+        numel *= d;
+      std::vector<char> total;
+      std::vector<int64_t> from = s.stages;
+      if (from.empty())
+        for (int64_t r = 0; r < p.pipelineStages; ++r)
+          from.push_back(r);
+      for (int64_t h : from) {
+        std::vector<char> got;
+        if (h == 0 && rank == 0) {
+          got = summed.back();
+        } else if (h != 0 && (rank == 0 || (ppIndex == h && g.leadsStage(rank)))) {
+          got.resize(static_cast<size_t>(numel) * es);
+          if (rank != 0)
+            got = summed.back();
+          int64_t bytes = static_cast<int64_t>(got.size());
+          dsrt_tensor *buf = dsrt_tensor_host(ctx, DSRT_I1, 1, &bytes, got.data());
+          dsrt_event *e = rank == 0
+                              ? dsrt_send_recv(ctx, g.groupOf("pp"), buf, h, nullptr, -1)
+                              : dsrt_send_recv(ctx, g.groupOf("pp"), nullptr, -1, buf, 0);
+          dsrt_event_wait(ctx, e);
+          dsrt_event_release(e);
+          dsrt_tensor_free(ctx, buf);
+        }
+        if (rank != 0 || got.empty())
+          continue;
+        if (total.empty()) {
+          total = std::move(got);
+        } else if (s.dtype == DSRT_F32) {
+          float *acc = reinterpret_cast<float *>(total.data());
+          const float *add = reinterpret_cast<const float *>(got.data());
+          for (int64_t k = 0; k < numel; ++k)
+            acc[k] += add[k];
+        } else if (err.empty()) {
+          err = "the gradient '" + s.name + "' is held by several pipeline stages and is " +
+                io::dtypeName(s.dtype) + "; --dump-grads sums such gradients in fp32 only";
+        }
+      }
+      if (rank == 0) {
+        summed.push_back(std::move(total));
+        entries.push_back({s.of.empty() ? s.name : s.of, s.dtype, dims, summed.back().data(),
+                           summed.back().size()});
+      }
+      continue;
+    }
+    entries.push_back({s.of.empty() ? s.name : s.of, s.dtype, dims, summed.back().data(),
+                       summed.back().size()});
   }
-  bool ok = g.rank() != 0 || io::writeSafetensors(path, entries, err);
+  bool ok = err.empty() && (rank != 0 || io::writeSafetensors(path, entries, err));
   for (dsrt_tensor *t : held)
     dsrt_tensor_free(ctx, t);
   return ok;
