@@ -40,7 +40,70 @@ int64_t mlir::ds::gradientAccumulationSteps(ModuleOp module) {
   return gas;
 }
 
+namespace {
+/// The bubble of each pipeline rank that the cost model predicts: the ranks' programs
+/// (`ds.schedule`) simulated with each phase taking its FLOPs (`phase_flops`) and transfers
+/// taking no time; a rank's bubble is the part of the step it is not computing.
+SmallVector<double> predictBubbles(ModuleOp module, DictionaryAttr info, int64_t p) {
+  auto flops = info.getAs<DenseI64ArrayAttr>("phase_flops");
+  if (!flops)
+    return {};
+  const int64_t chunks = static_cast<int64_t>(flops.size()) / 2;
+  SmallVector<SmallVector<std::string>> items(p);
+  for (int64_t r = 0; r < p; ++r) {
+    auto fn = module.lookupSymbol<func::FuncOp>(("pipeline_step_" + Twine(r)).str());
+    auto text = fn ? fn->getAttrOfType<StringAttr>(kScheduleAttrName) : StringAttr();
+    if (!text)
+      return {};
+    SmallVector<StringRef> parts;
+    text.getValue().split(parts, ' ', -1, false);
+    for (StringRef t : parts)
+      items[r].push_back(t.str());
+  }
+  SmallVector<double> clock(p, 0.0), busy(p, 0.0);
+  SmallVector<size_t> next(p, 0);
+  std::map<std::pair<int64_t, int64_t>, SmallVector<double>> sent; // (from, to) -> times
+  std::map<std::pair<int64_t, int64_t>, size_t> received;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int64_t r = 0; r < p; ++r)
+      while (next[r] < items[r].size()) {
+        StringRef t = items[r][next[r]];
+        int64_t peer = 0;
+        if (t.consume_front(">")) {
+          t.getAsInteger(10, peer);
+          sent[{r, peer}].push_back(clock[r]);
+        } else if (t.consume_front("<")) {
+          t.getAsInteger(10, peer);
+          auto &times = sent[{peer, r}];
+          size_t &k = received[{peer, r}];
+          if (k >= times.size())
+            break; // not sent yet
+          clock[r] = std::max(clock[r], times[k++]);
+        } else {
+          bool backward = t.front() == 'B';
+          int64_t chunk = 0;
+          t.drop_front().split('.').first.getAsInteger(10, chunk);
+          double cost = static_cast<double>(flops[backward ? 2 * chunks - 1 - chunk : chunk]);
+          clock[r] += cost;
+          busy[r] += cost;
+        }
+        ++next[r];
+        progress = true;
+      }
+  }
+  double end = *std::max_element(clock.begin(), clock.end());
+  SmallVector<double> bubbles;
+  for (int64_t r = 0; r < p; ++r)
+    bubbles.push_back(end > 0 ? 1.0 - busy[r] / end : 0.0);
+  return bubbles;
+}
+} // namespace
+
 LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os) {
+  if (auto info = module->getAttrOfType<DictionaryAttr>(kPipelineAttrName);
+      info && module.lookupSymbol("pipeline_step_0"))
+    return printPipelineCommReport(module, info, os);
   auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
   auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
   if (!micro || !opt)
@@ -93,5 +156,72 @@ LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os) 
   }
   os << llvm::format("%-8s %-16s %10lld %16lld\n", "total", "", (long long)calls,
                      (long long)total);
+  return success();
+}
+
+LogicalResult mlir::ds::printPipelineCommReport(ModuleOp module, DictionaryAttr info,
+                                                llvm::raw_ostream &os) {
+  auto intOf = [&](StringRef key) {
+    auto a = info.getAs<IntegerAttr>(key);
+    return a ? a.getInt() : 1;
+  };
+  const int64_t p = intOf("stages"), m = intOf("micro_batches"), v = intOf("virtual_stages");
+  auto schedule = info.getAs<StringAttr>("schedule");
+  auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
+  auto axesName = [&](Operation *op) {
+    auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+    std::string s;
+    if (!mesh || !axes || axes.empty())
+      return std::string("all");
+    for (int16_t a : axes.asArrayRef())
+      s += (s.empty() ? "" : "+") + mesh.getAxes()[a].getValue().str();
+    return s;
+  };
+  int64_t ranks = mesh ? mesh.getNumRanks() : p;
+  os << "collectives and transfers per rank and step (each pipeline rank's " << m
+     << "-micro-batch " << (schedule ? schedule.getValue() : "") << " program and its update; "
+     << ranks << " ranks, mesh " << (mesh ? mesh.str() : "") << "; bytes are each call's "
+     << "tensor)\n";
+  for (int64_t r = 0; r < p; ++r) {
+    std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> rows;
+    for (StringRef name : {"pipeline_step_", "optimizer_step_"}) {
+      auto f = module.lookupSymbol<func::FuncOp>((name + Twine(r)).str());
+      if (!f)
+        return module.emitError() << "--comm-report: no @" << name << r;
+      f.walk([&](Operation *op) {
+        int64_t bytes;
+        if (isa<shard::AllReduceOp, shard::ReduceScatterOp, shard::AllToAllOp, shard::SendOp>(op))
+          bytes = tensorBytes(op->getOperand(0).getType());
+        else if (isa<shard::AllGatherOp, shard::RecvOp>(op))
+          bytes = tensorBytes(op->getResult(0).getType());
+        else
+          return;
+        auto &row = rows[{axesName(op), op->getName().stripDialect().str()}];
+        row.first += 1;
+        row.second += bytes;
+      });
+    }
+    os << "pipeline rank " << r << ":\n";
+    os << llvm::format("  %-8s %-16s %10s %16s\n", "axis", "collective", "calls", "bytes");
+    int64_t calls = 0, total = 0;
+    for (auto &[key, row] : rows) {
+      os << llvm::format("  %-8s %-16s %10lld %16lld\n", key.first.c_str(), key.second.c_str(),
+                         (long long)row.first, (long long)row.second);
+      calls += row.first;
+      total += row.second;
+    }
+    os << llvm::format("  %-8s %-16s %10lld %16lld\n", "total", "", (long long)calls,
+                       (long long)total);
+  }
+  // The bubble: the schedule's formula, and the cost model's simulation of the programs.
+  double formula = static_cast<double>(p - 1) / static_cast<double>(v * m + p - 1);
+  os << llvm::format("bubble: (p-1)/(%sm+p-1) = %.3f", v > 1 ? "v*" : "", formula);
+  SmallVector<double> predicted = predictBubbles(module, info, p);
+  if (!predicted.empty()) {
+    os << "; cost model per rank:";
+    for (double b : predicted)
+      os << llvm::format(" %.3f", b);
+  }
+  os << "\n";
   return success();
 }

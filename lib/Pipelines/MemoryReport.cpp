@@ -23,7 +23,8 @@ int64_t number(const llvm::json::Object *o, llvm::StringRef key) {
 } // namespace
 
 LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os) {
-  if (!module.lookupSymbol("micro_step") || !module.lookupSymbol("optimizer_step"))
+  bool pipelined = module.lookupSymbol("pipeline_step_0") && module.lookupSymbol("optimizer_step_0");
+  if (!pipelined && (!module.lookupSymbol("micro_step") || !module.lookupSymbol("optimizer_step")))
     return module.emitError() << "--memory-report needs a training step (@micro_step and "
                                  "@optimizer_step): pass --config to a TorchScript input";
   OwningOpRef<ModuleOp> copy = module.clone();
@@ -41,39 +42,61 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
   const llvm::json::Object *root = meta->getAsObject();
   const llvm::json::Object *plan = root->getObject("plan");
 
-  // Persistent bytes by category; views of flat buffers are counted in their buffer.
-  int64_t params = 0, grads = 0, optim = 0, buffers = 0;
-  for (const llvm::json::Value &v : *root->getArray("slots")) {
-    const llvm::json::Object *s = v.getAsObject();
-    if (s->get("view_of") || s->get("sharded_by"))
-      continue; // no storage of its own: part of a flat buffer or of a parameter shard
-    int64_t n = 1;
-    for (const llvm::json::Value &d : *s->getArray("dims"))
-      n *= *d.getAsInteger();
-    llvm::StringRef dtype = *s->getString("dtype");
-    int64_t bytes = n * (dtype == "f64" || dtype == "i64" ? 8 : dtype == "bf16" || dtype == "f16" ? 2
-                                                         : dtype == "i1"                        ? 1
-                                                                                                : 4);
-    llvm::StringRef kind = *s->getString("kind"), role = s->getString("role").value_or("");
-    // The runtime's categories (the log's ranks entries): fp32 masters are optimizer state;
-    // fp16's loss-scale scalars are none of the three.
-    if (kind == "parameter" || (kind == "flat" && role == "params") || role == "param_shard")
-      params += bytes;
-    else if (kind == "buffer")
-      buffers += bytes; // not model state (ZeRO's formulas count trainable parameters)
-    else if (kind == "gradient" || role == "grads" || role == "grad_shard")
-      grads += bytes;
-    else if (role != "loss_scale" && role != "found_inf")
-      optim += bytes;
-  }
-  int64_t micro = number(plan, "micro_step_peak_bytes");
-  int64_t opt = number(plan, "optimizer_step_peak_bytes");
-  bool microPeak = micro >= opt;
-  int64_t peak = std::max(micro, opt);
-  int64_t comm = number(plan, microPeak ? "micro_step_communication_bytes"
+  // Persistent bytes by category on pipeline stage `ppRank` (-1: every slot); views of flat
+  // buffers are counted in their buffer.
+  struct Row {
+    int64_t params = 0, grads = 0, optim = 0, buffers = 0, peak = 0, comm = 0, inputs = 0;
+    int64_t activations = 0;
+    bool microPeak = true;
+  };
+  const llvm::json::Object *pipe = root->getObject("pipeline");
+  auto rowOf = [&](int64_t ppRank) {
+    Row row;
+    for (const llvm::json::Value &v : *root->getArray("slots")) {
+      const llvm::json::Object *s = v.getAsObject();
+      if (s->get("view_of") || s->get("sharded_by"))
+        continue; // no storage of its own: part of a flat buffer or of a parameter shard
+      if (const llvm::json::Array *st = s->getArray("stages"); st && ppRank >= 0 &&
+          llvm::none_of(*st, [&](const llvm::json::Value &r) { return r.getAsInteger() == ppRank; }))
+        continue; // another stage's
+      int64_t n = 1;
+      for (const llvm::json::Value &d : *s->getArray("dims"))
+        n *= *d.getAsInteger();
+      llvm::StringRef dtype = *s->getString("dtype");
+      int64_t bytes = n * (dtype == "f64" || dtype == "i64"   ? 8
+                           : dtype == "bf16" || dtype == "f16" ? 2
+                           : dtype == "i1"                     ? 1
+                                                               : 4);
+      llvm::StringRef kind = *s->getString("kind"), role = s->getString("role").value_or("");
+      // The runtime's categories (the log's ranks entries): fp32 masters are optimizer state;
+      // fp16's loss-scale scalars are none of the three.
+      if (kind == "parameter" || (kind == "flat" && role == "params") || role == "param_shard")
+        row.params += bytes;
+      else if (kind == "buffer")
+        row.buffers += bytes; // not model state (ZeRO's formulas count trainable parameters)
+      else if (kind == "gradient" || role == "grads" || role == "grad_shard")
+        row.grads += bytes;
+      else if (role != "loss_scale" && role != "found_inf")
+        row.optim += bytes;
+    }
+    const llvm::json::Object *at = plan;
+    if (pipe && ppRank >= 0)
+      if (const llvm::json::Array *ranks = pipe->getArray("ranks");
+          ranks && ppRank < (int64_t)ranks->size())
+        at = (*ranks)[ppRank].getAsObject();
+    int64_t micro = number(at, pipe ? "step_peak_bytes" : "micro_step_peak_bytes");
+    int64_t opt = number(at, "optimizer_step_peak_bytes");
+    row.microPeak = micro >= opt;
+    row.peak = std::max(micro, opt);
+    row.comm = number(at, row.microPeak ? (pipe ? "step_communication_bytes"
+                                                : "micro_step_communication_bytes")
                                         : "optimizer_step_communication_bytes");
-  int64_t inputs = microPeak ? number(plan, "input_bytes") : 0;
-  int64_t activations = peak - params - grads - optim - buffers - comm - inputs;
+    row.inputs = row.microPeak ? number(plan, "input_bytes") : 0;
+    row.activations = row.peak - row.params - row.grads - row.optim - row.buffers - row.comm -
+                      row.inputs;
+    return row;
+  };
+  Row whole = rowOf(-1);
 
   int64_t stage = 0;
   if (const llvm::json::Object *cfg = root->getObject("config"))
@@ -98,24 +121,33 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
      << (ranks == 1 ? "" : "s");
   if (axes.size() > 1)
     os << ", mesh " << meshText;
-  os << ", peak in " << (microPeak ? "micro_step" : "optimizer_step") << ")\n";
+  if (pipe)
+    os << ", " << number(pipe, "micro_batches") << " micro-batches per step in each rank's "
+       << pipe->getString("schedule").value_or("") << " program";
+  else
+    os << ", peak in " << (whole.microPeak ? "micro_step" : "optimizer_step");
+  os << ")\n";
   // Columns only ever get added at the end, so that scripts reading them keep working.
   os << llvm::format("%-5s %14s %14s %14s %14s %14s %14s %14s %14s  %s\n", "rank", "parameters",
                      "gradients", "optimizer", "activations", "inputs", "communication",
                      "peak", "buffers", "mesh");
   // Every rank runs the same program (ds-verify-collectives) on parts of the same sizes, so
-  // every rank has this plan.
+  // every rank has this plan; on a pipeline, its stage's (the coordinate's pp).
   for (int64_t r = 0; r < ranks; ++r) {
     std::string coord;
-    int64_t rest = r;
+    int64_t rest = r, pp = -1;
     for (size_t i = axes.size(); i-- > 0;) {
       coord = axes[i] + std::to_string(rest % shape[i]) + (coord.empty() ? "" : ",") + coord;
+      if (axes[i] == "pp")
+        pp = rest % shape[i];
       rest /= shape[i];
     }
+    Row row = pipe ? rowOf(pp) : whole;
     os << llvm::format("%-5lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld  %s\n",
-                       (long long)r, (long long)params, (long long)grads, (long long)optim,
-                       (long long)activations, (long long)inputs, (long long)comm,
-                       (long long)peak, (long long)buffers, coord.c_str());
+                       (long long)r, (long long)row.params, (long long)row.grads,
+                       (long long)row.optim, (long long)row.activations, (long long)row.inputs,
+                       (long long)row.comm, (long long)row.peak, (long long)row.buffers,
+                       coord.c_str());
   }
   // The parameters that each rank holds only a part of (ds-tensor-parallel).
   bool header = false;

@@ -191,6 +191,34 @@ def check_memory(args, cfg, w, b, ds_log):
     return ok
 
 
+def check_pipeline_memory(args, w, b, ds_log):
+    """A pipeline: each rank's planned peak (its stage's program, in-flight activations
+    included) equals its measured device peak, and its logged model state equals the memory
+    report's row for it; the first stage holds the most activations."""
+    report = subprocess.run([b('ds-opt'), w('step.mlir'), '--memory-report', '-o', os.devnull],
+                            capture_output=True, text=True).stdout.splitlines()
+    rows = {}
+    for line in report[2:]:
+        f = line.split()
+        if f and f[0].isdigit():
+            rows[int(f[0])] = [int(v) for v in f[1:9]]
+    ok = True
+    for rec in ds_log:
+        for r in rec['ranks']:
+            row = rows[r['rank']]
+            state = (r['parameter_bytes'], r['gradient_bytes'], r['optimizer_state_bytes'])
+            if row[6] != r['device_peak_bytes'] or tuple(row[:3]) != state:
+                print('step %d rank %d: planned peak %d, measured %d; model state %s, report %s'
+                      % (rec['step'], r['rank'], row[6], r['device_peak_bytes'], state,
+                         row[:3]))
+                ok = False
+    per_stage = len(rows) // args.pp
+    acts = [rows[s * per_stage][3] for s in range(args.pp)]
+    print('pipeline memory: planned = measured peak on every rank %s, activations by stage %s'
+          ' -> %s' % ([rows[q][6] for q in sorted(rows)], acts, 'PASS' if ok else 'FAIL'))
+    return ok
+
+
 def deepspeed_loss_scales(fp16, skipped, zero_stage):
     """The loss scale DeepSpeed uses at each step, given which steps overflowed, written from
     DeepSpeed's sources: without ZeRO FP16_Optimizer._update_scale (fused_optimizer.py: every
@@ -745,7 +773,9 @@ def main():
                                                 least, '' if moved else ' (< %g: the test could '
                                                 'not see a broken update) FAIL' % args.min_move))
     ok = ok and moved
-    if args.check_memory:
+    if args.check_memory and args.pp > 1:
+        ok = check_pipeline_memory(args, w, b, ds_log) and ok
+    elif args.check_memory:
         ok = check_memory(args, cfg, w, b, ds_log) and ok
     if args.max_activation_ratio:
         # The compiler's plan (--memory-report's activations column) against one rank's.

@@ -165,6 +165,11 @@ void PipelinePass::runOnOperation() {
       }
     phaseOps[ph].push_back(&op);
   }
+  SmallVector<int64_t> phaseFlops(2 * chunks, 0);
+  for (int64_t ph = 0; ph < 2 * chunks; ++ph)
+    for (Operation *op : phaseOps[ph])
+      if (auto cost = dyn_cast<CostOpInterface>(op))
+        phaseFlops[ph] += cost.getFlops();
   // What each phase needs from other ranks and sends to them.
   SmallVector<SmallVector<Value>> needs(2 * chunks);
   SmallVector<SmallVector<std::pair<Value, int64_t>>> sends(2 * chunks);
@@ -433,5 +438,8 @@ void PipelinePass::runOnOperation() {
   SmallVector<NamedAttribute> attrs(info.getValue());
   attrs.push_back(ab.getNamedAttr("schedule", ab.getStringAttr(schedule)));
   attrs.push_back(ab.getNamedAttr("micro_batches", ab.getI64IntegerAttr(m)));
+  // The cost model's work per phase (F of chunk c at c, B at 2C - 1 - c): what
+  // --comm-report's predicted bubble simulates.
+  attrs.push_back(ab.getNamedAttr("phase_flops", ab.getDenseI64ArrayAttr(phaseFlops)));
   module->setAttr(kPipelineAttrName, ab.getDictionaryAttr(attrs));
 }

@@ -54,6 +54,10 @@ int64_t gradientAccumulationSteps(ModuleOp module);
 /// Prints the collectives each rank issues per optimizer step, by mesh axis and kind, with
 /// their message bytes, from the training step (ds-opt --comm-report).
 LogicalResult printCommReport(ModuleOp module, llvm::raw_ostream &os);
+/// --comm-report of a pipeline (ds-pipeline's per-rank programs): each pipeline rank's
+/// collectives, sends and receives per step, and the predicted bubble.
+LogicalResult printPipelineCommReport(ModuleOp module, DictionaryAttr info,
+                                      llvm::raw_ostream &os);
 
 /// Prints each rank's floating-point operations per optimizer step, per function, with those
 /// of the matrix products and the bytes read and written, and the ops with the most FLOPs,

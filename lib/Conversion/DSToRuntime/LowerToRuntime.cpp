@@ -196,7 +196,7 @@ private:
   int64_t ppAxisIndex = -1, pipelineStages = 1, pipelineMicroBatches = 1;
   std::string pipelineSchedule;
   struct RankPlan {
-    int64_t persistent = 0, step = 0, optimizer = 0;
+    int64_t persistent = 0, step = 0, optimizer = 0, stepComm = 0, optimizerComm = 0;
   };
   std::vector<RankPlan> rankPlans;
   func::FuncOp inputsFunc; ///< the function whose arguments are the inputs
@@ -1072,6 +1072,7 @@ LogicalResult Lowering::runPipeline(DictionaryAttr info) {
     if (failed(lowerFunc(steps[r], ("ds_pipeline_step_" + Twine(r)).str(), true)))
       return failure();
     plan.step = arena.peak;
+    plan.stepComm = arena.commAtPeak;
     microCommAtPeak = std::max(microCommAtPeak, arena.commAtPeak);
     arena.release(inputsStorage);
     arena.inUse = base;
@@ -1080,6 +1081,7 @@ LogicalResult Lowering::runPipeline(DictionaryAttr info) {
     if (failed(lowerFunc(opts[r], ("ds_optimizer_step_" + Twine(r)).str(), false)))
       return failure();
     plan.optimizer = arena.peak;
+    plan.optimizerComm = arena.commAtPeak;
     optimizerCommAtPeak = std::max(optimizerCommAtPeak, arena.commAtPeak);
     arena.release(scalars);
     microPeak = std::max(microPeak, plan.step);
@@ -1266,7 +1268,10 @@ void Lowering::emitMetadata() {
       ranks.push_back(llvm::json::Object{{"peak_bytes", std::max(r.step, r.optimizer)},
                                          {"persistent_bytes", r.persistent},
                                          {"step_peak_bytes", r.step},
-                                         {"optimizer_step_peak_bytes", r.optimizer}});
+                                         {"optimizer_step_peak_bytes", r.optimizer},
+                                         {"step_communication_bytes", r.stepComm},
+                                         {"optimizer_step_communication_bytes",
+                                          r.optimizerComm}});
     root["pipeline"] = llvm::json::Object{{"stages", pipelineStages},
                                           {"micro_batches", pipelineMicroBatches},
                                           {"schedule", pipelineSchedule},

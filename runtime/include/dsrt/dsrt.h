@@ -76,6 +76,9 @@ size_t dsrt_report(char *buf, size_t cap);
 uint64_t dsrt_device_bytes(dsrt_context *ctx);
 uint64_t dsrt_device_peak_bytes(dsrt_context *ctx);
 void dsrt_reset_peak(dsrt_context *ctx);
+/** Seconds the host has spent waiting in dsrt_event_wait for communication (CPU; a device's
+ *  stream waits do not block the host and are not counted). */
+double dsrt_wait_seconds(dsrt_context *ctx);
 
 /** A new tensor with fresh arena memory (uninitialized). Exits with a message naming the
  *  need when the arena budget would be exceeded. `dims` has `rank` entries. */

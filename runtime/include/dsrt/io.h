@@ -196,6 +196,11 @@ struct RankStats {
   /// logged as "save_host_peak_bytes". The first step after a resume likewise.
   bool saved = false, resumed = false;
   uint64_t saveHostPeakBytes = 0, resumeHostPeakBytes = 0;
+  /// The forward and backward of the step's micro-batches on this rank: the time it computed
+  /// and the time it waited for communication (a pipeline's bubble; logged as "compute_ms"
+  /// and "wait_ms" when `timed`).
+  bool timed = false;
+  double computeMs = 0, waitMs = 0;
 };
 
 /// One optimizer step's record: one line of LOG.jsonl.

@@ -6,6 +6,8 @@
 //
 #include "internal.h"
 
+#include <chrono>
+
 extern "C" dsrt_event *dsrt_event_record(dsrt_context *ctx) {
   auto *e = new dsrt_event();
   e->ctx = ctx;
@@ -26,9 +28,17 @@ extern "C" void dsrt_event_synchronize(dsrt_event *event) {
 extern "C" void dsrt_event_wait(dsrt_context *ctx, dsrt_event *event) {
   if (event->native)
     ctx->device->streamWait(event);
-  else
-    event->wait(); // the host waits for the communication thread
+  else {
+    // The host waits for the communication thread: timed, so that the driver can tell
+    // computation from waiting (a pipeline's bubble).
+    auto t0 = std::chrono::steady_clock::now();
+    event->wait();
+    ctx->waitNs += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::steady_clock::now() - t0)
+                                             .count());
+  }
 }
+extern "C" double dsrt_wait_seconds(dsrt_context *ctx) { return ctx->waitNs * 1e-9; }
 extern "C" void dsrt_event_release(dsrt_event *event) {
   if (event->native) {
     event->ctx->device->destroy(event);

@@ -25,6 +25,8 @@ struct dsrt_storage {
 
 struct dsrt_context {
   uint64_t budget = 0;
+  /// Nanoseconds the host spent in dsrt_event_wait on the communication thread.
+  uint64_t waitNs = 0;
   uint64_t inUse = 0;
   uint64_t peak = 0;
   int32_t threads = 1;

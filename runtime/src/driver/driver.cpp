@@ -202,6 +202,8 @@ int Driver::train(uint64_t resumePeak) {
     // Each call runs microBatchesPerCall micro-batches: one (a micro-step) or, for a
     // pipeline, all of the step's (each rank's schedule), whose losses come back together.
     const int64_t perCall = p.microBatchesPerCall, n = static_cast<int64_t>(p.inputs.size());
+    const double waited0 = dsrt_wait_seconds(ctx);
+    double inCalls = 0; // seconds in the micro-step calls (the data excluded)
     for (int64_t k0 = 0; k0 < p.gas; k0 += perCall) {
       std::vector<dsrt_tensor *> ts(perCall * n);
       for (int64_t k = 0; k < perCall; ++k) {
@@ -212,11 +214,13 @@ int Driver::train(uint64_t resumePeak) {
         std::vector<dsrt_tensor *> mine(ts.begin() + k * n, ts.begin() + (k + 1) * n);
         data.fill(ctx, step, group.dpIndex(), k0 + k, mine);
       }
+      auto tCall = std::chrono::steady_clock::now();
       dsrt_tensor *loss = program->micro_step(ctx, ts.data());
       // The loss is read on the host: wait for the stream to produce it.
       dsrt_event *done = dsrt_event_record(ctx);
       dsrt_event_synchronize(done);
       dsrt_event_release(done);
+      inCalls += std::chrono::duration<double>(std::chrono::steady_clock::now() - tCall).count();
       if (perCall == 1) {
         losses.push_back(scalarValue(ctx, loss));
       } else {
@@ -228,6 +232,8 @@ int Driver::train(uint64_t resumePeak) {
       for (dsrt_tensor *t : ts)
         dsrt_tensor_free(ctx, t);
     }
+    const double waitedMs = (dsrt_wait_seconds(ctx) - waited0) * 1e3;
+    const double computeMs = std::max(0.0, inCalls * 1e3 - waitedMs);
     if (worldSize > 1) { // every data-parallel rank's micro-batch losses, in dp order (as
                          // ds-reference); the ranks that share samples computed the same ones
       std::vector<char> all = group.gather(losses.data(), losses.size() * sizeof(float));
@@ -330,9 +336,12 @@ int Driver::train(uint64_t resumePeak) {
     r.samplesPerS = ms > 0 ? static_cast<double>(p.G) * 1000.0 / ms : 0.0;
     r.devicePeakBytes = dsrt_device_peak_bytes(ctx);
     r.hostPeakBytes = io::hostPeakBytes();
-    constexpr int kStats = 8;
+    constexpr int kStats = 10;
+    // The times in microseconds, as integers like the rest.
     uint64_t mine[kStats] = {r.devicePeakBytes, r.hostPeakBytes, state.total(), state.params,
-                             state.grads,       state.optim,     savePeak,      resumePeak};
+                             state.grads,       state.optim,     savePeak,      resumePeak,
+                             static_cast<uint64_t>(computeMs * 1e3),
+                             static_cast<uint64_t>(waitedMs * 1e3)};
     std::vector<char> all = worldSize > 1 ? group.gather(mine, sizeof mine)
                                           : std::vector<char>((char *)mine, (char *)(mine + kStats));
     for (int32_t q = 0; q < worldSize; ++q) {
@@ -343,6 +352,9 @@ int Driver::train(uint64_t resumePeak) {
       k.saveHostPeakBytes = v[6];
       k.resumed = resumed;
       k.resumeHostPeakBytes = v[7];
+      k.timed = p.pipelineStages > 1;
+      k.computeMs = v[8] * 1e-3;
+      k.waitMs = v[9] * 1e-3;
       r.ranks.push_back(k);
     }
     resumed = false;

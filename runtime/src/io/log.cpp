@@ -88,6 +88,9 @@ std::string formatLogLine(const LogRecord &r) {
       s += ",\"save_host_peak_bytes\":" + u(k.saveHostPeakBytes);
     if (k.resumed)
       s += ",\"resume_host_peak_bytes\":" + u(k.resumeHostPeakBytes);
+    if (k.timed)
+      s += ",\"compute_ms\":" + formatFloat(k.computeMs) +
+           ",\"wait_ms\":" + formatFloat(k.waitMs);
     s += "}";
   }
   return s + "]}";
