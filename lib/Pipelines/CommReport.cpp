@@ -27,6 +27,38 @@ int64_t tensorBytes(Type t) {
 }
 } // namespace
 
+namespace {
+using Rows = std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>>;
+
+/// The table of (axis, collective) -> calls and bytes, each line after `indent`.
+void printRows(const Rows &rows, llvm::raw_ostream &os, llvm::StringRef indent = "") {
+  os << indent << llvm::format("%-8s %-16s %10s %16s\n", "axis", "collective", "calls", "bytes");
+  int64_t calls = 0, total = 0;
+  for (auto &[key, row] : rows) {
+    os << indent
+       << llvm::format("%-8s %-16s %10lld %16lld\n", key.first.c_str(), key.second.c_str(),
+                       (long long)row.first, (long long)row.second);
+    calls += row.first;
+    total += row.second;
+  }
+  os << indent << llvm::format("%-8s %-16s %10lld %16lld\n", "total", "", (long long)calls,
+                               (long long)total);
+}
+
+/// The mesh axes of a collective's group, as "dp" or "dp+sp"; "all" without a mesh.
+std::string axesName(MeshAttr mesh, Operation *op) {
+  auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+  std::string s;
+  if (!mesh || !axes || axes.empty())
+    return std::string("all");
+  for (int16_t a : axes.asArrayRef())
+    s += (s.empty() ? "" : "+") +
+         (a < static_cast<int64_t>(mesh.getAxes().size()) ? mesh.getAxes()[a].getValue().str()
+                                                           : std::to_string(a));
+  return s;
+}
+} // namespace
+
 int64_t mlir::ds::gradientAccumulationSteps(ModuleOp module) {
   int64_t gas = 1;
   if (auto cfg = module->getAttrOfType<StringAttr>("ds.config")) {
@@ -112,18 +144,7 @@ LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os) 
   const int64_t gas = gradientAccumulationSteps(module);
   auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
   // (axes, collective) -> count and bytes per step.
-  std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> rows;
-  auto axesName = [&](Operation *op) {
-    auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
-    std::string s;
-    if (!mesh || !axes || axes.empty())
-      return std::string("all");
-    for (int16_t a : axes.asArrayRef())
-      s += (s.empty() ? "" : "+") +
-           (a < static_cast<int64_t>(mesh.getAxes().size()) ? mesh.getAxes()[a].getValue().str()
-                                                             : std::to_string(a));
-    return s;
-  };
+  Rows rows;
   auto count = [&](func::FuncOp f, int64_t times) {
     f.walk([&](Operation *op) {
       int64_t bytes;
@@ -133,7 +154,7 @@ LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os) 
         bytes = tensorBytes(op->getResult(0).getType());
       else
         return; // all_slice is a view: no communication
-      auto &row = rows[{axesName(op), op->getName().stripDialect().str()}];
+      auto &row = rows[{axesName(mesh, op), op->getName().stripDialect().str()}];
       row.first += times;
       row.second += times * bytes;
     });
@@ -146,16 +167,7 @@ LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os) 
   if (mesh)
     os << ", mesh " << mesh.str();
   os << "; bytes are each call's tensor, as DeepSpeed's comms logger counts them)\n";
-  os << llvm::format("%-8s %-16s %10s %16s\n", "axis", "collective", "calls", "bytes");
-  int64_t calls = 0, total = 0;
-  for (auto &[key, row] : rows) {
-    os << llvm::format("%-8s %-16s %10lld %16lld\n", key.first.c_str(), key.second.c_str(),
-                       (long long)row.first, (long long)row.second);
-    calls += row.first;
-    total += row.second;
-  }
-  os << llvm::format("%-8s %-16s %10lld %16lld\n", "total", "", (long long)calls,
-                     (long long)total);
+  printRows(rows, os);
   return success();
 }
 
@@ -168,22 +180,13 @@ LogicalResult mlir::ds::printPipelineCommReport(ModuleOp module, DictionaryAttr 
   const int64_t p = intOf("stages"), m = intOf("micro_batches"), v = intOf("virtual_stages");
   auto schedule = info.getAs<StringAttr>("schedule");
   auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
-  auto axesName = [&](Operation *op) {
-    auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
-    std::string s;
-    if (!mesh || !axes || axes.empty())
-      return std::string("all");
-    for (int16_t a : axes.asArrayRef())
-      s += (s.empty() ? "" : "+") + mesh.getAxes()[a].getValue().str();
-    return s;
-  };
   int64_t ranks = mesh ? mesh.getNumRanks() : p;
   os << "collectives and transfers per rank and step (each pipeline rank's " << m
      << "-micro-batch " << (schedule ? schedule.getValue() : "") << " program and its update; "
      << ranks << " ranks, mesh " << (mesh ? mesh.str() : "") << "; bytes are each call's "
      << "tensor)\n";
   for (int64_t r = 0; r < p; ++r) {
-    std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> rows;
+    Rows rows;
     for (StringRef name : {"pipeline_step_", "optimizer_step_"}) {
       auto f = module.lookupSymbol<func::FuncOp>((name + Twine(r)).str());
       if (!f)
@@ -196,22 +199,13 @@ LogicalResult mlir::ds::printPipelineCommReport(ModuleOp module, DictionaryAttr 
           bytes = tensorBytes(op->getResult(0).getType());
         else
           return;
-        auto &row = rows[{axesName(op), op->getName().stripDialect().str()}];
+        auto &row = rows[{axesName(mesh, op), op->getName().stripDialect().str()}];
         row.first += 1;
         row.second += bytes;
       });
     }
     os << "pipeline rank " << r << ":\n";
-    os << llvm::format("  %-8s %-16s %10s %16s\n", "axis", "collective", "calls", "bytes");
-    int64_t calls = 0, total = 0;
-    for (auto &[key, row] : rows) {
-      os << llvm::format("  %-8s %-16s %10lld %16lld\n", key.first.c_str(), key.second.c_str(),
-                         (long long)row.first, (long long)row.second);
-      calls += row.first;
-      total += row.second;
-    }
-    os << llvm::format("  %-8s %-16s %10lld %16lld\n", "total", "", (long long)calls,
-                       (long long)total);
+    printRows(rows, os, "  ");
   }
   // The bubble: the schedule's formula, and the cost model's simulation of the programs.
   double formula = static_cast<double>(p - 1) / static_cast<double>(v * m + p - 1);
