@@ -7,6 +7,7 @@
 #include "ds/Config/DeepSpeedConfig.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 
 namespace mlir::ds {
@@ -201,6 +202,15 @@ void OptimizerPass::runOnOperation() {
     }
   }
   bool flat = zeroStage >= 1;
+  // With flat buffers, `params` keeps the parameters outside them (on a pipeline, those that
+  // several stages hold): updated whole, their gradients summed over dp as at stage 0.
+  if (flat) {
+    llvm::DenseSet<StringAttr> members;
+    for (auto f : module.getOps<FlatBufferOp>())
+      for (Attribute a : f.getMembers())
+        members.insert(cast<FlatSymbolRefAttr>(a).getAttr());
+    llvm::erase_if(params, [&](auto &pg) { return members.contains(pg.first.getSymNameAttr()); });
+  }
 
   // Tensor parallelism: parameters with a sharding hold distinct parts on the tp ranks, so
   // the global norm and the overflow check also sum over the tp axis.
@@ -289,8 +299,6 @@ void OptimizerPass::runOnOperation() {
   }
   SmallVector<std::string> masters;
   for (auto [param, grad] : params) {
-    if (flat)
-      break;
     masters.push_back(mixed ? newState(param, "master") : "");
     muonParam.push_back(isMuon && usesMuonRule(param));
     if (muonParam.back())
@@ -330,7 +338,7 @@ void OptimizerPass::runOnOperation() {
   // ZeRO stage 0: the gradients summed over the ranks that hold replicas (dp, and sp whose
   // ranks each differentiate their block of the sequence) first (all the all-reduces, then
   // the write-backs, so that the channel runs them back to back).
-  if (zeroStage == 0) {
+  if (zeroStage == 0 || flat) {
     SmallVector<std::pair<StateOp, Value>> reduced;
     for (auto [param, grad] : params) {
       RankedTensorType t = param.getTensorType();
@@ -386,7 +394,7 @@ void OptimizerPass::runOnOperation() {
     };
     for (Bucket &bucket : buckets)
       probe(widenGrad(bucket.g, false));
-    for (size_t i = 0; !flat && i < params.size(); ++i)
+    for (size_t i = 0; i < params.size(); ++i)
       probe(paramGrad(i, false));
     if (flat)
       local = shard::AllReduceOp::create(b, loc, typeOf(local), dp.grid, dpAxes, local,
@@ -440,6 +448,21 @@ void OptimizerPass::runOnOperation() {
     }
     Value total = shard::AllReduceOp::create(b, loc, scalarF32, dp.grid, dpAxes, local,
                                              shard::ReductionKind::Sum);
+    // The parameters outside the buffers: whole (already summed over dp) on every rank.
+    Value looseParts;
+    for (size_t i = 0; i < params.size(); ++i) {
+      Value g = paramGrad(i, false);
+      Value norm = e.sqrt(e.sumAll(e.mul(g, g)));
+      Value sq = e.mul(norm, norm);
+      if (tpAxis && params[i].first.getShardingAttr())
+        looseParts = looseParts ? e.add(looseParts, sq) : sq;
+      else
+        total = e.add(total, sq);
+    }
+    if (looseParts)
+      total = e.add(total, shard::AllReduceOp::create(b, loc, scalarF32, tpAxis->grid,
+                                                      tpAxis->axes(), looseParts,
+                                                      shard::ReductionKind::Sum));
     Value coef = e.div(e.constant(f32, gradientClipping),
                        e.add(e.sqrt(total), e.constant(f32, 1e-6)));
     clipCoef = MinimumOp::create(b, loc, scalarF32, coef, e.constant(f32, 1.0));
@@ -546,8 +569,6 @@ void OptimizerPass::runOnOperation() {
       else
         e.assign(bucket.gradShard.getSymName(), zeros(bucket.shardType));
     }
-    func::ReturnOp::create(b, loc);
-    return;
   }
 
   for (auto [i, pg] : llvm::enumerate(params)) {

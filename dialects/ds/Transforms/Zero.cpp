@@ -15,6 +15,8 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <map>
+
 #include <numeric>
 
 namespace mlir::ds {
@@ -93,10 +95,9 @@ void ZeroPass::runOnOperation() {
   // all of them, as DeepSpeed-Ulysses does.
   if (!mesh || mesh.getSize(MeshAxis::dp) * mesh.getSize(MeshAxis::sp) == 1)
     return; // one replica: nothing to partition or communicate
-  if (stage >= 1 && module->hasAttr("ds.pipeline")) {
+  if (stage >= 2 && module->hasAttr(kPipelineAttrName)) {
     module.emitError() << "ds-zero: ZeRO stage " << static_cast<int64_t>(stage)
-                       << " with pipeline parallelism is not implemented yet; use stage 0 "
-                          "(data-parallel gradients summed once per step)";
+                       << " with pipeline parallelism is not implemented yet; use stage 0 or 1";
     return signalPassFailure();
   }
   FailureOr<MeshAxisRef> group = getReplicaGroup(module, "ds-zero");
@@ -118,10 +119,14 @@ void ZeroPass::runOnOperation() {
   // The flat layout: trainable parameters in module order, and their gradients likewise.
   // Tensor-parallel parts (parameters with a sharding) get buffers of their own, so that the
   // optimizer knows which shards hold distinct parts on the tp ranks (clipping's norm).
+  // A pipeline: each stage's parameters get buffers of their own (held by that stage only);
+  // a parameter that several stages hold (a tied embedding and LM head) stays outside, its
+  // gradient summed over dp whole as at stage 0.
   struct Layout {
     SmallVector<Attribute> params, grads;
     int64_t total = 0;
-  } layouts[2];
+  };
+  std::map<std::pair<int64_t, int>, Layout> layouts; // (pp stage or -1, tp part) -> layout
   Type elem;
   for (auto state : module.getOps<StateOp>()) {
     if (state.getRole() != "grad")
@@ -130,12 +135,18 @@ void ZeroPass::runOnOperation() {
     RankedTensorType t = param.getTensorType();
     if (failed(checkElementType(param, elem, stage)))
       return signalPassFailure();
-    Layout &l = layouts[param.getShardingAttr() ? 1 : 0];
+    int64_t ppStage = -1;
+    if (auto st = param->getAttrOfType<DenseI64ArrayAttr>(kStagesAttrName)) {
+      if (st.size() != 1)
+        continue; // held by several stages
+      ppStage = st[0];
+    }
+    Layout &l = layouts[{ppStage, param.getShardingAttr() ? 1 : 0}];
     l.params.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
     l.grads.push_back(FlatSymbolRefAttr::get(state.getSymNameAttr()));
     l.total += t.getNumElements();
   }
-  if (layouts[0].params.empty() && layouts[1].params.empty()) {
+  if (layouts.empty()) {
     module.emitError() << "ds-zero: no gradient states; run ds-autodiff first";
     return signalPassFailure();
   }
@@ -145,17 +156,25 @@ void ZeroPass::runOnOperation() {
       b.setInsertionPoint(&op);
       break;
     }
-  for (auto [k, l] : llvm::enumerate(layouts)) {
-    if (l.params.empty())
-      continue;
+  bool replicatedParts = false;
+  for (auto &[key, l] : layouts)
+    replicatedParts |= key.second == 0;
+  for (auto &[key, l] : layouts) {
+    auto [ppStage, k] = key;
     int64_t padded = roundUp(l.total, dp.size * shardAlignment(elem));
     auto flatType = RankedTensorType::get({padded}, elem);
-    std::string suffix = k == 1 && !layouts[0].params.empty() ? ".tp" : "";
-    FlatBufferOp::create(b, loc, b.getStringAttr("zero.params" + suffix),
-                         b.getStringAttr("params"), b.getArrayAttr(l.params),
-                         TypeAttr::get(flatType));
-    FlatBufferOp::create(b, loc, b.getStringAttr("zero.grads" + suffix), b.getStringAttr("grads"),
-                         b.getArrayAttr(l.grads), TypeAttr::get(flatType));
+    std::string suffix = k == 1 && replicatedParts ? ".tp" : "";
+    if (ppStage >= 0)
+      suffix += ".pp" + std::to_string(ppStage);
+    auto params = FlatBufferOp::create(b, loc, b.getStringAttr("zero.params" + suffix),
+                                       b.getStringAttr("params"), b.getArrayAttr(l.params),
+                                       TypeAttr::get(flatType));
+    auto grads = FlatBufferOp::create(b, loc, b.getStringAttr("zero.grads" + suffix),
+                                      b.getStringAttr("grads"), b.getArrayAttr(l.grads),
+                                      TypeAttr::get(flatType));
+    if (ppStage >= 0)
+      for (Operation *op : {params.getOperation(), grads.getOperation()})
+        op->setAttr(kStagesAttrName, b.getDenseI64ArrayAttr({ppStage}));
   }
 }
 
