@@ -554,7 +554,10 @@ void OptimizerPass::runOnOperation() {
       if (bucket.paramShard) { // stage 3: the shard is all this rank keeps
         StringRef name = bucket.paramShard.getSymName();
         e.assign(name, updateShard([&] { return e.get(name, bucket.shardType); }));
-        e.assign(bucket.gradShard.getSymName(), zeros(bucket.shardType));
+        if (bucket.gradShard) // (on a pipeline the gradients are a whole flat buffer)
+          e.assign(bucket.gradShard.getSymName(), zeros(bucket.shardType));
+        else
+          e.assign(bucket.grads.getSymName(), zeros(bucket.grads.getTensorType()));
         continue;
       }
       Value pShard = shard::AllSliceOp::create(b, loc, bucket.shardType, dp.grid, dpAxes,

@@ -52,6 +52,9 @@ struct ZeroPass : mlir::ds::impl::DSZeroBase<ZeroPass> {
   void runOnOperation() override;
   LogicalResult partitionGradients(ModuleOp module);
   LogicalResult partitionParameters(ModuleOp module);
+  /// Stage 3 on a pipeline: in the programs of the ranks that hold `flat`, its members are
+  /// views of the buffer all-gathered from its shard once per step, before their first use.
+  LogicalResult gatherOncePerStep(ModuleOp module, FlatBufferOp flat);
   /// Stage 3: the flat buffers whose parameters are partitioned (the others persist whole).
   SmallVector<FlatBufferOp> shardedBuffers;
   /// The ranks the partitions span: the mesh's dp axis, and sp where sp > 1.
@@ -95,9 +98,11 @@ void ZeroPass::runOnOperation() {
   // all of them, as DeepSpeed-Ulysses does.
   if (!mesh || mesh.getSize(MeshAxis::dp) * mesh.getSize(MeshAxis::sp) == 1)
     return; // one replica: nothing to partition or communicate
-  if (stage >= 2 && module->hasAttr(kPipelineAttrName)) {
-    module.emitError() << "ds-zero: ZeRO stage " << static_cast<int64_t>(stage)
-                       << " with pipeline parallelism is not implemented yet; use stage 0 or 1";
+  const bool pipelined = module->hasAttr(kPipelineAttrName);
+  if (stage == 2 && pipelined) {
+    module.emitError() << "ds-zero: ZeRO stage 2 with pipeline parallelism is not implemented "
+                          "yet; use stage 1 (the same memory here: a pipeline accumulates each "
+                          "stage's gradients whole over the step's micro-batches) or 3";
     return signalPassFailure();
   }
   FailureOr<MeshAxisRef> group = getReplicaGroup(module, "ds-zero");
@@ -109,7 +114,7 @@ void ZeroPass::runOnOperation() {
   module->setAttr("ds.zero_stage", b.getI64IntegerAttr(stage));
   if (stage == 0)
     return;
-  if (stage >= 2) {
+  if (stage >= 2 && !pipelined) {
     if (failed(partitionGradients(module)) ||
         (stage == 3 && failed(partitionParameters(module))))
       return signalPassFailure();
@@ -126,7 +131,10 @@ void ZeroPass::runOnOperation() {
     SmallVector<Attribute> params, grads;
     int64_t total = 0;
   };
-  std::map<std::pair<int64_t, int>, Layout> layouts; // (pp stage or -1, tp part) -> layout
+  // (pp stage or -1, tp part, partitioned) -> layout. Stage 3 on a pipeline: the parameters
+  // above the persistence threshold are partitioned, their gradients accumulated whole over
+  // the step (as stage 1) and reduce-scattered by the optimizer.
+  std::map<std::tuple<int64_t, int, int>, Layout> layouts;
   Type elem;
   for (auto state : module.getOps<StateOp>()) {
     if (state.getRole() != "grad")
@@ -141,7 +149,8 @@ void ZeroPass::runOnOperation() {
         continue; // held by several stages
       ppStage = st[0];
     }
-    Layout &l = layouts[{ppStage, param.getShardingAttr() ? 1 : 0}];
+    int partitioned = stage == 3 && t.getNumElements() > persistenceThreshold ? 1 : 0;
+    Layout &l = layouts[{ppStage, param.getShardingAttr() ? 1 : 0, partitioned}];
     l.params.push_back(FlatSymbolRefAttr::get(param.getSymNameAttr()));
     l.grads.push_back(FlatSymbolRefAttr::get(state.getSymNameAttr()));
     l.total += t.getNumElements();
@@ -158,17 +167,28 @@ void ZeroPass::runOnOperation() {
     }
   bool replicatedParts = false;
   for (auto &[key, l] : layouts)
-    replicatedParts |= key.second == 0;
+    replicatedParts |= std::get<1>(key) == 0;
   for (auto &[key, l] : layouts) {
-    auto [ppStage, k] = key;
+    auto [ppStage, k, partitioned] = key;
     int64_t padded = roundUp(l.total, dp.size * shardAlignment(elem));
     auto flatType = RankedTensorType::get({padded}, elem);
     std::string suffix = k == 1 && replicatedParts ? ".tp" : "";
     if (ppStage >= 0)
       suffix += ".pp" + std::to_string(ppStage);
-    auto params = FlatBufferOp::create(b, loc, b.getStringAttr("zero.params" + suffix),
-                                       b.getStringAttr("params"), b.getArrayAttr(l.params),
-                                       TypeAttr::get(flatType));
+    if (partitioned)
+      suffix += ".sharded";
+    auto params = FlatBufferOp::create(
+        b, loc, b.getStringAttr("zero.params" + suffix),
+        b.getStringAttr(partitioned ? "params_sharded" : "params"), b.getArrayAttr(l.params),
+        TypeAttr::get(flatType));
+    if (partitioned) {
+      StateOp::create(b, loc, b.getStringAttr("zero.params" + suffix + "@shard"),
+                      FlatSymbolRefAttr::get(params.getSymNameAttr()),
+                      b.getStringAttr("param_shard"),
+                      TypeAttr::get(RankedTensorType::get({padded / dp.size}, elem)));
+      if (failed(gatherOncePerStep(module, params)))
+        return signalPassFailure();
+    }
     auto grads = FlatBufferOp::create(b, loc, b.getStringAttr("zero.grads" + suffix),
                                       b.getStringAttr("grads"), b.getArrayAttr(l.grads),
                                       TypeAttr::get(flatType));
@@ -176,6 +196,47 @@ void ZeroPass::runOnOperation() {
       for (Operation *op : {params.getOperation(), grads.getOperation()})
         op->setAttr(kStagesAttrName, b.getDenseI64ArrayAttr({ppStage}));
   }
+}
+
+LogicalResult ZeroPass::gatherOncePerStep(ModuleOp module, FlatBufferOp flat) {
+  RankedTensorType flatType = flat.getTensorType();
+  Type elem = flatType.getElementType();
+  auto shardRef = FlatSymbolRefAttr::get(module.getContext(), (flat.getSymName() + "@shard").str());
+  auto shardType = RankedTensorType::get({flatType.getNumElements() / dp.size}, elem);
+  llvm::StringMap<int64_t> offsets;
+  int64_t offset = 0;
+  for (Attribute a : flat.getMembers()) {
+    auto param = module.lookupSymbol<ParameterOp>(cast<FlatSymbolRefAttr>(a));
+    offsets[param.getSymName()] = offset;
+    offset += param.getTensorType().getNumElements();
+  }
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (!fn->hasAttr(kPipelineRankAttrName) || !fn.getSymName().starts_with("pipeline_step_"))
+      continue;
+    SmallVector<GetParameterOp> reads;
+    fn.walk([&](GetParameterOp get) {
+      if (offsets.count(get.getName()))
+        reads.push_back(get);
+    });
+    if (reads.empty())
+      continue;
+    OpBuilder b(reads.front());
+    Location loc = flat.getLoc();
+    Value shard = GetParameterOp::create(b, loc, shardType, shardRef);
+    Value full = shard::AllGatherOp::create(b, loc, flatType, dp.grid, dp.axes(), shard,
+                                            APInt(64, 0));
+    for (GetParameterOp get : reads) {
+      b.setInsertionPoint(get);
+      auto type = cast<RankedTensorType>(get.getType());
+      int64_t at = offsets.lookup(get.getName()), n = type.getNumElements();
+      Value piece = SliceOp::create(b, loc, RankedTensorType::get({n}, elem), full, 0, at,
+                                    at + n, 1);
+      Value view = type.getRank() == 1 ? piece : ReshapeOp::create(b, loc, type, piece).getResult();
+      get.getResult().replaceAllUsesWith(view);
+      get.erase();
+    }
+  }
+  return success();
 }
 
 /// Stage 2: gradients are never whole. In @micro_step each parameter's gradient is produced by
