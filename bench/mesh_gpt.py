@@ -26,6 +26,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, '..')
 sys.path.insert(0, HERE)
+from deepspeed_launch import run_workers  # noqa: E402
 from train_gpt import export  # noqa: E402
 
 RANKS, BATCH, SEQ, VOCAB, D, LAYERS, HEADS = 4, 16, 128, 1024, 512, 6, 8
@@ -105,30 +106,9 @@ def run_ds(b, w, layout, tp, steps, sp=1):
 
 def run_deepspeed(w, tp, steps):
     """DeepSpeed AutoTP at tp (dp = 4 / tp), 4 processes; (ms, rss) or the reason it failed."""
-    py = os.path.join(ROOT, '.venv', 'bin', 'python')
-    if not os.path.exists(py):
-        return 'no .venv (run scripts/setup.sh)'
-    probe = subprocess.run([py, '-c', 'import deepspeed'], capture_output=True, text=True)
-    if probe.returncode != 0:
-        return 'deepspeed is not installed in .venv (.venv/bin/pip install deepspeed)'
-    open(w('ds_worker.py'), 'w').write(DEEPSPEED_WORKER)
     out = w('deepspeed-tp%d' % tp)
-    procs = []
-    for r in range(RANKS):
-        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(RANKS),
-                   LOCAL_WORLD_SIZE=str(RANKS), MASTER_ADDR='127.0.0.1', MASTER_PORT='29541',
-                   DS_ACCELERATOR='cpu', OMP_NUM_THREADS='1')
-        procs.append(subprocess.Popen(
-            [py, w('ds_worker.py'), os.path.join(ROOT, 'test', 'models'), str(tp), str(steps),
-             out, w('idx.npy')], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True))
-    logs = [p.communicate(timeout=1800)[0] for p in procs]
-    if any(p.returncode for p in procs):
-        last = [l for l in logs[0].splitlines() if l.strip()]
-        return 'failed: ' + (last[-1][:160] if last else 'no output')
-    ranks = [json.load(open('%s.%d.json' % (out, r))) for r in range(RANKS)]
-    ms = statistics.median(max(r['ms'][s] for r in ranks) for s in range(1, steps))
-    return ms, max(r['rss'] for r in ranks)
+    args = [os.path.join(ROOT, 'test', 'models'), str(tp), str(steps), out, w('idx.npy')]
+    return run_workers(DEEPSPEED_WORKER, w('ds_worker.py'), args, out, RANKS, 29541, steps)
 
 
 def main():

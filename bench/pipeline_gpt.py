@@ -30,6 +30,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, '..')
 sys.path.insert(0, HERE)
+from deepspeed_launch import run_workers  # noqa: E402
 from train_gpt import export  # noqa: E402
 
 RANKS, BATCH, MB, SEQ, VOCAB, D, LAYERS, HEADS = 4, 16, 4, 128, 1024, 512, 6, 8
@@ -137,30 +138,9 @@ def run_ds(b, w, name, pp, dp, schedule, v, steps):
 
 def run_deepspeed(w, pp, steps):
     """DeepSpeed's PipelineModule at pp (dp = 4 / pp), 4 processes; (ms, rss) or why not."""
-    py = os.path.join(ROOT, '.venv', 'bin', 'python')
-    if not os.path.exists(py):
-        return 'no .venv (run scripts/setup.sh)'
-    probe = subprocess.run([py, '-c', 'import deepspeed'], capture_output=True, text=True)
-    if probe.returncode != 0:
-        return 'deepspeed is not installed in .venv (.venv/bin/pip install deepspeed)'
-    open(w('ds_pipe_worker.py'), 'w').write(DEEPSPEED_WORKER)
     out = w('deepspeed-pp%d' % pp)
-    procs = []
-    for r in range(RANKS):
-        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(RANKS),
-                   LOCAL_WORLD_SIZE=str(RANKS), MASTER_ADDR='127.0.0.1', MASTER_PORT='29547',
-                   DS_ACCELERATOR='cpu', OMP_NUM_THREADS='1')
-        procs.append(subprocess.Popen(
-            [py, w('ds_pipe_worker.py'), os.path.join(ROOT, 'test', 'models'), str(pp),
-             str(steps), out, w('idx.npy')], env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True))
-    logs = [p.communicate(timeout=1800)[0] for p in procs]
-    if any(p.returncode for p in procs):
-        last = [l for l in logs[0].splitlines() if l.strip()]
-        return 'failed: ' + (last[-1][:160] if last else 'no output')
-    ranks = [json.load(open('%s.%d.json' % (out, r))) for r in range(RANKS)]
-    ms = statistics.median(max(r['ms'][s] for r in ranks) for s in range(1, steps))
-    return ms, max(r['rss'] for r in ranks)
+    args = [os.path.join(ROOT, 'test', 'models'), str(pp), str(steps), out, w('idx.npy')]
+    return run_workers(DEEPSPEED_WORKER, w('ds_pipe_worker.py'), args, out, RANKS, 29547, steps)
 
 
 def main():

@@ -1,0 +1,34 @@
+"""Runs a DeepSpeed worker script as RANKS processes on the CPU (torch.distributed's env://
+rendezvous, gloo) from the project's .venv, for the benchmarks that set DeepSpeed beside ds.
+Each worker writes OUT.RANK.json with its step times ("ms") and peak RSS ("rss")."""
+import json
+import os
+import statistics
+import subprocess
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+
+
+def run_workers(script, path, args, out, ranks, port, steps):
+    """(median step ms over steps 2.., the largest RSS) or the reason it did not run."""
+    py = os.path.join(ROOT, '.venv', 'bin', 'python')
+    if not os.path.exists(py):
+        return 'no .venv (run scripts/setup.sh)'
+    probe = subprocess.run([py, '-c', 'import deepspeed'], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return 'deepspeed is not installed in .venv (.venv/bin/pip install deepspeed)'
+    open(path, 'w').write(script)
+    procs = []
+    for r in range(ranks):
+        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(ranks),
+                   LOCAL_WORLD_SIZE=str(ranks), MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port),
+                   DS_ACCELERATOR='cpu', OMP_NUM_THREADS='1')
+        procs.append(subprocess.Popen([py, path] + args, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    logs = [p.communicate(timeout=1800)[0] for p in procs]
+    if any(p.returncode for p in procs):
+        last = [l for l in logs[0].splitlines() if l.strip()]
+        return 'failed: ' + (last[-1][:160] if last else 'no output')
+    got = [json.load(open('%s.%d.json' % (out, r))) for r in range(ranks)]
+    ms = statistics.median(max(g['ms'][s] for g in got) for s in range(1, steps))
+    return ms, max(g['rss'] for g in got)
