@@ -11,8 +11,10 @@ model state plus the transfer buffer (DSRT_CHECKPOINT_BUFFER_BYTES); and `ds-che
 export` of it equal, tensor for tensor, to the saving run's --save-weights, and loadable into
 the TorchScript module.
 
-With --save-tp/--save-sp and --resume-tp/--resume-sp the layouts are meshes: a checkpoint
-saved with tensor parallelism holds each split tensor's parts, which any other mesh reads.
+With --save-tp/--save-sp/--save-pp and --resume-tp/--resume-sp/--resume-pp the layouts are
+meshes: a checkpoint saved with tensor parallelism holds each split tensor's parts, and one
+saved with pipeline parallelism each stage's tensors written by that stage's ranks, which any
+other mesh reads.
 
 usage: reshard.py --bin BUILD/bin --work DIR [--save-stage 1] [--resume-stage 2]
                   [--save-tp 2] [--resume-tp 1] [--resume-ranks 4]
@@ -94,6 +96,7 @@ def main():
     for when in ('save', 'resume'):
         ap.add_argument('--%s-tp' % when, type=int, default=1, help='tensor_parallel.autotp_size')
         ap.add_argument('--%s-sp' % when, type=int, default=1, help='sequence_parallel_size')
+        ap.add_argument('--%s-pp' % when, type=int, default=1, help='pipeline.stages')
     ap.add_argument('--precision', default='', help='a DeepSpeed bf16 or fp16 section as '
                     'JSON, e.g. {"fp16": {"enabled": true}}')
     ap.add_argument('--loss-rtol', type=float, default=1e-5,
@@ -118,11 +121,13 @@ def main():
             '--threads', '1']
     steps = {}
     meshes = {}
-    for role, ranks, stage, tp, sp in (('save', 4, args.save_stage, args.save_tp, args.save_sp),
-                                       ('resume', args.resume_ranks, args.resume_stage,
-                                        args.resume_tp, args.resume_sp)):
-        dp = ranks // (tp * sp)
-        meshes[role] = ' x '.join('%s=%d' % a for a in (('dp', dp), ('sp', sp), ('tp', tp))
+    for role, ranks, stage, tp, sp, pp in (
+            ('save', 4, args.save_stage, args.save_tp, args.save_sp, args.save_pp),
+            ('resume', args.resume_ranks, args.resume_stage, args.resume_tp, args.resume_sp,
+             args.resume_pp)):
+        dp = ranks // (tp * sp * pp)
+        meshes[role] = ' x '.join('%s=%d' % a for a in (('pp', pp), ('dp', dp), ('sp', sp),
+                                                        ('tp', tp))
                                           if a[0] == 'dp' or a[1] > 1)
         cfg = {'train_batch_size': G, 'train_micro_batch_size_per_gpu': mb,
                'gradient_accumulation_steps': G // (mb * dp),
@@ -135,6 +140,8 @@ def main():
             cfg['tensor_parallel'] = {'autotp_size': tp}
         if sp > 1:
             cfg['sequence_parallel_size'] = sp
+        if pp > 1:
+            cfg['pipeline'] = {'stages': pp}
         json.dump(cfg, open(w('cfg-%s.json' % role), 'w'))
         step = w('step-%s.mlir' % role)
         run([b('ds-opt'), pt, '--input', 'idx=tensor<%dx%dxi64>' % (mb, seq), '--input',

@@ -68,6 +68,7 @@ void Checkpointer::collect() {
     t.storage = flat >= 0 ? s.viewOf : s.name;
     t.storageOffset = flat >= 0 ? s.offset : 0;
     t.storageTotal = flat >= 0 ? slots[flat].numel : s.numel;
+    t.stages = s.stages;
     return t;
   };
   auto sharded = [&](int32_t shardSlot, int64_t offset, ckpt::TensorEntry e) {
@@ -81,6 +82,7 @@ void Checkpointer::collect() {
     t.storageOffset = offset;
     t.storageTotal = t.shardNumel * g_.shardCount();
     t.storageSharded = true;
+    t.stages = slots[shardSlot].stages;
     return t;
   };
   // A tensor-parallel parameter's tensors (it, its optimizer state) are recorded whole, with
@@ -156,6 +158,12 @@ void Checkpointer::startRun() {
   run_ = g_.broadcast(g_.rank() == 0 ? ckpt::newRunId() : std::string());
 }
 
+bool Checkpointer::holds(const Logical &t, int32_t r) const {
+  if (t.stages.empty())
+    return true;
+  return std::find(t.stages.begin(), t.stages.end(), g_.indexOf(r, "pp")) != t.stages.end();
+}
+
 void Checkpointer::writtenBy(const Logical &t, int32_t r, int64_t &begin, int64_t &end,
                              int64_t &part) const {
   // Rank r holds its part (tensor parallelism) of the storage, or its shard of it (ZeRO, over
@@ -169,8 +177,21 @@ void Checkpointer::writtenBy(const Logical &t, int32_t r, int64_t &begin, int64_
     lo = t.shardNumel * g_.shardIndexOf(r);
     hi = lo + t.shardNumel;
   }
+  // A pipeline: only the ranks of the stages that hold it, stage after stage.
+  int32_t n = g_.sizeWithin(copies), index = g_.indexWithin(r, copies);
+  if (!t.stages.empty()) {
+    if (!holds(t, r)) {
+      begin = end = 0;
+      return;
+    }
+    int32_t perStage = copies & ~g_.groupOf("pp");
+    int64_t at = std::find(t.stages.begin(), t.stages.end(), g_.indexOf(r, "pp")) -
+                 t.stages.begin();
+    n = g_.sizeWithin(perStage) * static_cast<int32_t>(t.stages.size());
+    index = g_.indexWithin(r, perStage) + static_cast<int32_t>(at) * g_.sizeWithin(perStage);
+  }
   int64_t a, b;
-  ckpt::partOf(hi - lo, g_.sizeWithin(copies), g_.indexWithin(r, copies), a, b);
+  ckpt::partOf(hi - lo, n, index, a, b);
   begin = std::max(lo + a, t.storageOffset) - t.storageOffset;
   end = std::min(lo + b, t.storageOffset + t.localNumel) - t.storageOffset;
   if (end < begin)
@@ -179,7 +200,7 @@ void Checkpointer::writtenBy(const Logical &t, int32_t r, int64_t &begin, int64_
 
 void Checkpointer::heldHere(const Logical &t, int64_t &begin, int64_t &end) const {
   begin = 0;
-  end = t.localNumel;
+  end = holds(t, g_.rank()) ? t.localNumel : 0;
   if (t.where == Where::Shard) {
     int64_t lo = t.shardNumel * g_.shardIndex(), hi = lo + t.shardNumel;
     begin = std::max(lo, t.offset) - t.offset;

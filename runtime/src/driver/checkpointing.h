@@ -56,7 +56,11 @@ private:
     ckpt::Split split;
     std::string splitAxis;
     int64_t localNumel = 0;
+    /// A pipeline: the stages (pp indices) whose ranks hold it; empty: every rank.
+    std::vector<int64_t> stages;
   };
+  /// Whether world rank `r` holds `t` (its pipeline stage does).
+  bool holds(const Logical &t, int32_t r) const;
 
   const ProgramSpec &p_;
   const Group &g_;

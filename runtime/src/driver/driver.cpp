@@ -138,10 +138,6 @@ std::string Driver::prepare() {
     return err;
   if (opt.weights.empty() && opt.resume.empty())
     return "no initial weights: pass --weights FILE.safetensors";
-  if (p.pipelineStages > 1 && (!opt.save.empty() || !opt.resume.empty() || opt.saveEvery > 0))
-    return "checkpoints (--save, --save-every, --resume) of a pipeline-parallel program are "
-           "not implemented yet; train without them, or compile without the config's "
-           "\"pipeline\" block";
   if (opt.saveEvery > 0 && opt.save.empty() && opt.resume.empty())
     return "--save-every K needs --save DIR (where to write the checkpoints)";
   // Before anything allocates from the arena, so that an oversized plan fails fast.
