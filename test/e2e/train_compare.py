@@ -666,10 +666,16 @@ def main():
     ref_g = read_safetensors(w('ref_grads.safetensors'))
     noise_masks = {}
     worst_g = 0.0
-    # ZeRO stage 2 keeps no whole gradients: only the reference's, for the noise masks.
-    partitioned = not ds_g and cfg.get('zero_optimization', {}).get('stage', 0) >= 2
+    # ZeRO stage 2 keeps no whole gradients: only the reference's, for the noise masks. (On a
+    # pipeline the parameters that several stages hold keep whole gradients: those compared.)
+    stage2 = cfg.get('zero_optimization', {}).get('stage', 0) >= 2
+    partitioned = not ds_g and stage2
     if partitioned:
         print('gradients are partitioned (ZeRO stage 2): step-1 gradients not compared')
+    elif stage2:
+        print('gradients are partitioned (ZeRO stage 2) but for %s: those compared'
+              % ', '.join(sorted(ds_g)))
+        ref_g = {k: v for k, v in ref_g.items() if k in ds_g}
     if args.precision:
         partitioned = True
         print('%s gradients (16-bit%s): step-1 gradients not compared' %

@@ -187,6 +187,13 @@ def DSZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
       use within fewer than `max-reuse-distance` elements of other buckets' uses is not
       gathered again: the forward gather stays alive until its backward uses (DeepSpeed's
       defaults, 5e7 / 1e9 / 1e9, prefetch and keep every bucket of a small model).
+    On a pipeline (after `ds-pipeline`) each stage gets buffers over the parameters it alone
+    holds (`@zero.params.ppS`, ...; a parameter that several stages hold stays whole, its
+    gradient summed as at stage 0), and the collectives are placed once per step in each
+    rank's `@pipeline_step_R`: stage 2 accumulates a bucket's gradients as values over the
+    micro-batches and reduce-scatters them after the last; stage 3 gathers a bucket before its
+    first use and keeps it to its last (its gradients accumulate whole, reduce-scattered by
+    the update as at stage 1).
     With N = 1 the pass changes nothing.
   }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::shard::ShardDialect"];

@@ -55,6 +55,11 @@ struct ZeroPass : mlir::ds::impl::DSZeroBase<ZeroPass> {
   /// Stage 3 on a pipeline: in the programs of the ranks that hold `flat`, its members are
   /// views of the buffer all-gathered from its shard once per step, before their first use.
   LogicalResult gatherOncePerStep(ModuleOp module, FlatBufferOp flat);
+  /// Stage 2 on a pipeline: in the programs of the ranks that hold `flat`, its members'
+  /// gradients accumulate as values over the step's micro-batches and are reduce-scattered
+  /// once, after the last, into the bucket's gradient shard; the whole gradient states go.
+  LogicalResult reduceOncePerStep(ModuleOp module, FlatBufferOp flat,
+                                  ArrayRef<Attribute> grads);
   /// Stage 3: the flat buffers whose parameters are partitioned (the others persist whole).
   SmallVector<FlatBufferOp> shardedBuffers;
   /// The ranks the partitions span: the mesh's dp axis, and sp where sp > 1.
@@ -99,12 +104,6 @@ void ZeroPass::runOnOperation() {
   if (!mesh || mesh.getSize(MeshAxis::dp) * mesh.getSize(MeshAxis::sp) == 1)
     return; // one replica: nothing to partition or communicate
   const bool pipelined = module->hasAttr(kPipelineAttrName);
-  if (stage == 2 && pipelined) {
-    module.emitError() << "ds-zero: ZeRO stage 2 with pipeline parallelism is not implemented "
-                          "yet; use stage 1 (the same memory here: a pipeline accumulates each "
-                          "stage's gradients whole over the step's micro-batches) or 3";
-    return signalPassFailure();
-  }
   FailureOr<MeshAxisRef> group = getReplicaGroup(module, "ds-zero");
   if (failed(group))
     return signalPassFailure();
@@ -189,13 +188,102 @@ void ZeroPass::runOnOperation() {
       if (failed(gatherOncePerStep(module, params)))
         return signalPassFailure();
     }
+    if (ppStage >= 0)
+      params->setAttr(kStagesAttrName, b.getDenseI64ArrayAttr({ppStage}));
+    if (stage == 2 && pipelined) { // gradients never whole between steps
+      if (failed(reduceOncePerStep(module, params, l.grads)))
+        return signalPassFailure();
+      continue;
+    }
     auto grads = FlatBufferOp::create(b, loc, b.getStringAttr("zero.grads" + suffix),
                                       b.getStringAttr("grads"), b.getArrayAttr(l.grads),
                                       TypeAttr::get(flatType));
     if (ppStage >= 0)
-      for (Operation *op : {params.getOperation(), grads.getOperation()})
-        op->setAttr(kStagesAttrName, b.getDenseI64ArrayAttr({ppStage}));
+      grads->setAttr(kStagesAttrName, b.getDenseI64ArrayAttr({ppStage}));
   }
+}
+
+LogicalResult ZeroPass::reduceOncePerStep(ModuleOp module, FlatBufferOp flat,
+                                          ArrayRef<Attribute> grads) {
+  RankedTensorType flatType = flat.getTensorType();
+  Type elem = flatType.getElementType();
+  auto shardType = RankedTensorType::get({flatType.getNumElements() / dp.size}, elem);
+  OpBuilder mb(flat);
+  mb.setInsertionPointAfter(flat);
+  std::string shardName = (flat.getSymName() + "@grad").str();
+  auto shardState = StateOp::create(mb, flat.getLoc(), mb.getStringAttr(shardName),
+                                    FlatSymbolRefAttr::get(flat.getSymNameAttr()),
+                                    mb.getStringAttr("grad_shard"), TypeAttr::get(shardType));
+  if (auto st = flat->getAttr(kStagesAttrName))
+    shardState->setAttr(kStagesAttrName, st);
+  llvm::StringMap<size_t> member;
+  for (auto [i, a] : llvm::enumerate(grads))
+    member[cast<FlatSymbolRefAttr>(a).getValue()] = i;
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (!fn->hasAttr(kPipelineRankAttrName) || !fn.getSymName().starts_with("pipeline_step_"))
+      continue;
+    // acc = acc + g over the micro-batches, as values (the first is g: 0 + g).
+    SmallVector<Value> acc(grads.size());
+    Operation *last = nullptr;
+    for (auto assign : llvm::to_vector(fn.getBody().front().getOps<AssignOp>())) {
+      auto it = member.find(assign.getName());
+      if (it == member.end())
+        continue;
+      auto add = assign.getValue().getDefiningOp<AddOp>();
+      auto read = add ? add.getLhs().getDefiningOp<GetParameterOp>() : GetParameterOp();
+      if (!read || read.getName() != assign.getName() || !add->hasOneUse() ||
+          !read->hasOneUse())
+        return assign.emitOpError() << "ds-zero: stage 2 on a pipeline expects each "
+                                       "gradient accumulated as read + add + assign";
+      Value &a = acc[it->second];
+      if (!a) {
+        a = add.getRhs();
+        add.getResult().replaceAllUsesWith(a);
+        add.erase();
+        read.erase();
+      } else {
+        read.getResult().replaceAllUsesWith(a);
+        read.erase();
+        a = add.getResult();
+      }
+      if (Operation *def = a.getDefiningOp(); def && (!last || last->isBeforeInBlock(def)))
+        last = def;
+      assign.erase();
+    }
+    if (!last)
+      continue; // this rank holds no member
+    OpBuilder b(last->getContext());
+    b.setInsertionPointAfter(last);
+    Location loc = flat.getLoc();
+    SmallVector<Value> pieces;
+    int64_t total = 0;
+    for (auto [i, a] : llvm::enumerate(grads)) {
+      auto state = module.lookupSymbol<StateOp>(cast<FlatSymbolRefAttr>(a));
+      RankedTensorType t = state.getTensorType();
+      auto piece = RankedTensorType::get({t.getNumElements()}, elem);
+      total += t.getNumElements();
+      pieces.push_back(acc[i] ? ReshapeOp::create(b, loc, piece, acc[i]).getResult()
+                              : ConstantOp::create(b, loc, DenseElementsAttr::get(
+                                                               piece, FloatAttr::get(elem, 0.0)))
+                                    .getResult());
+    }
+    if (flatType.getNumElements() > total) {
+      auto pad = RankedTensorType::get({flatType.getNumElements() - total}, elem);
+      pieces.push_back(
+          ConstantOp::create(b, loc, DenseElementsAttr::get(pad, FloatAttr::get(elem, 0.0))));
+    }
+    Value packed = pieces.size() == 1
+                       ? pieces[0]
+                       : ConcatOp::create(b, loc, flatType, pieces, b.getI64IntegerAttr(0))
+                             .getResult();
+    Value reduced = shard::ReduceScatterOp::create(b, loc, shardType, dp.grid, dp.axes(), packed,
+                                                   shard::ReductionKind::Sum, APInt(64, 0));
+    AssignOp::create(b, loc, FlatSymbolRefAttr::get(shardState.getSymNameAttr()), reduced);
+  }
+  for (Attribute a : grads)
+    if (auto state = module.lookupSymbol<StateOp>(cast<FlatSymbolRefAttr>(a)))
+      state.erase();
+  return success();
 }
 
 LogicalResult ZeroPass::gatherOncePerStep(ModuleOp module, FlatBufferOp flat) {
