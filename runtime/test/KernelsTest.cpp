@@ -235,6 +235,36 @@ TEST(Arena, SlotSetMismatchAborts) {
   EXPECT_DEATH(mismatch(), "dsrt: slot_set: slot 0 holds a 4 f32 tensor");
 }
 
+TEST(Comm, SendRecvArgumentErrorsAbort) {
+  // dsrt_send_recv's refusals, each naming the cause (a loopback group of one rank).
+  auto call = [](int which) {
+    dsrt_context *ctx = dsrt_context_create(0, 1, 0);
+    dsrt_comm_init(ctx, 1);
+    int64_t n = 4;
+    dsrt_tensor *a = dsrt_tensor_alloc(ctx, DSRT_F32, 1, &n),
+                *b = dsrt_tensor_alloc(ctx, DSRT_F32, 1, &n);
+    switch (which) {
+    case 0: // an output without a source rank
+      dsrt_send_recv(ctx, DSRT_GROUP_WORLD, a, -1, b, 0);
+      break;
+    case 1: // a peer outside the group
+      dsrt_send_recv(ctx, DSRT_GROUP_WORLD, a, 0, b, 3);
+      break;
+    case 2: // one rank sending to nobody's receive
+      dsrt_send_recv(ctx, DSRT_GROUP_WORLD, nullptr, -1, b, 0);
+      break;
+    default: // input and output in one storage
+      dsrt_send_recv(ctx, DSRT_GROUP_WORLD, a, 0, a, 0);
+    }
+  };
+  EXPECT_DEATH(call(0), "dsrt: send_recv: a receive needs an output and a source rank, a send "
+                        "an input and a destination rank");
+  EXPECT_DEATH(call(1), "dsrt: send_recv: peer 3 is not a rank of the group of 1");
+  EXPECT_DEATH(call(2), "dsrt: send_recv: a group of one rank can only send to itself what it "
+                        "receives");
+  EXPECT_DEATH(call(3), "dsrt: send_recv: the output must not share the input's storage");
+}
+
 TEST_F(Kernels, KernelShapeErrorAborts) {
   dsrt_tensor *a = rt(randn({2, 3})), *b = rt(randn({4})), *o = empty({2, 3});
   EXPECT_DEATH(dsrt_binary(ctx, DSRT_ADD, o, a, b), "dsrt: binary: operand 4 does not broadcast");
