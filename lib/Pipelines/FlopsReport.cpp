@@ -3,7 +3,8 @@
 // ds-opt --flops-report: sums the cost model (CostOpInterface) over the training step: per
 // function (gradient_accumulation_steps micro-steps, then the update), the FLOPs, those of the
 // matrix products (what PyTorch's FlopCounterMode counts) and the bytes read and written; then
-// the ops with the most FLOPs. Per rank: every rank runs the same program.
+// the ops with the most FLOPs. Per rank: every rank runs the same program; on a pipeline, each
+// rank's program and update are rows of their own, and the step's total is the stages' sum.
 //
 #include "ds/Pipelines/Pipelines.h"
 
@@ -19,12 +20,26 @@ using namespace mlir;
 using namespace mlir::ds;
 
 LogicalResult mlir::ds::printFlopsReport(ModuleOp module, llvm::raw_ostream &os) {
-  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
-  auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
-  if (!micro || !opt)
-    return module.emitError() << "--flops-report needs a training step (@micro_step and "
-                                 "@optimizer_step): pass --config to a TorchScript input";
   const int64_t gas = gradientAccumulationSteps(module);
+  // The functions of a step, with their calls per step.
+  SmallVector<std::pair<func::FuncOp, int64_t>> functions;
+  auto info = module->getAttrOfType<DictionaryAttr>(kPipelineAttrName);
+  auto stagesAttr = info ? info.getAs<IntegerAttr>("stages") : IntegerAttr();
+  const int64_t stages = stagesAttr ? stagesAttr.getInt() : 1;
+  if (module.lookupSymbol("pipeline_step_0")) {
+    for (int64_t r = 0; r < stages; ++r)
+      for (StringRef name : {"pipeline_step_", "optimizer_step_"})
+        if (auto f = module.lookupSymbol<func::FuncOp>((name + Twine(r)).str()))
+          functions.push_back({f, 1});
+  } else if (auto micro = module.lookupSymbol<func::FuncOp>("micro_step")) {
+    functions.push_back({micro, gas});
+    if (auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step"))
+      functions.push_back({opt, 1});
+  }
+  if (functions.size() < 2)
+    return module.emitError() << "--flops-report needs a training step (@micro_step and "
+                                 "@optimizer_step, or ds-pipeline's per-rank programs): pass "
+                                 "--config to a TorchScript input";
   struct Sum {
     int64_t flops = 0, matmul = 0, bytes = 0, count = 0;
   };
@@ -44,24 +59,33 @@ LogicalResult mlir::ds::printFlopsReport(ModuleOp module, llvm::raw_ostream &os)
     });
     return s;
   };
-  Sum m = total(micro, gas), u = total(opt, 1);
   auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
-  os << "FLOPs per rank and step (" << gas << " micro-step" << (gas == 1 ? "" : "s")
-     << " and the update";
+  if (stages > 1)
+    os << "FLOPs per pipeline rank and step (its program of " << gas << " micro-batch"
+       << (gas == 1 ? "" : "es") << " and its update";
+  else
+    os << "FLOPs per rank and step (" << gas << " micro-step" << (gas == 1 ? "" : "s")
+       << " and the update";
   if (mesh)
     os << "; mesh " << mesh.str();
   os << "), counted as PyTorch's FlopCounterMode counts them (a multiply-add is 2; matmul: the "
         "matrix products)\n";
-  os << llvm::format("%-16s %6s %16s %16s %14s\n", "function", "calls", "flops", "matmul flops",
+  os << llvm::format("%-18s %6s %16s %16s %14s\n", "function", "calls", "flops", "matmul flops",
                      "bytes");
-  auto row = [&](const char *name, int64_t calls, const Sum &s) {
-    os << llvm::format("%-16s %6lld %16lld %16lld %14lld\n", name, (long long)calls,
-                       (long long)s.flops, (long long)s.matmul, (long long)s.bytes);
+  auto row = [&](StringRef name, int64_t calls, const Sum &s) {
+    os << llvm::format("%-18s %6lld %16lld %16lld %14lld\n", name.str().c_str(),
+                       (long long)calls, (long long)s.flops, (long long)s.matmul,
+                       (long long)s.bytes);
   };
-  row("micro_step", gas, m);
-  row("optimizer_step", 1, u);
-  Sum step{gas * m.flops + u.flops, gas * m.matmul + u.matmul, gas * m.bytes + u.bytes, 0};
-  row("step", 1, step);
+  Sum step;
+  for (auto [f, calls] : functions) {
+    Sum one = total(f, calls);
+    row(f.getSymName(), calls, one);
+    step.flops += calls * one.flops;
+    step.matmul += calls * one.matmul;
+    step.bytes += calls * one.bytes;
+  }
+  row(stages > 1 ? "step (all stages)" : "step", 1, step);
   // The op kinds with the most FLOPs over the step.
   std::vector<std::pair<std::string, Sum>> ops(byOp.begin(), byOp.end());
   std::stable_sort(ops.begin(), ops.end(),

@@ -37,4 +37,4 @@ module attributes {ds.config = "{\"gradient_accumulation_steps\":2}"} {
 }
 
 
-// NOSTEP: --flops-report needs a training step (@micro_step and @optimizer_step): pass --config to a TorchScript input
+// NOSTEP: --flops-report needs a training step (@micro_step and @optimizer_step, or ds-pipeline's per-rank programs): pass --config to a TorchScript input
