@@ -276,9 +276,9 @@ LogicalResult ZeroPass::reduceOncePerStep(ModuleOp module, FlatBufferOp flat,
                        ? pieces[0]
                        : ConcatOp::create(b, loc, flatType, pieces, b.getI64IntegerAttr(0))
                              .getResult();
-    Value reduced = shard::ReduceScatterOp::create(b, loc, shardType, dp.grid, dp.axes(), packed,
-                                                   shard::ReductionKind::Sum, APInt(64, 0));
-    AssignOp::create(b, loc, FlatSymbolRefAttr::get(shardState.getSymNameAttr()), reduced);
+    Value summed = shard::ReduceScatterOp::create(b, loc, shardType, dp.grid, dp.axes(), packed,
+                                                  shard::ReductionKind::Sum, APInt(64, 0));
+    AssignOp::create(b, loc, FlatSymbolRefAttr::get(shardState.getSymNameAttr()), summed);
   }
   for (Attribute a : grads)
     if (auto state = module.lookupSymbol<StateOp>(cast<FlatSymbolRefAttr>(a)))
