@@ -9,6 +9,7 @@
 #include "ds/Transforms/Passes.h"
 
 #include "Mesh.h"
+#include "PipelineOptimizer.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -241,17 +242,21 @@ void PipelinePass::runOnOperation() {
   SmallVector<SmallVector<Item>> program(p);
   std::set<std::tuple<int64_t, const void *, int64_t>> arrived; // (rank, value, micro)
   SmallVector<size_t> next(p, 0);
+  // Whether rank r's next phase has received what it needs.
+  auto ready = [&](int64_t r) {
+    if (next[r] == order[r].size())
+      return false;
+    auto [ph, i] = order[r][next[r]];
+    return llvm::all_of(needs[ph], [&, i = i](Value x) {
+      return arrived.count({r, x.getAsOpaquePointer(), i}) != 0;
+    });
+  };
   for (size_t done = 0, all = static_cast<size_t>(p) * order[0].size(); done < all;) {
     SmallVector<Transfer> round;
     for (int64_t r = 0; r < p; ++r) {
-      if (next[r] == order[r].size())
+      if (!ready(r))
         continue;
       auto [ph, i] = order[r][next[r]];
-      bool ready = llvm::all_of(needs[ph], [&](Value x) {
-        return arrived.count({r, x.getAsOpaquePointer(), i}) != 0;
-      });
-      if (!ready)
-        continue;
       program[r].push_back({Item::Phase, ph, i, -1});
       for (auto [x, to] : sends[ph])
         round.push_back({x, i, r, to});
@@ -265,18 +270,9 @@ void PipelinePass::runOnOperation() {
       program[t.to].push_back({Item::Recv, -1, t.micro, k});
       arrived.insert({t.to, t.value.getAsOpaquePointer(), t.micro});
     }
-    // Stuck: no rank could run a phase this round.
-    bool stuck = true;
-    for (int64_t r = 0; r < p; ++r)
-      if (next[r] < order[r].size()) {
-        auto [ph, i] = order[r][next[r]];
-        if (llvm::all_of(needs[ph], [&](Value x) { return arrived.count({r, x.getAsOpaquePointer(), i}) != 0; }))
-          stuck = false;
-      }
-    bool finished = true;
-    for (int64_t r = 0; r < p; ++r)
-      finished &= next[r] == order[r].size();
-    if (!finished && stuck) {
+    // Stuck: unfinished, and no rank can run its next phase (a schedule whose order
+    // contradicts the data flow; the built-in ones never do).
+    if (done < all && llvm::none_of(llvm::seq<int64_t>(0, p), ready)) {
       InFlightDiagnostic d = module.emitError()
                              << "ds-pipeline: the " << schedule
                              << " schedule cannot finish: every rank waits for a value that "
@@ -296,7 +292,6 @@ void PipelinePass::runOnOperation() {
     llvm::append_range(argTypes, micro.getArgumentTypes());
   Type lossElem = Float32Type::get(ctx);
   auto lossesType = RankedTensorType::get({m}, lossElem);
-  auto ppAxes = ppAxis->axes();
   llvm::MapVector<Attribute, std::set<int64_t>> holders; // symbol -> ranks
   auto describeTransfer = [&](const Transfer &t, bool send) {
     return (send ? ">" : "<") + std::to_string(send ? t.to : t.from);
@@ -334,12 +329,6 @@ void PipelinePass::runOnOperation() {
       }
       return values.at(key(x, i));
     };
-    auto flat = [&](Value x) -> Value { // shard's p2p ops take tensors of rank >= 1
-      auto t = cast<RankedTensorType>(x.getType());
-      if (t.getRank() > 0)
-        return x;
-      return ReshapeOp::create(b, x.getLoc(), RankedTensorType::get({1}, t.getElementType()), x);
-    };
     for (const Item &item : program[r]) {
       if (!text.empty())
         text += " ";
@@ -365,24 +354,11 @@ void PipelinePass::runOnOperation() {
       }
       const Transfer &t = transfers[item.transfer];
       text += describeTransfer(t, item.kind == Item::Send);
-      Location loc = t.value.getLoc();
-      if (item.kind == Item::Send) {
-        Value x = flat(values.at(key(t.value, t.micro)));
-        shard::SendOp::create(b, loc, x.getType(), ppAxis->grid, ppAxes, x,
-                              ArrayRef<int64_t>{t.to}, ValueRange{});
-        continue;
-      }
-      auto type = cast<RankedTensorType>(t.value.getType());
-      auto wire = type.getRank() > 0 ? type : RankedTensorType::get({1}, type.getElementType());
-      Attribute zero = isa<FloatType>(type.getElementType())
-                           ? Attribute(FloatAttr::get(type.getElementType(), 0.0))
-                           : Attribute(IntegerAttr::get(type.getElementType(), 0));
-      Value buffer = ConstantOp::create(b, loc, DenseElementsAttr::get(wire, zero));
-      Value got = shard::RecvOp::create(b, loc, wire, ppAxis->grid, ppAxes, buffer,
-                                        b.getDenseI64ArrayAttr({t.from}), ValueRange{});
-      if (type.getRank() == 0)
-        got = ReshapeOp::create(b, loc, type, got);
-      values[key(t.value, t.micro)] = got;
+      if (item.kind == Item::Send)
+        emitPipelineSend(b, *ppAxis, values.at(key(t.value, t.micro)), t.to);
+      else
+        values[key(t.value, t.micro)] = emitPipelineRecv(b, *ppAxis, t.value.getType(), t.from,
+                                                         t.value.getLoc());
     }
     // The losses of the m micro-batches, where the last chunk runs.
     Value losses;

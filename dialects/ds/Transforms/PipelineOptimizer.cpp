@@ -36,36 +36,37 @@ SmallVector<int64_t> ranksOf(Mask m) {
 
 int64_t lowest(Mask m) { return llvm::countr_zero(m); }
 
-/// shard's point-to-point ops take tensors of rank >= 1.
+} // namespace
+
+namespace {
+/// shard's point-to-point ops take tensors of rank >= 1: a scalar travels as one element.
 RankedTensorType wireType(Type t) {
   auto rt = cast<RankedTensorType>(t);
   return rt.getRank() > 0 ? rt : RankedTensorType::get({1}, rt.getElementType());
 }
-
-struct Wire {
-  OpBuilder &b;
-  const MeshAxisRef &pp;
-  void send(Value x, int64_t to) {
-    Location loc = x.getLoc();
-    if (wireType(x.getType()) != x.getType())
-      x = ReshapeOp::create(b, loc, wireType(x.getType()), x);
-    shard::SendOp::create(b, loc, x.getType(), pp.grid, pp.axes(), x, ArrayRef<int64_t>{to},
-                          ValueRange{});
-  }
-  Value recv(Type type, int64_t from, Location loc) {
-    RankedTensorType wire = wireType(type);
-    Type e = wire.getElementType();
-    Attribute zero = isa<FloatType>(e) ? Attribute(FloatAttr::get(e, 0.0))
-                                       : Attribute(IntegerAttr::get(e, 0));
-    Value buffer = ConstantOp::create(b, loc, DenseElementsAttr::get(wire, zero));
-    Value got = shard::RecvOp::create(b, loc, wire, pp.grid, pp.axes(), buffer,
-                                      b.getDenseI64ArrayAttr({from}), ValueRange{});
-    if (wire != type)
-      got = ReshapeOp::create(b, loc, type, got);
-    return got;
-  }
-};
 } // namespace
+
+void mlir::ds::emitPipelineSend(OpBuilder &b, const MeshAxisRef &pp, Value x, int64_t to) {
+  Location loc = x.getLoc();
+  if (wireType(x.getType()) != x.getType())
+    x = ReshapeOp::create(b, loc, wireType(x.getType()), x);
+  shard::SendOp::create(b, loc, x.getType(), pp.grid, pp.axes(), x, ArrayRef<int64_t>{to},
+                        ValueRange{});
+}
+
+Value mlir::ds::emitPipelineRecv(OpBuilder &b, const MeshAxisRef &pp, Type type, int64_t from,
+                                 Location loc) {
+  RankedTensorType wire = wireType(type);
+  Type e = wire.getElementType();
+  Attribute zero = isa<FloatType>(e) ? Attribute(FloatAttr::get(e, 0.0))
+                                     : Attribute(IntegerAttr::get(e, 0));
+  Value buffer = ConstantOp::create(b, loc, DenseElementsAttr::get(wire, zero));
+  Value got = shard::RecvOp::create(b, loc, wire, pp.grid, pp.axes(), buffer,
+                                    b.getDenseI64ArrayAttr({from}), ValueRange{});
+  if (wire != type)
+    got = ReshapeOp::create(b, loc, type, got);
+  return got;
+}
 
 LogicalResult mlir::ds::splitOptimizerForPipeline(ModuleOp module) {
   auto info = module->getAttrOfType<DictionaryAttr>(kPipelineAttrName);
@@ -165,7 +166,6 @@ LogicalResult mlir::ds::splitOptimizerForPipeline(ModuleOp module) {
     fn->setAttr(kPipelineRankAttrName, mb.getI64IntegerAttr(r));
     Block *entry = fn.addEntryBlock();
     OpBuilder b = OpBuilder::atBlockEnd(entry);
-    Wire wire{b, *pp};
     for (StateOp g : tied) {
       SmallVector<int64_t> h = ranksOf(holders[g.getSymNameAttr()]);
       if (!llvm::is_contained(h, r))
@@ -178,11 +178,11 @@ LogicalResult mlir::ds::splitOptimizerForPipeline(ModuleOp module) {
       for (size_t i = 0; i < h.size(); ++i)
         for (size_t j = i + 1; j < h.size(); ++j) {
           if (h[i] == r) {
-            wire.send(mine, h[j]);
-            part[h[j]] = wire.recv(t, h[j], loc);
+            emitPipelineSend(b, *pp, mine, h[j]);
+            part[h[j]] = emitPipelineRecv(b, *pp, t, h[j], loc);
           } else if (h[j] == r) {
-            part[h[i]] = wire.recv(t, h[i], loc);
-            wire.send(mine, h[i]);
+            part[h[i]] = emitPipelineRecv(b, *pp, t, h[i], loc);
+            emitPipelineSend(b, *pp, mine, h[i]);
           }
         }
       Value sum = part[h[0]];
@@ -203,9 +203,9 @@ LogicalResult mlir::ds::splitOptimizerForPipeline(ModuleOp module) {
         int64_t from = lowest(runAt[op]);
         for (int64_t dst : ranksOf(to)) {
           if (r == from)
-            wire.send(map.lookup(v), dst);
+            emitPipelineSend(b, *pp, map.lookup(v), dst);
           else if (r == dst)
-            map.map(v, wire.recv(v.getType(), from, v.getLoc()));
+            map.map(v, emitPipelineRecv(b, *pp, v.getType(), from, v.getLoc()));
         }
       }
     }
