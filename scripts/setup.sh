@@ -13,6 +13,7 @@ pkgs=(
   libtorch-dev python3-torch python3-torchvision python3-numpy python3-venv
   libopenmpi-dev openmpi-bin
   libdnnl-dev
+  liburing-dev fio
   libgtest-dev
   bc
   clang-22 libclang-rt-22-dev

@@ -45,8 +45,18 @@ const char *const kImplementedKeys[] = {
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
     "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed",
     "zero_optimization", "fp16", "bf16", "bfloat16", "tensor_parallel", "sequence_parallel_size",
-    "pipeline",
+    "pipeline", "aio",
 };
+// offload_optimizer's and offload_param's keys (runtime/zero/offload_config.py).
+const char *const kOffloadOptimizerKeys[] = {"device", "nvme_path", "buffer_count", "pin_memory",
+                                             "pipeline_read", "pipeline_write", "fast_init",
+                                             "ratio"};
+const char *const kOffloadParamKeys[] = {"device", "nvme_path", "buffer_count", "buffer_size",
+                                         "max_in_cpu", "pin_memory"};
+// aio's keys (deepspeed/runtime/swap_tensor/aio_config.py); thread_count is
+// intra_op_parallelism's old name.
+const char *const kAioKeys[] = {"block_size", "queue_depth", "intra_op_parallelism",
+                                "thread_count", "single_submit", "overlap_events", "use_gds"};
 // pipeline's keys: DeepSpeed's (runtime/config.py, get_pipeline_config) and ds's own
 // (schedule, virtual_stages).
 const char *const kPipelineKeys[] = {"stages", "partition", "seed_layers",
@@ -86,8 +96,7 @@ const char *const kZeroKeys[] = {
     "save_muon_momentum_buffer_in_memory", "leaf_module"};
 // Keys that change what runs and that ds does not implement: an error unless off.
 const char *const kZeroUnimplemented[] = {
-    "offload_param", "offload_optimizer", "zenflow", "cpu_offload", "cpu_offload_param",
-    "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
+    "zenflow", "cpu_offload", "cpu_offload_param", "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
     "zero_quantized_gradients", "mics_shard_size"};
 const char *const kSchedulerTypes[] = {"LRRangeTest", "OneCycle", "WarmupLR", "WarmupDecayLR",
                                        "WarmupCosineLR"};
@@ -584,6 +593,137 @@ Error parsePipeline(const json::Value &v, PipelineConfig &p, std::vector<std::st
   return Error::success();
 }
 
+/// zero_optimization.offload_optimizer or .offload_param (`section`).
+Error parseOffload(StringRef section, const json::Value &v, OffloadConfig &o) {
+  bool isParam = section == "offload_param";
+  std::string where = ("zero_optimization." + section).str();
+  if (v.kind() == json::Value::Null)
+    return Error::success();
+  const json::Object *obj = v.getAsObject();
+  if (!obj)
+    return fail("'" + where + "' must be an object, e.g. {\"device\": \"cpu\"}");
+  ArrayRef<const char *> keys = isParam ? ArrayRef<const char *>(kOffloadParamKeys)
+                                        : ArrayRef<const char *>(kOffloadOptimizerKeys);
+  for (const auto &kv : *obj) {
+    StringRef key = kv.first;
+    std::string full = where + "." + key.str();
+    const json::Value &val = kv.second;
+    if (!contains(keys, key))
+      return fail("'" + full + "' is not a DeepSpeed " + section + " key; did you mean '" +
+                  nearest(keys, key) + "'?");
+    auto integer = [&](int64_t &out, int64_t min) -> Error {
+      std::optional<int64_t> i = integralValue(val);
+      if (!i || *i < min)
+        return fail("'" + full + "' must be an integer >= " + std::to_string(min));
+      out = *i;
+      return Error::success();
+    };
+    Error e = Error::success();
+    if (key == "device") {
+      std::optional<StringRef> d = val.getAsString();
+      if (!d || !llvm::is_contained({"none", "cpu", "nvme"}, *d))
+        return fail("'" + full + "' must be \"none\", \"cpu\" or \"nvme\"");
+      o.device = d->str();
+    } else if (key == "nvme_path") {
+      std::optional<StringRef> p = val.getAsString();
+      if (!p && val.kind() != json::Value::Null)
+        return fail("'" + full + "' must be a directory path");
+      o.nvmePath = p ? p->str() : "";
+    } else if (key == "pin_memory" || key == "fast_init" || key == "pipeline_read" ||
+               key == "pipeline_write") {
+      std::optional<bool> b = val.getAsBoolean();
+      if (!b)
+        return fail("'" + full + "' must be true or false");
+      if (key == "pin_memory")
+        o.pinMemory = *b;
+    } else if (key == "buffer_count") {
+      e = integer(o.bufferCount, 1);
+    } else if (key == "buffer_size") {
+      e = integer(o.bufferSize, 1);
+    } else if (key == "max_in_cpu") {
+      e = integer(o.maxInCpu, 0);
+    } else if (key == "ratio") {
+      std::optional<double> r = val.getAsNumber();
+      if (!r || *r <= 0 || *r > 1)
+        return fail("'" + full + "' must be in (0, 1]");
+      if (*r != 1.0)
+        return fail("'" + full + "' below 1 (ZeRO-Offload++'s partial offload) is not "
+                    "implemented by ds yet; remove it or set 1.0");
+    }
+    if (e)
+      return e;
+  }
+  return Error::success();
+}
+
+Error parseAio(const json::Value &v, AioConfig &a) {
+  const json::Object *obj = v.getAsObject();
+  if (!obj)
+    return fail("'aio' must be an object, e.g. {\"block_size\": 1048576}");
+  for (const auto &kv : *obj) {
+    StringRef key = kv.first;
+    std::string full = ("aio." + key).str();
+    const json::Value &val = kv.second;
+    if (!contains(kAioKeys, key))
+      return fail("'" + full + "' is not a DeepSpeed aio key; did you mean '" +
+                  nearest(kAioKeys, key) + "'?");
+    if (key == "single_submit" || key == "overlap_events" || key == "use_gds") {
+      std::optional<bool> b = val.getAsBoolean();
+      if (!b)
+        return fail("'" + full + "' must be true or false");
+      if (key == "use_gds" && *b)
+        return fail("'aio.use_gds' (GPUDirect Storage) is not implemented by ds; remove it");
+      (key == "single_submit" ? a.singleSubmit : a.overlapEvents) = *b;
+      continue;
+    }
+    std::optional<int64_t> i = integralValue(val);
+    if (!i || *i < 1)
+      return fail("'" + full + "' must be a positive integer");
+    if (key == "block_size")
+      a.blockSize = *i;
+    else if (key == "queue_depth")
+      a.queueDepth = *i;
+    else
+      a.intraOpParallelism = *i;
+  }
+  return Error::success();
+}
+
+/// The offload blocks against the rest of the config (DeepSpeed's rules, and what ds has).
+Error checkOffload(const DeepSpeedConfig &cfg) {
+  const OffloadConfig &o = cfg.zero.offloadOptimizer, &p = cfg.zero.offloadParam;
+  if (!o.on() && !p.on())
+    return Error::success();
+  int64_t stage = cfg.zero.stage;
+  if (o.on() && stage == 0)
+    return fail("'zero_optimization.offload_optimizer' needs ZeRO stage 1, 2 or 3 "
+                "(DeepSpeed's rule); set zero_optimization.stage");
+  if (o.device == "nvme" && stage != 3)
+    return fail("'zero_optimization.offload_optimizer.device' \"nvme\" needs ZeRO stage 3 "
+                "(ZeRO-Infinity); set zero_optimization.stage to 3 or use \"cpu\"");
+  if (p.on() && stage != 3)
+    return fail("'zero_optimization.offload_param' needs ZeRO stage 3 (DeepSpeed's rule); set "
+                "zero_optimization.stage to 3");
+  for (auto [name, c] : {std::pair<const char *, const OffloadConfig *>{"offload_optimizer", &o},
+                         {"offload_param", &p}})
+    if (c->device == "nvme" && c->nvmePath.empty())
+      return fail(std::string("'zero_optimization.") + name + "' on \"nvme\" needs "
+                  "'nvme_path': the directory of the swap files (on a fast local drive)");
+  if (o.device == "nvme" && p.device == "nvme" && o.nvmePath != p.nvmePath)
+    return fail("offload_optimizer.nvme_path and offload_param.nvme_path differ; ds keeps one "
+                "swap file per rank: give both the same directory");
+  if (cfg.pipeline.stages > 1 || cfg.tensorParallelSize > 1 || cfg.sequenceParallelSize > 1)
+    return fail("zero_optimization.offload_* with pipeline, tensor or sequence parallelism is "
+                "not implemented by ds yet; offload runs with data parallelism alone");
+  if (cfg.precision.mixed())
+    return fail("zero_optimization.offload_* with " + cfg.precision.dtype + " is not "
+                "implemented by ds yet; offload trains in fp32 for now");
+  if (o.on() && cfg.optimizer.type != "Adam" && cfg.optimizer.type != "AdamW")
+    return fail("zero_optimization.offload_optimizer runs DeepSpeed's CPU Adam: the optimizer "
+                "must be Adam or AdamW, not " + cfg.optimizer.type);
+  return Error::success();
+}
+
 Error parseZero(const json::Value &v, ZeroConfig &z) {
   const json::Object *obj = v.getAsObject();
   if (!obj)
@@ -644,6 +784,8 @@ Error parseZero(const json::Value &v, ZeroConfig &z) {
       e = flag(z.reduceScatter);
     else if (k == "contiguous_gradients")
       e = flag(z.contiguousGradients);
+    else if (key == "offload_optimizer" || key == "offload_param")
+      e = parseOffload(key, val, key == "offload_param" ? z.offloadParam : z.offloadOptimizer);
     else if (k == "sub_group_size" || k == "model_persistence_threshold" ||
              k == "module_granularity_threshold")
       e = integer(ignored);
@@ -795,6 +937,9 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
     } else if (key == "pipeline") {
       if (Error e = parsePipeline(v, cfg.pipeline, cfg.warnings))
         return std::move(e);
+    } else if (key == "aio") {
+      if (Error e = parseAio(v, cfg.aio))
+        return std::move(e);
     } else if (key == "sequence_parallel_size") {
       auto i = getPositiveInt(v, key);
       if (!i)
@@ -864,6 +1009,8 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
                   "one of them)");
     }
   }
+  if (Error e = checkOffload(cfg))
+    return std::move(e);
   cfg.trainBatchSize = *tbs;
   cfg.microBatchSize = *mb;
   cfg.gradientAccumulationSteps = *gas;
@@ -920,6 +1067,27 @@ std::string DeepSpeedConfig::toJSON() const {
                                    zero.paramPersistenceThreshold},
                                   {"stage3_max_live_parameters", zero.maxLiveParameters},
                                   {"stage3_max_reuse_distance", zero.maxReuseDistance}}}};
+  auto offloadJSON = [](const OffloadConfig &o, bool isParam) {
+    json::Object j{{"device", o.device}, {"nvme_path", o.nvmePath},
+                   {"pin_memory", o.pinMemory}, {"buffer_count", o.bufferCount}};
+    if (isParam) {
+      j["buffer_size"] = o.bufferSize;
+      j["max_in_cpu"] = o.maxInCpu;
+    }
+    return j;
+  };
+  if (zero.offloadOptimizer.on() || zero.offloadParam.on()) {
+    json::Object &z = *root.getObject("zero_optimization");
+    if (zero.offloadOptimizer.on())
+      z["offload_optimizer"] = offloadJSON(zero.offloadOptimizer, false);
+    if (zero.offloadParam.on())
+      z["offload_param"] = offloadJSON(zero.offloadParam, true);
+    root["aio"] = json::Object{{"block_size", aio.blockSize},
+                               {"queue_depth", aio.queueDepth},
+                               {"intra_op_parallelism", aio.intraOpParallelism},
+                               {"single_submit", aio.singleSubmit},
+                               {"overlap_events", aio.overlapEvents}};
+  }
   if (pipeline.stages > 1)
     root["pipeline"] = json::Object{{"stages", pipeline.stages},
                                     {"partition", pipeline.partition},

@@ -93,6 +93,13 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
     pm.addPass(createDSWiden16Bit());
     pm.addPass(createCSEPass());
   }
+  if (options.zero.offloadOptimizer.on() || options.zero.offloadParam.on()) {
+    DSOffloadOptions off;
+    off.optimizer = options.zero.offloadOptimizer.device;
+    off.param = options.zero.offloadParam.device;
+    off.persistenceThreshold = options.zero.paramPersistenceThreshold;
+    pm.addPass(createDSOffload(off));
+  }
   pm.addPass(createDSVerifyCollectives());
 }
 

@@ -87,6 +87,25 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
       return op->emitError() << "'" << name << "' must be an array<i64> of pipeline ranks";
     return success();
   }
+  if (name == kMemorySpaceAttrName) {
+    auto space = dyn_cast<StringAttr>(attr.getValue());
+    if (!space || !llvm::is_contained({"device", "host", "nvme"}, space.getValue()))
+      return op->emitError() << "'" << name << "' must be \"device\", \"host\" or \"nvme\"";
+    if (!isa<ParameterOp, StateOp, FlatBufferOp>(op))
+      return op->emitError() << "'" << name << "' belongs on a ds.parameter, ds.state or "
+                             << "ds.flat_buffer";
+    return success();
+  }
+  if (name == kOnHostAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' is a unit attribute";
+    return success();
+  }
+  if (name == kOffloadAttrName) {
+    if (!isa<ModuleOp>(op) || !isa<DictionaryAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a dictionary on a builtin.module";
+    return success();
+  }
   if (name == kScheduleAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' must be a string";

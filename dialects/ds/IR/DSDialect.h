@@ -42,6 +42,15 @@ inline constexpr llvm::StringLiteral kStagesAttrName = "ds.stages";
 inline constexpr llvm::StringLiteral kPipelineRankAttrName = "ds.pipeline_rank";
 inline constexpr llvm::StringLiteral kScheduleAttrName = "ds.schedule";
 
+// Memory spaces (ds-offload): where a state lives and where an op runs.
+/// On a parameter, state or flat buffer: "device" (the default, also when absent), "host" or
+/// "nvme" (DeepSpeed's offload_optimizer / offload_param devices).
+inline constexpr llvm::StringLiteral kMemorySpaceAttrName = "ds.memory_space";
+/// On an op: it runs on the host, over host tensors (the offloaded optimizer).
+inline constexpr llvm::StringLiteral kOnHostAttrName = "ds.on_host";
+/// On the module: {optimizer, param} offload devices, as ds-offload applied them.
+inline constexpr llvm::StringLiteral kOffloadAttrName = "ds.offload";
+
 /// Name of the function-argument attribute that holds the PyTorch input name.
 inline constexpr llvm::StringLiteral kInputNameAttrName = "ds.input_name";
 } // namespace mlir::ds

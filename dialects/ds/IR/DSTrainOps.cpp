@@ -46,6 +46,12 @@ LogicalResult StateOp::verify() {
   return success();
 }
 
+LogicalResult MoveOp::verify() {
+  if (getTo() != "device" && getTo() != "host")
+    return emitOpError() << "moves to \"device\" or \"host\", not \"" << getTo() << "\"";
+  return success();
+}
+
 LogicalResult FlatBufferOp::verify() {
   if (getSymName().empty())
     return emitOpError() << "needs a name, which cannot be empty";

@@ -73,6 +73,28 @@ def DS_AssignOp : DS_Op<"assign", [DeclareOpInterfaceMethods<SymbolUserOpInterfa
   let assemblyFormat = "$name `=` $value attr-dict `:` type($value)";
 }
 
+def DS_MoveOp : DS_Op<"move", [SameOperandsAndResultType]> {
+  let summary = "Copies a tensor to another memory space (ZeRO-Offload's transfers).";
+  let description = [{
+    Created by `ds-offload` where an op reads a value that lives in the other space: a
+    gradient streamed to the host optimizer, a parameter shard brought back before its
+    all-gather, an updated value returned to a device state. Runs on the transfer stream; the
+    compute stream waits for it at the result's first use, so placing the op early (a
+    prefetch) overlaps the copy with the compute in between.
+    ```mlir
+    %h = ds.move %g to "host" : tensor<1024xf32>
+    ```
+    Not pure: two moves of one value at different points are different transfers (CSE
+    must not merge a backward's prefetch into the forward's).
+
+    **Constraints:** `to` is `device` or `host` (NVMe is reached through states).
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, StrAttr:$to);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$input `to` $to attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def DS_DropoutMaskOp : DS_Op<"dropout_mask", []> {
   let summary = "A random dropout scale: 0 with probability p, else 1 / (1 - p).";
   let description = [{

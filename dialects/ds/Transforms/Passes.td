@@ -368,6 +368,42 @@ def DSPipeline : Pass<"ds-pipeline", "::mlir::ModuleOp"> {
   ];
 }
 
+def DSOffload : Pass<"ds-offload", "::mlir::ModuleOp"> {
+  let summary = "ZeRO-Offload and ZeRO-Infinity: optimizer state and parameters in host memory or on NVMe, moved by a static schedule.";
+  let description = [{
+    Runs after `ds-optimizer`. Puts states in memory spaces (`ds.memory_space`) and the ops
+    that update them on the host (`ds.on_host`), then inserts a `ds.move` wherever an op reads
+    a value from the other space, and issues each parameter's move ahead of its use:
+    - `optimizer=cpu|nvme` (DeepSpeed's `offload_optimizer.device`): the optimizer state
+      (moments, masters) lives in host memory or the NVMe swap file, and every op of
+      `@optimizer_step` but the collectives runs on the host (DeepSpeed's CPU Adam). The
+      gradient accumulators (`grad` states not in a flat buffer, stage 2-3 `grad_shard`s)
+      live in host memory: each gradient is moved to the host as backward produces it (or
+      as its reduce-scatter completes) and accumulated there. An updated value that goes back
+      to a device state, or into a collective, is moved to the device.
+    - `param=cpu|nvme` (`offload_param.device`, stage 3): the parameter shards
+      (`param_shard` states; with one rank, the trainable parameters of at least
+      `persistence-threshold` elements) live in host memory or the swap file. Each read on
+      the device gets its own move per phase (forward, backward: split at the loss), so a
+      parameter is on the device only from its move to its phase's last use.
+    - Prefetch: a move of a state read (and an NVMe read) is issued `prefetch` consumers
+      ahead: at the first use of the transfer whose consumer comes that many consumers
+      earlier (0: right before its own use).
+    NVMe states are read into host buffers and written back by the lowering (`dsrt_slot_fetch`,
+    `dsrt_slot_store`). Records `ds.offload = {optimizer, param}` on the module. Refuses a
+    pipeline module (not implemented).
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", "\"none\"", "none | cpu | nvme">,
+    Option<"param", "param", "std::string", "\"none\"", "none | cpu | nvme">,
+    Option<"persistenceThreshold", "persistence-threshold", "int64_t", "100000",
+           "With one rank: parameters under this many elements stay on the device (DeepSpeed's stage3_param_persistence_threshold)">,
+    Option<"prefetch", "prefetch", "int64_t", "1",
+           "Consumers ahead that a state's move is issued (0: at its use)">,
+  ];
+}
+
 def DSVerifyCollectives : Pass<"ds-verify-collectives", "::mlir::ModuleOp"> {
   let summary = "Fails when ranks could issue different collectives (a hang at run time).";
   let description = [{

@@ -69,12 +69,30 @@ struct SchedulerConfig {
 
 /// `zero_optimization` with DeepSpeed's defaults (deepspeed/runtime/zero/config.py). Keys of
 /// other stages are accepted and ignored, as in DeepSpeed.
+/// zero_optimization.offload_optimizer / offload_param (DeepSpeed's offload_config.py).
+struct OffloadConfig {
+  std::string device = "none"; ///< none | cpu | nvme
+  std::string nvmePath;        ///< nvme: the directory of the swap files
+  bool pinMemory = true;
+  int64_t bufferCount = 4;    ///< optimizer 4, param 5
+  int64_t bufferSize = 100000000; ///< param: elements per staging buffer
+  int64_t maxInCpu = 1000000000;  ///< param
+  bool on() const { return device != "none"; }
+};
+
+/// The `aio` block: the NVMe tier's asynchronous I/O (DeepSpeed's aio config).
+struct AioConfig {
+  int64_t blockSize = 1048576, queueDepth = 8, intraOpParallelism = 1;
+  bool singleSubmit = false, overlapEvents = true;
+};
+
 struct ZeroConfig {
   int64_t stage = 0;
   int64_t reduceBucketSize = 500000000, allgatherBucketSize = 500000000;
   bool overlapComm = false, reduceScatter = true, contiguousGradients = true;
   int64_t prefetchBucketSize = 50000000, paramPersistenceThreshold = 100000;
   int64_t maxLiveParameters = 1000000000, maxReuseDistance = 1000000000;
+  OffloadConfig offloadOptimizer, offloadParam{"none", "", true, 5};
 };
 
 /// `fp16` / `bf16` (deepspeed/runtime/precision_config.py) with DeepSpeed's defaults: 16-bit
@@ -114,6 +132,7 @@ struct DeepSpeedConfig {
   ZeroConfig zero;
   int64_t zeroStage = 0; ///< zero.stage
   PrecisionConfig precision;
+  AioConfig aio;
   int64_t stepsPerPrint = 10;
   uint64_t seed = 1234;
   std::vector<std::string> warnings; ///< keys ignored because they don't affect the numbers

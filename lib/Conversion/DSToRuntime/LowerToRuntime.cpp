@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
+#include <deque>
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
@@ -69,9 +70,22 @@ struct ArenaModel {
     bool counted = true;
     std::string what;
     bool comm = false; ///< a communication buffer (a collective's input or output)
+    int space = 0;     ///< dsrt_space: device (the arena), host or NVMe
   };
   std::vector<Storage> storages;
   int64_t inUse = 0, peak = 0;
+  /// Host memory and the swap file (ds-offload's spaces), counted apart from the arena.
+  int64_t hostInUse = 0, hostPeak = 0, nvmeInUse = 0, nvmePeak = 0;
+  int allocIn(int space, int64_t bytes, std::string what) {
+    if (space == 0)
+      return alloc(bytes, std::move(what));
+    storages.push_back({bytes, 1, true, std::move(what), false, space});
+    int64_t &use = space == 1 ? hostInUse : nvmeInUse;
+    int64_t &top = space == 1 ? hostPeak : nvmePeak;
+    use += bytes;
+    top = std::max(top, use);
+    return storages.size() - 1;
+  }
   /// Communication buffers live now, and at the last peak.
   int64_t commInUse = 0, commAtPeak = 0;
 
@@ -89,7 +103,11 @@ struct ArenaModel {
   }
   void retain(int s) { ++storages[s].refs; }
   void release(int s) {
-    if (--storages[s].refs == 0 && storages[s].counted) {
+    if (--storages[s].refs == 0 && storages[s].counted && storages[s].space != 0) {
+      (storages[s].space == 1 ? hostInUse : nvmeInUse) -= storages[s].bytes;
+      return;
+    }
+    if (storages[s].refs == 0 && storages[s].counted) {
       inUse -= storages[s].bytes;
       commInUse -= storages[s].comm ? storages[s].bytes : 0;
     }
@@ -142,6 +160,7 @@ private:
     std::string splitAxis;
     /// A pipeline: the pp ranks that hold it (empty: every rank).
     SmallVector<int64_t> stages;
+    int space = 0; ///< dsrt_space (ds.memory_space)
     bool heldBy(int64_t ppRank) const {
       return stages.empty() || llvm::is_contained(stages, ppRank);
     }
@@ -225,6 +244,15 @@ private:
   LogicalResult lowerCollective(Operation *op);
   FailureOr<int32_t> groupOf(Operation *op);
   ArenaModel arena;
+  /// ds-offload: the op being lowered runs on the host (its results are host tensors).
+  bool onHost = false;
+  /// NVMe writes in flight (event, the storage they read), waited oldest first.
+  std::deque<std::pair<Value, int>> pendingStores;
+  void waitStores(size_t keep);
+  /// Bytes moved per dsrt_move_kind in one call of the function being lowered.
+  int64_t movedNow[4] = {0, 0, 0, 0};
+  int64_t movedPerStep[4] = {0, 0, 0, 0};
+  int64_t hostPersistent = 0, nvmePersistent = 0;
   std::vector<int> slotStorage;
   int64_t persistentBytes = 0, inputBytes = 0;
   int64_t microPeak = 0, optimizerPeak = 0;
@@ -277,6 +305,8 @@ LogicalResult Lowering::collectSlots() {
     }
     if (auto st = op.getAttrOfType<DenseI64ArrayAttr>(kStagesAttrName))
       s.stages.assign(st.asArrayRef().begin(), st.asArrayRef().end());
+    if (auto sp = op.getAttrOfType<StringAttr>(kMemorySpaceAttrName))
+      s.space = sp.getValue() == "host" ? 1 : sp.getValue() == "nvme" ? 2 : 0;
     if (failed(dtypeCode(s.type.getElementType())))
       return op.emitError() << "ds-lower-to-runtime: unsupported element type "
                             << s.type.getElementType();
@@ -355,6 +385,12 @@ Value Lowering::i64Array(ArrayRef<int64_t> values) {
 
 Value Lowering::allocType(RankedTensorType type, const std::string &what, int &storage) {
   int32_t code = *dtypeCode(type.getElementType());
+  if (onHost) { // the host optimizer's work: host memory, not the arena
+    storage = arena.allocIn(1, tensorBytes(type), what);
+    return call("dsrt_tensor_alloc_host", {ctxArg, i32(code), i32(type.getRank()),
+                                           i64Array(type.getShape())},
+                ptrTy);
+  }
   storage = arena.alloc(tensorBytes(type), what);
   temporaries.push_back({tensorBytes(type), what});
   return call("dsrt_tensor_alloc", {ctxArg, i32(code), i32(type.getRank()),
@@ -416,6 +452,7 @@ bool isLast2Transpose(Value v) {
 
 LogicalResult Lowering::lowerOp(Operation *op) {
   loc = op->getLoc();
+  onHost = op->hasAttr(kOnHostAttrName);
   auto get = [&](Value v) -> Value {
     if (!v)
       return null();
@@ -504,7 +541,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       auto write = r.hasOneUse() ? dyn_cast<AssignOp>(*r.getUsers().begin()) : AssignOp();
       Value t;
       if (write && slotIndex.count(write.getName()) &&
-          slots[slotIndex.lookup(write.getName())].pinned) {
+          (slots[slotIndex.lookup(write.getName())].pinned ||
+           slots[slotIndex.lookup(write.getName())].space == 1)) {
         int idx = slotIndex.lookup(write.getName());
         t = call("dsrt_slot_get", {ctxArg, i32(idx)}, ptrTy);
         lowered[r] = t;
@@ -557,16 +595,45 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     if (slots[idx].shardOf >= 0)
       return op->emitError() << "ds-lower-to-runtime: '" << g.getName()
                              << "' is partitioned (ZeRO stage 3) and has no whole value to read";
+    if (slots[idx].space == 2) { // NVMe: read into a host buffer on the transfer stream
+      RankedTensorType type = typeOf(g.getResult());
+      bool was = onHost;
+      onHost = true;
+      Value t = alloc(g.getResult(), "NVMe read of " + slots[idx].name);
+      onHost = was;
+      pendingEvents[g.getResult()] = call("dsrt_slot_fetch", {ctxArg, i32(idx), t}, ptrTy);
+      movedNow[3] += tensorBytes(type);
+      return success();
+    }
     lowered[g.getResult()] = call("dsrt_slot_get", {ctxArg, i32(idx)}, ptrTy);
     storageOf[g.getResult()] = slotStorage[idx];
     arena.retain(slotStorage[idx]);
     return success();
   }
+  if (auto m = dyn_cast<MoveOp>(op)) {
+    bool toHost = m.getTo() == "host";
+    onHost = toHost;
+    Value out = alloc(m.getResult(), describe(op));
+    onHost = false;
+    pendingEvents[m.getResult()] = call("dsrt_move", {ctxArg, out, get(m.getInput())}, ptrTy);
+    movedNow[toHost ? 0 : 1] += tensorBytes(typeOf(m.getResult()));
+    return success();
+  }
   auto assignSlot = [&](StringRef name, Value v) {
     int idx = slotIndex.lookup(name);
+    if (slots[idx].space == 2) { // NVMe: written on the transfer stream, the value held
+      int s = storageOf.lookup(v);
+      arena.retain(s);
+      pendingStores.push_back({call("dsrt_slot_store", {ctxArg, i32(idx), get(v)}, ptrTy), s});
+      movedNow[2] += tensorBytes(slots[idx].type);
+      waitStores(2); // at most two writes in flight
+      return;
+    }
     call("dsrt_slot_set", {ctxArg, i32(idx), get(v)});
-    if (slots[idx].pinned)
-      return; // copied into the flat buffer; the value dies at its last use
+    // Copied into a flat buffer, or into a slot of another space; the value dies at its
+    // last use.
+    if (slots[idx].pinned || arena.storages[storageOf.lookup(v)].space != slots[idx].space)
+      return;
     int s = storageOf.lookup(v);
     arena.retain(s);
     arena.release(slotStorage[idx]);
@@ -724,7 +791,8 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
   // its result: the input lives (and is counted) until then.
   llvm::DenseMap<Operation *, SmallVector<Value>> extendedTo;
   for (Operation &op : body) {
-    if (!isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp, shard::AllToAllOp>(op))
+    if (!isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp, shard::AllToAllOp,
+             MoveOp>(op))
       continue;
     Operation *firstUser = nullptr;
     for (Operation *u : op.getResult(0).getUsers())
@@ -775,6 +843,7 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
     waitFor(&op);
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       loc = ret.getLoc();
+      waitStores(0);
       if (ret.getNumOperands())
         returned = ret.getOperand(0);
       break;
@@ -813,6 +882,16 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
     LLVM::ReturnOp::create(b, loc, ValueRange{});
   }
   return success();
+}
+
+void Lowering::waitStores(size_t keep) {
+  while (pendingStores.size() > keep) {
+    auto [event, storage] = pendingStores.front();
+    pendingStores.pop_front();
+    call("dsrt_event_wait", {ctxArg, event});
+    call("dsrt_event_release", {event});
+    arena.release(storage);
+  }
 }
 
 void Lowering::waitFor(Operation *op) {
@@ -960,8 +1039,13 @@ void Lowering::emitInitSlots() {
   for (auto [i, s] : llvm::enumerate(slots))
     if (s.viewOf < 0 && s.shardOf < 0)
       onItsRanks(s, [&, i = i, &s = s] {
-        call("dsrt_slot_define", {ctxArg, i32(i), i32(*dtypeCode(s.type.getElementType())),
-                                  i32(s.type.getRank()), i64Array(s.type.getShape())});
+        if (s.space != 0) // ds-offload's: host memory or the swap file
+          call("dsrt_slot_define_in", {ctxArg, i32(i), i32(s.space),
+                                       i32(*dtypeCode(s.type.getElementType())),
+                                       i32(s.type.getRank()), i64Array(s.type.getShape())});
+        else
+          call("dsrt_slot_define", {ctxArg, i32(i), i32(*dtypeCode(s.type.getElementType())),
+                                    i32(s.type.getRank()), i64Array(s.type.getShape())});
       });
   for (auto [i, s] : llvm::enumerate(slots))
     if (s.viewOf >= 0)
@@ -990,14 +1074,17 @@ static LogicalResult checkOptimizerType(func::FuncOp opt) {
 void Lowering::allocateSlots(int64_t ppRank) {
   arena = ArenaModel();
   slotStorage.clear();
-  persistentBytes = 0;
+  persistentBytes = hostPersistent = nvmePersistent = 0;
   for (Slot &s : slots) {
     if (s.viewOf >= 0 || s.shardOf >= 0 || (ppRank >= 0 && !s.heldBy(ppRank))) {
       slotStorage.push_back(-1); // a view, a member of a shard, or another stage's
       continue;
     }
-    slotStorage.push_back(arena.alloc(tensorBytes(s.type), "slot " + s.name));
-    persistentBytes += tensorBytes(s.type);
+    slotStorage.push_back(arena.allocIn(s.space, tensorBytes(s.type), "slot " + s.name));
+    if (s.space == 0)
+      persistentBytes += tensorBytes(s.type);
+    else
+      (s.space == 1 ? hostPersistent : nvmePersistent) += tensorBytes(s.type);
   }
   for (auto [i, s] : llvm::enumerate(slots))
     if (s.viewOf >= 0 && slotStorage[s.viewOf] >= 0) {
@@ -1160,8 +1247,21 @@ LogicalResult Lowering::run() {
   int inputsStorage = arena.alloc(inputBytes, "inputs");
   arena.peak = arena.inUse;
   temporaries.clear();
+  // Bytes moved between spaces: the micro-step's once per micro-batch.
+  int64_t gas = 1;
+  if (auto cfg = module->getAttrOfType<StringAttr>("ds.config"))
+    if (auto parsed = llvm::json::parse(cfg.getValue())) {
+      if (auto *o = parsed->getAsObject())
+        gas = o->getInteger("gradient_accumulation_steps").value_or(1);
+    } else {
+      llvm::consumeError(parsed.takeError());
+    }
+  std::fill(std::begin(movedNow), std::end(movedNow), 0);
   if (failed(lowerFunc(micro, "ds_micro_step", true)))
     return failure();
+  for (int k = 0; k < 4; ++k)
+    movedPerStep[k] = movedNow[k] * std::max<int64_t>(1, gas);
+  std::fill(std::begin(movedNow), std::end(movedNow), 0);
   microPeak = arena.peak;
   microCommAtPeak = arena.commAtPeak;
   arena.release(inputsStorage);
@@ -1175,6 +1275,8 @@ LogicalResult Lowering::run() {
   optimizerPeak = arena.peak;
   optimizerCommAtPeak = arena.commAtPeak;
   arena.release(scalars);
+  for (int k = 0; k < 4; ++k)
+    movedPerStep[k] += movedNow[k];
 
   emitMetadata();
   // The ds-level program is now fully described by the LLVM functions and the metadata.
@@ -1259,6 +1361,23 @@ void Lowering::emitMetadata() {
                                   {"micro_step_communication_bytes", microCommAtPeak},
                                   {"optimizer_step_communication_bytes", optimizerCommAtPeak},
                                   {"buffers", std::move(buffers)}}}};
+  // ds-offload's spaces: host memory and the swap file, and what moves between the tiers.
+  if (arena.hostPeak || nvmePersistent) {
+    llvm::json::Object &plan = *root.getObject("plan");
+    plan["host_peak_bytes"] = arena.hostPeak;
+    plan["host_persistent_bytes"] = hostPersistent;
+    plan["nvme_bytes"] = nvmePersistent;
+    // The swap file holds each NVMe slot at a 4096-byte boundary (O_DIRECT's alignment).
+    int64_t file = 0;
+    for (const Slot &sl : slots)
+      if (sl.space == 2)
+        file += (tensorBytes(sl.type) + 4095) / 4096 * 4096;
+    plan["nvme_file_bytes"] = file;
+    plan["moved_bytes_per_step"] = llvm::json::Object{{"device_to_host", movedPerStep[0]},
+                                                      {"host_to_device", movedPerStep[1]},
+                                                      {"host_to_nvme", movedPerStep[2]},
+                                                      {"nvme_to_host", movedPerStep[3]}};
+  }
   if (auto w = module->getAttrOfType<StringAttr>("ds.weights"))
     root["weights"] = w.getValue().str();
   // A pipeline: one call of ds_micro_step runs the step's micro-batches on this rank's stage.

@@ -240,6 +240,64 @@ dsrt_tensor *dsrt_slot_get(dsrt_context *ctx, int32_t index);
 void dsrt_slot_set(dsrt_context *ctx, int32_t index, dsrt_tensor *t);
 
 /*===--------------------------------------------------------------------===*
+ * Memory spaces (ZeRO-Offload, ZeRO-Infinity). A tensor lives in the device arena (counted
+ * against the budget), in host memory (counted apart: staging buffers, offloaded state and the
+ * host optimizer's work), or, for a slot only, in this rank's NVMe swap file. Moves between
+ * them run in call order on the context's transfer stream (a thread on the CPU) and return an
+ * event that the compute stream waits for before reading the result; the event holds both
+ * storages until it is released. On the CPU backend device and host are both host memory: the
+ * budgets, the copies and the stream are real, so the same program runs on a GPU.
+ *===--------------------------------------------------------------------===*/
+typedef enum dsrt_space {
+  DSRT_SPACE_DEVICE = 0,
+  DSRT_SPACE_HOST = 1,
+  DSRT_SPACE_NVME = 2,
+} dsrt_space;
+/** Kinds of move, for dsrt_moved_bytes. */
+typedef enum dsrt_move_kind {
+  DSRT_MOVE_DEVICE_TO_HOST = 0,
+  DSRT_MOVE_HOST_TO_DEVICE = 1,
+  DSRT_MOVE_HOST_TO_NVME = 2,
+  DSRT_MOVE_NVME_TO_HOST = 3,
+} dsrt_move_kind;
+/** A new tensor in host memory (4096-byte aligned, for O_DIRECT), counted in the host space. */
+dsrt_tensor *dsrt_tensor_alloc_host(dsrt_context *ctx, int32_t dtype, int32_t rank,
+                                    const int64_t *dims);
+/** The space of `t`'s storage (constants: DSRT_SPACE_DEVICE). */
+int32_t dsrt_tensor_space(const dsrt_tensor *t);
+/** Copies `in` into `out` (same byte count, any two spaces but NVMe) on the transfer stream,
+ *  after the compute stream's work so far. */
+dsrt_event *dsrt_move(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in);
+/** Opens this rank's swap file of `bytes` in directory `dir` (DeepSpeed's nvme_path) for the
+ *  NVMe slots: private to the process (unlinked at once, so it goes with the process however
+ *  it ends), reserved in full. io_uring with O_DIRECT, `block_size`-byte requests, at most
+ *  `queue_depth` in flight; where the kernel or the file system refuses either, pread/pwrite
+ *  with a warning. Returns 0, or -1 with the cause, the path and the bytes in `err`. */
+int32_t dsrt_nvme_open(dsrt_context *ctx, const char *dir, uint64_t bytes, int64_t block_size,
+                       int32_t queue_depth, int32_t single_submit, char *err, size_t cap);
+/** "io_uring+O_DIRECT", "io_uring", "pread/pwrite", or "" before dsrt_nvme_open. */
+const char *dsrt_nvme_engine(dsrt_context *ctx);
+/** Declares slot `index` in `space`: the device arena (as dsrt_slot_define), host memory, or
+ *  the swap file (zero-filled). dsrt_slot_get and dsrt_slot_set of an NVMe slot read and write
+ *  the file synchronously (loading, checkpoints); the program uses fetch and store. */
+void dsrt_slot_define_in(dsrt_context *ctx, int32_t index, int32_t space, int32_t dtype,
+                         int32_t rank, const int64_t *dims);
+int32_t dsrt_slot_space(dsrt_context *ctx, int32_t index);
+/** Reads NVMe slot `index` into host tensor `out` (from dsrt_tensor_alloc_host, the slot's
+ *  shape) on the transfer stream; the event completes when `out` holds the value. */
+dsrt_event *dsrt_slot_fetch(dsrt_context *ctx, int32_t index, dsrt_tensor *out);
+/** Writes host tensor `t` into NVMe slot `index` on the transfer stream. */
+dsrt_event *dsrt_slot_store(dsrt_context *ctx, int32_t index, const dsrt_tensor *t);
+/** Bytes in `space` now and at most since the last dsrt_reset_peak (NVMe: the swap file's
+ *  slots). */
+uint64_t dsrt_space_bytes(dsrt_context *ctx, int32_t space);
+uint64_t dsrt_space_peak_bytes(dsrt_context *ctx, int32_t space);
+/** Bytes moved of one dsrt_move_kind since the context was created. */
+uint64_t dsrt_moved_bytes(dsrt_context *ctx, int32_t kind);
+/** Seconds the compute stream has waited for the transfer stream (the stall). */
+double dsrt_transfer_wait_seconds(dsrt_context *ctx);
+
+/*===--------------------------------------------------------------------===*
  * Kernels. Stream-ordered: each call is enqueued on the context's compute stream; the CPU
  * backend runs it before returning. `out` arguments are allocated by the caller with the
  * result shape; attribute arguments follow the ds dialect's op of the same name.

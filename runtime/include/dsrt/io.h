@@ -201,6 +201,13 @@ struct RankStats {
   /// and "wait_ms" when `timed`).
   bool timed = false;
   double computeMs = 0, waitMs = 0;
+  /// ds-offload's program (`offload`): the host space's and the swap file's peaks, the bytes
+  /// moved this step per dsrt_move_kind, and the time the compute stream waited for them
+  /// ("host_space_peak_bytes", "nvme_peak_bytes", "moved_bytes", "stall_ms").
+  bool offload = false;
+  uint64_t hostSpacePeakBytes = 0, nvmePeakBytes = 0;
+  uint64_t movedBytes[4] = {0, 0, 0, 0};
+  double stallMs = 0;
 };
 
 /// One optimizer step's record: one line of LOG.jsonl.

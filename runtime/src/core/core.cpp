@@ -353,6 +353,8 @@ extern "C" void dsrt_tensor_from_host(dsrt_context *ctx, dsrt_tensor *t, const v
 void dsrt::releaseStorage(dsrt_context *ctx, dsrt_storage *s) {
   if (!s || --s->refs > 0)
     return;
+  if (s->space == DSRT_SPACE_HOST && !s->borrowed)
+    return dsrt::freeHost(ctx, s);
   if (!s->borrowed) {
     ctx->inUse -= s->bytes;
     ctx->freeBlocks[s->real].push_back(s->data);
@@ -365,6 +367,7 @@ extern "C" void dsrt_context_destroy(dsrt_context *ctx) {
   if (!ctx)
     return;
   ctx->comm.reset(); // joins the communication thread (and finalizes MPI)
+  dsrt::closeSpaces(ctx); // joins the transfer stream; the swap file goes with its descriptor
   for (auto &slot : ctx->slots)
     dsrt::releaseStorage(ctx, slot.storage);
   ctx->slots.clear();
@@ -372,12 +375,19 @@ extern "C" void dsrt_context_destroy(dsrt_context *ctx) {
   for (auto &blocks : ctx->freeBlocks)
     for (void *p : blocks.second)
       ctx->device->deallocate(p);
+  for (auto &blocks : ctx->hostFreeBlocks)
+    for (void *p : blocks.second)
+      std::free(p);
   delete ctx; // the device last: its kernels' cached state goes with it
 }
 
 extern "C" uint64_t dsrt_device_bytes(dsrt_context *ctx) { return ctx->inUse; }
 extern "C" uint64_t dsrt_device_peak_bytes(dsrt_context *ctx) { return ctx->peak; }
-extern "C" void dsrt_reset_peak(dsrt_context *ctx) { ctx->peak = ctx->inUse; }
+extern "C" void dsrt_reset_peak(dsrt_context *ctx) {
+  ctx->peak = ctx->inUse;
+  ctx->hostPeak = ctx->hostInUse;
+  ctx->nvmePeak = ctx->nvmeInUse;
+}
 
 static dsrt_tensor *newHandle(const char *kernel, int32_t dtype, int32_t rank,
                               const int64_t *dims) {
@@ -565,6 +575,11 @@ extern "C" uint64_t dsrt_slot_storage_bytes(dsrt_context *ctx, int32_t index) {
 
 extern "C" dsrt_tensor *dsrt_slot_get(dsrt_context *ctx, int32_t index) {
   dsrt_context::Slot &slot = slotAt(ctx, index, "slot_get");
+  if (slot.space == DSRT_SPACE_NVME) { // a copy in host memory, read now
+    dsrt_tensor *t = dsrt_tensor_alloc_host(ctx, slot.dtype, slot.rank, slot.dims);
+    dsrt::readSwap(ctx, slot.fileOffset, t->storage, t->storage->bytes);
+    return t;
+  }
   dsrt_tensor *t = newHandle("slot_get", slot.dtype, slot.rank, slot.dims);
   t->storage = slot.storage;
   t->data = static_cast<char *>(slot.storage->data) + slot.offset;
@@ -581,7 +596,12 @@ extern "C" void dsrt_slot_set(dsrt_context *ctx, int32_t index, dsrt_tensor *t) 
     fail("slot_set", "slot %d holds a %s %s tensor, got %s %s", index,
          shapeString(slot.rank, slot.dims).c_str(), dtypeName(slot.dtype), shapeString(t).c_str(),
          dtypeName(t->dtype));
-  if (slot.pinned) { // views share one buffer: copy the value in
+  if (slot.space == DSRT_SPACE_NVME) {
+    dsrt::writeSwap(ctx, slot.fileOffset, t->data, t->storage, numel * dsrt_dtype_size(t->dtype));
+    return;
+  }
+  // Views share one buffer, and a value from another space stays there: copy the value in.
+  if (slot.pinned || !t->storage || t->storage->space != slot.space) {
     void *dst = static_cast<char *>(slot.storage->data) + slot.offset;
     if (dst != t->data)
       ctx->device->copy(dst, t->data, numel * dsrt_dtype_size(t->dtype));

@@ -33,7 +33,7 @@ extern "C" void dsrt_event_wait(dsrt_context *ctx, dsrt_event *event) {
     // computation from waiting (a pipeline's bubble).
     auto t0 = std::chrono::steady_clock::now();
     event->wait();
-    ctx->waitNs += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+    (event->transfer ? ctx->transferWaitNs : ctx->waitNs) += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                              std::chrono::steady_clock::now() - t0)
                                              .count());
   }

@@ -21,6 +21,7 @@ struct dsrt_storage {
   size_t real = 0;    // allocated bytes (padded to the alignment)
   int64_t refs = 1;
   bool borrowed = false;
+  int32_t space = DSRT_SPACE_DEVICE; ///< device (the arena) or host (core/spaces.cpp)
 };
 
 struct dsrt_context {
@@ -39,6 +40,8 @@ struct dsrt_context {
     int64_t offset = 0;  ///< bytes into the storage (a view of a flat buffer)
     bool pinned = false; ///< a view or a viewed buffer: writes copy instead of rebinding
     bool view = false;   ///< shares another slot's storage
+    int32_t space = DSRT_SPACE_DEVICE;
+    uint64_t fileOffset = 0; ///< an NVMe slot: its place in the swap file
   };
   std::vector<Slot> slots;
   /// The device: memory, copies, the compute stream and the kernels (src/device/device.h).
@@ -49,6 +52,14 @@ struct dsrt_context {
   std::unordered_map<size_t, std::vector<void *>> freeBlocks;
   /// The data-parallel group (src/comm): a channel and its thread, created by dsrt_comm_init.
   std::shared_ptr<void> comm;
+  /// Host memory (offloaded state, staging buffers) and the swap file's slots, counted apart
+  /// from the arena; bytes moved per dsrt_move_kind; the transfer stream and the swap file
+  /// (core/spaces.cpp).
+  uint64_t hostInUse = 0, hostPeak = 0, nvmeInUse = 0, nvmePeak = 0;
+  std::unordered_map<size_t, std::vector<void *>> hostFreeBlocks;
+  std::atomic<uint64_t> moved[4] = {};
+  uint64_t transferWaitNs = 0;
+  std::shared_ptr<void> transfer;
 };
 
 /// A point in a stream. A compute-stream event is the device's (`native`, or complete when
@@ -61,6 +72,7 @@ struct dsrt_event {
   std::condition_variable cv;
   dsrt_context *ctx = nullptr;
   std::vector<dsrt_storage *> held;
+  bool transfer = false; ///< a move's: waiting for it is the offload stall
   void complete() {
     std::lock_guard<std::mutex> lock(mutex);
     done = 1;
@@ -80,6 +92,17 @@ inline void retainStorage(dsrt_storage *s) {
     ++s->refs;
 }
 void releaseStorage(dsrt_context *ctx, dsrt_storage *s);
+/// Host-space storage (core/spaces.cpp): allocation and return.
+dsrt_storage *allocateHost(dsrt_context *ctx, uint64_t bytes);
+void freeHost(dsrt_context *ctx, dsrt_storage *s);
+/// NVMe slots (core/spaces.cpp): the file region of a slot defined in the swap file, and the
+/// synchronous reads and writes of dsrt_slot_get / dsrt_slot_set.
+uint64_t reserveSwap(dsrt_context *ctx, uint64_t bytes);
+void readSwap(dsrt_context *ctx, uint64_t offset, dsrt_storage *dst, uint64_t bytes);
+void writeSwap(dsrt_context *ctx, uint64_t offset, const void *src, dsrt_storage *owner,
+               uint64_t bytes);
+/// Ends the transfer stream and closes the swap file (dsrt_context_destroy).
+void closeSpaces(dsrt_context *ctx);
 
 /// Wall time per kernel (and op code) while the environment sets DSRT_PROFILE; the table goes
 /// to stderr when the context is destroyed. Costs one getenv-cached branch when off.

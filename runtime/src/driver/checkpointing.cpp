@@ -389,8 +389,11 @@ std::string Checkpointer::readTensors(const std::string &dir, const ckpt::Index 
         copyIn(t, at, n, buffer.data(), slots);
     }
   }
-  for (auto &[slot, v] : slots)
+  for (auto &[slot, v] : slots) {
+    if (dsrt_slot_space(g_.ctx(), slot) == DSRT_SPACE_NVME) // a copy: write it back
+      dsrt_slot_set(g_.ctx(), slot, v);
     dsrt_tensor_free(g_.ctx(), v);
+  }
   return err;
 }
 

@@ -83,6 +83,7 @@ private:
   const dsrt_program *program;
   std::string tool;
   Options opt;
+  bool offloading = false; ///< ds-offload's program: log each space's peak and the moves
   ProgramSpec p;
   DataFeed data;
   Group group;
@@ -113,6 +114,8 @@ private:
   /// What every rank checks for itself before the slots exist; "" when all is well.
   std::string prepare();
   std::string openLog();
+  /// The NVMe tier's swap file (ZeRO-Infinity), before the slots; "" when all is well.
+  std::string openSwap();
   void packScaler() {
     double v[6] = {scaler.scale, static_cast<double>(scaler.curHysteresis),
                    static_cast<double>(scaler.lastOverflowIter),
@@ -142,6 +145,40 @@ std::string Driver::prepare() {
     return "--save-every K needs --save DIR (where to write the checkpoints)";
   // Before anything allocates from the arena, so that an oversized plan fails fast.
   if (!checkPlan(p, opt.deviceMemory, err))
+    return err;
+  return "";
+}
+
+std::string Driver::openSwap() {
+  const io::Json *plan = p.meta.get("plan");
+  const io::Json *bytes = plan ? plan->get("nvme_file_bytes") : nullptr;
+  if (!bytes || !bytes->isNumber() || bytes->number <= 0)
+    return "";
+  // The directory: offload_param's or offload_optimizer's nvme_path (the config makes them
+  // agree when both are on NVMe).
+  std::string dir;
+  const io::Json *zero = p.config().get("zero_optimization");
+  for (const char *section : {"offload_param", "offload_optimizer"}) {
+    const io::Json *o = zero ? zero->get(section) : nullptr;
+    const io::Json *dev = o ? o->get("device") : nullptr;
+    const io::Json *path = o ? o->get("nvme_path") : nullptr;
+    if (dir.empty() && dev && dev->isString() && dev->text == "nvme" && path && path->isString())
+      dir = path->text;
+  }
+  int64_t blockSize = 1048576, queueDepth = 8;
+  bool singleSubmit = false;
+  if (const io::Json *aio = p.config().get("aio")) {
+    if (const io::Json *v = aio->get("block_size"); v && v->isNumber())
+      blockSize = static_cast<int64_t>(v->number);
+    if (const io::Json *v = aio->get("queue_depth"); v && v->isNumber())
+      queueDepth = static_cast<int64_t>(v->number);
+    if (const io::Json *v = aio->get("single_submit"))
+      singleSubmit = v->kind == io::Json::Bool && v->boolean;
+  }
+  char err[1024] = {0};
+  if (dsrt_nvme_open(ctx, dir.c_str(), static_cast<uint64_t>(bytes->number), blockSize,
+                     static_cast<int32_t>(queueDepth), singleSubmit ? 1 : 0, err,
+                     sizeof err) != 0)
     return err;
   return "";
 }
@@ -199,6 +236,10 @@ int Driver::train(uint64_t resumePeak) {
     // pipeline, all of the step's (each rank's schedule), whose losses come back together.
     const int64_t perCall = p.microBatchesPerCall, n = static_cast<int64_t>(p.inputs.size());
     const double waited0 = dsrt_wait_seconds(ctx);
+    const double stalled0 = dsrt_transfer_wait_seconds(ctx);
+    uint64_t moved0[4];
+    for (int k = 0; k < 4; ++k)
+      moved0[k] = dsrt_moved_bytes(ctx, k);
     double inCalls = 0; // seconds in the micro-step calls (the data excluded)
     for (int64_t k0 = 0; k0 < p.gas; k0 += perCall) {
       std::vector<dsrt_tensor *> ts(perCall * n);
@@ -332,12 +373,20 @@ int Driver::train(uint64_t resumePeak) {
     r.samplesPerS = ms > 0 ? static_cast<double>(p.G) * 1000.0 / ms : 0.0;
     r.devicePeakBytes = dsrt_device_peak_bytes(ctx);
     r.hostPeakBytes = io::hostPeakBytes();
-    constexpr int kStats = 10;
+    constexpr int kStats = 17;
     // The times in microseconds, as integers like the rest.
     uint64_t mine[kStats] = {r.devicePeakBytes, r.hostPeakBytes, state.total(), state.params,
                              state.grads,       state.optim,     savePeak,      resumePeak,
                              static_cast<uint64_t>(computeMs * 1e3),
-                             static_cast<uint64_t>(waitedMs * 1e3)};
+                             static_cast<uint64_t>(waitedMs * 1e3),
+                             dsrt_space_peak_bytes(ctx, DSRT_SPACE_HOST),
+                             dsrt_space_peak_bytes(ctx, DSRT_SPACE_NVME),
+                             dsrt_moved_bytes(ctx, 0) - moved0[0],
+                             dsrt_moved_bytes(ctx, 1) - moved0[1],
+                             dsrt_moved_bytes(ctx, 2) - moved0[2],
+                             dsrt_moved_bytes(ctx, 3) - moved0[3],
+                             static_cast<uint64_t>(
+                                 (dsrt_transfer_wait_seconds(ctx) - stalled0) * 1e6)};
     std::vector<char> all = worldSize > 1 ? group.gather(mine, sizeof mine)
                                           : std::vector<char>((char *)mine, (char *)(mine + kStats));
     for (int32_t q = 0; q < worldSize; ++q) {
@@ -351,6 +400,12 @@ int Driver::train(uint64_t resumePeak) {
       k.timed = p.pipelineStages > 1;
       k.computeMs = v[8] * 1e-3;
       k.waitMs = v[9] * 1e-3;
+      k.offload = offloading;
+      k.hostSpacePeakBytes = v[10];
+      k.nvmePeakBytes = v[11];
+      for (int m = 0; m < 4; ++m)
+        k.movedBytes[m] = v[12 + m];
+      k.stallMs = v[16] * 1e-3;
       r.ranks.push_back(k);
     }
     resumed = false;
@@ -406,6 +461,10 @@ int Driver::run() {
     checkpoints->setScalerState(scalerState);
   if (!group.agree(tool, prepare()))
     return finish(1);
+  if (!group.agree(tool, openSwap()))
+    return finish(1);
+  if (const io::Json *plan = p.meta.get("plan"))
+    offloading = plan->get("moved_bytes_per_step") != nullptr;
   program->init_slots(ctx);
   uint64_t resumePeak = 0;
   if (!opt.resume.empty()) {

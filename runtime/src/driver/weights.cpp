@@ -53,6 +53,12 @@ void readElements(dsrt_context *ctx, dsrt_tensor *t, int64_t offset, int64_t n, 
   dsrt_tensor_to_host(ctx, host, v);
   dsrt_tensor_free(ctx, v);
 }
+/// Drops a slot's value read for writing; an NVMe slot's is a copy, written back first.
+void writeBack(dsrt_context *ctx, int32_t slot, dsrt_tensor *t) {
+  if (dsrt_slot_space(ctx, slot) == DSRT_SPACE_NVME)
+    dsrt_slot_set(ctx, slot, t);
+  dsrt_tensor_free(ctx, t);
+}
 /// Host memory into elements [offset, offset + n) of `t`.
 void writeElements(dsrt_context *ctx, dsrt_tensor *t, int64_t offset, int64_t n,
                    const void *host) {
@@ -179,18 +185,18 @@ bool loadWeights(const ProgramSpec &p, const Group &g, const std::string &path,
     if (int32_t m = masterOf(p, s, masterOffset); m >= 0) {
       dsrt_tensor *master = dsrt_slot_get(ctx, m);
       writeIntoShard(ctx, g.shardIndex(), master, slots[m].sharded, masterOffset, data, a->dtype, n);
-      dsrt_tensor_free(ctx, master);
+      writeBack(ctx, m, master);
     }
     if (!s.shardedBy.empty()) { // stage 3: this rank's part of the parameter, into its shard
       dsrt_tensor *shard = dsrt_slot_get(ctx, p.slotNamed(s.shardedBy));
       writeIntoShard(ctx, g.shardIndex(), shard, true, s.offset, data, a->dtype, n);
-      dsrt_tensor_free(ctx, shard);
+      writeBack(ctx, p.slotNamed(s.shardedBy), shard);
       continue;
     }
     dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
     if (!a->data.empty())
       writeIntoShard(ctx, 0, t, false, 0, data, a->dtype, n);
-    dsrt_tensor_free(ctx, t);
+    writeBack(ctx, static_cast<int32_t>(i), t);
   }
   return true;
 }

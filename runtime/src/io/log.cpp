@@ -91,6 +91,14 @@ std::string formatLogLine(const LogRecord &r) {
     if (k.timed)
       s += ",\"compute_ms\":" + formatFloat(k.computeMs) +
            ",\"wait_ms\":" + formatFloat(k.waitMs);
+    if (k.offload)
+      s += ",\"host_space_peak_bytes\":" + u(k.hostSpacePeakBytes) +
+           ",\"nvme_peak_bytes\":" + u(k.nvmePeakBytes) +
+           ",\"moved_bytes\":{\"device_to_host\":" + u(k.movedBytes[0]) +
+           ",\"host_to_device\":" + u(k.movedBytes[1]) +
+           ",\"host_to_nvme\":" + u(k.movedBytes[2]) +
+           ",\"nvme_to_host\":" + u(k.movedBytes[3]) + "}" +
+           ",\"stall_ms\":" + formatFloat(k.stallMs);
     s += "}";
   }
   return s + "]}";
