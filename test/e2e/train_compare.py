@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, '..', 'models')
 
 # Integer inputs are class indices: their exclusive upper bound per family.
-CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'lm': 64, 'lm-nodrop': 64, 'vit': 10, 'resnet18': 10,
+CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'gpt-d512': 1024, 'lm': 64, 'lm-nodrop': 64, 'vit': 10, 'resnet18': 10,
            'gpt2x': 64, 'lm2x': 64, 'ops2x': 64, 'bn2x': 4, 'hfgpt2': 64, 'hfllama': 64}
 # Families exported by PyTorch 2.x (test/models/make_models2.py; run this script with .venv's
 # python, whose torch also judges step 1).
@@ -267,7 +267,7 @@ def parse_type(t):
     return [int(d) for d in body[:-1]], body[-1]
 
 
-TOKEN_FAMILIES = ('gpt', 'gpt-wide', 'lm', 'lm-nodrop', 'gpt2x', 'lm2x', 'ops2x', 'hfgpt2',
+TOKEN_FAMILIES = ('gpt', 'gpt-d512', 'gpt-wide', 'lm', 'lm-nodrop', 'gpt2x', 'lm2x', 'ops2x', 'hfgpt2',
                   'hfllama')
 
 

@@ -243,6 +243,12 @@ FAMILIES = {
     'gpt-wide': (lambda: GPT(GPTConfig(n_layer=4, n_head=4, n_embd=128)),
                  [('idx', (4, 16), torch.int64, _randint(64, (4, 16))),
                   ('targets', (4, 16), torch.int64, _randint(64, (4, 16)))]),
+    # The GPT of the benchmarks (d_model 512, 6 layers, 8 heads, vocab 1024, block 128: 19.5M
+    # parameters) at micro-batch 2, for the offload tests whose budget needs real model state.
+    'gpt-d512': (lambda: GPT(GPTConfig(vocab_size=1024, block_size=128, n_layer=6, n_head=8,
+                                       n_embd=512)),
+                 [('idx', (2, 128), torch.int64, _randint(1024, (2, 128))),
+                  ('targets', (2, 128), torch.int64, _randint(1024, (2, 128)))]),
     'lm': (TransformerLM,
            [('idx', (4, 16), torch.int64, _randint(64, (4, 16))),
             ('targets', (4, 16), torch.int64, _randint(64, (4, 16)))]),

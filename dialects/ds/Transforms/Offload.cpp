@@ -55,7 +55,7 @@ private:
   void placeStates(ModuleOp module);
   void placeOps(func::FuncOp micro, func::FuncOp opt);
   void insertMoves(func::FuncOp func, Operation *loss);
-  void prefetchMoves(func::FuncOp func);
+  void prefetchMoves(func::FuncOp func, Operation *loss);
 
   llvm::StringMap<std::string> spaces; ///< state or parameter -> "host" | "nvme"
 };
@@ -142,7 +142,10 @@ void OffloadPass::insertMoves(func::FuncOp func, Operation *loss) {
   // One move per value, target space and phase (forward, backward: split at the loss).
   std::map<std::tuple<void *, int, int>, Value> moved;
   OpBuilder b(func.getContext());
+  SmallVector<Operation *> reads;
   for (Operation &op : llvm::make_early_inc_range(body)) {
+    if (isa<GetParameterOp>(op))
+      reads.push_back(&op);
     if (isa<GetParameterOp, MoveOp, ConstantOp, func::ReturnOp>(op))
       continue;
     Space want = op.hasAttr(kOnHostAttrName) ? Space::Host : Space::Device;
@@ -157,15 +160,23 @@ void OffloadPass::insertMoves(func::FuncOp func, Operation *loss) {
       Value &m = moved[{v.getAsOpaquePointer(), static_cast<int>(want), phase}];
       if (!m) {
         b.setInsertionPoint(&op);
-        m = MoveOp::create(b, op.getLoc(), v.getType(), v,
+        // A state read gets a read of its own, so that each move (and an NVMe read) can be
+        // issued on its own schedule.
+        Value from = v;
+        if (auto g = v.getDefiningOp<GetParameterOp>())
+          from = b.clone(*g)->getResult(0);
+        m = MoveOp::create(b, op.getLoc(), v.getType(), from,
                            b.getStringAttr(want == Space::Host ? "host" : "device"));
       }
       o.set(m);
     }
   }
+  for (Operation *r : reads) // reads that only moves used
+    if (r->use_empty())
+      r->erase();
 }
 
-void OffloadPass::prefetchMoves(func::FuncOp func) {
+void OffloadPass::prefetchMoves(func::FuncOp func, Operation *loss) {
   if (prefetch <= 0)
     return;
   Block &body = func.getBody().front();
@@ -196,7 +207,8 @@ void OffloadPass::prefetchMoves(func::FuncOp func) {
           transfers.push_back({g, nullptr, c});
     }
   }
-  // The consumers in program order; a transfer is issued at the consumer `prefetch` earlier.
+  // The consumers in program order; a transfer is issued at the consumer `prefetch` earlier,
+  // within its phase (a backward read is not brought back before the loss).
   SmallVector<Operation *> consumers;
   for (Transfer &t : transfers)
     consumers.push_back(t.consumer);
@@ -204,8 +216,12 @@ void OffloadPass::prefetchMoves(func::FuncOp func) {
   consumers.erase(std::unique(consumers.begin(), consumers.end()), consumers.end());
   OpBuilder b(func.getContext());
   for (Transfer &t : transfers) {
-    auto at = llvm::find(consumers, t.consumer) - consumers.begin();
-    Operation *target = consumers[std::max<int64_t>(0, at - prefetch)];
+    auto phase = [&](Operation *op) { return loss && loss->isBeforeInBlock(op); };
+    int64_t at = llvm::find(consumers, t.consumer) - consumers.begin();
+    int64_t to = at;
+    while (to > 0 && at - to < prefetch && phase(consumers[to - 1]) == phase(t.consumer))
+      --to;
+    Operation *target = consumers[to];
     Operation *first = t.move ? t.move.getOperation() : t.read.getOperation();
     if (!target->isBeforeInBlock(first))
       continue;
@@ -216,14 +232,9 @@ void OffloadPass::prefetchMoves(func::FuncOp func) {
         written = a.getName() == t.read.getName();
     if (written)
       continue;
-    GetParameterOp read = t.read;
-    if (t.move && !read->hasOneUse()) { // shared with another phase's move: read again
-      b.setInsertionPoint(target);
-      read = cast<GetParameterOp>(b.clone(*t.read));
-      t.move.getInputMutable().assign(read.getResult());
-    } else {
-      read->moveBefore(target);
-    }
+    if (t.move && !t.read->hasOneUse())
+      continue; // a read that other ops use too stays; its move cannot go before it
+    t.read->moveBefore(target);
     if (t.move)
       t.move->moveBefore(target);
   }
@@ -260,8 +271,8 @@ void OffloadPass::runOnOperation() {
     loss = ret.getOperand(0).getDefiningOp();
   insertMoves(micro, loss);
   insertMoves(opt, nullptr);
-  prefetchMoves(micro);
-  prefetchMoves(opt);
+  prefetchMoves(micro, loss);
+  prefetchMoves(opt, nullptr);
   MLIRContext *ctx = module.getContext();
   module->setAttr(kOffloadAttrName,
                   DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, "optimizer"),

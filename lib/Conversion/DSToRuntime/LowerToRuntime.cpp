@@ -239,6 +239,8 @@ private:
   llvm::DenseSet<Operation *> fusedTransposes;
   /// Collective results whose event the compute stream has not waited for yet.
   llvm::MapVector<Value, Value> pendingEvents;
+  /// Transfer-stream events completed before the one of the value they are chained to.
+  llvm::DenseMap<Value, SmallVector<Value>> chainedEvents;
   /// Before `op` (or the return, with null): waits for the collectives it reads.
   void waitFor(Operation *op);
   LogicalResult lowerCollective(Operation *op);
@@ -899,10 +901,21 @@ void Lowering::waitFor(Operation *op) {
   for (auto &[v, event] : pendingEvents)
     if (isa<func::ReturnOp>(op) || llvm::is_contained(op->getOperands(), v))
       ready.push_back(v);
+  // A move of an NVMe read needs no wait: both run on the transfer stream, in order. The
+  // read's event is released with the move's.
+  if (auto m = dyn_cast<MoveOp>(op))
+    if (llvm::is_contained(ready, m.getInput()) && m.getInput().getDefiningOp<GetParameterOp>()) {
+      chainedEvents[m.getResult()].push_back(pendingEvents.lookup(m.getInput()));
+      pendingEvents.erase(m.getInput());
+      llvm::erase(ready, m.getInput());
+    }
   for (Value v : ready) {
     Value event = pendingEvents.lookup(v);
     call("dsrt_event_wait", {ctxArg, event});
     call("dsrt_event_release", {event});
+    for (Value chained : chainedEvents.lookup(v))
+      call("dsrt_event_release", {chained});
+    chainedEvents.erase(v);
     pendingEvents.erase(v);
   }
 }
@@ -1361,6 +1374,38 @@ void Lowering::emitMetadata() {
                                   {"micro_step_communication_bytes", microCommAtPeak},
                                   {"optimizer_step_communication_bytes", optimizerCommAtPeak},
                                   {"buffers", std::move(buffers)}}}};
+  // Without offload: the persistent bytes that DeepSpeed's offload keys would move off the
+  // device (ds-offload's rules), so that a plan over --device-memory can name the keys.
+  if (!module->hasAttr(kOffloadAttrName)) {
+    int64_t stage = 0, threshold = 100000;
+    if (auto *cfg = root.getObject("config"))
+      if (auto *z = cfg->getObject("zero_optimization")) {
+        stage = z->getInteger("stage").value_or(0);
+        threshold = z->getInteger("stage3_param_persistence_threshold").value_or(threshold);
+      }
+    int64_t optimizerBytes = 0, paramBytes = 0;
+    bool sharded = llvm::any_of(slots, [](const Slot &sl) { return sl.role == "param_shard"; });
+    for (const Slot &sl : slots) {
+      if (sl.viewOf >= 0 || sl.shardOf >= 0)
+        continue;
+      int64_t bytes = tensorBytes(sl.type);
+      if (sl.kind == "parameter") {
+        if (!sharded && sl.type.getNumElements() >= threshold)
+          paramBytes += bytes;
+      } else if (sl.role == "param_shard") {
+        paramBytes += bytes;
+      } else if (sl.kind == "gradient" || sl.kind == "state") {
+        if (sl.role != "loss_scale" && sl.role != "found_inf" && !sl.role.empty())
+          optimizerBytes += bytes;
+      }
+    }
+    llvm::json::Object off;
+    if (stage >= 1)
+      off["offload_optimizer"] = optimizerBytes;
+    if (stage == 3)
+      off["offload_param"] = paramBytes;
+    root.getObject("plan")->insert({"offloadable_bytes", std::move(off)});
+  }
   // ds-offload's spaces: host memory and the swap file, and what moves between the tiers.
   if (arena.hostPeak || nvmePersistent) {
     llvm::json::Object &plan = *root.getObject("plan");

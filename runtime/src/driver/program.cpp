@@ -274,6 +274,34 @@ bool checkConfigFile(const std::string &path, const ProgramSpec &p, std::string 
   return true;
 }
 
+/// What DeepSpeed's offload keys would move off the device, against the shortfall (the
+/// compiler's offloadable_bytes of a program compiled without offload).
+static std::string offloadAdvice(const Json &plan, uint64_t shortBy) {
+  const Json *off = plan.get("offloadable_bytes");
+  if (!off)
+    return "";
+  const Json *opt = off->get("offload_optimizer"), *par = off->get("offload_param");
+  uint64_t o = opt && opt->isNumber() ? static_cast<uint64_t>(opt->number) : 0;
+  uint64_t q = par && par->isNumber() ? static_cast<uint64_t>(par->number) : 0;
+  const std::string optKey = "zero_optimization.offload_optimizer {\"device\": \"cpu\"} (or "
+                             "\"nvme\" with stage 3)";
+  const std::string paramKey = "zero_optimization.offload_param {\"device\": \"cpu\"} (or "
+                               "\"nvme\")";
+  auto bytes = [](uint64_t b) {
+    return std::to_string(b) + " bytes (" + dsrt::io::formatBytes(b) + ")";
+  };
+  if (o && o >= shortBy)
+    return "; " + optKey + " would move " + bytes(o) + " of optimizer state and gradients " +
+           "off the device: recompile with it";
+  if (o + q >= shortBy && q)
+    return "; " + optKey + " and " + paramKey + " together would move " + bytes(o + q) +
+           " of model state off the device: recompile with both";
+  if (o || q)
+    return "; the offload keys (" + optKey + (q ? ", " + paramKey : "") + ") would move only " +
+           bytes(o + q) + " of model state off the device";
+  return "";
+}
+
 bool checkPlan(const ProgramSpec &p, uint64_t deviceMemory, std::string &err) {
   const Json *plan = p.meta.get("plan");
   if (!deviceMemory || !plan)
@@ -298,7 +326,8 @@ bool checkPlan(const ProgramSpec &p, uint64_t deviceMemory, std::string &err) {
   err = "the compiled plan needs " + std::to_string(need) + " bytes (" +
         dsrt::io::formatBytes(need) + ") of device memory but --device-memory allows " +
         std::to_string(deviceMemory) + " (" + dsrt::io::formatBytes(deviceMemory) +
-        ")" + (largest.empty() ? "" : "; largest buffers: " + largest) +
+        "), short by " + std::to_string(need - deviceMemory) + " bytes" +
+        (largest.empty() ? "" : "; largest buffers: " + largest) + offloadAdvice(*plan, need - deviceMemory) +
         "; raise --device-memory to at least " + std::to_string(need) +
         " or lower train_micro_batch_size_per_gpu";
   return false;
