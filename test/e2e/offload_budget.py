@@ -18,7 +18,6 @@ usage: offload_budget.py --bin BUILD/bin --work DIR [--ranks N] [--steps 20] [--
 import argparse
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -31,15 +30,6 @@ sys.path.insert(0, HERE)
 import train_compare as tc  # noqa: E402
 
 FAMILY = 'gpt-d512'
-
-
-def plan_of(b, mlir):
-    """The compiler's plan (the lowered program's metadata) as a dict."""
-    out = subprocess.run([b('ds-opt'), mlir, '--ds-lower-to-runtime'], capture_output=True,
-                         text=True, check=True).stdout
-    m = re.search(r'__ds_metadata\("(.*)\\00"\)', out)
-    meta = json.loads(m.group(1).replace('\\22', '"').replace('\\5C', '\\'))
-    return meta['plan']
 
 
 T0 = time.time()
@@ -102,7 +92,7 @@ def main():
 
     ok = True
     # The budget, from the plan without offload.
-    base = plan_of(b, compile('step-none', config(None)))
+    base = tc.lowered_plan(b, compile('step-none', config(None)))
     state = base['persistent_bytes']
     budget = base['peak_bytes'] - state + state // 4
     print('plan without offload: peak %d, model state %d per rank; budget %d (peak without '
@@ -137,7 +127,7 @@ def main():
     os.makedirs(w('nvme'), exist_ok=True)
     for dev in args.devices.split(','):
         mlir = compile('step-' + dev, config(dev))
-        plan = plan_of(b, mlir)
+        plan = tc.lowered_plan(b, mlir)
         log = w(dev + '.jsonl')
         stamp('run ' + dev)
         tc.run(launch + [b('ds-run'), mlir] + common + ['--device-memory', str(budget),

@@ -191,6 +191,41 @@ def check_memory(args, cfg, w, b, ds_log):
     return ok
 
 
+def lowered_plan(b, mlir):
+    """The compiler's plan: the lowered program's metadata."""
+    import re
+    out = subprocess.run([b('ds-opt'), mlir, '--ds-lower-to-runtime'], capture_output=True,
+                         text=True, check=True).stdout
+    m = re.search(r'__ds_metadata\("(.*)\\00"\)', out)
+    return json.loads(m.group(1).replace('\\22', '"').replace('\\5C', '\\'))['plan']
+
+
+def check_offload(w, b, ds_log, cfg):
+    """ZeRO-Offload: every rank's bytes moved per tier in every step, and its host-space, NVMe
+    and device peaks, equal the compiler's plan; the NVMe directory holds no swap file."""
+    plan = lowered_plan(b, w('step.mlir'))
+    want = {'moved': plan['moved_bytes_per_step'], 'host': plan['host_peak_bytes'],
+            'nvme': plan['nvme_bytes'], 'device': plan['peak_bytes']}
+    ok = True
+    for rec in ds_log:
+        for k in rec['ranks']:
+            got = {'moved': k['moved_bytes'], 'host': k['host_space_peak_bytes'],
+                   'nvme': k['nvme_peak_bytes'], 'device': k['device_peak_bytes']}
+            if got != want:
+                print('step %d rank %d: measured %s, planned %s' % (rec['step'], k['rank'], got,
+                                                                    want))
+                ok = False
+    dirs = {o.get('nvme_path') for o in cfg.get('zero_optimization', {}).values()
+            if isinstance(o, dict) and o.get('nvme_path')}
+    left = [f for d in dirs for f in os.listdir(d)]
+    if left:
+        print('swap files left behind: %s' % left)
+        ok = False
+    print('offload: planned %s; measured the same on every rank and step, no swap file left: '
+          '%s' % (want, 'PASS' if ok else 'FAIL'))
+    return ok
+
+
 def check_pipeline_memory(args, w, b, ds_log):
     """A pipeline: each rank's planned peak (its stage's program, in-flight activations
     included) equals its measured device peak, and its logged model state equals the memory
@@ -467,6 +502,11 @@ def main():
                     help='each rank\'s parameter_bytes at most this fraction of the whole '
                          'model\'s (0: no check)')
     ap.add_argument('--zero', default='', help='a DeepSpeed zero_optimization object as JSON')
+    ap.add_argument('--device-memory', type=int, default=0,
+                    help='ds-run --device-memory (bytes)')
+    ap.add_argument('--check-offload', action='store_true',
+                    help='ZeRO-Offload: every rank\'s bytes moved per tier and step, host-space, '
+                    'NVMe and device peaks equal the compiler\'s plan')
     ap.add_argument('--check-memory', action='store_true',
                     help='model-state bytes per rank equal the ZeRO formula (Adam, fp32); the '
                     'planned peak is within 5%% of the measured one')
@@ -571,7 +611,8 @@ def main():
     if args.ranks * args.tp * args.sp * args.pp > 1:
         launch = ['mpirun', '--allow-run-as-root', '--oversubscribe', '-np',
                   str(args.ranks * args.tp * args.sp * args.pp)]
-    run(launch + [b('ds-run'), w('step.mlir')] + common +
+    budget = ['--device-memory', str(args.device_memory)] if args.device_memory else []
+    run(launch + [b('ds-run'), w('step.mlir')] + common + budget +
         ['--log', w('ds.jsonl'), '--save-weights', w('ds.safetensors'),
          '--dump-grads', w('ds_grads.safetensors')], w('ds-run.log'))
     # The 16-bit oracle: LibTorch trains in bf16 with fp32 masters (fp16 waits for LibTorch
@@ -783,6 +824,8 @@ def main():
         ok = check_pipeline_memory(args, w, b, ds_log) and ok
     elif args.check_memory:
         ok = check_memory(args, cfg, w, b, ds_log) and ok
+    if args.check_offload:
+        ok = check_offload(w, b, ds_log, cfg) and ok
     if args.max_activation_ratio:
         # The compiler's plan (--memory-report's activations column) against one rank's.
         def activations(config, out):

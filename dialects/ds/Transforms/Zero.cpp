@@ -450,6 +450,7 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
   }
   buckets = std::move(sortedBuckets);
   partitioned = std::move(sortedPartitioned);
+  Operation *issued = nullptr; // the last op the previous bucket added
   for (auto [k, bucket] : llvm::enumerate(buckets)) {
     SmallVector<Attribute> members;
     int64_t total = 0;
@@ -480,8 +481,10 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
                     FlatSymbolRefAttr::get(flat.getSymNameAttr()), mb.getStringAttr("grad_shard"),
                     TypeAttr::get(shardType));
 
-    // Pack the bucket right after its last gradient and reduce-scatter it.
-    b.setInsertionPointAfter(last);
+    // Pack the bucket right after its last gradient and reduce-scatter it, after what the
+    // previous bucket issued (two buckets can share their last op: a linear's weight and bias
+    // gradients, one partitioned and one persistent).
+    b.setInsertionPointAfter(issued && last->isBeforeInBlock(issued) ? issued : last);
     SmallVector<Value> pieces;
     for (Grad *gr : bucket) {
       auto t = gr->param.getTensorType();
@@ -505,6 +508,7 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
       pending.pop_back();
     }
     pending.push_back({shardName, shardType, reduced});
+    issued = &*std::prev(b.getInsertionPoint());
   }
   b.setInsertionPoint(body.getTerminator());
   for (Pending &p : pending)

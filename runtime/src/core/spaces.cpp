@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -354,17 +355,6 @@ extern "C" int32_t dsrt_nvme_open(dsrt_context *ctx, const char *dir, uint64_t b
               err, cap);
     return -1;
   }
-  struct statvfs vfs;
-  if (statvfs(d.c_str(), &vfs) == 0) {
-    uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-    if (avail < roundUp(bytes)) {
-      copyError("nvme_path '" + d + "' has " + std::to_string(avail) + " bytes free but this " +
-                    "rank's swap file needs " + need() +
-                    "; free space there or point nvme_path at a larger device",
-                err, cap);
-      return -1;
-    }
-  }
   auto file = std::make_unique<SwapFile>();
   char name[64];
   std::snprintf(name, sizeof name, "/ds-swap-%d-rank%d.bin", (int)getpid(),
@@ -380,7 +370,20 @@ extern "C" int32_t dsrt_nvme_open(dsrt_context *ctx, const char *dir, uint64_t b
   }
   file->direct = open(path.c_str(), O_RDWR | O_DIRECT | O_CLOEXEC);
   unlink(path.c_str()); // private: gone with the process, however it ends
+  struct statvfs vfs;
+  if (statvfs(d.c_str(), &vfs) == 0) {
+    uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    if (avail < roundUp(bytes)) {
+      copyError("nvme_path '" + d + "' has " + std::to_string(avail) + " bytes free but this " +
+                    "rank's swap file needs " + need() +
+                    "; free space there or point nvme_path at a larger device",
+                err, cap);
+      return -1;
+    }
+  }
   uint64_t size = roundUp(bytes);
+  // A file-size limit (ulimit -f) must give an error that names it, not SIGXFSZ's core dump.
+  std::signal(SIGXFSZ, SIG_IGN);
   int rc = size ? posix_fallocate(file->buffered, 0, static_cast<off_t>(size)) : 0;
   if (rc != 0) {
     copyError("cannot reserve " + need() + " for the swap file in nvme_path '" + d + "': " +
