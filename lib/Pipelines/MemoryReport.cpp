@@ -22,7 +22,8 @@ int64_t number(const llvm::json::Object *o, llvm::StringRef key) {
 }
 } // namespace
 
-LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os) {
+LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os,
+                                          const TierRates *rates) {
   bool pipelined = module.lookupSymbol("pipeline_step_0") && module.lookupSymbol("optimizer_step_0");
   if (!pipelined && (!module.lookupSymbol("micro_step") || !module.lookupSymbol("optimizer_step")))
     return module.emitError() << "--memory-report needs a training step (@micro_step and "
@@ -67,6 +68,8 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
                            : dtype == "bf16" || dtype == "f16" ? 2
                            : dtype == "i1"                     ? 1
                                                                : 4);
+      if (s->getString("space")) // offloaded: in host memory or the swap file
+        continue;
       llvm::StringRef kind = *s->getString("kind"), role = s->getString("role").value_or("");
       // The runtime's categories (the log's ranks entries): fp32 masters are optimizer state;
       // fp16's loss-scale scalars are none of the three.
@@ -148,6 +151,52 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
                        (long long)row.optim, (long long)row.activations, (long long)row.inputs,
                        (long long)row.comm, (long long)row.peak, (long long)row.buffers,
                        coord.c_str());
+  }
+  // ds-offload's spaces: what lives off the device and what moves per step.
+  if (const llvm::json::Object *moved = plan->getObject("moved_bytes_per_step")) {
+    int64_t offParams = 0, offGrads = 0, offOptim = 0;
+    for (const llvm::json::Value &v : *root->getArray("slots")) {
+      const llvm::json::Object *s = v.getAsObject();
+      if (!s->getString("space"))
+        continue;
+      int64_t n = 4;
+      for (const llvm::json::Value &d : *s->getArray("dims"))
+        n *= *d.getAsInteger();
+      llvm::StringRef kind = *s->getString("kind"), role = s->getString("role").value_or("");
+      (kind == "parameter" || role == "param_shard"  ? offParams
+       : kind == "gradient" || role == "grad_shard" ? offGrads
+                                                    : offOptim) += n;
+    }
+    os << "offloaded per rank (bytes): parameters " << offParams << ", gradients " << offGrads
+       << ", optimizer " << offOptim << "; host peak " << number(plan, "host_peak_bytes")
+       << " (offloaded state in host memory " << number(plan, "host_persistent_bytes")
+       << ", the rest staging and the host optimizer's work), NVMe " << number(plan, "nvme_bytes")
+       << "\n";
+    os << "moved per rank and step (bytes): device->host " << number(moved, "device_to_host")
+       << ", host->device " << number(moved, "host_to_device") << ", host->NVMe "
+       << number(moved, "host_to_nvme") << ", NVMe->host " << number(moved, "nvme_to_host")
+       << "\n";
+    if (rates) {
+      FailureOr<StallPrediction> p = predictStall(module, *rates);
+      if (failed(p))
+        return failure();
+      os << llvm::format("predicted per step at --rates: compute %.1f ms, transfers %.1f ms, "
+                         "stall %.1f ms (compute waiting on a move)\n",
+                         p->computeSeconds * 1e3, p->transferSeconds * 1e3,
+                         p->stallSeconds * 1e3);
+    } else {
+      os << "(pass --rates to predict the stall; ds-run --probe-bandwidth DIR measures them)\n";
+    }
+  } else if (const llvm::json::Object *off = plan->getObject("offloadable_bytes")) {
+    bool any = false;
+    for (const char *key : {"offload_optimizer", "offload_param"})
+      if (number(off, key)) {
+        os << (any ? ", " : "offloadable per rank (bytes): ") << key << " "
+           << number(off, key);
+        any = true;
+      }
+    if (any)
+      os << "\n";
   }
   // The parameters that each rank holds only a part of (ds-tensor-parallel).
   bool header = false;

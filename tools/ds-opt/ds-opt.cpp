@@ -55,6 +55,12 @@ static cl::opt<bool> memoryReport(
              "inputs, communication buffers, peak) from the compiler's buffer plan of a "
              "training step; with a .mlir input, print only the report"),
     cl::cat(trainCategory));
+static cl::opt<std::string> rates(
+    "rates",
+    cl::desc("With --memory-report of an offloaded step: the tiers' bandwidths and the compute "
+             "rates, d2h=GB/s,h2d=GB/s,nvme_read=GB/s,nvme_write=GB/s,memory=GB/s,flops=GFLOP/s "
+             "(ds-run --probe-bandwidth DIR prints them), to predict the stall"),
+    cl::value_desc("KEY=VALUE,..."), cl::init(""));
 static cl::opt<bool> commReport(
     "comm-report",
     cl::desc("Print the collectives each rank issues per training step, by mesh axis, with "
@@ -173,7 +179,13 @@ int main(int argc, char **argv) {
                                  llvm::SMLoc());
     SourceMgrDiagnosticHandler handler(sourceMgr, &context);
     OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-    if (!module || (memoryReport && failed(mlir::ds::printMemoryReport(*module, llvm::outs()))) ||
+    mlir::ds::TierRates tierRates;
+    std::string ratesError;
+    if (!rates.empty() && !tierRates.parse(rates, ratesError))
+      return fail(ratesError);
+    if (!module ||
+        (memoryReport && failed(mlir::ds::printMemoryReport(
+                             *module, llvm::outs(), rates.empty() ? nullptr : &tierRates))) ||
         (commReport && failed(mlir::ds::printCommReport(*module, llvm::outs()))) ||
         (flopsReport && failed(mlir::ds::printFlopsReport(*module, llvm::outs()))))
       return 1;

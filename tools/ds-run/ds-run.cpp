@@ -32,6 +32,19 @@ static int fail(const llvm::Twine &msg) {
 int main(int argc, char **argv) {
   dsrt_ensure_passive_wait(argv);
 
+  // --probe-bandwidth DIR: the offload tiers' rates for ds-opt --memory-report --rates.
+  for (int i = 1; i < argc; ++i)
+    if (llvm::StringRef(argv[i]) == "--probe-bandwidth") {
+      if (i + 1 >= argc)
+        return fail("--probe-bandwidth needs a directory (the NVMe tier's, DeepSpeed's "
+                    "nvme_path)");
+      int threads = 0;
+      for (int j = 1; j + 1 < argc; ++j)
+        if (llvm::StringRef(argv[j]) == "--threads")
+          threads = std::atoi(argv[j + 1]);
+      return dsrt_probe_bandwidth(argv[i + 1], threads);
+    }
+
   // The step file is the one positional argument; every flag goes to the driver.
   std::string stepPath;
   bool hasWeights = false, wantsHelp = false;
@@ -55,7 +68,9 @@ int main(int argc, char **argv) {
                     "[--log LOG.jsonl] [--weights FILE] [--config FILE] [--device-memory BYTES] "
                     "[--threads N] [--save-weights FILE] [--dump-grads FILE]\n"
                     "  STEP.mlir comes from: ds-opt MODEL.pt --input ... --config ds_config.json "
-                    "-o STEP.mlir\n";
+                    "-o STEP.mlir\n"
+                    "       ds-run --probe-bandwidth DIR [--threads N]: measures the offload "
+                    "tiers and prints ds-opt's --rates\n";
     return 0;
   }
   if (stepPath.empty())

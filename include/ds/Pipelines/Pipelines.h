@@ -45,7 +45,23 @@ LogicalResult lowerStepToLLVM(ModuleOp module);
 /// Prints each rank's memory from the compiler's buffer plan (a lowered copy of `module`):
 /// parameters, gradients, optimizer state, activations, inputs and communication buffers at
 /// the peak, and the peak itself (ds-opt --memory-report).
-LogicalResult printMemoryReport(ModuleOp module, llvm::raw_ostream &os);
+/// The tiers' bandwidths and the compute rates of one rank, in bytes (FLOP) per second, for
+/// the offload stall prediction (ds-opt --rates; ds-run --probe-bandwidth measures them).
+struct TierRates {
+  double d2h = 0, h2d = 0, nvmeRead = 0, nvmeWrite = 0, flops = 0, memory = 0;
+  /// "d2h=GB/s,h2d=GB/s,nvme_read=GB/s,nvme_write=GB/s,memory=GB/s,flops=GFLOP/s".
+  bool parse(llvm::StringRef spec, std::string &err);
+};
+struct StallPrediction {
+  double computeSeconds = 0, transferSeconds = 0, stallSeconds = 0;
+};
+/// One training step's compute, transfer and stall time (StallModel.cpp): the offload
+/// schedule replayed on a compute and a transfer stream at `rates`.
+FailureOr<StallPrediction> predictStall(ModuleOp module, const TierRates &rates);
+
+/// With `rates`, also the offload schedule's predicted stall per step.
+LogicalResult printMemoryReport(ModuleOp module, llvm::raw_ostream &os,
+                                const TierRates *rates = nullptr);
 
 /// The micro-steps per optimizer step of a training step: its embedded config's
 /// gradient_accumulation_steps (1 without one).

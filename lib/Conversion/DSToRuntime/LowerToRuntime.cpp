@@ -1344,6 +1344,8 @@ void Lowering::emitMetadata() {
       o["role"] = s.role;
     if (!s.stages.empty())
       o["stages"] = llvm::json::Array(s.stages);
+    if (s.space)
+      o["space"] = s.space == 1 ? "host" : "nvme";
     slotArray.push_back(std::move(o));
     largest.push_back({tensorBytes(s.type), s.kind + " " + s.name});
   }

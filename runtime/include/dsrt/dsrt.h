@@ -462,6 +462,11 @@ void dsrt_ensure_passive_wait(char **argv);
 
 /** Runs training with ds-run's command-line flags; returns the process exit code. */
 int dsrt_driver_main(int argc, char **argv, const dsrt_program *program);
+/** ds-run --probe-bandwidth DIR: measures this machine's offload tiers (device<->host moves,
+ *  NVMe writes and reads of a swap file in `dir`) and compute rates (memory copy, f32 GEMM)
+ *  with `threads` compute threads (0: the default), and prints them as ds-opt's --rates
+ *  flag. Returns the exit code. */
+int dsrt_probe_bandwidth(const char *dir, int32_t threads);
 
 #ifdef __cplusplus
 }
