@@ -45,8 +45,12 @@ const char *const kImplementedKeys[] = {
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
     "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed",
     "zero_optimization", "fp16", "bf16", "bfloat16", "tensor_parallel", "sequence_parallel_size",
-    "pipeline", "aio",
+    "pipeline", "aio", "activation_checkpointing",
 };
+// activation_checkpointing's keys (runtime/activation_checkpointing/config.py).
+const char *const kCheckpointingKeys[] = {"partition_activations", "contiguous_memory_optimization",
+                                          "cpu_checkpointing", "number_checkpoints",
+                                          "synchronize_checkpoint_boundary", "profile"};
 // offload_optimizer's and offload_param's keys (runtime/zero/offload_config.py).
 const char *const kOffloadOptimizerKeys[] = {"device", "nvme_path", "buffer_count", "pin_memory",
                                              "pipeline_read", "pipeline_write", "fast_init",
@@ -572,9 +576,9 @@ Error parsePipeline(const json::Value &v, PipelineConfig &p, std::vector<std::st
     } else if (key == "activation_checkpoint_interval") {
       std::optional<int64_t> i = val.getAsInteger();
       if (!i || *i != 0)
-        return fail("'pipeline.activation_checkpoint_interval' is not implemented by ds yet "
-                    "(activation checkpointing is the memory issue's); set it to 0 or remove "
-                    "it");
+        return fail("'pipeline.activation_checkpoint_interval': recomputation in a pipeline "
+                    "is not implemented by ds yet (activation_checkpointing runs without "
+                    "pipeline stages); set it to 0 or remove it");
     } else if (key == "seed_layers") {
       if (val.getAsBoolean().value_or(false))
         warnings.push_back("'pipeline.seed_layers' is ignored: ds starts from the exported "
@@ -685,6 +689,47 @@ Error parseAio(const json::Value &v, AioConfig &a) {
       a.queueDepth = *i;
     else
       a.intraOpParallelism = *i;
+  }
+  return Error::success();
+}
+
+/// `activation_checkpointing`: present, it turns on the compiler's recomputation
+/// (ds-activation-checkpoint) at the model's repeated blocks.
+Error parseCheckpointing(const json::Value &v, CheckpointingConfig &c,
+                         std::vector<std::string> &warnings) {
+  const json::Object *obj = v.getAsObject();
+  if (!obj)
+    return fail("'activation_checkpointing' must be an object, e.g. {\"cpu_checkpointing\": "
+                "false}");
+  c.enabled = true;
+  for (const auto &kv : *obj) {
+    StringRef key = kv.first;
+    std::string full = ("activation_checkpointing." + key).str();
+    const json::Value &val = kv.second;
+    if (!contains(kCheckpointingKeys, key))
+      return fail("'" + full + "' is not a DeepSpeed activation_checkpointing key; did you "
+                  "mean '" + nearest(kCheckpointingKeys, key) + "'?");
+    if (key == "number_checkpoints") {
+      if (val.kind() == json::Value::Null)
+        continue;
+      std::optional<int64_t> i = integralValue(val);
+      if (!i || *i < 1)
+        return fail("'" + full + "' must be a positive integer (segments; null: one per "
+                    "repeated block)");
+      c.segments = *i;
+      continue;
+    }
+    std::optional<bool> b = val.getAsBoolean();
+    if (!b)
+      return fail("'" + full + "' must be true or false");
+    if (key == "cpu_checkpointing")
+      c.cpu = *b;
+    else if (key == "partition_activations" && *b)
+      return fail("'" + full + "' (sharding the checkpoints over the tensor-parallel group) is "
+                  "not implemented by ds yet; set it to false");
+    else if (*b && key != "partition_activations")
+      warnings.push_back("'" + full + "' is ignored: ds plans every buffer at compile time "
+                         "(contiguous, synchronized and measured by construction)");
   }
   return Error::success();
 }
@@ -940,6 +985,9 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
     } else if (key == "aio") {
       if (Error e = parseAio(v, cfg.aio))
         return std::move(e);
+    } else if (key == "activation_checkpointing") {
+      if (Error e = parseCheckpointing(v, cfg.checkpointing, cfg.warnings))
+        return std::move(e);
     } else if (key == "sequence_parallel_size") {
       auto i = getPositiveInt(v, key);
       if (!i)
@@ -1011,6 +1059,9 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
   }
   if (Error e = checkOffload(cfg))
     return std::move(e);
+  if (cfg.checkpointing.enabled && cfg.pipeline.stages > 1)
+    return fail("activation_checkpointing with pipeline.stages > 1 is not implemented by ds "
+                "yet (recomputation runs without pipeline stages)");
   cfg.trainBatchSize = *tbs;
   cfg.microBatchSize = *mb;
   cfg.gradientAccumulationSteps = *gas;
@@ -1088,6 +1139,11 @@ std::string DeepSpeedConfig::toJSON() const {
                                {"single_submit", aio.singleSubmit},
                                {"overlap_events", aio.overlapEvents}};
   }
+  if (checkpointing.enabled)
+    root["activation_checkpointing"] = json::Object{
+        {"cpu_checkpointing", checkpointing.cpu},
+        {"number_checkpoints",
+         checkpointing.segments ? json::Value(checkpointing.segments) : json::Value(nullptr)}};
   if (pipeline.stages > 1)
     root["pipeline"] = json::Object{{"stages", pipeline.stages},
                                     {"partition", pipeline.partition},

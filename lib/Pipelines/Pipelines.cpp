@@ -23,6 +23,7 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   o.gradientClipping = config.gradientClipping;
   o.zeroStage = config.zeroStage;
   o.zero = config.zero;
+  o.checkpointing = config.checkpointing;
   o.precision = config.precision.dtype;
   return o;
 }
@@ -59,6 +60,12 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   pm.addPass(createDSAutodiff(ad));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  if (options.checkpointing.enabled) {
+    DSActivationCheckpointOptions ckpt;
+    ckpt.segments = options.checkpointing.segments;
+    ckpt.cpu = options.checkpointing.cpu;
+    pm.addPass(createDSActivationCheckpoint(ckpt));
+  }
   if (pipelined) {
     DSPipelineOptions pipe;
     pipe.schedule = options.pipeline.schedule;

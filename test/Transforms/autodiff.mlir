@@ -15,12 +15,13 @@
 // CHECK: %[[DG:.+]] = ds.cross_entropy_grad %[[G]], %{{.+}}, %[[SEED]]
 // CHECK: %[[DY:.+]] = ds.gelu_grad %[[Y]], %[[DG]]
 // CHECK-NOT: ds.matmul
+// Each gradient is accumulated right after the op that completes it (so that it dies there).
 // CHECK: %[[DW:.+]], %[[DB:.+]] = ds.linear_grad_weight %[[X]], %[[DY]]
-// CHECK: %[[ACC:.+]] = ds.get_parameter @"fc.weight@grad"
-// CHECK: %[[SUM:.+]] = ds.add %[[ACC]], %[[DW]]
-// CHECK: ds.assign @"fc.weight@grad" = %[[SUM]]
-// CHECK: ds.assign @"fc.bias@grad"
-// CHECK: return %[[L]]
+// CHECK-DAG: ds.assign @"fc.bias@grad"
+// CHECK-DAG: %[[ACC:.+]] = ds.get_parameter @"fc.weight@grad"
+// CHECK-DAG: %[[SUM:.+]] = ds.add %[[ACC]], %[[DW]]
+// CHECK-DAG: ds.assign @"fc.weight@grad" = %[[SUM]]
+// CHECK-NEXT: return %[[L]]
 module {
   ds.parameter @fc.weight trainable : tensor<4x16xf32>
   ds.parameter @fc.bias trainable : tensor<4xf32>

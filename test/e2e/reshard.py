@@ -103,6 +103,9 @@ def main():
                     help='0 demands the very same losses')
     ap.add_argument('--family', default='gpt', help='gpt or gpt-wide (800K parameters)')
     ap.add_argument('--check-shards', action='store_true')
+    for when in ('save', 'resume'):
+        ap.add_argument('--%s-zero' % when, default='{}',
+                        help='more zero_optimization keys as JSON (offload_optimizer, ...)')
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     w = lambda f: os.path.join(args.work, f)
@@ -135,6 +138,7 @@ def main():
                'zero_optimization': {'stage': stage, 'reduce_bucket_size': 5000,
                                      'stage3_param_persistence_threshold': 0},
                'steps_per_print': 1000}
+        cfg['zero_optimization'].update(json.loads(getattr(args, role + '_zero')))
         cfg.update(json.loads(args.precision) if args.precision else {})
         if tp > 1:
             cfg['tensor_parallel'] = {'autotp_size': tp}

@@ -502,6 +502,8 @@ def main():
                     help='each rank\'s parameter_bytes at most this fraction of the whole '
                          'model\'s (0: no check)')
     ap.add_argument('--zero', default='', help='a DeepSpeed zero_optimization object as JSON')
+    ap.add_argument('--extra', default='{}',
+                    help='more top-level config keys for ds as JSON (activation_checkpointing)')
     ap.add_argument('--device-memory', type=int, default=0,
                     help='ds-run --device-memory (bytes)')
     ap.add_argument('--check-offload', action='store_true',
@@ -597,6 +599,7 @@ def main():
         # The reference trains in fp32 under DeepSpeed's loss scaler, deciding each step's
         # overflow from its own gradients (the overflow oracle).
         ref_cfg['fp16'] = cfg['fp16']
+    cfg.update(json.loads(args.extra))
     cfg_path = os.path.join(args.work, 'ds_config.json')
     json.dump(cfg, open(cfg_path, 'w'))
     ref_cfg_path = os.path.join(args.work, 'ref_config.json')

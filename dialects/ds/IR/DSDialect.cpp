@@ -96,7 +96,7 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
                              << "ds.flat_buffer";
     return success();
   }
-  if (name == kOnHostAttrName) {
+  if (name == kOnHostAttrName || name == kRecomputeAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' is a unit attribute";
     return success();

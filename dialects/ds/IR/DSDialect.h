@@ -48,6 +48,9 @@ inline constexpr llvm::StringLiteral kScheduleAttrName = "ds.schedule";
 inline constexpr llvm::StringLiteral kMemorySpaceAttrName = "ds.memory_space";
 /// On an op: it runs on the host, over host tensors (the offloaded optimizer).
 inline constexpr llvm::StringLiteral kOnHostAttrName = "ds.on_host";
+/// On an op: a clone that recomputes a forward value in the backward
+/// (ds-activation-checkpoint); CSE must not fold it into the forward op.
+inline constexpr llvm::StringLiteral kRecomputeAttrName = "ds.recompute";
 /// On the module: {optimizer, param} offload devices, as ds-offload applied them.
 inline constexpr llvm::StringLiteral kOffloadAttrName = "ds.offload";
 

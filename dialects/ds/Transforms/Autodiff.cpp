@@ -327,8 +327,16 @@ void AutodiffPass::runOnOperation() {
       Value acc =
           GetParameterOp::create(b, loc, type, FlatSymbolRefAttr::get(&getContext(), name));
       Value sum = AddOp::create(b, loc, type, acc, g);
-      AssignOp::create(b, loc, FlatSymbolRefAttr::get(&getContext(), name), sum);
+      auto write = AssignOp::create(b, loc, FlatSymbolRefAttr::get(&getContext(), name), sum);
       markBackward(before, key.second);
+      // Accumulated as soon as the gradient is complete, so that it dies there instead of
+      // living to the end of backward (a pipeline's program orders its chunks itself).
+      if (Operation *def = g.getDefiningOp();
+          def && def->getBlock() == write->getBlock() && !module->hasAttr(kPipelineAttrName)) {
+        acc.getDefiningOp()->moveAfter(def);
+        sum.getDefiningOp()->moveAfter(acc.getDefiningOp());
+        write->moveAfter(sum.getDefiningOp());
+      }
     }
   }
   func.setSymName("micro_step");

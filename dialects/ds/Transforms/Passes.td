@@ -153,6 +153,31 @@ def DSOptimizer : Pass<"ds-optimizer", "::mlir::ModuleOp"> {
   ];
 }
 
+def DSActivationCheckpoint : Pass<"ds-activation-checkpoint", "::mlir::ModuleOp"> {
+  let summary = "Activation checkpointing chosen by the compiler: the backward recomputes each repeated block's activations from the block's input.";
+  let description = [{
+    Runs on `@micro_step` after `ds-autodiff` (before `ds-zero`). Finds the repeated blocks
+    of the model in its parameters' names (`PREFIX.N.rest`: the prefix with the most
+    distinct N, such as `transformer.h`), and cuts the forward into `segments` segments at
+    the blocks' first ops (0: one per block; DeepSpeed's `number_checkpoints`). Every value a
+    segment computes that the backward reads is recomputed instead of kept: right before
+    the first backward op that needs it, the segment's ops that produce it are cloned
+    (marked `ds.recompute`, so that CSE keeps them apart) from the segment's inputs, which are
+    the values kept: the checkpoints. Dropout masks, parameter reads, constants and
+    collectives are never cloned (their values are kept), so the recomputed values are the
+    same bits and the losses do not change. With `cpu` (DeepSpeed's `cpu_checkpointing`),
+    each checkpoint goes to host memory after its last forward use and comes back before its
+    first backward use. A module without repeated blocks is left as it is, with a warning.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"segments", "segments", "int64_t", "0",
+           "Segments (0: one per repeated block; DeepSpeed's number_checkpoints)">,
+    Option<"cpu", "cpu", "bool", "false",
+           "Keep the checkpoints in host memory between forward and backward (cpu_checkpointing)">,
+  ];
+}
+
 def DSZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
   let summary = "Data parallelism and ZeRO partitioning over the data-parallel grid.";
   let description = [{

@@ -86,6 +86,13 @@ struct AioConfig {
   bool singleSubmit = false, overlapEvents = true;
 };
 
+/// `activation_checkpointing` (DeepSpeed's block; present means on): ds-activation-checkpoint.
+struct CheckpointingConfig {
+  bool enabled = false;
+  bool cpu = false;     ///< cpu_checkpointing
+  int64_t segments = 0; ///< number_checkpoints (0: one per repeated block)
+};
+
 struct ZeroConfig {
   int64_t stage = 0;
   int64_t reduceBucketSize = 500000000, allgatherBucketSize = 500000000;
@@ -133,6 +140,7 @@ struct DeepSpeedConfig {
   int64_t zeroStage = 0; ///< zero.stage
   PrecisionConfig precision;
   AioConfig aio;
+  CheckpointingConfig checkpointing;
   int64_t stepsPerPrint = 10;
   uint64_t seed = 1234;
   std::vector<std::string> warnings; ///< keys ignored because they don't affect the numbers

@@ -1406,7 +1406,8 @@ void Lowering::emitMetadata() {
       off["offload_optimizer"] = optimizerBytes;
     if (stage == 3)
       off["offload_param"] = paramBytes;
-    root.getObject("plan")->insert({"offloadable_bytes", std::move(off)});
+    if (!off.empty())
+      root.getObject("plan")->insert({"offloadable_bytes", std::move(off)});
   }
   // ds-offload's spaces: host memory and the swap file, and what moves between the tiers.
   if (arena.hostPeak || nvmePersistent) {

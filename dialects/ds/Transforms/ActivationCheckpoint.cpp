@@ -1,0 +1,225 @@
+//===- ActivationCheckpoint.cpp - ds-activation-checkpoint: recompute blocks -===//
+//
+// DeepSpeed's activation checkpointing without changing the model: the compiler finds the
+// repeated blocks in the parameters' names, keeps only each segment's inputs from the forward,
+// and clones the segment's ops into the backward where their values are first needed.
+//
+//===----------------------------------------------------------------------===//
+#include "ds/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Regex.h"
+
+#include <map>
+#include <set>
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_DSACTIVATIONCHECKPOINT
+#include "ds/Transforms/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+/// Ops whose values are kept rather than recomputed: random masks (the same bits), reads of
+/// parameters and states (views), constants, collectives, and transfers.
+bool recomputable(Operation *op) {
+  return !isa<DropoutMaskOp, GetParameterOp, ConstantOp, MoveOp, AssignOp>(op) &&
+         !isa<shard::ShardDialect>(op->getDialect()) && op->getNumRegions() == 0 &&
+         op->getNumResults() > 0;
+}
+
+struct ActivationCheckpointPass
+    : mlir::ds::impl::DSActivationCheckpointBase<ActivationCheckpointPass> {
+  using DSActivationCheckpointBase::DSActivationCheckpointBase;
+  void runOnOperation() override;
+};
+
+void ActivationCheckpointPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (segments < 0) {
+    module.emitError() << "ds-activation-checkpoint: segments must be >= 0 (0: one per block)";
+    return signalPassFailure();
+  }
+  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+  if (!micro) {
+    module.emitError() << "ds-activation-checkpoint needs @micro_step (run ds-autodiff first)";
+    return signalPassFailure();
+  }
+  if (module->hasAttr(kPipelineAttrName)) {
+    module.emitError() << "ds-activation-checkpoint: recomputation in a pipeline is not "
+                          "implemented yet; drop activation_checkpointing or pipeline.stages";
+    return signalPassFailure();
+  }
+  Block &body = micro.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Operation *loss = ret.getNumOperands() ? ret.getOperand(0).getDefiningOp() : nullptr;
+  if (!loss)
+    return;
+
+  // The repeated blocks: the parameter-name prefix with the most distinct indices.
+  llvm::Regex blockName("^(.+)\\.([0-9]+)\\.");
+  llvm::StringMap<std::set<int64_t>> indices;
+  auto blockOf = [&](GetParameterOp g, std::string &prefix) -> int64_t {
+    SmallVector<StringRef> m;
+    if (!blockName.match(g.getName(), &m))
+      return -1;
+    prefix = m[1].str();
+    int64_t i = -1;
+    m[2].getAsInteger(10, i);
+    return i;
+  };
+  for (Operation &op : body) {
+    if (&op == loss)
+      break;
+    if (auto g = dyn_cast<GetParameterOp>(op)) {
+      std::string prefix;
+      int64_t i = blockOf(g, prefix);
+      if (i >= 0)
+        indices[prefix].insert(i);
+    }
+  }
+  std::string prefix;
+  size_t most = 0;
+  for (auto &[p, set] : indices)
+    if (set.size() > most || (set.size() == most && p < prefix)) {
+      most = set.size();
+      prefix = p.str();
+    }
+  if (most < 2) {
+    module.emitWarning() << "ds-activation-checkpoint: no repeated blocks (parameters named "
+                            "PREFIX.N.NAME for two or more N) in @micro_step; nothing is "
+                            "recomputed";
+    return;
+  }
+  SmallVector<int64_t> blocks(indices[prefix].begin(), indices[prefix].end());
+
+  // Each forward op's block: the one of the first block parameter it reads; a block starts
+  // at its first such op.
+  llvm::DenseMap<Operation *, int64_t> blockOfOp;
+  std::map<int64_t, Operation *> firstOp, lastOp;
+  for (Operation &op : body) {
+    if (&op == loss)
+      break;
+    for (Value v : op.getOperands()) {
+      auto g = v.getDefiningOp<GetParameterOp>();
+      std::string p;
+      int64_t i = g ? blockOf(g, p) : -1;
+      if (i < 0 || p != prefix)
+        continue;
+      if (!firstOp.count(i))
+        firstOp[i] = &op;
+      lastOp[i] = &op;
+      break;
+    }
+  }
+  // Blocks grouped into segments: one per block, or `segments` groups of consecutive blocks.
+  int64_t n = static_cast<int64_t>(blocks.size());
+  int64_t groups = segments > 0 ? std::min<int64_t>(segments, n) : n;
+  SmallVector<Operation *> starts;
+  for (int64_t s = 0; s < groups; ++s)
+    starts.push_back(firstOp[blocks[s * n / groups]]);
+  // The last segment runs to the first op that reads another parameter (a final norm, the
+  // head), or to the loss.
+  Operation *end = lastOp[blocks.back()]->getNextNode();
+  for (; end && end != loss; end = end->getNextNode()) {
+    bool other = llvm::any_of(end->getOperands(), [&](Value v) {
+      auto g = v.getDefiningOp<GetParameterOp>();
+      std::string p;
+      return g && (blockOf(g, p) != blocks.back() || p != prefix);
+    });
+    if (other)
+      break;
+  }
+  llvm::DenseMap<Operation *, int64_t> segmentOf;
+  int64_t current = -1;
+  for (Operation &op : body) {
+    if (&op == end || &op == loss)
+      break;
+    if (current + 1 < groups && &op == starts[current + 1])
+      ++current;
+    if (current >= 0 && recomputable(&op))
+      segmentOf[&op] = current;
+  }
+
+  // A segment's outputs (values other forward ops read: the next segment's input, the
+  // residual stream) are the checkpoints: kept, not recomputed.
+  SmallVector<Operation *> outputs;
+  for (auto [op, s] : segmentOf)
+    if (llvm::any_of(op->getUsers(), [&, s = s](Operation *u) {
+          return !loss->isBeforeInBlock(u) && (!segmentOf.count(u) || segmentOf.lookup(u) != s);
+        }))
+      outputs.push_back(op);
+  for (Operation *op : outputs)
+    segmentOf.erase(op);
+
+  // The backward: each use of a segment's value gets a recomputed one, cloned (with what it
+  // needs from the same segment) right before the first backward op that reads it.
+  OpBuilder b(module.getContext());
+  std::vector<IRMapping> maps(groups);
+  // Checkpoints read by the recomputation: segment inputs that other segments computed.
+  llvm::SetVector<Value> checkpoints;
+  std::function<Value(Value, int64_t)> recompute = [&](Value v, int64_t s) -> Value {
+    if (Value m = maps[s].lookupOrNull(v))
+      return m;
+    Operation *def = v.getDefiningOp();
+    for (Value u : def->getOperands()) {
+      Operation *d = u.getDefiningOp();
+      if (d && segmentOf.count(d) && segmentOf.lookup(d) == s)
+        recompute(u, s);
+      else if (d && !isa<GetParameterOp, ConstantOp>(d))
+        checkpoints.insert(u); // a kept forward value the recomputation reads
+    }
+    Operation *clone = b.clone(*def, maps[s]);
+    clone->setAttr(kRecomputeAttrName, UnitAttr::get(module.getContext()));
+    return maps[s].lookup(v);
+  };
+  bool backward = false;
+  for (Operation &op : llvm::make_early_inc_range(body)) {
+    if (&op == loss) {
+      backward = true;
+      continue;
+    }
+    if (!backward || op.hasAttr(kRecomputeAttrName))
+      continue;
+    for (OpOperand &o : op.getOpOperands()) {
+      Operation *d = o.get().getDefiningOp();
+      if (!d || !segmentOf.count(d))
+        continue;
+      b.setInsertionPoint(&op);
+      o.set(recompute(o.get(), segmentOf.lookup(d)));
+    }
+  }
+
+  // cpu_checkpointing: a checkpoint leaves the device after its last forward use and comes
+  // back before its first recomputing use.
+  if (!cpu)
+    return;
+  for (Value v : checkpoints) {
+    Operation *lastForward = nullptr, *firstBackward = nullptr;
+    for (Operation *u : v.getUsers()) {
+      bool isBackward = loss->isBeforeInBlock(u);
+      if (!isBackward && (!lastForward || lastForward->isBeforeInBlock(u)))
+        lastForward = u;
+      if (isBackward && (!firstBackward || u->isBeforeInBlock(firstBackward)))
+        firstBackward = u;
+    }
+    if (!lastForward || !firstBackward)
+      continue;
+    b.setInsertionPointAfter(lastForward);
+    auto host = MoveOp::create(b, v.getLoc(), v.getType(), v, b.getStringAttr("host"));
+    b.setInsertionPoint(firstBackward);
+    auto back = MoveOp::create(b, v.getLoc(), v.getType(), host.getResult(),
+                               b.getStringAttr("device"));
+    v.replaceUsesWithIf(back.getResult(), [&](OpOperand &use) {
+      return use.getOwner() != host && loss->isBeforeInBlock(use.getOwner()) &&
+             use.getOwner() != back;
+    });
+  }
+}
+} // namespace
