@@ -152,6 +152,9 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
                        (long long)row.comm, (long long)row.peak, (long long)row.buffers,
                        coord.c_str());
   }
+  // ds-activation-checkpoint's cost.
+  if (int64_t flops = recomputedFlops(module))
+    os << "recomputed per rank and step (activation checkpointing): " << flops << " FLOPs\n";
   // ds-offload's spaces: what lives off the device and what moves per step.
   if (const llvm::json::Object *moved = plan->getObject("moved_bytes_per_step")) {
     int64_t offParams = 0, offGrads = 0, offOptim = 0;

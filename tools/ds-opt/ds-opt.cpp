@@ -55,6 +55,12 @@ static cl::opt<bool> memoryReport(
              "inputs, communication buffers, peak) from the compiler's buffer plan of a "
              "training step; with a .mlir input, print only the report"),
     cl::cat(trainCategory));
+static cl::opt<std::string> deviceMemory(
+    "device-memory",
+    cl::desc("With --config: the device budget per rank (bytes, or with K/M/G/KiB/MiB/GiB). A "
+             "plan over it is made to fit by activation checkpointing and offload (the first "
+             "that fits of: recomputation, offload_optimizer cpu, both, offload_param too)"),
+    cl::value_desc("BYTES"), cl::init(""));
 static cl::opt<std::string> rates(
     "rates",
     cl::desc("With --memory-report of an offloaded step: the tiers' bandwidths and the compute "
@@ -80,6 +86,24 @@ static cl::opt<int64_t> worldSize(
 static bool isPyTorchModelInput(llvm::StringRef path) {
   llvm::StringRef ext = llvm::sys::path::extension(path);
   return ext == ".pt" || ext == ".pth" || ext == ".pt2";
+}
+
+/// A byte count: digits with an optional K, M, G (powers of 1000) or KiB, MiB, GiB suffix.
+static bool parseByteCount(llvm::StringRef s, uint64_t &out) {
+  s = s.trim();
+  uint64_t scale = 1;
+  for (auto [suffix, mult] : {std::pair<const char *, uint64_t>{"KiB", 1ull << 10},
+                              {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"K", 1000},
+                              {"M", 1000000}, {"G", 1000000000}})
+    if (s.consume_back(suffix)) {
+      scale = mult;
+      break;
+    }
+  uint64_t v = 0;
+  if (s.getAsInteger(10, v) || v == 0)
+    return false;
+  out = v * scale;
+  return true;
 }
 
 static int fail(const llvm::Twine &message) {
@@ -143,8 +167,18 @@ int main(int argc, char **argv) {
         return fail(llvm::toString(cfg.takeError()));
       for (const std::string &w : cfg->warnings)
         llvm::errs() << "ds-opt: warning: " << configPath << ": " << w << "\n";
-      if (failed(mlir::ds::buildTrainingStep(*module, *cfg)))
+      if (!deviceMemory.empty()) {
+        uint64_t budget = 0;
+        if (!parseByteCount(deviceMemory, budget))
+          return fail("--device-memory takes a byte count such as 1073741824, 512M, 2GiB; got '" +
+                      deviceMemory + "'");
+        auto fitted = mlir::ds::fitDeviceMemory(*module, *cfg, budget, llvm::errs());
+        if (failed(fitted))
+          return 1;
+        module = std::move(*fitted);
+      } else if (failed(mlir::ds::buildTrainingStep(*module, *cfg))) {
         return 1;
+      }
     } else if (worldSize != 0) {
       return fail("--world-size needs --config");
     }

@@ -60,6 +60,17 @@ struct StallPrediction {
 /// schedule replayed on a compute and a transfer stream at `rates`.
 FailureOr<StallPrediction> predictStall(ModuleOp module, const TierRates &rates);
 
+/// ds-opt --device-memory (FitBudget.cpp): builds the step of `imported` with `config`, or,
+/// when its plan's device peak is over `budget`, with the first of: activation
+/// checkpointing, offload_optimizer cpu, both, offload_param too (stage 3), both with
+/// recomputation, whose plan fits. `config` becomes the one chosen; the choice and its cost go
+/// to `note`. Fails, naming the least peak reached, when none fits.
+FailureOr<OwningOpRef<ModuleOp>> fitDeviceMemory(ModuleOp imported,
+                                                 ::ds::DeepSpeedConfig &config,
+                                                 uint64_t budget, llvm::raw_ostream &note);
+/// The FLOPs per step of the ops that recompute forward values (ds.recompute).
+int64_t recomputedFlops(ModuleOp step);
+
 /// With `rates`, also the offload schedule's predicted stall per step.
 LogicalResult printMemoryReport(ModuleOp module, llvm::raw_ostream &os,
                                 const TierRates *rates = nullptr);
