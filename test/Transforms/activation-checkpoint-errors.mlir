@@ -1,0 +1,26 @@
+// RUN: not ds-opt %s --split-input-file --ds-autodiff --ds-activation-checkpoint 2>&1 | FileCheck %s --check-prefix=WARN
+// RUN: not ds-opt %s --split-input-file --ds-activation-checkpoint 2>&1 | FileCheck %s --check-prefix=ERR
+
+// A model without repeated blocks is left as it is, with a warning.
+// WARN: warning: ds-activation-checkpoint: no repeated blocks (parameters named PREFIX.N.NAME for two or more N) in @micro_step; nothing is recomputed
+// WARN-NOT: ds.recompute
+// ERR: error: ds-activation-checkpoint needs @micro_step (run ds-autodiff first)
+module {
+  ds.parameter @fc.weight trainable : tensor<4x4xf32>
+  func.func @forward(%x: tensor<2x4xf32>, %y: tensor<2xi64>) -> tensor<f32> {
+    %w = ds.get_parameter @fc.weight : tensor<4x4xf32>
+    %h = ds.linear %x, %w : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+    %g = ds.gelu %h : tensor<2x4xf32>
+    %l = ds.cross_entropy %g, %y : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// ERR: error: ds-activation-checkpoint: recomputation in a pipeline is not implemented yet; drop activation_checkpointing or pipeline.stages
+module attributes {ds.pipeline = {stages = 2 : i64, virtual_stages = 1 : i64}} {
+  func.func @micro_step(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    return %x : tensor<2x4xf32>
+  }
+}
