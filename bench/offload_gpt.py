@@ -9,6 +9,7 @@ micro-batch 2, fp32 AdamW, ZeRO stage 3, one rank with --threads T:
   2. step time without a budget and without offload, then with --device-memory = the plan's
      peak without model state + a quarter of the model state and both offloads on cpu, then on
      nvme (the goal for cpu: within 1.3x of no offload);
+     and, for comparison, activation checkpointing (recomputation) without offload;
   3. the stall the compiler predicts from the probed rates (ds-opt --memory-report --rates)
      against the stall measured (the log's stall_ms: compute waiting on a transfer);
   4. DeepSpeed 0.19.8 (the .venv, DS_ACCELERATOR=cpu) ZeRO-3 with the same offload settings on
@@ -132,7 +133,7 @@ def main():
     np.save(w('idx.npy'), idx)
     np.save(w('targets.npy'), np.roll(idx, -1, 1))
 
-    def compile(name, offload):
+    def compile(name, offload, recompute=False):
         zero = {'stage': 3}
         if offload:
             dev = {'device': offload}
@@ -144,6 +145,8 @@ def main():
                'gradient_accumulation_steps': 1,
                'optimizer': {'type': 'AdamW', 'params': {'lr': 1e-4, 'weight_decay': 0.01}},
                'zero_optimization': zero, 'steps_per_print': 1000}
+        if recompute:
+            cfg['activation_checkpointing'] = {}
         json.dump(cfg, open(w(name + '.json'), 'w'))
         subprocess.run([b('ds-opt'), pt, '--input', 'idx=tensor<%dx%dxi64>' % (MB, SEQ),
                         '--input', 'targets=tensor<%dx%dxi64>' % (MB, SEQ), '--config',
@@ -154,11 +157,13 @@ def main():
     state = base['persistent_bytes']
     budget = base['peak_bytes'] - state + state // 4
     rows = []
-    for name, offload, limit in (('no offload, no budget', None, 0),
-                                 ('cpu offload, budget', 'cpu', budget),
-                                 ('nvme offload, budget', 'nvme', budget)):
-        step = compile(offload or 'none', offload)
-        log = w((offload or 'none') + '.jsonl')
+    for name, offload, limit, recompute in (('no offload, no budget', None, 0, False),
+                                            ('cpu offload, budget', 'cpu', budget, False),
+                                            ('nvme offload, budget', 'nvme', budget, False),
+                                            ('activation checkpointing', None, 0, True)):
+        tag = (offload or 'none') + ('-recompute' if recompute else '')
+        step = compile(tag, offload, recompute)
+        log = w(tag + '.jsonl')
         flags = ['--device-memory', str(limit)] if limit else []
         subprocess.run([b('ds-run'), step, '--data', 'idx=' + w('idx.npy'), '--data',
                         'targets=' + w('targets.npy'), '--steps', str(args.steps), '--threads',

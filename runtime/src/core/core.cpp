@@ -271,14 +271,15 @@ dsrt_context *newContext(uint64_t budget, int32_t threads, uint64_t seed) {
   return ctx;
 }
 
-void copyReason(const std::string &why, char *err, size_t cap) {
+} // namespace
+
+void dsrt::copyMessage(const std::string &why, char *err, size_t cap) {
   if (!err || !cap)
     return;
   size_t n = std::min(cap - 1, why.size());
   std::memcpy(err, why.data(), n);
   err[n] = '\0';
 }
-} // namespace
 
 extern "C" dsrt_context *dsrt_context_create(uint64_t device_budget, int32_t threads,
                                              uint64_t seed) {
@@ -294,7 +295,7 @@ extern "C" dsrt_context *dsrt_context_create_on(const char *device, uint64_t dev
   if (name == "cpu")
     return dsrt_context_create(device_budget, threads, seed);
   if (name != "cuda") {
-    copyReason("unknown device '" + name + "' (expected cpu or cuda)", err, cap);
+    copyMessage("unknown device '" + name + "' (expected cpu or cuda)", err, cap);
     return nullptr;
   }
   dsrt_context *ctx = newContext(device_budget, threads, seed);
@@ -302,7 +303,7 @@ extern "C" dsrt_context *dsrt_context_create_on(const char *device, uint64_t dev
   ctx->device.reset(createPluginDevice(name.c_str(), ctx, why));
   if (!ctx->device) {
     delete ctx;
-    copyReason("device " + name + " unavailable: " + why, err, cap);
+    copyMessage("device " + name + " unavailable: " + why, err, cap);
     return nullptr;
   }
   return ctx;
@@ -331,14 +332,14 @@ extern "C" int32_t dsrt_device_probe(const char *device, char *reason, size_t ca
   if (name == "cpu")
     return 1;
   if (name != "cuda") {
-    copyReason("unknown device '" + name + "'", reason, cap);
+    copyMessage("unknown device '" + name + "'", reason, cap);
     return 0;
   }
   std::string why;
   dsrt_context probe;
   std::unique_ptr<Device> d(createPluginDevice("cuda", &probe, why));
   if (!d)
-    copyReason(why, reason, cap);
+    copyMessage(why, reason, cap);
   return d ? 1 : 0;
 }
 

@@ -92,6 +92,8 @@ inline void retainStorage(dsrt_storage *s) {
     ++s->refs;
 }
 void releaseStorage(dsrt_context *ctx, dsrt_storage *s);
+/// Copies `why` into a caller's buffer of `cap` bytes, NUL-terminated (error reasons).
+void copyMessage(const std::string &why, char *err, size_t cap);
 /// Host-space storage (core/spaces.cpp): allocation and return.
 dsrt_storage *allocateHost(dsrt_context *ctx, uint64_t bytes);
 void freeHost(dsrt_context *ctx, dsrt_storage *s);

@@ -218,14 +218,6 @@ SwapFile &needSwap(dsrt_context *ctx, const char *kernel) {
   return *f;
 }
 
-void copyError(const std::string &why, char *err, size_t cap) {
-  if (!err || !cap)
-    return;
-  size_t n = std::min(cap - 1, why.size());
-  std::memcpy(err, why.data(), n);
-  err[n] = '\0';
-}
-
 dsrt_event *newTransferEvent(dsrt_context *ctx) {
   auto *e = new dsrt_event();
   e->ctx = ctx;
@@ -344,13 +336,13 @@ extern "C" int32_t dsrt_nvme_open(dsrt_context *ctx, const char *dir, uint64_t b
   };
   struct stat st;
   if (d.empty() || stat(d.c_str(), &st) != 0) {
-    copyError("nvme_path '" + d + "' does not exist; create the directory (this rank needs " +
+    copyMessage("nvme_path '" + d + "' does not exist; create the directory (this rank needs " +
                   need() + " in it) or point nvme_path at one",
               err, cap);
     return -1;
   }
   if (!S_ISDIR(st.st_mode)) {
-    copyError("nvme_path '" + d + "' is not a directory; point nvme_path at a directory with " +
+    copyMessage("nvme_path '" + d + "' is not a directory; point nvme_path at a directory with " +
                   need() + " free",
               err, cap);
     return -1;
@@ -362,7 +354,7 @@ extern "C" int32_t dsrt_nvme_open(dsrt_context *ctx, const char *dir, uint64_t b
   std::string path = d + name;
   file->buffered = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (file->buffered < 0) {
-    copyError("cannot create the swap file in nvme_path '" + d + "': " + std::strerror(errno) +
+    copyMessage("cannot create the swap file in nvme_path '" + d + "': " + std::strerror(errno) +
                   "; make the directory writable or point nvme_path at another one (this rank "
                   "needs " + need() + ")",
               err, cap);
@@ -374,7 +366,7 @@ extern "C" int32_t dsrt_nvme_open(dsrt_context *ctx, const char *dir, uint64_t b
   if (statvfs(d.c_str(), &vfs) == 0) {
     uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
     if (avail < roundUp(bytes)) {
-      copyError("nvme_path '" + d + "' has " + std::to_string(avail) + " bytes free but this " +
+      copyMessage("nvme_path '" + d + "' has " + std::to_string(avail) + " bytes free but this " +
                     "rank's swap file needs " + need() +
                     "; free space there or point nvme_path at a larger device",
                 err, cap);
@@ -386,7 +378,7 @@ extern "C" int32_t dsrt_nvme_open(dsrt_context *ctx, const char *dir, uint64_t b
   std::signal(SIGXFSZ, SIG_IGN);
   int rc = size ? posix_fallocate(file->buffered, 0, static_cast<off_t>(size)) : 0;
   if (rc != 0) {
-    copyError("cannot reserve " + need() + " for the swap file in nvme_path '" + d + "': " +
+    copyMessage("cannot reserve " + need() + " for the swap file in nvme_path '" + d + "': " +
                   std::strerror(rc) + "; free space there or point nvme_path at a larger device",
               err, cap);
     return -1;
