@@ -13,7 +13,9 @@ pkgs=(
   libtorch-dev python3-torch python3-torchvision python3-numpy python3-venv
   libopenmpi-dev openmpi-bin
   libdnnl-dev
-  liburing-dev fio
+  # The NVMe tier (io_uring), fio to measure it against, libaio for DeepSpeed's async_io
+  # (bench/offload_gpt.py).
+  liburing-dev fio libaio-dev
   libgtest-dev
   bc
   clang-22 libclang-rt-22-dev
