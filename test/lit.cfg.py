@@ -5,7 +5,7 @@ import lit.formats
 config.name = "ds"
 config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mlir", ".test"]
-config.excludes = ["models", "make_models2.py", "unit", "fuzz", "train_compare.py", "offload_budget.py", "recompute.py", "op_gradients.py", "compile_compare.py", "checkpoint_kill.py", "reshard.py", "make_data.py", "lit.cfg.py", "CMakeLists.txt", "Inputs"]
+config.excludes = ["models", "make_models2.py", "unit", "fuzz", "train_compare.py", "offload_budget.py", "recompute.py", "op_gradients.py", "compile_compare.py", "checkpoint_kill.py", "reshard.py", "trace_check.py", "make_data.py", "lit.cfg.py", "CMakeLists.txt", "Inputs"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.ds_obj_root, "test")
 

@@ -42,7 +42,7 @@ class MLP(nn.Module):
 # --------------------------------------------------------------------------
 class GPTConfig:
     def __init__(self, vocab_size=64, block_size=16, n_layer=2, n_head=2,
-                 n_embd=32, dropout=0.0, bias=True):
+                 n_embd=32, dropout=0.0, bias=True, gelu='none'):
         self.vocab_size = vocab_size
         self.block_size = block_size
         self.n_layer = n_layer
@@ -50,6 +50,7 @@ class GPTConfig:
         self.n_embd = n_embd
         self.dropout = dropout
         self.bias = bias
+        self.gelu = gelu  # nn.GELU's approximate: 'none' (erf) or 'tanh' (GPT-2's gelu_new)
 
 
 class LayerNorm(nn.Module):
@@ -100,7 +101,7 @@ class GPTMLP(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
-        self.gelu = nn.GELU()
+        self.gelu = nn.GELU(approximate=getattr(config, 'gelu', 'none'))
         self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
 

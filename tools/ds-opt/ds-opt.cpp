@@ -188,6 +188,10 @@ int main(int argc, char **argv) {
     llvm::raw_string_ostream os(text);
     module->print(os, OpPrintingFlags().enableDebugInfo());
     buffer = llvm::MemoryBuffer::getMemBufferCopy(text, inputFile);
+    // A training step (STEP.mlir) keeps them too: ds-run --trace names the model's lines.
+    if (!configPath.empty())
+      if (auto *o = llvm::cl::getRegisteredOptions().lookup("mlir-print-debuginfo"))
+        static_cast<llvm::cl::opt<bool> *>(o)->setValue(true);
 #else
     return fail("'" + inputFile + "' is a PyTorch model but this ds-opt was built "
                 "without the TorchScript importer (run scripts/setup.sh and rebuild)");

@@ -321,7 +321,8 @@ void AutodiffPass::runOnOperation() {
     for (auto &[key, g] : paramGrads) {
       if (key.first != param.getSymNameAttr())
         continue;
-      Location loc = param.getLoc();
+      // Where the gradient was computed (the model's line, for ds-run --trace).
+      Location loc = g.getDefiningOp() ? g.getDefiningOp()->getLoc() : param.getLoc();
       RankedTensorType type = param.getTensorType();
       Operation *before = ret->getPrevNode();
       Value acc =

@@ -19,6 +19,7 @@
 #include <deque>
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::ds {
@@ -204,6 +205,17 @@ private:
   LogicalResult lowerOp(Operation *op);
   void emitInitSlots();
   void emitMetadata();
+  // --- trace sites: each ds op's runtime calls follow a dsrt_trace_site naming the op and
+  // its source location (the metadata's "sites"), emitted lazily by call() -------------------
+  /// Makes `op` (null: none) the site of the calls that follow.
+  void setSite(Operation *op) { pendingSite = op; }
+  /// The index of `op`'s site in "sites" (added when first named), or -1 for none.
+  int siteOf(Operation *op);
+  llvm::StringMap<int> siteIndex;
+  llvm::DenseMap<Operation *, int> siteOfOp;
+  std::vector<std::string> siteNames;
+  Operation *pendingSite = nullptr;
+  int emittedSite = -2; ///< -2: unknown (function entry, after a branch)
   // --- pipelines (ds-pipeline): one program per pp rank, dispatched on the pp coordinate ---
   LogicalResult runPipeline(DictionaryAttr info);
   /// The arena model with the slots that pp rank `ppRank` holds (-1: all) allocated.
@@ -358,7 +370,36 @@ LLVM::LLVMFuncOp Lowering::runtimeFunc(StringRef name, Type result, ArrayRef<Typ
   return fn;
 }
 
+int Lowering::siteOf(Operation *op) {
+  if (!op)
+    return -1;
+  if (auto it = siteOfOp.find(op); it != siteOfOp.end())
+    return it->second;
+  // The last file location: the model's line where the importer fused it after a library
+  // line (torch.nn's code, inlined).
+  std::string where;
+  op->getLoc()->walk([&](Location l) {
+    if (auto flc = dyn_cast<FileLineColLoc>(l))
+      where = (llvm::sys::path::filename(flc.getFilename().getValue()) + ":" +
+               Twine(flc.getLine()))
+                  .str();
+    return WalkResult::advance();
+  });
+  std::string name = op->getName().getStringRef().str() + (where.empty() ? "" : " " + where);
+  auto [it, inserted] = siteIndex.try_emplace(name, (int)siteNames.size());
+  if (inserted)
+    siteNames.push_back(name);
+  return siteOfOp[op] = it->second;
+}
+
 Value Lowering::call(StringRef name, ArrayRef<Value> args, Type result) {
+  if ((pendingSite || emittedSite >= 0) && name != "dsrt_trace_site") {
+    int site = siteOf(pendingSite);
+    if (site != emittedSite) {
+      emittedSite = site;
+      call("dsrt_trace_site", {ctxArg, i32(site)});
+    }
+  }
   SmallVector<Type> types;
   for (Value a : args)
     types.push_back(a.getType());
@@ -767,7 +808,9 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
       uses.push_back(&use);
     for (OpOperand *use : uses) {
       OpBuilder cb(use->getOwner());
-      use->set(cb.clone(*c)->getResult(0));
+      Operation *clone = cb.clone(*c);
+      clone->setLoc(use->getOwner()->getLoc()); // the trace names the line that uses it
+      use->set(clone->getResult(0));
     }
     c.erase();
   }
@@ -823,6 +866,7 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
   Block *entry = fn.addEntryBlock(b);
   b.setInsertionPointToStart(entry);
   ctxArg = entry->getArgument(0);
+  pendingSite = nullptr, emittedSite = -2;
   loc = func.getLoc();
 
   // Arguments: inputs owned by the caller (their storages are counted by the caller).
@@ -841,7 +885,9 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
   }
 
   Value returned;
+  emittedSite = -2;
   for (Operation &op : body) {
+    setSite(isa<func::ReturnOp>(op) ? nullptr : &op);
     waitFor(&op);
     if (auto ret = dyn_cast<func::ReturnOp>(op)) {
       loc = ret.getLoc();
@@ -1037,6 +1083,7 @@ void Lowering::emitInitSlots() {
   Block *entry = fn.addEntryBlock(b);
   b.setInsertionPointToStart(entry);
   ctxArg = entry->getArgument(0);
+  pendingSite = nullptr, emittedSite = -2;
   // A pipeline rank defines only the slots of its stage.
   Value coord = ppAxisIndex >= 0 ? ppCoordinate() : Value();
   auto onItsRanks = [&](const Slot &s, llvm::function_ref<void()> define) {
@@ -1117,6 +1164,7 @@ void Lowering::emitIf(Value cond, llvm::function_ref<void()> body) {
   if (then->empty() || !then->back().hasTrait<OpTrait::IsTerminator>())
     LLVM::BrOp::create(b, loc, ValueRange{}, rest);
   b.setInsertionPointToStart(rest);
+  emittedSite = -2; // the branch may or may not have named a site
 }
 
 Value Lowering::ppCoordinate() {
@@ -1201,6 +1249,7 @@ LogicalResult Lowering::runPipeline(DictionaryAttr info) {
     Block *entry = fn.addEntryBlock(b);
     b.setInsertionPointToStart(entry);
     ctxArg = entry->getArgument(0);
+    pendingSite = nullptr, emittedSite = -2;
     Value coord = ppCoordinate();
     for (int64_t r = 0; r < pipelineStages; ++r) {
       Value is = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, coord, i32(r));
@@ -1364,8 +1413,12 @@ void Lowering::emitMetadata() {
     else
       llvm::consumeError(parsed.takeError());
   }
+  llvm::json::Array sites;
+  for (const std::string &site : siteNames)
+    sites.push_back(site);
   llvm::json::Object root{
       {"inputs", std::move(inputs)},
+      {"sites", std::move(sites)},
       {"slots", std::move(slotArray)},
       {"config", std::move(config)},
       {"plan", llvm::json::Object{{"peak_bytes", std::max(microPeak, optimizerPeak)},

@@ -42,13 +42,41 @@ Location Interpreter::locationOf(Node *node) {
     range = *original;
   if (auto flc = range.file_line_col()) {
     auto [file, line, col] = *flc;
-    return FileLineColLoc::get(builder.getContext(), file, line, col + 1);
+    Location own = FileLineColLoc::get(builder.getContext(), file, line, col + 1);
+    // Library code (torch.nn) is inlined: the innermost line of the model's own code that
+    // called it comes second (the diagnostics show the first; ds-run --trace names ops by the
+    // last).
+    auto library = [](const std::string &f) { return f.find("/torch/") != std::string::npos; };
+    if (!library(file))
+      return own;
+    if (auto callstack = node->callstack()) {
+      auto frames = (*callstack)->vec(); // outermost call first
+      for (auto frame = frames.rbegin(); frame != frames.rend(); ++frame) {
+        auto site = std::get<1>(*frame);
+        if (auto original = site.findSourceRangeThatGenerated())
+          site = *original;
+        auto caller = site.file_line_col();
+        if (!caller || std::get<0>(*caller).empty() || library(std::get<0>(*caller)))
+          continue;
+        return FusedLoc::get(builder.getContext(),
+                             {own, FileLineColLoc::get(builder.getContext(),
+                                                       std::get<0>(*caller),
+                                                       std::get<1>(*caller),
+                                                       std::get<2>(*caller) + 1)});
+      }
+    }
+    return own;
   }
   return UnknownLoc::get(builder.getContext());
 }
 
 std::string Interpreter::sourceLine() const {
-  if (auto flc = dyn_cast<FileLineColLoc>(currentLoc)) {
+  FileLineColLoc flc;
+  currentLoc->walk([&](Location l) {
+    flc = dyn_cast<FileLineColLoc>(l);
+    return flc ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  if (flc) {
     std::string text = (flc.getFilename().str() + ":" + std::to_string(flc.getLine()));
     auto range = currentNode->sourceRange();
     if (auto original = range.findSourceRangeThatGenerated())

@@ -298,6 +298,28 @@ uint64_t dsrt_moved_bytes(dsrt_context *ctx, int32_t kind);
 double dsrt_transfer_wait_seconds(dsrt_context *ctx);
 
 /*===--------------------------------------------------------------------===*
+ * Tracing (ds-run --trace). While enabled, every runtime call is recorded as a span on its
+ * stream (compute, transfer, each group's collectives), together with the site the program
+ * named last: ds-lower-to-runtime calls dsrt_trace_site before each ds op's calls, with the
+ * op's index into the metadata's "sites" (its name and source location in the model).
+ *===--------------------------------------------------------------------===*/
+/** The ds op whose runtime calls follow (an index into the metadata's "sites"). */
+void dsrt_trace_site(dsrt_context *ctx, int32_t site);
+/** Starts (1) or stops (0) recording; the recorded spans are kept until taken. */
+void dsrt_trace_enable(dsrt_context *ctx, int32_t on);
+/** A span of the caller's own on the compute stream (the driver's phases), from and to the
+ *  times of dsrt_trace_now. */
+void dsrt_trace_span(dsrt_context *ctx, const char *name, int64_t start_ns, int64_t end_ns);
+/** Nanoseconds of the monotonic clock the spans use. */
+int64_t dsrt_trace_now(void);
+/** The spans recorded so far, as a JSON array of [stream, category, name, site, start_ns,
+ *  dur_ns, detail] (category: kernel, collective, transfer, wait, copy or driver; site -1:
+ *  none), in the order they ended; they are then forgotten. Writes at most `cap`
+ *  bytes (NUL-terminated) and returns the full length: call with cap 0 for the size first;
+ *  the spans are forgotten only by a call whose buffer held them all. */
+size_t dsrt_trace_take(dsrt_context *ctx, char *buf, size_t cap);
+
+/*===--------------------------------------------------------------------===*
  * Kernels. Stream-ordered: each call is enqueued on the context's compute stream; the CPU
  * backend runs it before returning. `out` arguments are allocated by the caller with the
  * result shape; attribute arguments follow the ds dialect's op of the same name.

@@ -33,6 +33,8 @@ struct Queue {
   std::unique_ptr<Channel> channel;
   int rank = 0, size = 1;
   std::string name;
+  /// The trace's stream of this queue's collectives: "collectives (world)", "(dp)", "(tp+sp)".
+  const char *traceStream = "collectives (world)";
   std::thread worker;
   std::thread::id workerId;
   std::atomic<bool> running{false};
@@ -149,10 +151,19 @@ struct Queue {
     }
     {
       std::lock_guard<std::mutex> lock(mutex);
-      queue.push_back([this, e, after, op = std::move(op), work = std::move(work)] {
+      // While tracing, the collective is a span on this group's thread, with the site that
+      // issued it.
+      const bool traced = ctx && ctx->tracing.load(std::memory_order_relaxed);
+      const int32_t site = ctx ? ctx->site : -1;
+      queue.push_back([this, e, after, traced, site, ctx, op = std::move(op),
+                       work = std::move(work)] {
         if (after)
           channel->orderAfter(after->native);
+        const int64_t start = traced ? traceNow() : 0;
         work(*channel, op);
+        if (traced)
+          traceRecord(ctx, traceStream, "collective", op.name, site, start,
+                      traceNow(), op.detail);
         if (after) {
           after->ctx->device->destroy(after);
           delete after;
@@ -225,6 +236,7 @@ struct Comm {
     if (m == 0) {
       if (!self) {
         self = std::make_unique<Queue>(control, makeLoopbackChannel());
+        self->traceStream = "collectives (self)";
       }
       return *self;
     }
@@ -350,6 +362,11 @@ extern "C" void dsrt_comm_init_mesh(dsrt_context *ctx, int32_t naxes, const int6
     if (!sub)
       refuse(ctx, c, "cannot form the groups of the mesh " + c.meshString() + ": " + why);
     c.groups[m] = std::make_unique<Queue>(c.control, std::move(sub));
+    std::string axes;
+    for (int32_t i = 0; i < naxes; ++i)
+      if ((m >> i) & 1)
+        axes += (axes.empty() ? "" : "+") + c.names[i];
+    c.groups[m]->traceStream = traceStreamName("collectives (" + axes + ")");
   }
 }
 

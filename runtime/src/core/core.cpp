@@ -344,10 +344,12 @@ extern "C" int32_t dsrt_device_probe(const char *device, char *reason, size_t ca
 }
 
 extern "C" void dsrt_tensor_to_host(dsrt_context *ctx, void *dst, const dsrt_tensor *t) {
+  DSRT_TRACE(ctx, "copy", "tensor_to_host");
   ctx->device->toHost(dst, t->data, (size_t)t->numel * dsrt_dtype_size(t->dtype));
 }
 
 extern "C" void dsrt_tensor_from_host(dsrt_context *ctx, dsrt_tensor *t, const void *src) {
+  DSRT_TRACE(ctx, "copy", "tensor_from_host");
   ctx->device->fromHost(t->data, src, (size_t)t->numel * dsrt_dtype_size(t->dtype));
 }
 

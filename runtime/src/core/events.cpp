@@ -26,6 +26,7 @@ extern "C" void dsrt_event_synchronize(dsrt_event *event) {
     event->wait();
 }
 extern "C" void dsrt_event_wait(dsrt_context *ctx, dsrt_event *event) {
+  DSRT_TRACE(ctx, "wait", event->transfer ? "wait (transfer)" : "wait (collective)");
   if (event->native)
     ctx->device->streamWait(event);
   else {
@@ -49,4 +50,7 @@ extern "C" void dsrt_event_release(dsrt_event *event) {
     dsrt::releaseStorage(event->ctx, s);
   delete event;
 }
-extern "C" void dsrt_stream_synchronize(dsrt_context *ctx) { ctx->device->synchronize(); }
+extern "C" void dsrt_stream_synchronize(dsrt_context *ctx) {
+  DSRT_TRACE(ctx, "wait", "stream_synchronize");
+  ctx->device->synchronize();
+}

@@ -60,6 +60,11 @@ struct dsrt_context {
   std::atomic<uint64_t> moved[4] = {};
   uint64_t transferWaitNs = 0;
   std::shared_ptr<void> transfer;
+  /// --trace (core/trace.cpp): whether runtime calls are being recorded, the site (the ds op)
+  /// whose calls the program is making now, and the recorded events.
+  std::atomic<bool> tracing{false};
+  int32_t site = -1;
+  std::shared_ptr<void> trace;
 };
 
 /// A point in a stream. A compute-stream event is the device's (`native`, or complete when
@@ -117,6 +122,38 @@ struct ProfileScope {
 };
 void printProfile();
 #define DSRT_PROFILE(...) ::dsrt::ProfileScope dsrtProfileScope_(__VA_ARGS__)
+
+/// The streams of a trace: the host thread that runs the compute stream (the CPU device's
+/// kernels, the driver's phases), the transfer thread, and each group's collectives thread.
+inline constexpr const char *kComputeStream = "compute";
+inline constexpr const char *kTransferStream = "transfer";
+
+/// Nanoseconds of the monotonic clock (shared by the ranks of one machine).
+int64_t traceNow();
+/// Records one span [start, end) of runtime call `name` of category `cat` ("kernel",
+/// "collective", "transfer", "wait", "copy", "driver") on `stream`, made for site `site`
+/// (core/trace.cpp). The strings outlive the trace (literals, or interned with
+/// traceStreamName).
+void traceRecord(dsrt_context *ctx, const char *stream, const char *cat, const char *name,
+                 int32_t site, int64_t start, int64_t end, std::string detail = {});
+/// A stable copy of `name` for traceRecord.
+const char *traceStreamName(const std::string &name);
+
+/// Records the enclosing scope as a span of `name` on the compute stream while tracing.
+/// Costs one relaxed load when off.
+struct TraceScope {
+  TraceScope(dsrt_context *ctx, const char *cat, const char *name)
+      : ctx(ctx), cat(cat), name(name),
+        start(ctx->tracing.load(std::memory_order_relaxed) ? traceNow() : -1) {}
+  ~TraceScope() {
+    if (start >= 0)
+      traceRecord(ctx, kComputeStream, cat, name, ctx->site, start, traceNow());
+  }
+  dsrt_context *ctx;
+  const char *cat, *name;
+  int64_t start;
+};
+#define DSRT_TRACE(ctx, cat, name) ::dsrt::TraceScope dsrtTraceScope_(ctx, cat, name)
 
 /// Ends the process after a fatal error (its message printed), and with it every rank of
 /// its group: a multi-rank communication group registers a hook that aborts the whole job, so

@@ -197,6 +197,19 @@ TransferStream &stream(dsrt_context *ctx) {
   return *static_cast<TransferStream *>(ctx->transfer.get());
 }
 
+/// Enqueues `job` on the transfer stream, recorded as a span `name` of `bytes` while tracing.
+void transferJob(dsrt_context *ctx, const char *name, uint64_t bytes, std::function<void()> job) {
+  if (!ctx->tracing.load(std::memory_order_relaxed))
+    return stream(ctx).enqueue(std::move(job));
+  int32_t site = ctx->site;
+  stream(ctx).enqueue([=, job = std::move(job)] {
+    int64_t start = traceNow();
+    job();
+    traceRecord(ctx, kTransferStream, "transfer", name, site, start, traceNow(),
+                std::to_string(bytes) + " bytes");
+  });
+}
+
 /// The swap file is the transfer stream's second member: both live in ctx->transfer's
 /// neighbour, created by dsrt_nvme_open.
 std::unordered_map<dsrt_context *, std::unique_ptr<SwapFile>> &swapFiles() {
@@ -313,7 +326,7 @@ extern "C" dsrt_event *dsrt_move(dsrt_context *ctx, dsrt_tensor *out, const dsrt
   void *dst = out->data;
   const void *src = in->data;
   Device *device = ctx->device.get();
-  stream(ctx).enqueue([=] {
+  transferJob(ctx, "move", bytes, [=] {
     if (dst != src)
       device->copy(dst, src, bytes);
     if (kind >= 0)
@@ -502,7 +515,7 @@ extern "C" dsrt_event *dsrt_slot_fetch(dsrt_context *ctx, int32_t index, dsrt_te
   e->held.push_back(out->storage);
   void *dst = out->data;
   bool whole = dst == out->storage->data && out->storage->real >= roundUp(bytes);
-  stream(ctx).enqueue([=] {
+  transferJob(ctx, "slot_fetch", bytes, [=] {
     f->io(false, offset, dst, whole ? roundUp(bytes) : bytes);
     ctx->moved[DSRT_MOVE_NVME_TO_HOST] += bytes;
     e->complete();
@@ -530,7 +543,7 @@ extern "C" dsrt_event *dsrt_slot_store(dsrt_context *ctx, int32_t index, const d
   const void *src = t->data;
   uint64_t offset = slot.fileOffset;
   bool whole = src == owner->data && owner->real >= roundUp(bytes);
-  stream(ctx).enqueue([=] {
+  transferJob(ctx, "slot_store", bytes, [=] {
     f->io(true, offset, const_cast<void *>(src), whole ? roundUp(bytes) : bytes);
     ctx->moved[DSRT_MOVE_HOST_TO_NVME] += bytes;
     e->complete();

@@ -1,8 +1,6 @@
 // CPU kernels: unary, binary (broadcasting), comparisons and select.
 #include "cpu_device.h"
-#ifdef DSRT_HAVE_DNNL
-#include "dnnl_state.h"
-#endif
+#include "vector_math.h"
 #include "../kernels/checks.h"
 #include "../kernels/scalar_ops.h"
 
@@ -26,42 +24,6 @@ template <class T> inline T binaryOp(int32_t op, T a, T b) {
 
 template <class T> inline bool cmpOp(int32_t pred, T a, T b) { return ops::cmp(pred, a, b); }
 
-#ifdef DSRT_HAVE_DNNL
-/// GELU (erf) forward, or its backward when `dy` is given, through oneDNN's vectorized
-/// eltwise primitives: the scalar erf of libm is ~10 ns an element.
-void geluErfDnnl(dsrt_context *ctx, float *dst, const float *x, const float *dy, int64_t n) {
-  using dnnl::memory;
-  DnnlState &st = dnnlState(ctx);
-  memory::desc md({n}, memory::data_type::f32, memory::format_tag::a);
-  std::string key = "gelu_erf/" + std::to_string(n) + (dy ? "/bwd" : "/fwd");
-  auto &slot = cpuDevice(ctx).primitives[key];
-  if (!slot) {
-    dnnl::eltwise_forward::primitive_desc fpd(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training,
-                                    dnnl::algorithm::eltwise_gelu_erf, md, 0.f, 0.f),
-        st.engine);
-    if (dy) {
-      dnnl::eltwise_backward::primitive_desc bpd(
-          dnnl::eltwise_backward::desc(dnnl::algorithm::eltwise_gelu_erf, md, md, 0.f, 0.f),
-          st.engine, fpd);
-      slot = std::make_shared<dnnl::primitive>(dnnl::eltwise_backward(bpd));
-    } else {
-      slot = std::make_shared<dnnl::primitive>(dnnl::eltwise_forward(fpd));
-    }
-  }
-  memory src(md, st.engine, const_cast<float *>(x));
-  memory out(md, st.engine, dst);
-  auto *prim = static_cast<dnnl::primitive *>(slot.get());
-  if (dy) {
-    memory diff(md, st.engine, const_cast<float *>(dy));
-    prim->execute(st.stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff},
-                              {DNNL_ARG_DIFF_SRC, out}});
-  } else {
-    prim->execute(st.stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, out}});
-  }
-  st.stream.wait();
-}
-#endif
 
 } // namespace
 
@@ -69,21 +31,34 @@ void dsrt::cpu::unary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
                            const dsrt_tensor *in) {
   DSRT_PROFILE("unary", op);
   checks::unary(out, in, op);
-#ifdef DSRT_HAVE_DNNL
-  if (op == DSRT_GELU_ERF && in->dtype == DSRT_F32 && in->numel >= kParallelGrain) {
-    geluErfDnnl(ctx, (float *)out->data, (const float *)in->data, nullptr, in->numel);
+  if (in->dtype == DSRT_F32 &&
+      cpu::vectorEltwise(ctx, op, false, (float *)out->data, (const float *)in->data, nullptr,
+                         in->numel))
     return;
-  }
-#endif
   auto run = [&](auto tag) {
     using T = decltype(tag);
     const T *x = (const T *)in->data;
     T *y = (T *)out->data;
     int64_t n = in->numel;
     if constexpr (std::is_floating_point_v<T>) {
-#pragma omp parallel for schedule(static) if (n > kParallelGrain / 4)
-      for (int64_t i = 0; i < n; ++i)
-        y[i] = unaryOp<T>(op, x[i]);
+      // One loop per op, so that the simple ones vectorize.
+      auto loop = [&](auto f) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelGrain / 4)
+        for (int64_t i = 0; i < n; ++i)
+          y[i] = f(x[i]);
+      };
+      switch (op) {
+      case DSRT_NEG:
+        return loop([](T v) { return unaryOp<T>(DSRT_NEG, v); });
+      case DSRT_SQRT:
+        return loop([](T v) { return unaryOp<T>(DSRT_SQRT, v); });
+      case DSRT_RSQRT:
+        return loop([](T v) { return unaryOp<T>(DSRT_RSQRT, v); });
+      case DSRT_RELU:
+        return loop([](T v) { return unaryOp<T>(DSRT_RELU, v); });
+      default:
+        return loop([op](T v) { return unaryOp<T>(op, v); });
+      }
     } else {
       if (op == DSRT_NEG) {
         for (int64_t i = 0; i < n; ++i)
@@ -101,14 +76,11 @@ void dsrt::cpu::binary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
                             const dsrt_tensor *a, const dsrt_tensor *b) {
   DSRT_PROFILE("binary", op);
   checks::binary(out, a, b, op);
-#ifdef DSRT_HAVE_DNNL
-  if (op == DSRT_GELU_ERF_GRAD && out->dtype == DSRT_F32 && a->numel == out->numel &&
-      b->numel == out->numel && out->numel >= kParallelGrain) {
-    geluErfDnnl(ctx, (float *)out->data, (const float *)a->data, (const float *)b->data,
-                out->numel);
+  if ((op == DSRT_GELU_ERF_GRAD || op == DSRT_GELU_TANH_GRAD) && out->dtype == DSRT_F32 &&
+      a->numel == out->numel && b->numel == out->numel &&
+      cpu::vectorEltwise(ctx, op, true, (float *)out->data, (const float *)a->data,
+                         (const float *)b->data, out->numel))
     return;
-  }
-#endif
   auto run = [&](auto tag) {
     using T = decltype(tag);
     const T *x = (const T *)a->data;

@@ -14,6 +14,7 @@ namespace {
 
 #define DSRT_KERNEL(name, params, args)                                                        \
   extern "C" void dsrt_##name params {                                                         \
+    DSRT_TRACE(ctx, "kernel", #name);                                                          \
     auto fn = ctx->device->kernels.name;                                                       \
     if (!fn)                                                                                   \
       missing(ctx, #name);                                                                     \

@@ -13,6 +13,7 @@
 #include "loss_scaler.h"
 #include "options.h"
 #include "program.h"
+#include "trace_file.h"
 #include "weights.h"
 
 #include "dsrt/dsrt.h"
@@ -223,6 +224,11 @@ int Driver::train(uint64_t resumePeak) {
   }
   bool resumed = firstStep > 1;
   for (int64_t step = firstStep; step <= opt.steps; ++step) {
+    // --trace: this step's runtime calls, and the driver's phases around them.
+    const bool traced = opt.traced(step);
+    if (traced)
+      dsrt_trace_enable(ctx, 1);
+    const int64_t traceStart = dsrt_trace_now();
     auto t0 = std::chrono::steady_clock::now();
     double stepScale = scaler.scale;
     if (lossScaleSlot >= 0) {
@@ -249,14 +255,20 @@ int Driver::train(uint64_t resumePeak) {
                                             static_cast<int32_t>(p.inputs[i].dims.size()),
                                             p.inputs[i].dims.data());
         std::vector<dsrt_tensor *> mine(ts.begin() + k * n, ts.begin() + (k + 1) * n);
+        const int64_t fillStart = dsrt_trace_now();
         data.fill(ctx, step, group.dpIndex(), k0 + k, mine);
+        dsrt_trace_span(ctx, "data", fillStart, dsrt_trace_now());
       }
       auto tCall = std::chrono::steady_clock::now();
+      const int64_t callStart = dsrt_trace_now();
       dsrt_tensor *loss = program->micro_step(ctx, ts.data());
       // The loss is read on the host: wait for the stream to produce it.
       dsrt_event *done = dsrt_event_record(ctx);
       dsrt_event_synchronize(done);
       dsrt_event_release(done);
+      dsrt_trace_site(ctx, -1); // the driver's own calls follow
+      dsrt_trace_span(ctx, perCall == 1 ? "micro_step" : "pipeline_step", callStart,
+                      dsrt_trace_now());
       inCalls += std::chrono::duration<double>(std::chrono::steady_clock::now() - tCall).count();
       if (perCall == 1) {
         losses.push_back(scalarValue(ctx, loss));
@@ -316,8 +328,11 @@ int Driver::train(uint64_t resumePeak) {
     dsrt_tensor *stepT = scalarTensor(ctx, static_cast<float>(applied + 1));
     dsrt_tensor *beta1T = scalarTensorF64(ctx, hyper.beta1);
     dsrt_tensor *auxLrT = scalarTensor(ctx, static_cast<float>(hyper.auxLr));
+    const int64_t optimizerStart = dsrt_trace_now();
     program->optimizer_step(ctx, lrT, stepT, beta1T, auxLrT);
     dsrt_stream_synchronize(ctx); // the step time covers the work, not just its enqueueing
+    dsrt_trace_site(ctx, -1);
+    dsrt_trace_span(ctx, "optimizer_step", optimizerStart, dsrt_trace_now());
     if (std::getenv("DSRT_TIMING"))
       std::fprintf(stderr, "dsrt-timing step %lld micro_steps %.1f ms optimizer_step %.1f ms\n",
                    (long long)step,
@@ -351,6 +366,11 @@ int Driver::train(uint64_t resumePeak) {
     }
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                     .count();
+    if (traced) {
+      dsrt_trace_span(ctx, ("step " + std::to_string(step)).c_str(), traceStart,
+                      dsrt_trace_now());
+      dsrt_trace_enable(ctx, 0);
+    }
 
     // The checkpoint, before the log line, so that the line can carry its host peak.
     bool everyK = opt.saveEvery > 0 && step % opt.saveEvery == 0;
@@ -420,6 +440,8 @@ int Driver::train(uint64_t resumePeak) {
     if (!group.agree(tool, logError))
       return 1;
   }
+  if (!opt.trace.empty() && !group.agree(tool, writeTrace(ctx, group, p, opt.trace)))
+    return 1;
   if (!opt.saveWeights.empty()) { // every rank: stage 3 gathers, rank 0 writes
     std::string e;
     if (!exportWeights(p, group, opt.saveWeights, e))
@@ -488,6 +510,8 @@ int Driver::run() {
   }
   if (err.empty())
     err = openLog();
+  if (err.empty() && !opt.trace.empty() && group.rank() == 0)
+    err = checkTracePath(opt.trace);
   // The start-up barrier: every rank has compiled and loaded. (Every wait since joining the
   // group is bounded by --comm-timeout.)
   if (!group.agree(tool, err))

@@ -38,13 +38,17 @@ const char *const kUsage =
     "  --comm-timeout SECONDS   how long a collective may wait for the other ranks before\n"
     "                           every rank ends, naming the ranks that did not answer\n"
     "                           (default 1800; 0 waits forever)\n"
+    "  --trace FILE             write a Chrome trace (Perfetto, chrome://tracing) of the\n"
+    "                           traced steps: every runtime call on its stream, each rank a\n"
+    "                           process, named by the ds op and its place in the model\n"
+    "  --trace-steps LIST       the steps to trace: N, N-M or a comma list (default: the last)\n"
     "  --help                   show this help\n";
 
 namespace {
 const char *const kFlags = "--data, --steps, --log, --weights, --config, --device-memory, "
                            "--threads, --save-weights, --dump-grads, --tokens, --seq-len, "
                            "--token-dtype, --save, --save-every, --resume, --comm-timeout, "
-                           "--help";
+                           "--device, --trace, --trace-steps, --help";
 
 bool parseInt(const std::string &s, int64_t &out) {
   if (s.empty())
@@ -83,7 +87,8 @@ bool parseFlags(int argc, char **argv, Options &opt, std::string &err) {
                                   "--threads",    "--save-weights", "--dump-grads",
                                   "--tokens",     "--seq-len",      "--token-dtype",
                                   "--save",       "--save-every",   "--resume",
-                                  "--comm-timeout", "--device"};
+                                  "--comm-timeout", "--device",     "--trace",
+                                  "--trace-steps"};
     if (std::find_if(std::begin(known), std::end(known),
                      [&](const char *k) { return name == k; }) == std::end(known)) {
       err = "unknown flag '" + name + "' (valid flags: " + kFlags + ")";
@@ -135,6 +140,32 @@ bool parseFlags(int argc, char **argv, Options &opt, std::string &err) {
         return false;
       }
       opt.commTimeout = v;
+    } else if (name == "--trace") {
+      opt.trace = value;
+    } else if (name == "--trace-steps") {
+      opt.traceSteps.clear();
+      std::string bad;
+      size_t at = 0;
+      while (bad.empty() && at <= value.size()) {
+        size_t comma = value.find(',', at);
+        std::string item = value.substr(at, comma == std::string::npos ? std::string::npos
+                                                                          : comma - at);
+        at = comma == std::string::npos ? value.size() + 1 : comma + 1;
+        size_t dash = item.find('-', 1);
+        int64_t lo = 0, hi = 0;
+        bool ok = dash == std::string::npos
+                      ? parseInt(item, lo) && (hi = lo, true)
+                      : parseInt(item.substr(0, dash), lo) && parseInt(item.substr(dash + 1), hi);
+        if (!ok || lo <= 0 || hi < lo || hi - lo > 1000000)
+          bad = item;
+        else
+          opt.traceSteps.emplace_back(lo, hi);
+      }
+      if (!bad.empty()) {
+        err = "--trace-steps takes step numbers from 1, ranges N-M and commas (e.g. 3 or "
+              "2,5-7); '" + bad + "' is none of them";
+        return false;
+      }
     } else if (name == "--log") {
       opt.log = value;
     } else if (name == "--weights") {
@@ -169,7 +200,29 @@ bool parseFlags(int argc, char **argv, Options &opt, std::string &err) {
       opt.tokenBytes = value == "uint16" ? 2 : 4;
     }
   }
+  if (!opt.traceSteps.empty() && opt.trace.empty()) {
+    err = "--trace-steps needs --trace FILE (the trace to write)";
+    return false;
+  }
+  for (auto [lo, hi] : opt.traceSteps)
+    if (opt.steps > 0 && lo > opt.steps) {
+      err = "--trace-steps " + std::to_string(lo) + " is after the last step (--steps " +
+            std::to_string(opt.steps) + "); trace a step from 1 to " +
+            std::to_string(opt.steps);
+      return false;
+    }
   return true;
+}
+
+bool Options::traced(int64_t step) const {
+  if (trace.empty())
+    return false;
+  if (traceSteps.empty())
+    return step == steps;
+  for (auto [lo, hi] : traceSteps)
+    if (step >= lo && step <= hi)
+      return true;
+  return false;
 }
 
 } // namespace dsrt::driver

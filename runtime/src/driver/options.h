@@ -21,6 +21,10 @@ struct Options {
   int32_t threads = 0;
   double commTimeout = 1800; ///< seconds; torch.distributed's default for gloo
   bool help = false;
+  std::string trace;                                   ///< --trace FILE
+  std::vector<std::pair<int64_t, int64_t>> traceSteps; ///< ranges; empty: the last step
+  /// Whether step `step` is traced.
+  bool traced(int64_t step) const;
 };
 
 /// The usage text (printf format with one %s: the tool's name).

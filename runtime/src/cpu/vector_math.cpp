@@ -1,0 +1,213 @@
+//===- vector_math.cpp - vectorized f32 elementwise functions --------------===//
+#include "vector_math.h"
+#ifdef DSRT_HAVE_DNNL
+#include "dnnl_state.h"
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+using namespace dsrt;
+
+namespace {
+
+// Below this many elements the scalar loops win over a primitive's call overhead.
+constexpr int64_t kVectorGrain = 4096;
+
+#ifdef DSRT_HAVE_DNNL
+/// The oneDNN algorithm (and alpha, beta) of `op`, or false.
+bool dnnlAlgorithm(int32_t op, bool gradient, dnnl::algorithm &alg, float &alpha, float &beta) {
+  alpha = 0.f;
+  beta = 0.f;
+  if (gradient) {
+    switch (op) {
+    case DSRT_GELU_ERF_GRAD:
+      alg = dnnl::algorithm::eltwise_gelu_erf;
+      return true;
+    case DSRT_GELU_TANH_GRAD:
+      alg = dnnl::algorithm::eltwise_gelu_tanh;
+      return true;
+    default:
+      return false;
+    }
+  }
+  switch (op) {
+  case DSRT_EXP:
+    alg = dnnl::algorithm::eltwise_exp;
+    return true;
+  case DSRT_TANH:
+    alg = dnnl::algorithm::eltwise_tanh;
+    return true;
+  case DSRT_SIGMOID:
+    alg = dnnl::algorithm::eltwise_logistic;
+    return true;
+  case DSRT_GELU_ERF:
+    alg = dnnl::algorithm::eltwise_gelu_erf;
+    return true;
+  case DSRT_GELU_TANH:
+    alg = dnnl::algorithm::eltwise_gelu_tanh;
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool dnnlEltwise(dsrt_context *ctx, int32_t op, bool gradient, float *dst, const float *x,
+                 const float *dy, int64_t n) {
+  dnnl::algorithm alg;
+  float alpha, beta;
+  if (!dnnlAlgorithm(op, gradient, alg, alpha, beta))
+    return false;
+  using dnnl::memory;
+  DnnlState &st = dnnlState(ctx);
+  memory::desc md({n}, memory::data_type::f32, memory::format_tag::a);
+  std::string key = "eltwise/" + std::to_string(op) + (gradient ? "/bwd/" : "/fwd/") +
+                    std::to_string(n);
+  auto &slot = cpuDevice(ctx).primitives[key];
+  if (!slot) {
+    dnnl::eltwise_forward::primitive_desc fpd(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, alpha, beta),
+        st.engine);
+    if (gradient) {
+      dnnl::eltwise_backward::primitive_desc bpd(
+          dnnl::eltwise_backward::desc(alg, md, md, alpha, beta), st.engine, fpd);
+      slot = std::make_shared<dnnl::primitive>(dnnl::eltwise_backward(bpd));
+    } else {
+      slot = std::make_shared<dnnl::primitive>(dnnl::eltwise_forward(fpd));
+    }
+  }
+  memory src(md, st.engine, const_cast<float *>(x));
+  memory out(md, st.engine, dst);
+  auto *prim = static_cast<dnnl::primitive *>(slot.get());
+  if (gradient) {
+    memory diff(md, st.engine, const_cast<float *>(dy));
+    prim->execute(st.stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff},
+                              {DNNL_ARG_DIFF_SRC, out}});
+  } else {
+    prim->execute(st.stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, out}});
+  }
+  st.stream.wait();
+  if (op == DSRT_EXP && !gradient) { // oneDNN's exp gives inf for NaN
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      if (x[i] != x[i])
+        dst[i] = x[i];
+  }
+  return true;
+}
+#endif
+
+// Sine and cosine (Cephes' sinf/cosf: reduction by pi/4 in three parts, then a degree-7
+// polynomial): within 2 ulp of libm for |x| <= 8192, branch-free so that the loop
+// vectorizes. Larger arguments, where the three-part reduction loses bits, go to libm.
+constexpr float kFourOverPi = 1.27323954473516f;
+constexpr float kDP1 = 0.78515625f, kDP2 = 2.4187564849853515625e-4f,
+                kDP3 = 3.77489497744594108e-8f;
+constexpr float kReduceLimit = 8192.f;
+
+template <bool Cosine> inline float sinCosOne(float x) {
+  float ax = std::fabs(x);
+  int32_t j = static_cast<int32_t>(ax * kFourOverPi);
+  j = (j + 1) & ~1; // even: the nearest multiple of pi/4 with an even index
+  float y = static_cast<float>(j);
+  float r = ((ax - y * kDP1) - y * kDP2) - y * kDP3;
+  int32_t octant = Cosine ? j + 2 : j; // cos(x) = sin(x + pi/2)
+  float z = r * r;
+  float s = ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * r + r;
+  float c = ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) *
+                z * z -
+            0.5f * z + 1.0f;
+  float v = (octant & 2) ? c : s;
+  // The sign: the octant's, and for the sine the argument's (odd function).
+  int32_t flip = (octant & 4) ^ (!Cosine && x < 0.f ? 4 : 0);
+  return flip ? -v : v;
+}
+
+template <bool Cosine>
+__attribute__((target_clones("avx512f", "avx2", "default"))) void
+sinCosLoop(float *dst, const float *x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = sinCosOne<Cosine>(x[i]);
+}
+
+void sinCos(float *dst, const float *x, int64_t n, bool cosine) {
+  const int64_t chunk = 1 << 14;
+#pragma omp parallel for schedule(static) if (n > 4 * chunk)
+  for (int64_t at = 0; at < n; at += chunk) {
+    int64_t len = std::min(chunk, n - at);
+    if (cosine)
+      sinCosLoop<true>(dst + at, x + at, len);
+    else
+      sinCosLoop<false>(dst + at, x + at, len);
+    for (int64_t i = at; i < at + len; ++i) // what the reduction cannot do: libm
+      if (!(std::fabs(x[i]) <= kReduceLimit))
+        dst[i] = cosine ? std::cos(x[i]) : std::sin(x[i]);
+  }
+}
+
+// The natural logarithm (Cephes' logf: the exponent split off by its bits, the mantissa
+// reduced to [sqrt(1/2) - 1, sqrt(2) - 1), a degree-9 polynomial): within 1 ulp of libm,
+// accurate near 1 (oneDNN's log is not: 1e-4 relative there). Zero, negative, subnormal,
+// infinite and NaN arguments go to libm.
+inline float logOne(float x) {
+  int32_t bits;
+  std::memcpy(&bits, &x, 4);
+  int32_t e = ((bits >> 23) & 0xff) - 126;
+  int32_t mbits = (bits & 0x7fffff) | 0x3f000000; // the mantissa in [0.5, 1)
+  float m;
+  std::memcpy(&m, &mbits, 4);
+  bool low = m < 0.707106781186547524f;
+  float fe = static_cast<float>(low ? e - 1 : e);
+  float r = low ? m + m - 1.0f : m - 1.0f;
+  float z = r * r;
+  float y = ((((((((7.0376836292e-2f * r - 1.1514610310e-1f) * r + 1.1676998740e-1f) * r -
+                  1.2420140846e-1f) * r + 1.4249322787e-1f) * r - 1.6668057665e-1f) * r +
+               2.0000714765e-1f) * r - 2.4999993993e-1f) * r + 3.3333331174e-1f) * r * z;
+  y += -2.12194440e-4f * fe;
+  y += -0.5f * z;
+  return r + y + 0.693359375f * fe;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void
+logLoop(float *dst, const float *x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = logOne(x[i]);
+}
+
+void logArray(float *dst, const float *x, int64_t n) {
+  const int64_t chunk = 1 << 14;
+#pragma omp parallel for schedule(static) if (n > 4 * chunk)
+  for (int64_t at = 0; at < n; at += chunk) {
+    int64_t len = std::min(chunk, n - at);
+    logLoop(dst + at, x + at, len);
+    for (int64_t i = at; i < at + len; ++i)
+      if (!(x[i] >= 1.17549435e-38f && x[i] <= 3.40282347e38f))
+        dst[i] = std::log(x[i]);
+  }
+}
+
+} // namespace
+
+bool dsrt::cpu::vectorEltwise(dsrt_context *ctx, int32_t op, bool gradient, float *dst,
+                              const float *x, const float *dy, int64_t n) {
+  if (n < kVectorGrain)
+    return false;
+  if (!gradient && op == DSRT_LOG) {
+    logArray(dst, x, n);
+    return true;
+  }
+  if (!gradient && (op == DSRT_SIN || op == DSRT_COS)) {
+    sinCos(dst, x, n, op == DSRT_COS);
+    return true;
+  }
+#ifdef DSRT_HAVE_DNNL
+  return dnnlEltwise(ctx, op, gradient, dst, x, dy, n);
+#else
+  return false;
+#endif
+}

@@ -1,0 +1,24 @@
+//===- vector_math.h - vectorized f32 elementwise functions of the CPU device ===//
+//
+// The transcendental unary ops and their gradients over whole f32 arrays, at SIMD speed:
+// through oneDNN's JIT eltwise primitives (exp, log, tanh, logistic, GELU both forms, their
+// gradients) where it has the function, and through sine and cosine of our own (vector_math.cpp,
+// built for AVX-512, AVX2 and the baseline, picked at run time) where it has not. PyTorch
+// vectorizes every such function (Sleef); scalar libm calls cost 10-30 ns an element.
+//
+#ifndef DSRT_CPU_VECTOR_MATH_H
+#define DSRT_CPU_VECTOR_MATH_H
+
+#include "cpu_device.h"
+
+namespace dsrt::cpu {
+
+/// dst = f(x) for unary op `op` (dsrt_unary_op), or, with `dy`, dst = dy * f'(x) for the
+/// gradient op `op` (dsrt_binary_op: DSRT_GELU_*_GRAD), over `n` contiguous f32 elements.
+/// Returns false, having done nothing, where it has no vector form of `op`.
+bool vectorEltwise(dsrt_context *ctx, int32_t op, bool gradient, float *dst, const float *x,
+                   const float *dy, int64_t n);
+
+} // namespace dsrt::cpu
+
+#endif
