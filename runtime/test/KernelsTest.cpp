@@ -29,6 +29,10 @@ int32_t toDtype(at::ScalarType s) {
     return DSRT_I32;
   case at::kBool:
     return DSRT_I1;
+  case at::kBFloat16:
+    return DSRT_BF16;
+  case at::kHalf:
+    return DSRT_F16;
   default:
     throw std::runtime_error("unsupported dtype");
   }
@@ -46,6 +50,10 @@ at::ScalarType toScalar(int32_t d) {
     return at::kInt;
   case DSRT_I1:
     return at::kBool;
+  case DSRT_BF16:
+    return at::kBFloat16;
+  case DSRT_F16:
+    return at::kHalf;
   default:
     throw std::runtime_error("unsupported dtype");
   }
@@ -664,6 +672,45 @@ TEST_F(Kernels, LinearAndGrad) {
       dsrt_matmul(ctx, dx, rt(dy), rt(w), 0, 0);
       EXPECT_TRUE(closeSum(tt(dx), x.grad()));
     }
+  }
+}
+
+// 16-bit products (cpu/gemm_half.cpp: bf16 on oneDNN's bf16 kernels where the CPU has them,
+// f16 and the rest widened): the f32 product of the 16-bit values, rounded once, as PyTorch's
+// own 16-bit CPU linear and matmul give it (within one 16-bit rounding: the accumulation order
+// differs). Shapes large enough for oneDNN's blocked kernels and the batched attention form.
+TEST_F(Kernels, Products16Bit) {
+  for (auto s : {at::kBFloat16, at::kHalf}) {
+    const double ulp = s == at::kBFloat16 ? 1.0 / 128 : 1.0 / 1024;
+    auto near = [&](const Tensor &got, const Tensor &want) {
+      return close(got.to(at::kFloat), want.to(at::kFloat), ulp, ulp);
+    };
+    for (auto xs : std::vector<std::vector<int64_t>>{{5, 7}, {4, 96, 64}}) {
+      const int64_t K = xs.back(), O = K == 7 ? 9 : 160;
+      Tensor x = randn(xs).to(s), w = randn({O, K}).to(s), b = randn({O}).to(s);
+      Tensor want = torch::linear(x.to(at::kFloat), w.to(at::kFloat), b.to(at::kFloat)).to(s);
+      dsrt_tensor *o = empty(want.sizes(), s);
+      dsrt_linear(ctx, o, rt(x), rt(w), rt(b));
+      EXPECT_TRUE(near(tt(o), want)) << "linear " << s;
+      EXPECT_TRUE(near(tt(o), torch::linear(x, w, b))) << "PyTorch's own 16-bit linear " << s;
+      Tensor dy = randn(want.sizes()).to(s);
+      Tensor dy2 = dy.reshape({-1, O}).to(at::kFloat), x2 = x.reshape({-1, K}).to(at::kFloat);
+      dsrt_tensor *dw = empty({O, K}, s), *db = empty({O}, s);
+      dsrt_linear_grad_weight(ctx, dw, db, rt(x), rt(dy));
+      EXPECT_TRUE(near(tt(dw), dy2.t().mm(x2).to(s))) << "dw " << s;
+      EXPECT_TRUE(near(tt(db), dy2.sum(0).to(s))) << "db " << s;
+    }
+    // Attention's batched products: q k^T and the weights times v.
+    Tensor q = randn({2, 4, 33, 16}).to(s), k = randn({2, 4, 33, 16}).to(s);
+    Tensor scores = torch::matmul(q.to(at::kFloat), k.to(at::kFloat).transpose(-1, -2)).to(s);
+    dsrt_tensor *o = empty(scores.sizes(), s);
+    dsrt_matmul(ctx, o, rt(q), rt(k), 0, 1);
+    EXPECT_TRUE(near(tt(o), scores)) << "batched matmul " << s;
+    Tensor v = randn({2, 4, 33, 16}).to(s);
+    Tensor av = torch::matmul(scores.to(at::kFloat), v.to(at::kFloat)).to(s);
+    dsrt_tensor *o2 = empty(av.sizes(), s);
+    dsrt_matmul(ctx, o2, rt(scores), rt(v), 0, 0);
+    EXPECT_TRUE(near(tt(o2), av)) << "batched matmul " << s;
   }
 }
 

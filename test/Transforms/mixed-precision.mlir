@@ -47,7 +47,12 @@
 // parameter rounds.
 // WIDE: ds.state @"w@master" of @w role "master" : tensor<4x8xf32>
 // WIDE: ds.state @"w@exp_avg" of @w role "exp_avg" : tensor<4x8xf32>
+// The products between roundings run on the bf16 values (f32 accumulation, rounded once):
+// no f32 copy of their operands or results.
 // WIDE-LABEL: func.func @micro_step
+// WIDE: ds.linear %{{.+}}, %{{.+}} : (tensor<2x8xbf16>, tensor<4x8xbf16>) -> tensor<2x4xbf16>
+// WIDE: ds.linear_grad_weight %{{.+}}, %{{.+}} : (tensor<2x8xbf16>, tensor<2x4xbf16>) -> (tensor<4x8xbf16>, tensor<4xbf16>)
+// WIDE-NOT: ds.linear{{.*}}f32
 // WIDE: ds.add %{{.+}}, %{{.+}} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
 // WIDE-LABEL: func.func @optimizer_step
 // WIDE: %[[G:.+]] = ds.get_parameter @"w@grad" : tensor<4x8xbf16>

@@ -55,13 +55,17 @@ def DSMixedPrecision : Pass<"ds-mixed-precision", "::mlir::ModuleOp"> {
 }
 
 def DSWiden16Bit : Pass<"ds-widen-16bit", "::mlir::ModuleOp"> {
-  let summary = "Widens the arithmetic on 16-bit tensors to f32 (the CPU backend's kernels).";
+  let summary = "Products in 16 bits, the rest of the arithmetic on 16-bit tensors in f32.";
   let description = [{
-    The CPU runtime stores, copies, fills, converts, moves (reshape, transpose, broadcast,
-    slices, embedding rows) and communicates bf16 and f16 tensors, but computes in f32. This
-    pass rewrites every other op that has a 16-bit float operand or result into the same op
-    on f32 operands, with conversions before and after, so the training step lowers. Last in
-    the training pipeline.
+    Every device runs matmul, linear and linear_grad_weight on bf16 or f16 operands (f32
+    accumulation, rounded once, as PyTorch's 16-bit kernels; the CPU on its bf16 units through
+    oneDNN where it has them); it stores, copies, fills, converts, moves (reshape, transpose,
+    broadcast, slices, embedding rows) and communicates 16-bit tensors, but computes the rest
+    in f32. This pass first narrows each product that ds-mixed-precision left between
+    roundings (16-bit operands widened, every result rounded back) to the product on the
+    16-bit values, then rewrites every other op that has a 16-bit float operand or result into
+    the same op on f32 operands, with conversions before and after, so the training step
+    lowers. Last in the training pipeline.
   }];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }

@@ -120,12 +120,19 @@ BNShape batchNorm(const char *k, const dsrt_tensor *x) {
   return s;
 }
 
+int32_t gemmDtype(const char *kernel, const dsrt_tensor *t) {
+  if (t->dtype != DSRT_F32 && t->dtype != DSRT_BF16 && t->dtype != DSRT_F16)
+    fail(kernel, "unsupported dtype %s (needs f32, bf16 or f16)", dtypeName(t->dtype));
+  return t->dtype;
+}
+
 LinearShape linear(const dsrt_tensor *out, const dsrt_tensor *x, const dsrt_tensor *w,
                    const dsrt_tensor *bias) {
   const char *k = "linear";
-  checkDtype(k, x, DSRT_F32, "input");
-  checkDtype(k, w, DSRT_F32, "weight");
-  checkDtype(k, out, DSRT_F32, "result");
+  const int32_t dt = gemmDtype(k, x);
+  checkDtype(k, x, dt, "input");
+  checkDtype(k, w, dt, "weight");
+  checkDtype(k, out, dt, "result");
   if (w->rank != 2 || x->rank < 1 || out->rank != x->rank)
     fail(k, "bad shapes x %s, w %s, out %s", shapeString(x).c_str(), shapeString(w).c_str(),
          shapeString(out).c_str());
@@ -134,7 +141,7 @@ LinearShape linear(const dsrt_tensor *out, const dsrt_tensor *x, const dsrt_tens
     fail(k, "x %s and w %s do not give %s", shapeString(x).c_str(), shapeString(w).c_str(),
          shapeString(out).c_str());
   if (bias) {
-    checkDtype(k, bias, DSRT_F32, "bias");
+    checkDtype(k, bias, dt, "bias");
     if (bias->numel != O)
       fail(k, "bias %s for %lld outputs", shapeString(bias).c_str(), (long long)O);
   }
@@ -144,9 +151,10 @@ LinearShape linear(const dsrt_tensor *out, const dsrt_tensor *x, const dsrt_tens
 LinearShape linearGrad(const dsrt_tensor *dw, const dsrt_tensor *db, const dsrt_tensor *x,
                        const dsrt_tensor *dy) {
   const char *k = "linear_grad_weight";
-  checkDtype(k, x, DSRT_F32, "input");
-  checkDtype(k, dy, DSRT_F32, "dy");
-  checkDtype(k, dw, DSRT_F32, "dw");
+  const int32_t dt = gemmDtype(k, x);
+  checkDtype(k, x, dt, "input");
+  checkDtype(k, dy, dt, "dy");
+  checkDtype(k, dw, dt, "dw");
   if (dw->rank != 2 || x->rank < 1 || dy->rank < 1)
     fail(k, "bad ranks");
   int64_t O = dw->dims[0], K = dw->dims[1];
@@ -155,7 +163,7 @@ LinearShape linearGrad(const dsrt_tensor *dw, const dsrt_tensor *db, const dsrt_
     fail(k, "x %s and dy %s do not give dw %s", shapeString(x).c_str(), shapeString(dy).c_str(),
          shapeString(dw).c_str());
   if (db) {
-    checkDtype(k, db, DSRT_F32, "db");
+    checkDtype(k, db, dt, "db");
     if (db->numel != O)
       fail(k, "db %s for %lld outputs", shapeString(db).c_str(), (long long)O);
   }

@@ -1,5 +1,7 @@
-// CPU kernels: batched matmul and linear layers on oneDNN's sgemm.
+// CPU kernels: batched matmul and linear layers on oneDNN's sgemm; their 16-bit forms in
+// gemm_half.cpp.
 #include "cpu_device.h"
+#include "gemm_half.h"
 #include "../kernels/checks.h"
 
 #include <omp.h>
@@ -31,9 +33,11 @@ struct SingleThreadIf {
 };
 constexpr int64_t kSmallGemm = int64_t(1) << 20; // multiply-adds
 
-/// Row-major C[M,N] = op(A) op(B) (+ beta C).
-void gemm(const char *kernel, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
-          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+} // namespace
+
+void dsrt::cpu::sgemm(const char *kernel, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                      float *C, int64_t ldc) {
   if (M == 0 || N == 0)
     return;
   if (K == 0) {
@@ -63,16 +67,25 @@ void gemm(const char *kernel, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
 #endif
 }
 
+namespace {
+using dsrt::cpu::sgemm;
+void gemm(const char *kernel, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
+          int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  sgemm(kernel, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
 } // namespace
 
-void dsrt::cpu::matmul(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *a,
+void dsrt::cpu::matmul(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a,
                             const dsrt_tensor *b, int32_t trans_a, int32_t trans_b) {
   DSRT_PROFILE("matmul");
   const char *k = "matmul";
-  checkDtype(k, a, DSRT_F32, "lhs");
-  checkDtype(k, b, DSRT_F32, "rhs");
-  checkDtype(k, out, DSRT_F32, "result");
+  const int32_t dt = checks::gemmDtype(k, a);
+  checkDtype(k, a, dt, "lhs");
+  checkDtype(k, b, dt, "rhs");
+  checkDtype(k, out, dt, "result");
   const MatmulShape ms = matmulShape(out, a, b, trans_a, trans_b);
+  if (dt != DSRT_F32)
+    return matmulHalf(ctx, k, dt, ms, out, a, b, trans_a, trans_b);
   const int64_t M = ms.M, N = ms.N, K = ms.K, batch = ms.batch, lda = ms.lda, ldb = ms.ldb;
   const float *A = (const float *)a->data, *B = (const float *)b->data;
   float *C = (float *)out->data;
@@ -103,12 +116,16 @@ void dsrt::cpu::matmul(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *a,
   }
 }
 
-void dsrt::cpu::linear(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x,
+void dsrt::cpu::linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
                             const dsrt_tensor *w, const dsrt_tensor *bias) {
   DSRT_PROFILE("linear");
   const char *k = "linear";
   const checks::LinearShape ls = checks::linear(out, x, w, bias);
   const int64_t M = ls.M, O = ls.O, K = ls.K;
+  if (x->dtype != DSRT_F32)
+    return gemmHalf(ctx, k,
+                    HalfGemm{x->dtype, false, true, 1, M, O, K, K, K, O, 0, 0, 0, x->data,
+                             w->data, bias ? bias->data : nullptr, out->data});
   float *C = (float *)out->data;
   gemm(k, false, true, M, O, K, (const float *)x->data, K, (const float *)w->data, K, 0.f, C, O);
   if (bias) {
@@ -126,6 +143,13 @@ void dsrt::cpu::linear_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, dsrt_tens
   const char *k = "linear_grad_weight";
   const checks::LinearShape ls = checks::linearGrad(dw, db, x, dy);
   const int64_t M = ls.M, O = ls.O, K = ls.K;
+  if (x->dtype != DSRT_F32) {
+    gemmHalf(ctx, k, HalfGemm{x->dtype, true, false, 1, O, K, M, O, K, K, 0, 0, 0, dy->data,
+                              x->data, nullptr, dw->data});
+    if (db)
+      sumRowsHalf(x->dtype, (const uint16_t *)dy->data, M, O, (uint16_t *)db->data);
+    return;
+  }
   gemm(k, true, false, O, K, M, (const float *)dy->data, O, (const float *)x->data, K, 0.f,
        (float *)dw->data, K);
   if (db) {

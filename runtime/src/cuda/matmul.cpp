@@ -8,6 +8,10 @@
 #include "../kernels/checks.h"
 #include "cuda_device.h"
 
+#include <algorithm>
+#include <deque>
+#include <vector>
+
 using namespace dsrt;
 using namespace dsrt::cuda;
 
@@ -48,11 +52,60 @@ bool uniformStride(const MatmulShape &s, bool lhs, int64_t &stride) {
   return true;
 }
 
+/// A 16-bit GEMM widened to f32 (the same numbers as the f32 product of the converted
+/// operands, rounded once): each 16-bit tensor gets an f32 copy in stream-ordered memory
+/// outside the arena, `run` computes on the copies, and the outputs are converted back.
+/// cuBLAS's bf16/f16 GEMMs (f32 accumulation, tensor cores) are the faster way, not yet taken.
+class Widened {
+public:
+  explicit Widened(dsrt_context *ctx) : ctx(ctx) {}
+  ~Widened() {
+    for (void *p : blocks)
+      check(cudaFreeAsync(p, stream(ctx)), "cudaFreeAsync");
+  }
+  /// An f32 copy of `t` (null for null), filled from `t` when `in`.
+  dsrt_tensor *f32(const dsrt_tensor *t, bool in) {
+    if (!t)
+      return nullptr;
+    void *p = nullptr;
+    check(cudaMallocAsync(&p, (size_t)std::max<int64_t>(t->numel, 1) * sizeof(float),
+                          stream(ctx)),
+          "cudaMallocAsync");
+    blocks.push_back(p);
+    copies.push_back(*t);
+    dsrt_tensor &c = copies.back();
+    c.data = p;
+    c.dtype = DSRT_F32;
+    c.storage = nullptr;
+    if (in)
+      convert(ctx, &c, t);
+    return &c;
+  }
+  /// Converts the f32 copy `c` back into `t`.
+  void back(dsrt_tensor *t, const dsrt_tensor *c) {
+    if (t)
+      convert(ctx, t, c);
+  }
+
+private:
+  dsrt_context *ctx;
+  std::vector<void *> blocks;
+  std::deque<dsrt_tensor> copies; // stable addresses
+};
+
 } // namespace
 
 void dsrt::cuda::matmul(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a,
                         const dsrt_tensor *b, int32_t trans_a, int32_t trans_b) {
   const char *k = "matmul";
+  if (a->dtype != DSRT_F32 && a->dtype == b->dtype && a->dtype == out->dtype &&
+      (a->dtype == DSRT_BF16 || a->dtype == DSRT_F16)) {
+    Widened w(ctx);
+    dsrt_tensor *o = w.f32(out, false);
+    matmul(ctx, o, w.f32(a, true), w.f32(b, true), trans_a, trans_b);
+    w.back(out, o);
+    return;
+  }
   checkDtype(k, a, DSRT_F32, "lhs");
   checkDtype(k, b, DSRT_F32, "rhs");
   checkDtype(k, out, DSRT_F32, "result");
@@ -84,6 +137,13 @@ void dsrt::cuda::linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *
   const char *k = "linear";
   const checks::LinearShape ls = checks::linear(out, x, w, bias);
   const int64_t M = ls.M, O = ls.O, K = ls.K;
+  if (x->dtype != DSRT_F32) {
+    Widened wd(ctx);
+    dsrt_tensor *o = wd.f32(out, false);
+    linear(ctx, o, wd.f32(x, true), wd.f32(w, true), wd.f32(bias, true));
+    wd.back(out, o);
+    return;
+  }
   gemm(ctx, k, false, true, M, O, K, (const float *)x->data, K, 0, (const float *)w->data, K, 0,
        (float *)out->data, O, 0, 1);
   if (bias) {
@@ -99,6 +159,14 @@ void dsrt::cuda::linear_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, dsrt_ten
   const char *k = "linear_grad_weight";
   const checks::LinearShape ls = checks::linearGrad(dw, db, x, dy);
   const int64_t M = ls.M, O = ls.O, K = ls.K;
+  if (x->dtype != DSRT_F32) {
+    Widened wd(ctx);
+    dsrt_tensor *dw32 = wd.f32(dw, false), *db32 = wd.f32(db, false);
+    linear_grad_weight(ctx, dw32, db32, wd.f32(x, true), wd.f32(dy, true));
+    wd.back(dw, dw32);
+    wd.back(db, db32);
+    return;
+  }
   if (M == 0)
     ctx->device->zero(dw->data, (size_t)dw->numel * sizeof(float));
   gemm(ctx, k, true, false, O, K, M, (const float *)dy->data, O, 0, (const float *)x->data, K, 0,

@@ -5,6 +5,7 @@
 //
 #include "../comm/channel.h"
 #include "../core/internal.h"
+#include "../cpu/gemm_half.h"
 
 #ifdef DSRT_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -18,9 +19,10 @@ extern "C" size_t dsrt_report(char *buf, size_t cap) {
 #ifdef DSRT_HAVE_DNNL
   const dnnl_version_t *v = dnnl_version();
   out += "cpu: built yes; oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) +
-         "." + std::to_string(v->patch) + "; usable\n";
+         "." + std::to_string(v->patch) + "; " + dsrt::cpu::halfProductsReport() + "; usable\n";
 #else
-  out += "cpu: built yes; without oneDNN (plain loops: slow GEMM and convolution); usable\n";
+  out += "cpu: built yes; without oneDNN (plain loops: slow GEMM and convolution); " +
+         dsrt::cpu::halfProductsReport() + "; usable\n";
 #endif
   out += "loopback: built yes; usable (one rank)\n";
   std::string mpi = dsrt::mpiLibraryVersion();

@@ -45,6 +45,8 @@ struct BNShape {
 };
 BNShape batchNorm(const char *k, const dsrt_tensor *x);
 
+/// The element type of a GEMM's operands (f32, bf16 or f16; every operand and result has it).
+int32_t gemmDtype(const char *kernel, const dsrt_tensor *t);
 /// out[M, O] = x[M, K] w[O, K]^T (+ bias[O]).
 struct LinearShape {
   int64_t M, O, K;
