@@ -1,5 +1,6 @@
 // CPU kernels: softmax, embedding, cross-entropy and dropout.
 #include "cpu_device.h"
+#include "vector_math.h"
 #include "../kernels/checks.h"
 #include "../kernels/scalar_ops.h"
 #ifdef DSRT_HAVE_DNNL
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 #include <cstring>
 #include <limits>
 
@@ -184,16 +186,38 @@ namespace {
 using checks::CEShape;
 
 /// Log-sum-exp of a row in double.
-double logSumExp(const float *x, int64_t C) {
+/// A row's exp(x - max) in `buf` (C floats, vectorized) and their sum in double; returns
+/// false, with NaN or the infinite max in `lse`, where the row has no finite softmax.
+bool expRow(const float *x, int64_t C, float *buf, double &sum, double &lse) {
   float mx = -std::numeric_limits<float>::infinity();
+  int nan = 0;
+#pragma omp simd reduction(max : mx) reduction(| : nan)
+  for (int64_t c = 0; c < C; ++c) {
+    mx = x[c] > mx ? x[c] : mx;
+    nan |= x[c] != x[c] ? 1 : 0;
+  }
+  if (nan || std::isinf(mx)) {
+    lse = nan ? std::numeric_limits<double>::quiet_NaN() : mx;
+    return false;
+  }
+#pragma omp simd
   for (int64_t c = 0; c < C; ++c)
-    mx = (x[c] > mx || std::isnan(x[c])) ? x[c] : mx;
-  if (std::isinf(mx))
-    return mx;
+    buf[c] = x[c] - mx;
+  cpu::vexp(buf, buf, C);
   double s = 0;
+#pragma omp simd reduction(+ : s)
   for (int64_t c = 0; c < C; ++c)
-    s += std::exp((double)x[c] - mx);
-  return mx + std::log(s);
+    s += buf[c];
+  sum = s;
+  lse = mx + std::log(s);
+  return true;
+}
+
+/// log(sum exp(x)) of a row.
+double logSumExp(const float *x, int64_t C, float *buf) {
+  double sum, lse;
+  expRow(x, C, buf, sum, lse);
+  return lse;
 }
 
 int64_t targetAt(const char *k, const dsrt_tensor *target, int64_t n, int64_t C, int64_t ignore) {
@@ -219,11 +243,13 @@ void dsrt::cpu::cross_entropy(dsrt_context *, dsrt_tensor *out, const dsrt_tenso
   // torch 1.13: (1 - ls) * nll + ls / C * (-sum_c logp_c), ignored rows contributing 0.
 #pragma omp parallel for schedule(static) reduction(+ : total, count) if (logits->numel > kParallelGrain)
   for (int64_t n = 0; n < s.N; ++n) {
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(s.C));
     int64_t t = targetAt(k, target, n, s.C, ignore_index);
     double loss = 0;
     if (t != ignore_index) {
       const float *x = X + n * s.C;
-      double lse = logSumExp(x, s.C);
+      double lse = logSumExp(x, s.C, buf.data());
       double sumX = 0;
       if (ls > 0)
         for (int64_t c = 0; c < s.C; ++c)
@@ -272,9 +298,22 @@ void dsrt::cpu::cross_entropy_grad(dsrt_context *, dsrt_tensor *dlogits,
     }
     double g = (reduction == DSRT_REDUCTION_NONE ? G[n] : G[0]) * scale;
     const float *x = X + n * s.C;
-    double lse = logSumExp(x, s.C);
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(s.C));
+    double sum, lse;
+    const float gf = static_cast<float>(g), off = static_cast<float>(ls / s.C);
+    if (!expRow(x, s.C, buf.data(), sum, lse)) { // no finite softmax: as PyTorch, NaN
+      for (int64_t c = 0; c < s.C; ++c)
+        d[c] = (float)(g * ops::crossEntropyGrad(x[c], lse, c == t, s.C, ls));
+      continue;
+    }
+    // ops::crossEntropyGrad's formula with p = exp(x - max) / sum, in float, vectorized.
+    const float inv = static_cast<float>(1.0 / sum);
+    const float *e = buf.data();
+#pragma omp simd
     for (int64_t c = 0; c < s.C; ++c)
-      d[c] = (float)(g * ops::crossEntropyGrad(x[c], lse, c == t, s.C, ls));
+      d[c] = gf * (e[c] * inv - off);
+    d[t] -= gf * static_cast<float>(1.0 - ls);
   }
 }
 

@@ -19,6 +19,10 @@ namespace dsrt::cpu {
 bool vectorEltwise(dsrt_context *ctx, int32_t op, bool gradient, float *dst, const float *x,
                    const float *dy, int64_t n);
 
+/// dst[i] = exp(x[i]) over `n` f32 values (dst may be x), vectorized, on the calling thread
+/// (the kernels that exponentiate rows: cross-entropy, softmax).
+void vexp(float *dst, const float *x, int64_t n);
+
 } // namespace dsrt::cpu
 
 #endif
