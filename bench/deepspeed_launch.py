@@ -7,16 +7,23 @@ import statistics
 import subprocess
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
+DEEPSPEED = 'deepspeed==0.19.*'
 
 
-def run_workers(script, path, args, out, ranks, port, steps):
-    """(median step ms over steps 2.., the largest RSS) or the reason it did not run."""
+def run_workers(script, path, args, out, ranks, port, steps, needs='deepspeed'):
+    """(median step ms over steps 2.., the largest RSS) or the reason it did not run. needs:
+    the module the workers import that .venv must have (a plain PyTorch worker: 'torch')."""
     py = os.path.join(ROOT, '.venv', 'bin', 'python')
     if not os.path.exists(py):
         return 'no .venv (run scripts/setup.sh)'
-    probe = subprocess.run([py, '-c', 'import deepspeed'], capture_output=True, text=True)
+    probe = subprocess.run([py, '-c', 'import ' + needs], capture_output=True, text=True)
+    if probe.returncode != 0 and needs == 'deepspeed':
+        # The benchmarks' own dependency (not the tests'): installed here on first use.
+        subprocess.run([py, '-m', 'pip', 'install', '-q', DEEPSPEED], capture_output=True)
+        probe = subprocess.run([py, '-c', 'import ' + needs], capture_output=True, text=True)
     if probe.returncode != 0:
-        return 'deepspeed is not installed in .venv (.venv/bin/pip install deepspeed)'
+        return '%s is not installed in .venv (.venv/bin/pip install %s)' % (
+            needs, DEEPSPEED if needs == 'deepspeed' else needs)
     open(path, 'w').write(script)
     procs = []
     for r in range(ranks):
