@@ -4,6 +4,7 @@
 #include "../kernels/checks.h"
 #include "../kernels/scalar_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -24,6 +25,30 @@ template <class T> inline T binaryOp(int32_t op, T a, T b) {
 
 template <class T> inline bool cmpOp(int32_t pred, T a, T b) { return ops::cmp(pred, a, b); }
 
+// Contiguous loops as functions of their pointers (not of an OpenMP region's captures, which
+// the compiler reloads each iteration and will not vectorize), run in parallel by chunks.
+constexpr int64_t kChunk = 1 << 14;
+template <class T, class F> void mapRange(T *y, const T *x, int64_t n, F f) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = f(x[i]);
+}
+template <class T, class F> void zipRange(T *z, const T *x, const T *y, int64_t n, F f) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    z[i] = f(x[i], y[i]);
+}
+template <class T, class F> void parallelMap(T *y, const T *x, int64_t n, F f) {
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+  for (int64_t at = 0; at < n; at += kChunk)
+    mapRange(y + at, x + at, std::min(kChunk, n - at), f);
+}
+template <class T, class F> void parallelZip(T *z, const T *x, const T *y, int64_t n, F f) {
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+  for (int64_t at = 0; at < n; at += kChunk)
+    zipRange(z + at, x + at, y + at, std::min(kChunk, n - at), f);
+}
+
 
 } // namespace
 
@@ -42,11 +67,7 @@ void dsrt::cpu::unary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
     int64_t n = in->numel;
     if constexpr (std::is_floating_point_v<T>) {
       // One loop per op, so that the simple ones vectorize.
-      auto loop = [&](auto f) {
-#pragma omp parallel for simd schedule(static) if (n > kParallelGrain / 4)
-        for (int64_t i = 0; i < n; ++i)
-          y[i] = f(x[i]);
-      };
+      auto loop = [&](auto f) { parallelMap(y, x, n, f); };
       switch (op) {
       case DSRT_NEG:
         return loop([](T v) { return unaryOp<T>(DSRT_NEG, v); });
@@ -93,40 +114,63 @@ void dsrt::cpu::binary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
         return v;
     };
     int64_t n = out->numel;
-    // Fast paths: equal shapes, or one side a scalar.
-    if (a->numel == n && b->numel == n && a->rank == out->rank && b->rank == out->rank) {
-      bool same = true;
-      for (int i = 0; i < out->rank; ++i)
-        same = same && a->dims[i] == out->dims[i] && b->dims[i] == out->dims[i];
-      if (same) {
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-        for (int64_t i = 0; i < n; ++i)
-          z[i] = store(binaryOp<T>(op, x[i], y[i]));
-        return;
+    // The loops, for one element function f: each op gets its own, so that they vectorize.
+    auto loops = [&](auto f) {
+      // Fast path: equal shapes.
+      if (a->numel == n && b->numel == n && a->rank == out->rank && b->rank == out->rank) {
+        bool same = true;
+        for (int i = 0; i < out->rank; ++i)
+          same = same && a->dims[i] == out->dims[i] && b->dims[i] == out->dims[i];
+        if (same) {
+          parallelZip(z, x, y, n, [&](T u, T v) { return store(f(u, v)); });
+          return;
+        }
+      }
+      const dsrt_tensor *ins[2] = {a, b};
+      Broadcast bc("binary", out, ins, 2);
+      bc.forEachRow(n, [&](int64_t o, const int64_t *off, const int64_t *is, int64_t len) {
+        const T *xa = x + off[0];
+        const T *yb = y + off[1];
+        T *zo = z + o;
+        if (is[0] == 1 && is[1] == 1) {
+#pragma omp simd
+          for (int64_t j = 0; j < len; ++j)
+            zo[j] = store(f(xa[j], yb[j]));
+        } else if (is[0] == 1 && is[1] == 0) {
+          T yv = yb[0];
+#pragma omp simd
+          for (int64_t j = 0; j < len; ++j)
+            zo[j] = store(f(xa[j], yv));
+        } else if (is[0] == 0 && is[1] == 1) {
+          T xv = xa[0];
+#pragma omp simd
+          for (int64_t j = 0; j < len; ++j)
+            zo[j] = store(f(xv, yb[j]));
+        } else {
+          for (int64_t j = 0; j < len; ++j)
+            zo[j] = store(f(xa[j * is[0]], yb[j * is[1]]));
+        }
+      });
+    };
+    if constexpr (std::is_floating_point_v<T>) {
+      switch (op) {
+      case DSRT_ADD:
+        return loops([](T u, T v) { return binaryOp<T>(DSRT_ADD, u, v); });
+      case DSRT_SUB:
+        return loops([](T u, T v) { return binaryOp<T>(DSRT_SUB, u, v); });
+      case DSRT_MUL:
+        return loops([](T u, T v) { return binaryOp<T>(DSRT_MUL, u, v); });
+      case DSRT_DIV:
+        return loops([](T u, T v) { return binaryOp<T>(DSRT_DIV, u, v); });
+      case DSRT_MAX:
+        return loops([](T u, T v) { return binaryOp<T>(DSRT_MAX, u, v); });
+      case DSRT_MIN:
+        return loops([](T u, T v) { return binaryOp<T>(DSRT_MIN, u, v); });
+      default:
+        break;
       }
     }
-    const dsrt_tensor *ins[2] = {a, b};
-    Broadcast bc("binary", out, ins, 2);
-    bc.forEachRow(n, [&](int64_t o, const int64_t *off, const int64_t *is, int64_t len) {
-      const T *xa = x + off[0];
-      const T *yb = y + off[1];
-      T *zo = z + o;
-      if (is[0] == 1 && is[1] == 1) {
-        for (int64_t j = 0; j < len; ++j)
-          zo[j] = store(binaryOp<T>(op, xa[j], yb[j]));
-      } else if (is[0] == 1 && is[1] == 0) {
-        T yv = yb[0];
-        for (int64_t j = 0; j < len; ++j)
-          zo[j] = store(binaryOp<T>(op, xa[j], yv));
-      } else if (is[0] == 0 && is[1] == 1) {
-        T xv = xa[0];
-        for (int64_t j = 0; j < len; ++j)
-          zo[j] = store(binaryOp<T>(op, xv, yb[j]));
-      } else {
-        for (int64_t j = 0; j < len; ++j)
-          zo[j] = store(binaryOp<T>(op, xa[j * is[0]], yb[j * is[1]]));
-      }
-    });
+    loops([op](T u, T v) { return binaryOp<T>(op, u, v); });
   };
   dispatchAll("binary", out->dtype, run);
 }

@@ -54,6 +54,10 @@ static void softmaxLastDimDnnl(dsrt_context *ctx, float *y, const float *x, int6
 }
 #endif
 
+namespace {
+bool expRow(const float *x, int64_t C, float *buf, double &sum, double &lse);
+} // namespace
+
 void dsrt::cpu::softmax(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in,
                              int64_t dim, int32_t log) {
   DSRT_PROFILE("softmax");
@@ -66,6 +70,30 @@ void dsrt::cpu::softmax(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *
     return;
   }
 #endif
+  // Log-softmax over the last dim in f32: rows of vectorized exponentials (cross-entropy's).
+  if (log && in->dtype == DSRT_F32 && s.inner == 1) {
+    const float *X = (const float *)in->data;
+    float *Y = (float *)out->data;
+    bool finite = true;
+#pragma omp parallel for schedule(static) reduction(&& : finite) if (in->numel > kParallelGrain)
+    for (int64_t o = 0; o < s.outer; ++o) {
+      thread_local std::vector<float> buf;
+      buf.resize(static_cast<size_t>(s.D));
+      double sum, lse;
+      const float *x = X + o * s.D;
+      float *y = Y + o * s.D;
+      if (!expRow(x, s.D, buf.data(), sum, lse)) {
+        finite = false;
+        continue;
+      }
+      const float l = static_cast<float>(lse);
+#pragma omp simd
+      for (int64_t d = 0; d < s.D; ++d)
+        y[d] = x[d] - l;
+    }
+    if (finite)
+      return; // else: the rows again, with NaN and infinities as PyTorch gives them
+  }
   dispatchFloat(k, in->dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *X = (const T *)in->data;
@@ -121,6 +149,14 @@ void dsrt::cpu::softmax_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_tensor 
         T sm = (T)sum;
         for (int64_t j = 0; j < s.D; ++j)
           d[j * st] = g[j * st] - std::exp(yy[j * st]) * sm;
+      } else if (st == 1) { // vectorized (the sum reassociated, in double)
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j < s.D; ++j)
+          sum += (double)g[j] * yy[j];
+        T sm = (T)sum;
+#pragma omp simd
+        for (int64_t j = 0; j < s.D; ++j)
+          d[j] = yy[j] * (g[j] - sm);
       } else {
         for (int64_t j = 0; j < s.D; ++j)
           sum += (double)g[j * st] * yy[j * st];

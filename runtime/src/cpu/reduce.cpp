@@ -97,6 +97,7 @@ void reduceTyped(int32_t kind, O *out, const T *in, const dsrt_tensor *x,
           for (int64_t i = 0; i < len; ++i)
             a[i] = combine(a[i], Acc(p[i]));
         else
+#pragma omp simd
           for (int64_t i = 0; i < len; ++i)
             a[i] += Acc(p[i]);
       }
@@ -118,12 +119,24 @@ void reduceTyped(int32_t kind, O *out, const T *in, const dsrt_tensor *x,
       int64_t stop = std::min(L, j + (end - begin));
       begin += stop - j;
       if (isMax) {
-        for (; j < stop; ++j)
-          acc = combine(acc, Acc(p[j]));
+        if constexpr (std::is_floating_point_v<T>) { // vectorized; NaN wins as in PyTorch
+          T m = -std::numeric_limits<T>::infinity();
+          int nan = 0;
+#pragma omp simd reduction(max : m) reduction(| : nan)
+          for (int64_t jj = j; jj < stop; ++jj) {
+            m = p[jj] > m ? p[jj] : m;
+            nan |= p[jj] != p[jj] ? 1 : 0;
+          }
+          acc = combine(acc, nan ? Acc(NAN) : Acc(m));
+        } else {
+          for (int64_t jj = j; jj < stop; ++jj)
+            acc = combine(acc, Acc(p[jj]));
+        }
       } else {
-        Acc s = 0;
-        for (; j < stop; ++j)
-          s += Acc(p[j]);
+        Acc s = 0; // vectorized: the sum is reassociated (in double)
+#pragma omp simd reduction(+ : s)
+        for (int64_t jj = j; jj < stop; ++jj)
+          s += Acc(p[jj]);
         acc += s;
       }
       j = 0;
