@@ -10,7 +10,7 @@ namespace dsrt {
 
 // Blocks of 4 MiB and more are 2 MiB-aligned and asked to be backed by huge pages (where the
 // kernel's transparent_hugepage is "madvise", as on Debian): the streaming kernels then miss
-// the TLB far less (an f32 add of 4M elements: 2.4 -> see bench/kernels_vs_torch.py).
+// the TLB far less (bench/kernels_vs_torch.py times the streaming kernels).
 void *CpuDevice::allocate(size_t bytes) {
   constexpr size_t kHuge = size_t(2) << 20;
   if (bytes < 2 * kHuge)
