@@ -949,10 +949,21 @@ TEST_F(Kernels, MaxPool2dAndGrad) {
       {{2, 3, 9, 7}, 3, 3, 2, 2, 1, 0, 1, 1, true},
       {{3, 6, 6}, 2, 2, 1, 1, 0, 0, 1, 1, false},
       {{4, 64, 32, 32}, 3, 3, 2, 2, 1, 1, 1, 1, false},
+      // The vectorized paths: 2x2 windows tiling the plane (an odd row and column left over),
+      // rows of more than 256 outputs, 3x3 stride 2 unpadded, overlapping 2x2, clipped ceil.
+      {{2, 3, 9, 7}, 2, 2, 2, 2, 0, 0, 1, 1, false},
+      {{1, 2, 4, 600}, 2, 2, 2, 2, 0, 0, 1, 1, false},
+      {{2, 3, 11, 13}, 3, 3, 2, 2, 0, 0, 1, 1, false},
+      {{2, 3, 9, 7}, 2, 2, 1, 1, 0, 0, 1, 1, false},
+      {{2, 3, 9, 7}, 2, 2, 2, 2, 0, 0, 1, 1, true},
   };
   for (auto &c : cases) {
     // Rounded values make ties, which must route to the first maximum.
     Tensor x = torch::round(randn(c.x) * 2).requires_grad_();
+    if (c.kh == 2 && c.kw == 2 && !c.ph && !c.ceil) { // NaN wins its window, as in ATen
+      torch::NoGradGuard g;
+      x.view({-1})[5] = NAN;
+    }
     Tensor y = torch::max_pool2d(x, {c.kh, c.kw}, {c.sh, c.sw}, {c.ph, c.pw}, {c.dh, c.dw}, c.ceil);
     Tensor dy = randn(y.sizes());
     y.backward(dy);
@@ -961,7 +972,7 @@ TEST_F(Kernels, MaxPool2dAndGrad) {
     EXPECT_TRUE(close(tt(o), y)) << x.sizes();
     dsrt_tensor *dx = emptyLike(x);
     dsrt_max_pool2d_grad(ctx, dx, rt(x), rt(dy), c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.dh, c.dw);
-    EXPECT_TRUE(close(tt(dx), x.grad())) << "grad " << x.sizes();
+    EXPECT_TRUE(close(tt(dx), x.grad())) << "grad " << x.sizes() << " k " << c.kh << " s " << c.sh;
   }
 }
 

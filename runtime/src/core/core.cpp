@@ -155,31 +155,59 @@ dsrt::Broadcast::Broadcast(const char *kernel, const dsrt_tensor *out,
 }
 
 namespace {
+/// One contiguous row of n elements (glibc's memcpy picks the CPU's widest moves).
+template <class T> inline void copyRow(T *__restrict o, const T *__restrict s, int64_t n) {
+  if (n * sizeof(T) >= 64) {
+    std::memcpy(o, s, n * sizeof(T));
+    return;
+  }
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j)
+    o[j] = s[j];
+}
+
 template <class T>
 void copyRows(int nd, const int64_t *dims, const T *src, const int64_t *ss, T *dst,
               const int64_t *ds, int64_t total) {
   int64_t inner = dims[nd - 1];
   int64_t rows = total / inner;
   int64_t si = ss[nd - 1], di = ds[nd - 1];
+  // Blocks of rows per thread; within a block the outer index advances as an odometer (no
+  // division per row: short rows, as a head-splitting transpose's 64, are most of the cost).
+  const int64_t block = std::max<int64_t>(1, std::min<int64_t>(rows, 4096 / std::max<int64_t>(inner, 1)));
+  const int64_t blocks = (rows + block - 1) / block;
 #pragma omp parallel for schedule(static) if (total > kParallelGrain && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t so = 0, dof = 0, rem = r;
+  for (int64_t bi = 0; bi < blocks; ++bi) {
+    int64_t idx[DSRT_MAX_RANK] = {};
+    int64_t so = 0, dof = 0, rem = bi * block;
     for (int d = nd - 2; d >= 0; --d) {
-      int64_t i = rem % dims[d];
+      idx[d] = rem % dims[d];
       rem /= dims[d];
-      so += i * ss[d];
-      dof += i * ds[d];
+      so += idx[d] * ss[d];
+      dof += idx[d] * ds[d];
     }
-    const T *s = src + so;
-    T *o = dst + dof;
-    if (si == 1 && di == 1)
-      std::memcpy(o, s, inner * sizeof(T));
-    else if (di == 1)
-      for (int64_t j = 0; j < inner; ++j)
-        o[j] = s[j * si];
-    else
-      for (int64_t j = 0; j < inner; ++j)
-        o[j * di] = s[j * si];
+    const int64_t end = std::min(rows, (bi + 1) * block);
+    for (int64_t r = bi * block; r < end; ++r) {
+      const T *s = src + so;
+      T *o = dst + dof;
+      if (si == 1 && di == 1)
+        copyRow(o, s, inner);
+      else if (di == 1)
+        for (int64_t j = 0; j < inner; ++j)
+          o[j] = s[j * si];
+      else
+        for (int64_t j = 0; j < inner; ++j)
+          o[j * di] = s[j * si];
+      for (int d = nd - 2; d >= 0; --d) { // the next row's offsets
+        so += ss[d];
+        dof += ds[d];
+        if (++idx[d] < dims[d])
+          break;
+        so -= idx[d] * ss[d];
+        dof -= idx[d] * ds[d];
+        idx[d] = 0;
+      }
+    }
   }
 }
 } // namespace

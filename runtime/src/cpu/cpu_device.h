@@ -37,6 +37,12 @@ struct CpuDevice final : Device {
 
 inline CpuDevice &cpuDevice(dsrt_context *ctx) { return static_cast<CpuDevice &>(*ctx->device); }
 
+/// Built for AVX-512, AVX2 and the baseline, the best picked at run time (the library is built
+/// without -march, so that one build runs on every x86-64). Put it on the function that holds
+/// a hot loop, not on one that holds an OpenMP region: GCC outlines the region's body before it
+/// clones, so the body keeps the baseline ISA.
+#define DSRT_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
 /// The CPU kernels, one per entry of kernels.def.
 namespace cpu {
 #define DSRT_KERNEL(name, params, args) void name params;

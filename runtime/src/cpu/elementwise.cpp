@@ -26,29 +26,94 @@ template <class T> inline T binaryOp(int32_t op, T a, T b) {
 template <class T> inline bool cmpOp(int32_t pred, T a, T b) { return ops::cmp(pred, a, b); }
 
 // Contiguous loops as functions of their pointers (not of an OpenMP region's captures, which
-// the compiler reloads each iteration and will not vectorize), run in parallel by chunks.
+// the compiler reloads each iteration and will not vectorize), built per ISA, run in parallel
+// by chunks.
 constexpr int64_t kChunk = 1 << 14;
-template <class T, class F> void mapRange(T *y, const T *x, int64_t n, F f) {
+template <class T, class F> DSRT_CPU_CLONES void mapRange(T *y, const T *x, int64_t n, F f) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
     y[i] = f(x[i]);
 }
-template <class T, class F> void zipRange(T *z, const T *x, const T *y, int64_t n, F f) {
+/// z[i] = f(x[i * xs], y[i * ys]) for strides xs, ys of 0 or 1 (a broadcast scalar side);
+/// other strides take the generic loop.
+template <class O, class T, class F>
+DSRT_CPU_CLONES void zipRange(O *z, const T *x, int64_t xs, const T *y, int64_t ys, int64_t n,
+                              F f) {
+  if (xs == 1 && ys == 1) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i)
-    z[i] = f(x[i], y[i]);
+    for (int64_t i = 0; i < n; ++i)
+      z[i] = f(x[i], y[i]);
+  } else if (xs == 1 && ys == 0) {
+    const T v = y[0];
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i)
+      z[i] = f(x[i], v);
+  } else if (xs == 0 && ys == 1) {
+    const T u = x[0];
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i)
+      z[i] = f(u, y[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      z[i] = f(x[i * xs], y[i * ys]);
+  }
 }
 template <class T, class F> void parallelMap(T *y, const T *x, int64_t n, F f) {
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
   for (int64_t at = 0; at < n; at += kChunk)
     mapRange(y + at, x + at, std::min(kChunk, n - at), f);
 }
-template <class T, class F> void parallelZip(T *z, const T *x, const T *y, int64_t n, F f) {
+template <class O, class T, class F>
+void parallelZip(O *z, const T *x, const T *y, int64_t n, F f) {
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
   for (int64_t at = 0; at < n; at += kChunk)
-    zipRange(z + at, x + at, y + at, std::min(kChunk, n - at), f);
+    zipRange(z + at, x + at, 1, y + at, 1, std::min(kChunk, n - at), f);
 }
 
+/// True when a and b both have out's shape (no broadcast).
+bool sameShapes(const dsrt_tensor *out, const dsrt_tensor *a, const dsrt_tensor *b) {
+  if (a->numel != out->numel || b->numel != out->numel || a->rank != out->rank ||
+      b->rank != out->rank)
+    return false;
+  for (int i = 0; i < out->rank; ++i)
+    if (a->dims[i] != out->dims[i] || b->dims[i] != out->dims[i])
+      return false;
+  return true;
+}
+
+/// z = f(a, b) over out's shape, broadcasting a and b: the contiguous loops where it can.
+template <class O, class T, class F>
+void zipBroadcast(const char *kernel, dsrt_tensor *out, const dsrt_tensor *a,
+                  const dsrt_tensor *b, F f) {
+  const T *x = (const T *)a->data;
+  const T *y = (const T *)b->data;
+  O *z = (O *)out->data;
+  if (sameShapes(out, a, b))
+    return parallelZip(z, x, y, out->numel, f);
+  const dsrt_tensor *ins[2] = {a, b};
+  Broadcast bc(kernel, out, ins, 2);
+  bc.forEachRow(out->numel, [&](int64_t o, const int64_t *off, const int64_t *is, int64_t len) {
+    zipRange(z + o, x + off[0], is[0], y + off[1], is[1], len, f);
+  });
+}
+
+/// torch.pow on f32 through the vector powf, in parallel chunks of contiguous rows.
+void powBroadcast(dsrt_tensor *out, const dsrt_tensor *a, const dsrt_tensor *b) {
+  const float *x = (const float *)a->data, *y = (const float *)b->data;
+  float *z = (float *)out->data;
+  const int64_t n = out->numel;
+  if (sameShapes(out, a, b)) {
+#pragma omp parallel for schedule(static) if (n > kParallelGrain / 8)
+    for (int64_t at = 0; at < n; at += kChunk)
+      cpu::vpow(z + at, x + at, 1, y + at, 1, std::min(kChunk, n - at));
+    return;
+  }
+  const dsrt_tensor *ins[2] = {a, b};
+  Broadcast bc("binary", out, ins, 2);
+  bc.forEachRow(n, [&](int64_t o, const int64_t *off, const int64_t *is, int64_t len) {
+    cpu::vpow(z + o, x + off[0], is[0], y + off[1], is[1], len);
+  });
+}
 
 } // namespace
 
@@ -104,53 +169,15 @@ void dsrt::cpu::binary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
     return;
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    const T *x = (const T *)a->data;
-    const T *y = (const T *)b->data;
-    T *z = (T *)out->data;
     auto store = [](T v) -> T {
       if constexpr (std::is_same_v<T, uint8_t>)
         return v != 0;
       else
         return v;
     };
-    int64_t n = out->numel;
     // The loops, for one element function f: each op gets its own, so that they vectorize.
     auto loops = [&](auto f) {
-      // Fast path: equal shapes.
-      if (a->numel == n && b->numel == n && a->rank == out->rank && b->rank == out->rank) {
-        bool same = true;
-        for (int i = 0; i < out->rank; ++i)
-          same = same && a->dims[i] == out->dims[i] && b->dims[i] == out->dims[i];
-        if (same) {
-          parallelZip(z, x, y, n, [&](T u, T v) { return store(f(u, v)); });
-          return;
-        }
-      }
-      const dsrt_tensor *ins[2] = {a, b};
-      Broadcast bc("binary", out, ins, 2);
-      bc.forEachRow(n, [&](int64_t o, const int64_t *off, const int64_t *is, int64_t len) {
-        const T *xa = x + off[0];
-        const T *yb = y + off[1];
-        T *zo = z + o;
-        if (is[0] == 1 && is[1] == 1) {
-#pragma omp simd
-          for (int64_t j = 0; j < len; ++j)
-            zo[j] = store(f(xa[j], yb[j]));
-        } else if (is[0] == 1 && is[1] == 0) {
-          T yv = yb[0];
-#pragma omp simd
-          for (int64_t j = 0; j < len; ++j)
-            zo[j] = store(f(xa[j], yv));
-        } else if (is[0] == 0 && is[1] == 1) {
-          T xv = xa[0];
-#pragma omp simd
-          for (int64_t j = 0; j < len; ++j)
-            zo[j] = store(f(xv, yb[j]));
-        } else {
-          for (int64_t j = 0; j < len; ++j)
-            zo[j] = store(f(xa[j * is[0]], yb[j * is[1]]));
-        }
-      });
+      zipBroadcast<T, T>("binary", out, a, b, [f, store](T u, T v) { return store(f(u, v)); });
     };
     if constexpr (std::is_floating_point_v<T>) {
       switch (op) {
@@ -166,6 +193,10 @@ void dsrt::cpu::binary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
         return loops([](T u, T v) { return binaryOp<T>(DSRT_MAX, u, v); });
       case DSRT_MIN:
         return loops([](T u, T v) { return binaryOp<T>(DSRT_MIN, u, v); });
+      case DSRT_POW:
+        if constexpr (std::is_same_v<T, float>)
+          return powBroadcast(out, a, b);
+        break;
       default:
         break;
       }
@@ -181,15 +212,22 @@ void dsrt::cpu::cmp(dsrt_context *, int32_t pred, dsrt_tensor *out, const dsrt_t
   checks::cmp(out, a, b, pred);
   auto run = [&](auto tag) {
     using T = decltype(tag);
-    const T *x = (const T *)a->data;
-    const T *y = (const T *)b->data;
-    uint8_t *z = (uint8_t *)out->data;
-    const dsrt_tensor *ins[2] = {a, b};
-    Broadcast bc("cmp", out, ins, 2);
-    bc.forEachRow(out->numel, [&](int64_t o, const int64_t *off, const int64_t *is, int64_t len) {
-      for (int64_t j = 0; j < len; ++j)
-        z[o + j] = cmpOp<T>(pred, x[off[0] + j * is[0]], y[off[1] + j * is[1]]);
-    });
+    // One loop per predicate, so that each vectorizes.
+    auto loops = [&](auto f) { zipBroadcast<uint8_t, T>("cmp", out, a, b, f); };
+    switch (pred) {
+    case DSRT_EQ:
+      return loops([](T u, T v) -> uint8_t { return cmpOp<T>(DSRT_EQ, u, v); });
+    case DSRT_NE:
+      return loops([](T u, T v) -> uint8_t { return cmpOp<T>(DSRT_NE, u, v); });
+    case DSRT_LT:
+      return loops([](T u, T v) -> uint8_t { return cmpOp<T>(DSRT_LT, u, v); });
+    case DSRT_LE:
+      return loops([](T u, T v) -> uint8_t { return cmpOp<T>(DSRT_LE, u, v); });
+    case DSRT_GT:
+      return loops([](T u, T v) -> uint8_t { return cmpOp<T>(DSRT_GT, u, v); });
+    default:
+      return loops([](T u, T v) -> uint8_t { return cmpOp<T>(DSRT_GE, u, v); });
+    }
   };
   dispatchAll("cmp", a->dtype, run);
 }

@@ -56,6 +56,21 @@ static void softmaxLastDimDnnl(dsrt_context *ctx, float *y, const float *x, int6
 
 namespace {
 bool expRow(const float *x, int64_t C, float *buf, double &sum, double &lse);
+
+// Row loops built per ISA (functions of their pointers, outside the OpenMP regions).
+/// y = x - l (a log-softmax row).
+DSRT_CPU_CLONES void shiftRow(float *y, const float *x, float l, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = x[i] - l;
+}
+/// d = g * (e * inv - off) (a cross-entropy gradient row from its exponentials).
+DSRT_CPU_CLONES void ceGradRow(float *d, const float *e, float g, float inv, float off,
+                               int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    d[i] = g * (e[i] * inv - off);
+}
 } // namespace
 
 void dsrt::cpu::softmax(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in,
@@ -86,10 +101,7 @@ void dsrt::cpu::softmax(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *
         finite = false;
         continue;
       }
-      const float l = static_cast<float>(lse);
-#pragma omp simd
-      for (int64_t d = 0; d < s.D; ++d)
-        y[d] = x[d] - l;
+      shiftRow(y, x, static_cast<float>(lse), s.D);
     }
     if (finite)
       return; // else: the rows again, with NaN and infinities as PyTorch gives them
@@ -221,29 +233,16 @@ namespace {
 
 using checks::CEShape;
 
-/// Log-sum-exp of a row in double.
 /// A row's exp(x - max) in `buf` (C floats, vectorized) and their sum in double; returns
 /// false, with NaN or the infinite max in `lse`, where the row has no finite softmax.
-bool expRow(const float *x, int64_t C, float *buf, double &sum, double &lse) {
-  float mx = -std::numeric_limits<float>::infinity();
+DSRT_CPU_CLONES bool expRow(const float *x, int64_t C, float *buf, double &sum, double &lse) {
   int nan = 0;
-#pragma omp simd reduction(max : mx) reduction(| : nan)
-  for (int64_t c = 0; c < C; ++c) {
-    mx = x[c] > mx ? x[c] : mx;
-    nan |= x[c] != x[c] ? 1 : 0;
-  }
+  const float mx = cpu::maxRange(x, C, nan);
   if (nan || std::isinf(mx)) {
     lse = nan ? std::numeric_limits<double>::quiet_NaN() : mx;
     return false;
   }
-#pragma omp simd
-  for (int64_t c = 0; c < C; ++c)
-    buf[c] = x[c] - mx;
-  cpu::vexp(buf, buf, C);
-  double s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t c = 0; c < C; ++c)
-    s += buf[c];
+  const double s = cpu::vexpShiftSum(buf, x, mx, C);
   sum = s;
   lse = mx + std::log(s);
   return true;
@@ -345,10 +344,7 @@ void dsrt::cpu::cross_entropy_grad(dsrt_context *, dsrt_tensor *dlogits,
     }
     // ops::crossEntropyGrad's formula with p = exp(x - max) / sum, in float, vectorized.
     const float inv = static_cast<float>(1.0 / sum);
-    const float *e = buf.data();
-#pragma omp simd
-    for (int64_t c = 0; c < s.C; ++c)
-      d[c] = gf * (e[c] * inv - off);
+    ceGradRow(d, buf.data(), gf, inv, off, s.C);
     d[t] -= gf * static_cast<float>(1.0 - ls);
   }
 }

@@ -5,6 +5,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -12,29 +13,40 @@ using namespace dsrt;
 
 namespace {
 
-/// Mean and 1/sqrt(biased var + eps) of n floats (two passes, in double).
-/// The sums are vectorized (reassociated, in double).
-inline void moments(const float *x, int64_t n, double eps, double &mean, double &rstd) {
+// The row sums run in f32 lanes over blocks of 256 elements (16 terms a lane under AVX-512, as
+// PyTorch's cascade sums), the blocks added in double: vectorized at f32 width, and as exact
+// as PyTorch's f32 kernels or better.
+constexpr int64_t kBlock = 256;
+
+/// The sum of f(i) for i in [0, n).
+template <class F> inline double blockSum(int64_t n, F f) {
   double s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i)
-    s += x[i];
-  mean = n ? s / n : 0;
-  double v = 0;
-  const double m = mean;
-#pragma omp simd reduction(+ : v)
-  for (int64_t i = 0; i < n; ++i) {
-    double d = x[i] - m;
-    v += d * d;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = std::min(n, b + kBlock);
+    float part = 0;
+#pragma omp simd reduction(+ : part)
+    for (int64_t i = b; i < e; ++i)
+      part += f(i);
+    s += part;
   }
+  return s;
+}
+
+/// Mean and 1/sqrt(biased var + eps) of n floats (two passes).
+inline void moments(const float *x, int64_t n, double eps, double &mean, double &rstd) {
+  mean = n ? blockSum(n, [x](int64_t i) { return x[i]; }) / n : 0;
+  const float m = (float)mean;
+  double v = blockSum(n, [x, m](int64_t i) {
+    float d = x[i] - m;
+    return d * d;
+  });
   v = n ? v / n : 0;
   rstd = 1.0 / std::sqrt(v + eps);
 }
 
-/// One row of an affine layer norm, built for AVX-512, AVX2 and the baseline (picked at run
-/// time): the row's sums are its cost.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
-layerNormRow(const float *xr, const float *w, const float *b, int64_t N, double eps, float *yr) {
+/// One row of an affine layer norm: the row's sums are its cost.
+DSRT_CPU_CLONES void layerNormRow(const float *xr, const float *w, const float *b, int64_t N,
+                                  double eps, float *yr) {
   double mean, rstd;
   moments(xr, N, eps, mean, rstd);
   float m = (float)mean, s = (float)rstd;
@@ -45,38 +57,58 @@ layerNormRow(const float *xr, const float *w, const float *b, int64_t N, double 
 
 /// One row of layer norm's backward: dx (may be null) and the row's dweight / dbias terms
 /// added into pw / pb (may be null). `w` is the weight or ones.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
-layerNormGradRow(const float *xr, const float *dyr, const float *w, int64_t N, double eps,
-                 float *dxr, double *pw, double *pb) {
+DSRT_CPU_CLONES void layerNormGradRow(const float *xr, const float *dyr, const float *w,
+                                      int64_t N, double eps, float *dxr, double *pw,
+                                      double *pb) {
   double mean, rstd;
   moments(xr, N, eps, mean, rstd);
-  double sumG = 0, sumGX = 0;
-#pragma omp simd reduction(+ : sumG, sumGX)
-  for (int64_t i = 0; i < N; ++i) {
-    double xhat = (xr[i] - mean) * rstd;
-    double g = dyr[i] * w[i];
-    sumG += g;
-    sumGX += g * xhat;
-  }
-  if (pw) {
+  const float m = (float)mean, rs = (float)rstd;
+  const float sumG = (float)blockSum(N, [=](int64_t i) { return dyr[i] * w[i]; });
+  const float sumGX =
+      (float)blockSum(N, [=](int64_t i) { return dyr[i] * w[i] * ((xr[i] - m) * rs); });
+  if (pw && pb) {
+#pragma omp simd
+    for (int64_t i = 0; i < N; ++i) {
+      pw[i] += dyr[i] * ((xr[i] - m) * rs);
+      pb[i] += dyr[i];
+    }
+  } else if (pw) {
 #pragma omp simd
     for (int64_t i = 0; i < N; ++i)
-      pw[i] += (double)dyr[i] * ((xr[i] - mean) * rstd);
-  }
-  if (pb) {
+      pw[i] += dyr[i] * ((xr[i] - m) * rs);
+  } else if (pb) {
 #pragma omp simd
     for (int64_t i = 0; i < N; ++i)
       pb[i] += dyr[i];
   }
   if (dxr) {
-    double invN = 1.0 / N;
+    const float invN = 1.0f / N;
 #pragma omp simd
-    for (int64_t i = 0; i < N; ++i) {
-      double xhat = (xr[i] - mean) * rstd;
-      double g = dyr[i] * w[i];
-      dxr[i] = (float)ops::layerNormGrad(rstd, g, xhat, invN, sumG, sumGX);
-    }
+    for (int64_t i = 0; i < N; ++i)
+      dxr[i] = ops::layerNormGrad<float>(rs, dyr[i] * w[i], (xr[i] - m) * rs, invN, sumG, sumGX);
   }
+}
+
+/// Batch norm's backward over one row of a channel: sum(dy) and sum((x - mean) * dy), in f32
+/// lanes as PyTorch's Vec reductions.
+DSRT_CPU_CLONES void bnGradRowSums(const float *p, const float *g, float mu, int64_t S,
+                                   float &rowSum, float &rowDot) {
+  float sum = 0, dot = 0;
+#pragma omp simd reduction(+ : sum, dot)
+  for (int64_t i = 0; i < S; ++i) {
+    sum += g[i];
+    dot += (p[i] - mu) * g[i];
+  }
+  rowSum = sum;
+  rowDot = dot;
+}
+
+/// dx = (dy - mean(dy) - (x - mean) * k2) * invstd * w over one row of a channel.
+DSRT_CPU_CLONES void bnGradRowDx(const float *p, const float *g, float mu, float k2,
+                                 float gradMean, float invstd, float w, int64_t S, float *q) {
+#pragma omp simd
+  for (int64_t i = 0; i < S; ++i)
+    q[i] = (g[i] - gradMean - (p[i] - mu) * k2) * invstd * w;
 }
 
 } // namespace
@@ -247,11 +279,8 @@ void dsrt::cpu::batch_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tensor *dw
     float sum = 0, dotp = 0;
     for (int64_t n = 0; n < s.N; ++n) {
       const float *p = X + (n * s.C + c) * s.S, *g = DY + (n * s.C + c) * s.S;
-      float rowSum = 0, rowDot = 0;
-      for (int64_t i = 0; i < s.S; ++i) {
-        rowSum += g[i];
-        rowDot += (p[i] - mu) * g[i];
-      }
+      float rowSum, rowDot;
+      bnGradRowSums(p, g, mu, s.S, rowSum, rowDot);
       sum += rowSum;
       dotp += rowDot;
     }
@@ -265,11 +294,7 @@ void dsrt::cpu::batch_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tensor *dw
       float gradMean = count ? sum / (float)count : 0.f;
       for (int64_t n = 0; n < s.N; ++n) {
         const float *p = X + (n * s.C + c) * s.S, *g = DY + (n * s.C + c) * s.S;
-        float *q = DX + (n * s.C + c) * s.S;
-        for (int64_t i = 0; i < s.S; ++i) {
-          float dxc = (p[i] - mu) * k2;
-          q[i] = (g[i] - gradMean - dxc) * invstd * wc;
-        }
+        bnGradRowDx(p, g, mu, k2, gradMean, invstd, wc, s.S, DX + (n * s.C + c) * s.S);
       }
     }
   }

@@ -11,7 +11,7 @@ using namespace dsrt;
 namespace {
 /// Elements [0, n) of the update, vectorized (the outputs are the inputs or disjoint from
 /// them) and built for AVX-512, AVX2 and the baseline, picked at run time.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
+DSRT_CPU_CLONES void
 adamwRange(const ops::AdamWScalars &s, const float *pi, const float *gi, const float *mi,
            const float *vi, float *po, float *mo, float *vo, int64_t n) {
 #pragma omp simd

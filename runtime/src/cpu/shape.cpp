@@ -2,6 +2,7 @@
 #include "../core/half.h"
 #include "cpu_device.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -43,12 +44,36 @@ void dsrt::cpu::copy(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in) {
     std::memmove(out->data, in->data, in->numel * dsrt_dtype_size(in->dtype));
 }
 
+namespace {
+// f32 <-> bf16 over contiguous chunks, built per ISA (the mixed-precision step's hot copies).
+DSRT_CPU_CLONES void toBf16(uint16_t *y, const float *x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = floatToBf16(x[i]);
+}
+DSRT_CPU_CLONES void fromBf16(float *y, const uint16_t *x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = bf16ToFloat(x[i]);
+}
+template <class O, class I> void chunked(O *y, const I *x, int64_t n, void (*f)(O *, const I *, int64_t)) {
+  constexpr int64_t kChunk = 1 << 14;
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+  for (int64_t at = 0; at < n; at += kChunk)
+    f(y + at, x + at, std::min(kChunk, n - at));
+}
+} // namespace
+
 void dsrt::cpu::convert(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in) {
   DSRT_PROFILE("convert");
   if (out->numel != in->numel)
     fail("convert", "result %s and operand %s differ in size", shapeString(out).c_str(),
          shapeString(in).c_str());
   int64_t n = in->numel;
+  if (in->dtype == DSRT_F32 && out->dtype == DSRT_BF16)
+    return chunked((uint16_t *)out->data, (const float *)in->data, n, toBf16);
+  if (in->dtype == DSRT_BF16 && out->dtype == DSRT_F32)
+    return chunked((float *)out->data, (const uint16_t *)in->data, n, fromBf16);
   if (isHalfType(in->dtype) || isHalfType(out->dtype)) {
     // Through f32: bf16 and f16 widen exactly; narrowing rounds to nearest even once.
     auto read = [&](auto tag, int64_t i) -> float {

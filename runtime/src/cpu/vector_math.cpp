@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <immintrin.h>
 #include <string>
 
 using namespace dsrt;
@@ -118,7 +119,7 @@ template <bool Cosine> inline float sinCosOne(float x) {
 }
 
 template <bool Cosine>
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
+DSRT_CPU_CLONES void
 sinCosLoop(float *dst, const float *x, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
@@ -163,7 +164,7 @@ inline float logOne(float x) {
   return r + y + 0.693359375f * fe;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
+DSRT_CPU_CLONES void
 logLoop(float *dst, const float *x, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
@@ -199,14 +200,45 @@ inline float expOne(float x) {
   return p * scale;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void
+DSRT_CPU_CLONES void
 expLoop(float *dst, const float *x, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
     dst[i] = expOne(x[i]);
 }
 
+/// dst = exp(x - shift) and its sum, in one pass; `outside` says whether an argument fell
+/// outside the polynomial's range (the caller then redoes the row with libm).
+DSRT_CPU_CLONES double expShiftSumLoop(float *dst, const float *x, float shift, int64_t n,
+                                       int &outside) {
+  double s = 0;
+  int out = 0;
+#pragma omp simd reduction(+ : s) reduction(| : out)
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = x[i] - shift;
+    out |= (a >= kExpLo) & (a <= kExpHi) ? 0 : 1;
+    const float e = expOne(a);
+    dst[i] = e;
+    s += e;
+  }
+  outside = out;
+  return s;
+}
+
 } // namespace
+
+double dsrt::cpu::vexpShiftSum(float *dst, const float *x, float shift, int64_t n) {
+  int outside = 0;
+  double s = expShiftSumLoop(dst, x, shift, n, outside);
+  if (!outside)
+    return s;
+  s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    dst[i] = std::exp(x[i] - shift);
+    s += dst[i];
+  }
+  return s;
+}
 
 void dsrt::cpu::vexp(float *dst, const float *x, int64_t n) {
   // What the polynomial does not cover, from libm (checked first: dst may be x).
@@ -244,4 +276,78 @@ bool dsrt::cpu::vectorEltwise(dsrt_context *ctx, int32_t op, bool gradient, floa
 #else
   return false;
 #endif
+}
+
+// torch.pow on f32 tensors: glibc's vector powf (libmvec, within 4 ulp as Sleef's is within 1;
+// PyTorch's f32 tolerance is 1.3e-6, about 11 ulp), in 16 / 8 / 4 lanes by the CPU's ISA.
+// An exponent of exactly 2 keeps the scalar kernel's a * a.
+#pragma GCC diagnostic ignored "-Wpsabi" // the vector functions are only called with their ISA
+extern "C" {
+__attribute__((target("avx512f"))) __m512 _ZGVeN16vv_powf(__m512, __m512);
+__attribute__((target("avx2"))) __m256 _ZGVdN8vv_powf(__m256, __m256);
+__m128 _ZGVbN4vv_powf(__m128, __m128);
+}
+
+namespace {
+// One body in W lanes of vector type V: load, pow, store are the ISA's (a macro, since
+// lambdas inside a target("...") function do not inherit its ISA).
+#define DSRT_POW_LANES(W, LOAD, POW, STORE)                                                   \
+  alignas(64) float a[W], b[W], r[W];                                                         \
+  for (int64_t i = 0; i < n; i += W) {                                                        \
+    int64_t len = std::min<int64_t>(W, n - i);                                                \
+    for (int j = 0; j < W; ++j) {                                                             \
+      a[j] = j < len ? x[(i + j) * xs] : 1.f;                                                 \
+      b[j] = j < len ? y[(i + j) * ys] : 1.f;                                                 \
+    }                                                                                         \
+    STORE(r, POW(LOAD(a), LOAD(b)));                                                          \
+    for (int j = 0; j < len; ++j)                                                             \
+      z[i + j] = b[j] == 2.f ? a[j] * a[j] : r[j];                                            \
+  }
+__attribute__((target("avx512f"))) void pow16(float *z, const float *x, int64_t xs,
+                                                const float *y, int64_t ys, int64_t n) {
+  if (xs == 1 && ys == 1) { // the contiguous body: whole vectors, then the tail below
+    const __m512 two = _mm512_set1_ps(2.f);
+    int64_t whole = n / 16 * 16;
+    for (int64_t i = 0; i < whole; i += 16) {
+      __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(y + i);
+      __m512 r = _ZGVeN16vv_powf(a, b);
+      r = _mm512_mask_mul_ps(r, _mm512_cmp_ps_mask(b, two, _CMP_EQ_OQ), a, a);
+      _mm512_storeu_ps(z + i, r);
+    }
+    z += whole, x += whole, y += whole, n -= whole;
+  }
+  DSRT_POW_LANES(16, _mm512_load_ps, _ZGVeN16vv_powf, _mm512_store_ps)
+}
+__attribute__((target("avx2"))) void pow8(float *z, const float *x, int64_t xs, const float *y,
+                                          int64_t ys, int64_t n) {
+  if (xs == 1 && ys == 1) {
+    const __m256 two = _mm256_set1_ps(2.f);
+    int64_t whole = n / 8 * 8;
+    for (int64_t i = 0; i < whole; i += 8) {
+      __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(y + i);
+      __m256 r = _ZGVdN8vv_powf(a, b);
+      r = _mm256_blendv_ps(r, _mm256_mul_ps(a, a), _mm256_cmp_ps(b, two, _CMP_EQ_OQ));
+      _mm256_storeu_ps(z + i, r);
+    }
+    z += whole, x += whole, y += whole, n -= whole;
+  }
+  DSRT_POW_LANES(8, _mm256_load_ps, _ZGVdN8vv_powf, _mm256_store_ps)
+}
+void pow4(float *z, const float *x, int64_t xs, const float *y, int64_t ys, int64_t n) {
+  DSRT_POW_LANES(4, _mm_load_ps, _ZGVbN4vv_powf, _mm_store_ps)
+}
+#undef DSRT_POW_LANES
+} // namespace
+
+void dsrt::cpu::vpow(float *z, const float *x, int64_t xs, const float *y, int64_t ys,
+                     int64_t n) {
+  static const int lanes = __builtin_cpu_supports("avx512f") ? 16
+                           : __builtin_cpu_supports("avx2") ? 8
+                                                            : 4;
+  if (lanes == 16)
+    pow16(z, x, xs, y, ys, n);
+  else if (lanes == 8)
+    pow8(z, x, xs, y, ys, n);
+  else
+    pow4(z, x, xs, y, ys, n);
 }

@@ -11,6 +11,8 @@
 
 #include "cpu_device.h"
 
+#include <limits>
+
 namespace dsrt::cpu {
 
 /// dst = f(x) for unary op `op` (dsrt_unary_op), or, with `dy`, dst = dy * f'(x) for the
@@ -22,6 +24,27 @@ bool vectorEltwise(dsrt_context *ctx, int32_t op, bool gradient, float *dst, con
 /// dst[i] = exp(x[i]) over `n` f32 values (dst may be x), vectorized, on the calling thread
 /// (the kernels that exponentiate rows: cross-entropy, softmax).
 void vexp(float *dst, const float *x, int64_t n);
+
+/// The maximum of p[0, n) of floats, vectorized; `nan` says whether one was NaN.
+template <class T> DSRT_CPU_CLONES T maxRange(const T *p, int64_t n, int &nan) {
+  T m = -std::numeric_limits<T>::infinity();
+  int isNan = 0;
+#pragma omp simd reduction(max : m) reduction(| : isNan)
+  for (int64_t i = 0; i < n; ++i) {
+    m = p[i] > m ? p[i] : m;
+    isNan |= p[i] != p[i] ? 1 : 0;
+  }
+  nan = isNan;
+  return m;
+}
+
+/// dst[i] = exp(x[i] - shift) over `n` f32 values, vectorized, on the calling thread, and
+/// their sum (in double): a softmax row's exponentials in one pass.
+double vexpShiftSum(float *dst, const float *x, float shift, int64_t n);
+
+/// z[i] = pow(x[i * xs], y[i * ys]) over `n` f32 values (strides 0 or 1), vectorized, on the
+/// calling thread: torch.pow's values within 4 ulp.
+void vpow(float *z, const float *x, int64_t xs, const float *y, int64_t ys, int64_t n);
 
 } // namespace dsrt::cpu
 

@@ -271,8 +271,8 @@ DSRT_HD double crossEntropyGrad(double x, double lse, bool isTarget, int64_t C, 
 }
 
 /// Layer norm's dx for one element from the row's statistics and sums of g = dy * w.
-DSRT_HD double layerNormGrad(double rstd, double g, double xhat, double invN, double sumG,
-                             double sumGX) {
+template <class T>
+DSRT_HD T layerNormGrad(T rstd, T g, T xhat, T invN, T sumG, T sumGX) {
   return rstd * (g - invN * sumG - xhat * invN * sumGX);
 }
 
