@@ -62,8 +62,9 @@ def DSWiden16Bit : Pass<"ds-widen-16bit", "::mlir::ModuleOp"> {
     oneDNN where it has them); it stores, copies, fills, converts, moves (reshape, transpose,
     broadcast, slices, embedding rows) and communicates 16-bit tensors, but computes the rest
     in f32. This pass first narrows each product that ds-mixed-precision left between
-    roundings (16-bit operands widened, every result rounded back) to the product on the
-    16-bit values, then rewrites every other op that has a 16-bit float operand or result into
+    roundings (16-bit operands widened, every result rounded back, with reshapes, transposes
+    and slices on either side, as the backward's and attention's products have) to the
+    product on the 16-bit values, the moves then on 16-bit values too, then rewrites every other op that has a 16-bit float operand or result into
     the same op on f32 operands, with conversions before and after, so the training step
     lowers. Last in the training pipeline.
   }];

@@ -56,58 +56,132 @@ bool runsIn16Bit(Operation *op) {
              !isa<shard::ShardDialect>(op->getDialect());
 }
 
-/// The 16-bit value that `v` widens (v = ds.convert of a 16-bit tensor to f32), or null.
-Value narrowSource(Value v) {
-  auto c = v ? v.getDefiningOp<ConvertOp>() : ConvertOp();
-  if (!c || !isHalf(c.getInput().getType()) ||
-      !cast<RankedTensorType>(c.getType()).getElementType().isF32())
+/// The element moves that are exact on any type: a product's operand or result may pass through
+/// them on its way from a widening or to a rounding.
+bool isMove(Operation *op) { return op && isa<ReshapeOp, TransposeOp, SliceOp>(op); }
+
+/// `op` (a move or a product) cloned after itself onto `inputs`, its results of element type
+/// `element`.
+Operation *cloneAs(Operation *op, ValueRange inputs, Type element) {
+  OpBuilder b(op->getContext());
+  b.setInsertionPointAfter(op);
+  IRMapping map;
+  for (auto [wide, half] : llvm::zip(op->getOperands(), inputs))
+    map.map(wide, half);
+  Operation *half = b.clone(*op, map);
+  for (auto [old, res] : llvm::zip(op->getResults(), half->getResults()))
+    res.setType(RankedTensorType::get(cast<RankedTensorType>(old.getType()).getShape(),
+                                      element));
+  return half;
+}
+
+/// The 16-bit value whose widening `v` is, through element moves (which are then rebuilt on
+/// the 16-bit value, once per value: `made`), or null.
+Value narrowSource(Value v, DenseMap<Value, Value> &made) {
+  if (!v)
     return {};
-  return c.getInput();
+  if (Value known = made.lookup(v))
+    return known;
+  Operation *def = v.getDefiningOp();
+  if (auto c = dyn_cast_or_null<ConvertOp>(def)) {
+    if (!isHalf(c.getInput().getType()) ||
+        !cast<RankedTensorType>(c.getType()).getElementType().isF32())
+      return {};
+    return c.getInput();
+  }
+  if (!isMove(def))
+    return {};
+  Value half = narrowSource(def->getOperand(0), made);
+  if (!half)
+    return {};
+  Value moved =
+      cloneAs(def, half, cast<RankedTensorType>(half.getType()).getElementType())->getResult(0);
+  made[v] = moved;
+  return moved;
+}
+
+/// Whether every use of `v` rounds it to `element`, directly or through element moves (an
+/// unused result, as a bias gradient nothing reads, rounds trivially).
+bool roundedUses(Value v, Type element) {
+  for (Operation *user : v.getUsers()) {
+    if (auto c = dyn_cast<ConvertOp>(user)) {
+      if (cast<RankedTensorType>(c.getType()).getElementType() != element)
+        return false;
+    } else if (!isMove(user) || !roundedUses(user->getResult(0), element)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Replaces the roundings of `wide` (roundedUses) by `half`, moving it as the moves did.
+void replaceRounded(Value wide, Value half) {
+  for (Operation *user : llvm::make_early_inc_range(wide.getUsers())) {
+    if (isMove(user))
+      replaceRounded(user->getResult(0),
+                     cloneAs(user, half, cast<RankedTensorType>(half.getType()).getElementType())
+                         ->getResult(0));
+    else
+      user->getResult(0).replaceAllUsesWith(half);
+    user->erase();
+  }
 }
 
 /// ds-mixed-precision's products are f32 ops between roundings: convert(16-bit -> f32) on
-/// every operand, the product, convert(f32 -> 16-bit) as the only use of every result. Each
-/// becomes the product on the 16-bit values (accumulated in f32 and rounded once by every
-/// device: the same numbers, without the f32 copies). A result used unrounded (a weight
-/// gradient accumulated in f32) keeps the product in f32.
+/// every operand, the product, convert(f32 -> 16-bit) as the only use of every result, with
+/// element moves (reshape, transpose, slice: the backward's rows of dy, attention's heads) on
+/// either side. Each becomes the product on the 16-bit values (accumulated in f32 and rounded
+/// once by every device: the same numbers, without the f32 copies), the moves on 16-bit
+/// values. A result used unrounded (a weight gradient accumulated in f32) keeps the product in
+/// f32.
 void narrowProducts(ModuleOp module) {
   SmallVector<Operation *> products;
   module.walk([&](Operation *op) {
     if (isa<MatmulOp, LinearOp, LinearGradWeightOp>(op))
       products.push_back(op);
   });
+  DenseMap<Value, Value> made;
+  SmallVector<Operation *> widenings;
   for (Operation *op : products) {
     Type element;
-    SmallVector<Value> narrow;
     bool ok = true;
-    for (Value v : op->getOperands()) {
-      Value src = narrowSource(v);
-      Type e = src ? cast<RankedTensorType>(src.getType()).getElementType() : Type();
-      ok = ok && src && (!element || e == element);
+    for (Value v : op->getOperands()) { // every operand a widening, all of one type
+      Value src = v;
+      while (src && isMove(src.getDefiningOp()))
+        src = src.getDefiningOp()->getOperand(0);
+      auto c = src ? src.getDefiningOp<ConvertOp>() : ConvertOp();
+      Type e = c && isHalf(c.getInput().getType())
+                   ? cast<RankedTensorType>(c.getInput().getType()).getElementType()
+                   : Type();
+      ok = ok && e && (!element || e == element);
       element = e;
-      narrow.push_back(src);
     }
     for (Value r : op->getResults())
-      for (Operation *user : r.getUsers()) {
-        auto c = dyn_cast<ConvertOp>(user);
-        ok = ok && c && cast<RankedTensorType>(c.getType()).getElementType() == element;
-      }
-    if (!ok || !element)
+      ok = ok && element && roundedUses(r, element);
+    if (!ok)
       continue;
-    OpBuilder b(op);
-    IRMapping map;
-    for (auto [wide, half] : llvm::zip(op->getOperands(), narrow))
-      map.map(wide, half);
-    Operation *half = b.clone(*op, map);
-    for (auto [old, res] : llvm::zip(op->getResults(), half->getResults())) {
-      res.setType(RankedTensorType::get(cast<RankedTensorType>(old.getType()).getShape(),
-                                        element));
-      for (Operation *user : llvm::make_early_inc_range(old.getUsers())) {
-        user->getResult(0).replaceAllUsesWith(res);
-        user->erase();
-      }
+    SmallVector<Value> narrow;
+    for (Value v : op->getOperands()) {
+      narrow.push_back(narrowSource(v, made));
+      widenings.push_back(v.getDefiningOp());
     }
+    Operation *half = cloneAs(op, narrow, element);
+    for (auto [old, res] : llvm::zip(op->getResults(), half->getResults()))
+      replaceRounded(old, res);
     op->erase();
+  }
+  // The f32 widenings and moves that only the narrowed products read (each once: two
+  // products may share one).
+  DenseSet<Operation *> erased;
+  while (!widenings.empty()) {
+    Operation *op = widenings.pop_back_val();
+    if (!op || erased.contains(op) || !op->use_empty() || !(isMove(op) || isa<ConvertOp>(op)))
+      continue;
+    Value input = op->getOperand(0);
+    erased.insert(op);
+    op->erase();
+    if (Operation *def = input.getDefiningOp())
+      widenings.push_back(def);
   }
 }
 

@@ -70,6 +70,31 @@ void parallelZip(O *z, const T *x, const T *y, int64_t n, F f) {
     zipRange(z + at, x + at, 1, y + at, 1, std::min(kChunk, n - at), f);
 }
 
+/// z[i] = c[i * cs] ? x[i * xs] : y[i * ys]: the contiguous / broadcast-scalar cases (an
+/// attention mask's where(mask, scores, -inf), its gradient's where(mask, dy, 0)) vectorized.
+template <class T>
+DSRT_CPU_CLONES void whereRange(T *z, const uint8_t *c, int64_t cs, const T *x, int64_t xs,
+                                const T *y, int64_t ys, int64_t n) {
+  if (cs == 1 && xs == 1 && ys == 0) {
+    const T v = y[0];
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i)
+      z[i] = c[i] ? x[i] : v;
+  } else if (cs == 1 && xs == 0 && ys == 1) {
+    const T u = x[0];
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i)
+      z[i] = c[i] ? u : y[i];
+  } else if (cs == 1 && xs == 1 && ys == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i)
+      z[i] = c[i] ? x[i] : y[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      z[i] = c[i * cs] ? x[i * xs] : y[i * ys];
+  }
+}
+
 /// True when a and b both have out's shape (no broadcast).
 bool sameShapes(const dsrt_tensor *out, const dsrt_tensor *a, const dsrt_tensor *b) {
   if (a->numel != out->numel || b->numel != out->numel || a->rank != out->rank ||
@@ -245,8 +270,7 @@ void dsrt::cpu::where(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *cond,
     const dsrt_tensor *ins[3] = {cond, a, b};
     Broadcast bc("where", out, ins, 3);
     bc.forEachRow(out->numel, [&](int64_t o, const int64_t *off, const int64_t *is, int64_t len) {
-      for (int64_t j = 0; j < len; ++j)
-        z[o + j] = c[off[0] + j * is[0]] ? x[off[1] + j * is[1]] : y[off[2] + j * is[2]];
+      whereRange(z + o, c + off[0], is[0], x + off[1], is[1], y + off[2], is[2], len);
     });
   };
   dispatchAll("where", out->dtype, run);
