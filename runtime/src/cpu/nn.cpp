@@ -64,6 +64,23 @@ DSRT_CPU_CLONES void shiftRow(float *y, const float *x, float l, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = x[i] - l;
 }
+/// d = y * (g - sum(g * y)) (a softmax gradient row; the sum reassociated, in double).
+DSRT_CPU_CLONES void softmaxGradRow(float *d, const float *y, const float *g, int64_t n) {
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j)
+    sum += (double)g[j] * y[j];
+  const float sm = (float)sum;
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j)
+    d[j] = y[j] * (g[j] - sm);
+}
+/// dst += src over n floats.
+DSRT_CPU_CLONES void addRow(float *__restrict dst, const float *__restrict src, int64_t n) {
+#pragma omp simd
+  for (int64_t c = 0; c < n; ++c)
+    dst[c] += src[c];
+}
 /// d = g * (e * inv - off) (a cross-entropy gradient row from its exponentials).
 DSRT_CPU_CLONES void ceGradRow(float *d, const float *e, float g, float inv, float off,
                                int64_t n) {
@@ -154,6 +171,11 @@ void dsrt::cpu::softmax_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_tensor 
       int64_t o = oi / s.inner, i = oi % s.inner, base = o * s.D * s.inner + i, st = s.inner;
       const T *yy = Y + base, *g = G + base;
       T *d = DX + base;
+      if constexpr (std::is_same_v<T, float>)
+        if (!log && st == 1) {
+          softmaxGradRow(d, yy, g, s.D);
+          continue;
+        }
       double sum = 0;
       if (log) {
         for (int64_t j = 0; j < s.D; ++j)
@@ -221,10 +243,7 @@ void dsrt::cpu::embedding_grad(dsrt_context *, dsrt_tensor *dweight, const dsrt_
       int64_t ix = indexAt(indices, i);
       if (ix == padding_idx && padding_idx >= 0)
         continue;
-      float *dst = DW + ix * D;
-      const float *src = G + i * D;
-      for (int64_t c = c0; c < c1; ++c)
-        dst[c] += src[c];
+      addRow(DW + ix * D + c0, G + i * D + c0, c1 - c0);
     }
   }
 }

@@ -27,10 +27,11 @@ void dsrt::cpu::fill(dsrt_context *, dsrt_tensor *out, double value) {
     else
       v = (T)value;
     T *p = (T *)out->data;
-    int64_t n = out->numel;
+    const int64_t n = out->numel;
+    constexpr int64_t kChunk = 1 << 16;
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = v;
+    for (int64_t at = 0; at < n; at += kChunk)
+      std::fill_n(p + at, std::min(kChunk, n - at), v); // glibc-speed stores, per chunk
   };
   dispatchAll("fill", out->dtype, run);
 }
@@ -40,8 +41,19 @@ void dsrt::cpu::copy(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in) {
   if (out->numel != in->numel || out->dtype != in->dtype)
     fail("copy", "result %s %s and operand %s %s differ", shapeString(out).c_str(),
          dtypeName(out->dtype), shapeString(in).c_str(), dtypeName(in->dtype));
-  if (out->data != in->data && out->numel)
-    std::memmove(out->data, in->data, in->numel * dsrt_dtype_size(in->dtype));
+  if (out->data == in->data || !out->numel)
+    return;
+  const int64_t bytes = in->numel * (int64_t)dsrt_dtype_size(in->dtype);
+  char *dst = (char *)out->data;
+  const char *src = (const char *)in->data;
+  if (bytes <= 4 * kParallelGrain || (src < dst + bytes && dst < src + bytes)) {
+    std::memmove(dst, src, bytes); // small, or overlapping
+    return;
+  }
+  constexpr int64_t kChunk = 1 << 18; // bytes: memcpy per chunk, the chunks over the threads
+#pragma omp parallel for schedule(static)
+  for (int64_t at = 0; at < bytes; at += kChunk)
+    std::memcpy(dst + at, src + at, std::min(kChunk, bytes - at));
 }
 
 namespace {
