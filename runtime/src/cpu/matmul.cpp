@@ -33,6 +33,13 @@ struct SingleThreadIf {
 };
 constexpr int64_t kSmallGemm = int64_t(1) << 20; // multiply-adds
 
+/// c += bias over one row of a linear layer's result.
+DSRT_CPU_CLONES void addBiasRow(float *__restrict c, const float *__restrict bias, int64_t n) {
+#pragma omp simd
+  for (int64_t o = 0; o < n; ++o)
+    c[o] += bias[o];
+}
+
 } // namespace
 
 void dsrt::cpu::sgemm(const char *kernel, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
@@ -132,8 +139,7 @@ void dsrt::cpu::linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x
     const float *bv = (const float *)bias->data;
 #pragma omp parallel for schedule(static) if (M * O > kParallelGrain)
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t o = 0; o < O; ++o)
-        C[i * O + o] += bv[o];
+      addBiasRow(C + i * O, bv, O);
   }
 }
 

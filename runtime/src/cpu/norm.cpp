@@ -56,33 +56,50 @@ DSRT_CPU_CLONES void layerNormRow(const float *xr, const float *w, const float *
 }
 
 /// One row of layer norm's backward: dx (may be null) and the row's dweight / dbias terms
-/// added into pw / pb (may be null). `w` is the weight or ones.
+/// added into pw / pb (may be null). `w` is the weight or ones. Three passes over the row: the
+/// mean; the variance with the two sums of the gradient; the results.
 DSRT_CPU_CLONES void layerNormGradRow(const float *xr, const float *dyr, const float *w,
                                       int64_t N, double eps, float *dxr, double *pw,
                                       double *pb) {
-  double mean, rstd;
-  moments(xr, N, eps, mean, rstd);
-  const float m = (float)mean, rs = (float)rstd;
-  const float sumG = (float)blockSum(N, [=](int64_t i) { return dyr[i] * w[i]; });
-  const float sumGX =
-      (float)blockSum(N, [=](int64_t i) { return dyr[i] * w[i] * ((xr[i] - m) * rs); });
-  if (pw && pb) {
+  const double mean = N ? blockSum(N, [xr](int64_t i) { return xr[i]; }) / N : 0;
+  const float m = (float)mean;
+  double var = 0, sg = 0, sgd = 0; // sum (x - m)^2, sum g, sum g (x - m); g = dy w
+  for (int64_t b = 0; b < N; b += kBlock) {
+    const int64_t e = std::min(N, b + kBlock);
+    float pv = 0, pg = 0, pgd = 0;
+#pragma omp simd reduction(+ : pv, pg, pgd)
+    for (int64_t i = b; i < e; ++i) {
+      const float d = xr[i] - m, g = dyr[i] * w[i];
+      pv += d * d;
+      pg += g;
+      pgd += g * d;
+    }
+    var += pv, sg += pg, sgd += pgd;
+  }
+  const double rstd = 1.0 / std::sqrt((N ? var / N : 0) + eps);
+  const float rs = (float)rstd, sumG = (float)sg, sumGX = (float)(sgd * rstd);
+  const float invN = 1.0f / N;
+  if (pw && pb && dxr) { // the usual case, one pass
 #pragma omp simd
     for (int64_t i = 0; i < N; ++i) {
-      pw[i] += dyr[i] * ((xr[i] - m) * rs);
+      const float xhat = (xr[i] - m) * rs;
+      pw[i] += dyr[i] * xhat;
       pb[i] += dyr[i];
+      dxr[i] = ops::layerNormGrad<float>(rs, dyr[i] * w[i], xhat, invN, sumG, sumGX);
     }
-  } else if (pw) {
+    return;
+  }
+  if (pw) {
 #pragma omp simd
     for (int64_t i = 0; i < N; ++i)
       pw[i] += dyr[i] * ((xr[i] - m) * rs);
-  } else if (pb) {
+  }
+  if (pb) {
 #pragma omp simd
     for (int64_t i = 0; i < N; ++i)
       pb[i] += dyr[i];
   }
   if (dxr) {
-    const float invN = 1.0f / N;
 #pragma omp simd
     for (int64_t i = 0; i < N; ++i)
       dxr[i] = ops::layerNormGrad<float>(rs, dyr[i] * w[i], (xr[i] - m) * rs, invN, sumG, sumGX);
