@@ -322,6 +322,30 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor) {
   return {};
 }
 
+/// The identity permutation, and a transpose of a transpose that undoes it, fold to the
+/// input. Other compositions stay two ops: each may fold into a matmul's transpose flag in the
+/// lowering, where their composition may not.
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  auto identity = [](ArrayRef<int64_t> perm) {
+    for (auto [i, p] : llvm::enumerate(perm))
+      if (p != (int64_t)i)
+        return false;
+    return true;
+  };
+  ArrayRef<int64_t> perm = getPermutation();
+  if (identity(perm))
+    return getInput();
+  if (auto inner = getInput().getDefiningOp<TransposeOp>()) {
+    ArrayRef<int64_t> first = inner.getPermutation();
+    SmallVector<int64_t> composed; // result dim i is the first input's dim first[perm[i]]
+    for (int64_t p : perm)
+      composed.push_back(first[p]);
+    if (identity(composed))
+      return inner.getInput();
+  }
+  return {};
+}
+
 LogicalResult TransposeOp::verify() {
   if (failed(checkSameElementType(*this, {getInput(), getResult()})))
     return failure();

@@ -413,6 +413,7 @@ def DS_TransposeOp : DS_Op<"transpose", [Pure, DeclareOpInterfaceMethods<DS_Grad
   let results = (outs DS_Tensor:$result);
   let assemblyFormat = "$input `perm` `=` $permutation attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
+  let hasFolder = 1;
 }
 
 def DS_BroadcastToOp : DS_Op<"broadcast_to", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
