@@ -9,6 +9,9 @@ usage: /usr/bin/python3 bench/bn_spread.py [--steps 20]
 """
 import argparse
 import os
+import subprocess
+import sys
+import tempfile
 
 import numpy as np
 import torch
@@ -17,9 +20,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, '..', 'test', 'models', 'resnet18_script.pt')
 
 
-def train(mkldnn, x, y, steps, mb):
+def model():
+    """The fidelity test's ResNet-18 archive: test/models' if built there, else made now."""
+    if os.path.exists(MODEL):
+        return MODEL
+    out = tempfile.mkdtemp(prefix='bn-spread-')
+    subprocess.run([sys.executable, os.path.join(HERE, '..', 'test', 'models', 'make_models.py'),
+                    out, 'resnet18'], check=True, stdout=subprocess.DEVNULL)
+    return os.path.join(out, 'resnet18_script.pt')
+
+
+def train(path, mkldnn, x, y, steps, mb):
     torch.backends.mkldnn.enabled = mkldnn
-    m = torch.jit.load(MODEL).train()
+    m = torch.jit.load(path).train()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-5, eps=1e-8, weight_decay=0.01)
     losses = []
     for s in range(steps):
@@ -41,8 +54,9 @@ def main():
     rng = np.random.RandomState(0)  # train_compare.py's data
     x = rng.randn(args.steps * mb, 3, 32, 32).astype(np.float32)
     y = rng.randint(0, 10, size=args.steps * mb).astype(np.int64)
-    a, pa = train(True, x, y, args.steps, mb)
-    b, pb = train(False, x, y, args.steps, mb)
+    path = model()
+    a, pa = train(path, True, x, y, args.steps, mb)
+    b, pb = train(path, False, x, y, args.steps, mb)
     loss = max(abs(p - q) / abs(q) for p, q in zip(a, b))
     rel = {k: ((pa[k] - pb[k]).norm() / pb[k].norm()).item() for k in pa
            if pa[k].is_floating_point() and pb[k].norm() > 0}
