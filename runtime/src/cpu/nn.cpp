@@ -64,19 +64,9 @@ DSRT_CPU_CLONES void shiftRow(float *y, const float *x, float l, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = x[i] - l;
 }
-/// d = y * (g - sum(g * y)) (a softmax gradient row; the sum reassociated: f32 lanes over
-/// blocks of 256, the blocks in double).
+/// d = y * (g - sum(g * y)) (a softmax gradient row; the sum as cpu::blockSum).
 DSRT_CPU_CLONES void softmaxGradRow(float *d, const float *y, const float *g, int64_t n) {
-  double sum = 0;
-  for (int64_t b = 0; b < n; b += 256) {
-    const int64_t e = std::min(n, b + 256);
-    float part = 0;
-#pragma omp simd reduction(+ : part)
-    for (int64_t j = b; j < e; ++j)
-      part += g[j] * y[j];
-    sum += part;
-  }
-  const float sm = (float)sum;
+  const float sm = (float)cpu::blockSum(n, [g, y](int64_t j) { return g[j] * y[j]; });
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j)
     d[j] = y[j] * (g[j] - sm);

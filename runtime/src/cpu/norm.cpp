@@ -1,5 +1,6 @@
 // CPU kernels: layer norm and batch norm, forward and backward.
 #include "cpu_device.h"
+#include "vector_math.h"
 #include "../kernels/checks.h"
 #include "../kernels/scalar_ops.h"
 
@@ -13,24 +14,9 @@ using namespace dsrt;
 
 namespace {
 
-// The row sums run in f32 lanes over blocks of 256 elements (16 terms a lane under AVX-512, as
-// PyTorch's cascade sums), the blocks added in double: vectorized at f32 width, and as exact
-// as PyTorch's f32 kernels or better.
-constexpr int64_t kBlock = 256;
-
-/// The sum of f(i) for i in [0, n).
-template <class F> inline double blockSum(int64_t n, F f) {
-  double s = 0;
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t e = std::min(n, b + kBlock);
-    float part = 0;
-#pragma omp simd reduction(+ : part)
-    for (int64_t i = b; i < e; ++i)
-      part += f(i);
-    s += part;
-  }
-  return s;
-}
+// The row sums: cpu::blockSum (f32 lanes, blocks in double).
+using cpu::blockSum;
+constexpr int64_t kBlock = cpu::kSumBlock;
 
 /// Mean and 1/sqrt(biased var + eps) of n floats (two passes).
 inline void moments(const float *x, int64_t n, double eps, double &mean, double &rstd) {
@@ -152,16 +138,8 @@ void dsrt::cpu::layer_norm(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *
     double mean, rstd;
     moments(xr, N, eps, mean, rstd);
     float m = (float)mean, s = (float)rstd;
-    {
-      for (int64_t i = 0; i < N; ++i) {
-        float v = (xr[i] - m) * s;
-        if (w)
-          v *= w[i];
-        if (b)
-          v += b[i];
-        yr[i] = v;
-      }
-    }
+    for (int64_t i = 0; i < N; ++i)
+      yr[i] = ops::layerNormOut(xr[i], m, s, w ? w + i : nullptr, b ? b + i : nullptr);
   }
 }
 

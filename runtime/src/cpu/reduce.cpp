@@ -34,22 +34,11 @@ template <class T, class Acc> DSRT_CPU_CLONES void addColumns(Acc *a, const T *p
   for (int64_t i = 0; i < len; ++i)
     a[i] += Acc(p[i]);
 }
-/// The sum of p[0, n) in Acc, vectorized (so reassociated). f32 sums blocks of 256 in f32
-/// lanes (16 terms a lane under AVX-512, as PyTorch's cascade sum) and the blocks in double.
+/// The sum of p[0, n) in Acc, vectorized (so reassociated; f32 as cpu::blockSum).
 template <class T, class Acc> DSRT_CPU_CLONES Acc sumRange(const T *p, int64_t n) {
   Acc s = 0;
-  if constexpr (std::is_same_v<T, float>) {
-    constexpr int64_t kBlock = 256;
-    for (int64_t b = 0; b < n; b += kBlock) {
-      const int64_t e = std::min(n, b + kBlock);
-      float f = 0;
-#pragma omp simd reduction(+ : f)
-      for (int64_t i = b; i < e; ++i)
-        f += p[i];
-      s += Acc(f);
-    }
-    return s;
-  }
+  if constexpr (std::is_same_v<T, float>)
+    return Acc(cpu::blockSum(n, [p](int64_t i) { return p[i]; }));
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i)
     s += Acc(p[i]);

@@ -25,6 +25,25 @@ bool vectorEltwise(dsrt_context *ctx, int32_t op, bool gradient, float *dst, con
 /// (the kernels that exponentiate rows: cross-entropy, softmax).
 void vexp(float *dst, const float *x, int64_t n);
 
+/// Row sums in f32 lanes over blocks of kSumBlock elements (16 terms a lane under AVX-512, as
+/// PyTorch's cascade sums), the blocks added in double: vectorized at f32 width, and as exact
+/// as PyTorch's f32 kernels or better. Inlined into the caller (build that per ISA).
+constexpr int64_t kSumBlock = 256;
+
+/// The sum of f(i) for i in [0, n).
+template <class F> inline double blockSum(int64_t n, F f) {
+  double s = 0;
+  for (int64_t b = 0; b < n; b += kSumBlock) {
+    const int64_t e = b + kSumBlock < n ? b + kSumBlock : n;
+    float part = 0;
+#pragma omp simd reduction(+ : part)
+    for (int64_t i = b; i < e; ++i)
+      part += f(i);
+    s += part;
+  }
+  return s;
+}
+
 /// The maximum of p[0, n) of floats, vectorized; `nan` says whether one was NaN.
 template <class T> DSRT_CPU_CLONES T maxRange(const T *p, int64_t n, int &nan) {
   T m = -std::numeric_limits<T>::infinity();

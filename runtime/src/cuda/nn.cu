@@ -99,14 +99,8 @@ __global__ void layerNormKernel(float *Y, const float *X, const float *w, const 
     stats[2 * blockIdx.x + 1] = rstd;
   }
   float m = (float)mean, s = (float)rstd;
-  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
-    float v = (xr[i] - m) * s;
-    if (w)
-      v *= w[i];
-    if (b)
-      v += b[i];
-    yr[i] = v;
-  }
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x)
+    yr[i] = ops::layerNormOut(xr[i], m, s, w ? w + i : nullptr, b ? b + i : nullptr);
 }
 
 __global__ void layerNormDxKernel(float *DX, const float *X, const float *DY, const float *w,

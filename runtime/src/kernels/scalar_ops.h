@@ -271,6 +271,17 @@ DSRT_HD double crossEntropyGrad(double x, double lse, bool isTarget, int64_t C, 
 }
 
 /// Layer norm's dx for one element from the row's statistics and sums of g = dy * w.
+/// Layer norm's output element: (x - mean) * rstd, times the weight and plus the bias where
+/// given (w, b point at the element's; null: none).
+DSRT_HD float layerNormOut(float x, float mean, float rstd, const float *w, const float *b) {
+  float v = (x - mean) * rstd;
+  if (w)
+    v *= *w;
+  if (b)
+    v += *b;
+  return v;
+}
+
 template <class T>
 DSRT_HD T layerNormGrad(T rstd, T g, T xhat, T invN, T sumG, T sumGX) {
   return rstd * (g - invN * sumG - xhat * invN * sumGX);
