@@ -119,18 +119,9 @@ bool maxPlane(const float *x, const PoolShape &s, int64_t kh, int64_t kw, int64_
       }
       ow = n;
     }
-    for (; ow < s.OW; ++ow) { // clipped windows (ceil_mode), other sizes
-      const int64_t ws = ow * sw, we = std::min(ws + kw, s.W);
-      int64_t b = hs * s.W + ws;
-      float m = -INFINITY;
-      for (int64_t h = hs; h < he; ++h)
-        for (int64_t w = ws; w < we; ++w) {
-          const float v = x[h * s.W + w];
-          if (v > m || v != v) {
-            m = v;
-            b = h * s.W + w;
-          }
-        }
+    for (; ow < s.OW; ++ow) { // clipped windows (ceil_mode), other sizes: ATen's scalar rule
+      float m;
+      const int64_t b = ops::maxIndex(x, s, oh, ow, kh, kw, sh, sw, 0, 0, 1, 1, m);
       at(b, oh * s.OW + ow, m);
     }
   }
