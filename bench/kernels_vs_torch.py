@@ -176,6 +176,11 @@ def cases():
         return lambda: F.linear(x, w, b)
     c['linear'] = linear
 
+    def linear_down():  # the MLP's c_proj: input wider than output
+        x, w, b = randn(*E), randn(D, H), randn(D)
+        return lambda: F.linear(x, w, b)
+    c['linear_down'] = linear_down
+
     def linear_grad_weight():  # what autograd runs for nn.Linear's weight and bias
         x, dy = randn(T, D), randn(*E)
         return lambda: (dy.t().mm(x), dy.sum(0))

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <omp.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -673,6 +674,23 @@ TEST_F(Kernels, LinearAndGrad) {
       EXPECT_TRUE(closeSum(tt(dx), x.grad()));
     }
   }
+}
+
+// A linear layer whose input is wider than its output runs on 2 threads as one sgemm per
+// block of rows (cpu/matmul.cpp splitRows): PyTorch's result, and each element summed as on one
+// thread, so the thread count does not change the bits.
+TEST_F(Kernels, LinearWideInputOnThreads) {
+  Tensor x = randn({301, 1024}), w = randn({128, 1024}), b = randn({128});
+  Tensor want = torch::linear(x, w, b);
+  dsrt_tensor *one = emptyLike(want), *two = emptyLike(want);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  dsrt_linear(ctx, one, rt(x), rt(w), rt(b));
+  omp_set_num_threads(2);
+  dsrt_linear(ctx, two, rt(x), rt(w), rt(b));
+  omp_set_num_threads(saved);
+  EXPECT_TRUE(closeSum(tt(two), want));
+  EXPECT_TRUE(torch::equal(tt(one), tt(two)));
 }
 
 // 16-bit products (cpu/gemm_half.cpp: bf16 on oneDNN's bf16 kernels where the CPU has them,

@@ -201,6 +201,11 @@ std::vector<Case> cases() {
                              *y = make(DSRT_F32, E);
                  return [=] { dsrt_linear(ctx, y, x, w, b); };
                }});
+  c.push_back({"linear_down", "[2048, 2048] x [512, 2048]^T + [512] (the MLP's c_proj)", [=] {
+                 dsrt_tensor *x = randn(E), *w = randn({D, H}), *b = randn({D}),
+                             *y = make(DSRT_F32, {T, D});
+                 return [=] { dsrt_linear(ctx, y, x, w, b); };
+               }});
   c.push_back({"linear_grad_weight", "dy [2048, 2048], x [2048, 512] -> dw, db", [=] {
                  dsrt_tensor *x = randn({T, D}), *dy = randn(E), *dw = make(DSRT_F32, {H, D}),
                              *db = make(DSRT_F32, {H});
