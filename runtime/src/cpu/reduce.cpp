@@ -28,6 +28,9 @@ inline int64_t offsetOf(const std::vector<Group> &g, int64_t idx) {
   return off;
 }
 
+/// Columns per task of a reduction over outer dims (a contiguous run of each row).
+constexpr int64_t kColumnChunk = 1024;
+
 // The inner loops, built per ISA (functions of their pointers, outside the OpenMP regions).
 template <class T, class Acc> DSRT_CPU_CLONES void addColumns(Acc *a, const T *p, int64_t len) {
 #pragma omp simd
@@ -90,7 +93,7 @@ void reduceTyped(int32_t kind, O *out, const T *in, const dsrt_tensor *x,
     int64_t I = kept.empty() ? 1 : kept.back().size;
     std::vector<Group> keptOuter(kept.begin(), kept.end() - (kept.empty() ? 0 : 1));
     int64_t nOuter = nOut / I;
-    int64_t chunk = 256;
+    int64_t chunk = kColumnChunk;
     if (nOuter * ((I + chunk - 1) / chunk) < threads)
       chunk = std::max<int64_t>(16, ((I + threads - 1) / threads + 15) / 16 * 16);
     int64_t chunks = (I + chunk - 1) / chunk;
@@ -98,16 +101,25 @@ void reduceTyped(int32_t kind, O *out, const T *in, const dsrt_tensor *x,
     for (int64_t kc = 0; kc < nOuter * chunks; ++kc) {
       int64_t ko = kc / chunks, c0 = (kc % chunks) * chunk;
       int64_t len = std::min(chunk, I - c0);
-      Acc acc[4096];
-      Acc *a = acc;
-      std::vector<Acc> big;
-      if (len > 4096) {
-        big.resize(len);
-        a = big.data();
-      }
+      Acc a[kColumnChunk];
       for (int64_t i = 0; i < len; ++i)
         a[i] = init;
       const T *base = in + offsetOf(keptOuter, ko) + c0;
+      if constexpr (std::is_same_v<T, float>)
+        if (!isMax) {
+          // f32 column sums over blocks of rows, the blocks added in double (as cpu::blockSum).
+          float part[kColumnChunk];
+          for (int64_t r0 = 0; r0 < nRed; r0 += cpu::kSumBlock) {
+            std::fill(part, part + len, 0.f);
+            for (int64_t r = r0; r < std::min(nRed, r0 + cpu::kSumBlock); ++r)
+              addColumns<float, float>(part, base + offsetOf(red, r), len);
+            addColumns<float, Acc>(a, part, len);
+          }
+          O *o = out + ko * I + c0;
+          for (int64_t i = 0; i < len; ++i)
+            o[i] = finish(a[i]);
+          continue;
+        }
       for (int64_t r = 0; r < nRed; ++r) {
         const T *p = base + offsetOf(red, r);
         if (isMax)
