@@ -676,21 +676,28 @@ TEST_F(Kernels, LinearAndGrad) {
   }
 }
 
-// A linear layer whose input is wider than its output runs on 2 threads as one sgemm per
-// block of rows (cpu/matmul.cpp splitRows): PyTorch's result, and each element summed as on one
+// Products whose K is at least N run on 2 threads as one sgemm per block of rows
+// (cpu/matmul.cpp splitRows): a linear layer whose input is wider than its output, and a weight
+// gradient over more tokens than inputs. PyTorch's results, and each element summed as on one
 // thread, so the thread count does not change the bits.
-TEST_F(Kernels, LinearWideInputOnThreads) {
+TEST_F(Kernels, WideProductsOnThreads) {
   Tensor x = randn({301, 1024}), w = randn({128, 1024}), b = randn({128});
-  Tensor want = torch::linear(x, w, b);
-  dsrt_tensor *one = emptyLike(want), *two = emptyLike(want);
+  Tensor tokens = randn({1024, 64}), dy = randn({1024, 257});
+  dsrt_tensor *y[2], *dw[2], *db[2];
   const int saved = omp_get_max_threads();
-  omp_set_num_threads(1);
-  dsrt_linear(ctx, one, rt(x), rt(w), rt(b));
-  omp_set_num_threads(2);
-  dsrt_linear(ctx, two, rt(x), rt(w), rt(b));
+  for (int threads : {1, 2}) {
+    omp_set_num_threads(threads);
+    y[threads - 1] = emptyLike(torch::linear(x, w, b));
+    dsrt_linear(ctx, y[threads - 1], rt(x), rt(w), rt(b));
+    dw[threads - 1] = emptyLike(torch::empty({257, 64}));
+    db[threads - 1] = emptyLike(torch::empty({257}));
+    dsrt_linear_grad_weight(ctx, dw[threads - 1], db[threads - 1], rt(tokens), rt(dy));
+  }
   omp_set_num_threads(saved);
-  EXPECT_TRUE(closeSum(tt(two), want));
-  EXPECT_TRUE(torch::equal(tt(one), tt(two)));
+  EXPECT_TRUE(closeSum(tt(y[1]), torch::linear(x, w, b)));
+  EXPECT_TRUE(torch::equal(tt(y[0]), tt(y[1])));
+  EXPECT_TRUE(closeSum(tt(dw[1]), dy.t().mm(tokens)));
+  EXPECT_TRUE(torch::equal(tt(dw[0]), tt(dw[1])));
 }
 
 // 16-bit products (cpu/gemm_half.cpp: bf16 on oneDNN's bf16 kernels where the CPU has them,

@@ -33,14 +33,16 @@ struct SingleThreadIf {
 };
 constexpr int64_t kSmallGemm = int64_t(1) << 20; // multiply-adds
 
-/// Whether to thread `A @ B^T` by blocks of rows (one single-threaded sgemm each) instead of
-/// by oneDNN. oneDNN 2.6's own threading of that product falls short when K is at least N (a
-/// linear layer whose input is wider than its output, as GPT's c_proj, M2048 N512 K2048: in
-/// bench/train_gpt.py's step at 2 threads, `ds-run --trace` gave its 6 calls 170 ms against
-/// 124 ms for the c_fc forward of the same FLOPs; row blocks: 128 ms. In isolation
-/// (dsrt-kernel-bench's linear_down) both run at the row blocks' rate.)
+/// Whether to thread a product with one operand transposed by blocks of rows (one
+/// single-threaded sgemm each) instead of by oneDNN. oneDNN 2.6's own threading of those
+/// falls short when K is at least N: a linear layer whose input is wider than its output
+/// (GPT's c_proj, M2048 N512 K2048; in bench/train_gpt.py's step at 2 threads, `ds-run
+/// --trace` gave its 6 calls 170 ms against 124 ms for the c_fc forward of the same FLOPs; row
+/// blocks: 128 ms), and weight gradients over more tokens than inputs (that step's GEMM time
+/// 1240 -> 1215 ms, two runs each). In isolation (dsrt-kernel-bench's
+/// linear_down) both run at the row blocks' rate.
 bool splitRows(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int threads) {
-  return threads > 1 && !ta && tb && K >= N && M >= 64 * threads &&
+  return threads > 1 && ta != tb && K >= N && M >= 64 * threads &&
          M * N * K >= kSmallGemm * threads;
 }
 
@@ -73,8 +75,9 @@ void dsrt::cpu::sgemm(const char *kernel, bool ta, bool tb, int64_t M, int64_t N
     {
       const int t = omp_get_thread_num(), n = omp_get_num_threads();
       const int64_t m0 = M * t / n, m1 = M * (t + 1) / n;
-      dnnl_status_t mine = dnnl_sgemm('N', 'T', m1 - m0, N, K, 1.f, A + m0 * lda, lda, B, ldb,
-                                      beta, C + m0 * ldc, ldc);
+      dnnl_status_t mine =
+          dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m1 - m0, N, K, 1.f,
+                     ta ? A + m0 : A + m0 * lda, lda, B, ldb, beta, C + m0 * ldc, ldc);
       if (mine != dnnl_success) {
 #pragma omp critical(dsrt_sgemm_status)
         st = mine;
