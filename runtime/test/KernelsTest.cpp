@@ -676,6 +676,75 @@ TEST_F(Kernels, LinearAndGrad) {
   }
 }
 
+// Products on strided views (the compiler's slices, reshapes and transposes around a matmul,
+// not copied): attention's heads read out of a fused [B, T, 3 * H * D] projection, results
+// written into a [B, T, H * D] merge or transposed; PyTorch's matmul of the same as_strided
+// views is the answer, and the result's elements outside its view keep what they held.
+TEST_F(Kernels, MatmulView) {
+  const int64_t B = 2, T = 5, H = 3, D = 4, C = 3 * H * D;
+  Tensor qkv = randn({B, T, C}), att = randn({B, H, T, T});
+  auto view = [](const Tensor &t, std::vector<int64_t> v, int64_t rows, int64_t cols,
+                 int64_t b0, int64_t b1) {
+    return t.flatten().as_strided({b0, b1, rows, cols}, {v[1], v[2], v[3], v[4]}, v[0]);
+  };
+  struct Case {
+    const char *name;
+    Tensor a, b;
+    std::vector<int64_t> sizes, av, bv, cv; // b0 b1 M N K; views {offset, s0, s1, rows, cols}
+    std::vector<int64_t> outShape;
+  } cases[] = {
+      // q @ k^T: q at column 0, k at column H * D, read transposed (unit row stride).
+      {"q @ k^T", qkv, qkv, {B, H, T, T, D}, {0, T * C, D, C, 1}, {H * D, T * C, D, 1, C},
+       {0, H * T * T, T * T, T, 1}, {B, H, T, T}},
+      // att @ v written straight into the merged heads [B, T, H * D].
+      {"att @ v -> merged", att, qkv, {B, H, T, D, T}, {0, H * T * T, T * T, T, 1},
+       {2 * H * D, T * C, D, C, 1}, {0, T * H * D, D, H * D, 1}, {B, T, H * D}},
+      // A result with unit row stride (its transpose is contiguous): computed as C^T.
+      {"(q @ k^T)^T", qkv, qkv, {B, H, T, T, D}, {0, T * C, D, C, 1}, {H * D, T * C, D, 1, C},
+       {0, H * T * T, T * T, 1, T}, {B, H, T, T}},
+      // No batches of dim 0 (a rank-3 product) and a K of 0 (the result's views are zeroed).
+      {"rank 3", att, qkv, {1, H, T, D, T}, {0, 0, T * T, T, 1}, {0, 0, D, C, 1},
+       {0, 0, T * D, D, 1}, {H, T, D}},
+      {"K = 0", att, qkv, {B, H, T, D, 0}, {0, H * T * T, T * T, T, 1}, {0, T * C, D, C, 1},
+       {0, T * H * D, D, H * D, 1}, {B, T, H * D}},
+  };
+  for (auto &c : cases) {
+    std::vector<int64_t> all = c.sizes;
+    for (auto *v : {&c.av, &c.bv, &c.cv})
+      all.insert(all.end(), v->begin(), v->end());
+    const int64_t b0 = c.sizes[0], b1 = c.sizes[1], M = c.sizes[2], N = c.sizes[3],
+                  K = c.sizes[4];
+    Tensor want = torch::matmul(view(c.a, c.av, M, K, b0, b1), view(c.b, c.bv, K, N, b0, b1));
+    Tensor before = randn(c.outShape);
+    dsrt_tensor *o = rt(before);
+    dsrt_matmul_view(ctx, o, rt(c.a), rt(c.b), all.data());
+    Tensor got = tt(o), mask = torch::zeros_like(got, torch::kBool);
+    view(mask, c.cv, M, N, b0, b1).fill_(true);
+    EXPECT_TRUE(closeSum(view(got, c.cv, M, N, b0, b1), want)) << c.name;
+    EXPECT_TRUE(torch::equal(got.masked_select(~mask), before.masked_select(~mask))) << c.name;
+  }
+}
+
+TEST_F(Kernels, MatmulViewErrorsAbort) {
+  // Refusals name the operand and the cause: a view past its tensor's end, a matrix with no
+  // unit stride, rows that overlap.
+  auto call = [](std::vector<int64_t> av) {
+    dsrt_context *ctx = dsrt_context_create(0, 1, 0);
+    int64_t d[] = {4, 6};
+    dsrt_tensor *a = dsrt_tensor_alloc(ctx, DSRT_F32, 2, d), *b = dsrt_tensor_alloc(ctx, DSRT_F32, 2, d),
+                *o = dsrt_tensor_alloc(ctx, DSRT_F32, 2, d);
+    std::vector<int64_t> v = {1, 1, 2, 2, 2};
+    v.insert(v.end(), av.begin(), av.end());
+    for (int64_t x : {0, 0, 0, 6, 1, 0, 0, 0, 6, 1})
+      v.push_back(x);
+    dsrt_matmul_view(ctx, o, a, b, v.data());
+  };
+  EXPECT_DEATH(call({20, 0, 0, 6, 1}), "dsrt: matmul_view: lhs view reaches element 27 of a "
+                                       "tensor of 24");
+  EXPECT_DEATH(call({0, 0, 0, 6, 2}), "lhs view has neither unit row nor unit column stride");
+  EXPECT_DEATH(call({0, 0, 0, 1, 1}), "lhs view's rows overlap");
+}
+
 // Products whose K is at least N run on 2 threads as one sgemm per block of rows
 // (cpu/matmul.cpp splitRows): a linear layer whose input is wider than its output, and a weight
 // gradient over more tokens than inputs. PyTorch's results, and each element summed as on one

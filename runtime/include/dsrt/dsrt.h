@@ -383,6 +383,14 @@ void dsrt_batch_norm_inference(dsrt_context *ctx, dsrt_tensor *out, const dsrt_t
  *  dims transposed (the operand tensor is given untransposed). */
 void dsrt_matmul(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a,
                  const dsrt_tensor *b, int32_t trans_a, int32_t trans_b);
+/** f32 products on strided views of three tensors' elements (the compiler's slices, reshapes
+ *  and transposes around a matmul, none copied): `views` holds b0, b1, M, N, K, then for a,
+ *  b and out each {offset, stride of batch dim 0, of batch dim 1, of rows, of columns}, in
+ *  elements; the products are out[i, j] (M x N) = sum_k a[i, k] (M x K) b[k, j] (K x N) for
+ *  each of the b0 x b1 batches. Of each matrix the row or the column stride is 1; every
+ *  element read or written lies inside its tensor. */
+void dsrt_matmul_view(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a,
+                      const dsrt_tensor *b, const int64_t *views);
 /** out[..., o] = sum_i x[..., i] w[o, i] (+ bias[o]); bias may be NULL. */
 void dsrt_linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
                  const dsrt_tensor *w, const dsrt_tensor *bias);

@@ -260,6 +260,24 @@ struct MatmulShape {
 MatmulShape matmulShape(const dsrt_tensor *out, const dsrt_tensor *a, const dsrt_tensor *b,
                         bool trans_a, bool trans_b);
 
+/// dsrt_matmul_view's operands, checked: per batch (i0, i1), C = op(A) op(B) with each
+/// matrix at `at(i0, i1)` elements into its tensor, row-major with leading dimension `ld`,
+/// `trans` when its columns are strided (only A and B; when the result's rows are the unit
+/// stride, the product is computed transposed, C^T = op(B)^T op(A)^T, with the operands
+/// swapped).
+struct MatmulViews {
+  struct Matrix {
+    int64_t offset = 0, s0 = 0, s1 = 0, ld = 1;
+    bool trans = false;
+    int64_t at(int64_t i0, int64_t i1) const { return offset + i0 * s0 + i1 * s1; }
+  };
+  int64_t b0 = 0, b1 = 0, M = 0, N = 0, K = 0;
+  Matrix a, b, c;
+  bool swapped = false; ///< a and b hold the original b and a
+};
+MatmulViews matmulViews(const dsrt_tensor *out, const dsrt_tensor *a, const dsrt_tensor *b,
+                        const int64_t *views);
+
 /// Row-major contiguous strides of a shape.
 void contiguousStrides(int rank, const int64_t *dims, int64_t *strides);
 

@@ -7,6 +7,8 @@
 #include "internal.h"
 #include "../kernels/windows.h"
 
+#include <algorithm>
+
 namespace dsrt {
 
 CopyLayout transposeLayout(const dsrt_tensor *out, const dsrt_tensor *in, const int64_t *perm) {
@@ -140,6 +142,62 @@ MatmulShape matmulShape(const dsrt_tensor *out, const dsrt_tensor *a, const dsrt
   s.lda = trans_a ? s.M : s.K;
   s.ldb = trans_b ? s.K : s.N;
   return s;
+}
+
+MatmulViews matmulViews(const dsrt_tensor *out, const dsrt_tensor *a, const dsrt_tensor *b,
+                        const int64_t *views) {
+  const char *k = "matmul_view";
+  checkDtype(k, a, DSRT_F32, "lhs");
+  checkDtype(k, b, DSRT_F32, "rhs");
+  checkDtype(k, out, DSRT_F32, "result");
+  MatmulViews v;
+  v.b0 = views[0], v.b1 = views[1], v.M = views[2], v.N = views[3], v.K = views[4];
+  if (v.b0 < 0 || v.b1 < 0 || v.M < 0 || v.N < 0 || v.K < 0)
+    fail(k, "negative size in %lld x %lld batches of %lld x %lld x %lld", (long long)v.b0,
+         (long long)v.b1, (long long)v.M, (long long)v.N, (long long)v.K);
+  // One operand: its view, checked against its tensor; `canTranspose`: a strided column
+  // dimension is allowed (the matrix is then read transposed).
+  auto matrix = [&](const char *what, const dsrt_tensor *t, const int64_t *w, int64_t rows,
+                    int64_t cols) {
+    MatmulViews::Matrix m;
+    m.offset = w[0], m.s0 = w[1], m.s1 = w[2];
+    int64_t sr = w[3], sc = w[4];
+    if (m.offset < 0 || m.s0 < 0 || m.s1 < 0 || sr < 0 || sc < 0)
+      fail(k, "%s view has a negative offset or stride", what);
+    if (v.b0 && v.b1 && rows && cols) {
+      int64_t last = m.offset + (v.b0 - 1) * m.s0 + (v.b1 - 1) * m.s1 + (rows - 1) * sr +
+                     (cols - 1) * sc;
+      if (last >= t->numel)
+        fail(k, "%s view reaches element %lld of a tensor of %lld (%s)", what, (long long)last,
+             (long long)t->numel, shapeString(t).c_str());
+    }
+    if (sc == 1 || cols == 1) {
+      m.ld = std::max<int64_t>({sr, cols, 1});
+      if (rows > 1 && sr < cols)
+        fail(k, "%s view's rows overlap (row stride %lld < %lld columns)", what, (long long)sr,
+             (long long)cols);
+    } else if (sr == 1 || rows == 1) {
+      m.trans = true;
+      m.ld = std::max<int64_t>({sc, rows, 1});
+      if (cols > 1 && sc < rows)
+        fail(k, "%s view's columns overlap (column stride %lld < %lld rows)", what,
+             (long long)sc, (long long)rows);
+    } else {
+      fail(k, "%s view has neither unit row nor unit column stride (%lld, %lld)", what,
+           (long long)sr, (long long)sc);
+    }
+    return m;
+  };
+  v.a = matrix("lhs", a, views + 5, v.M, v.K);
+  v.b = matrix("rhs", b, views + 10, v.K, v.N);
+  v.c = matrix("result", out, views + 15, v.M, v.N);
+  if (v.c.trans) { // C^T = op(B)^T op(A)^T: swap the operands and flip their flags
+    std::swap(v.a, v.b);
+    std::swap(v.M, v.N);
+    v.a.trans = !v.a.trans, v.b.trans = !v.b.trans, v.c.trans = false;
+    v.swapped = true;
+  }
+  return v;
 }
 
 void MatmulShape::offsets(int64_t bi, int64_t &oa, int64_t &ob) const {

@@ -153,6 +153,35 @@ void dsrt::cpu::matmul(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a
   }
 }
 
+void dsrt::cpu::matmul_view(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a,
+                            const dsrt_tensor *b, const int64_t *views) {
+  DSRT_PROFILE("matmul_view");
+  (void)ctx;
+  const char *k = "matmul_view";
+  const MatmulViews v = matmulViews(out, a, b, views);
+  const float *A = (const float *)(v.swapped ? b : a)->data;
+  const float *B = (const float *)(v.swapped ? a : b)->data;
+  float *C = (float *)out->data;
+  const int64_t batch = v.b0 * v.b1, M = v.M, N = v.N, K = v.K;
+  auto one = [&](int64_t bi) {
+    const int64_t i0 = bi / v.b1, i1 = bi % v.b1;
+    gemm(k, v.a.trans, v.b.trans, M, N, K, A + v.a.at(i0, i1), v.a.ld, B + v.b.at(i0, i1),
+         v.b.ld, 0.f, C + v.c.at(i0, i1), v.c.ld);
+  };
+  if (batch == 0)
+    return;
+  // Many small products (attention's heads): one per thread, as dsrt_matmul.
+  if (batch >= omp_get_max_threads() && M * N * K < (int64_t)1 << 24 &&
+      batch * M * N * K >= kSmallGemm) {
+#pragma omp parallel for schedule(static)
+    for (int64_t bi = 0; bi < batch; ++bi)
+      one(bi);
+    return;
+  }
+  for (int64_t bi = 0; bi < batch; ++bi)
+    one(bi);
+}
+
 void dsrt::cpu::linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
                             const dsrt_tensor *w, const dsrt_tensor *bias) {
   DSRT_PROFILE("linear");

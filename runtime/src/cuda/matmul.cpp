@@ -132,6 +132,28 @@ void dsrt::cuda::matmul(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *
   }
 }
 
+void dsrt::cuda::matmul_view(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a,
+                             const dsrt_tensor *b, const int64_t *views) {
+  const char *k = "matmul_view";
+  const MatmulViews v = matmulViews(out, a, b, views);
+  const float *A = (const float *)(v.swapped ? b : a)->data;
+  const float *B = (const float *)(v.swapped ? a : b)->data;
+  float *C = (float *)out->data;
+  if (v.b0 * v.b1 * v.M * v.N == 0)
+    return;
+  if (v.K == 0) { // zero the result's views, row by row
+    for (int64_t i0 = 0; i0 < v.b0; ++i0)
+      for (int64_t i1 = 0; i1 < v.b1; ++i1)
+        for (int64_t r = 0; r < v.M; ++r)
+          ctx->device->zero(C + v.c.at(i0, i1) + r * v.c.ld, (size_t)v.N * sizeof(float));
+    return;
+  }
+  // Batch dim 1 as cuBLAS's strided batch, dim 0 as calls.
+  for (int64_t i0 = 0; i0 < v.b0; ++i0)
+    gemm(ctx, k, v.a.trans, v.b.trans, v.M, v.N, v.K, A + v.a.at(i0, 0), v.a.ld, v.a.s1,
+         B + v.b.at(i0, 0), v.b.ld, v.b.s1, C + v.c.at(i0, 0), v.c.ld, v.c.s1, v.b1);
+}
+
 void dsrt::cuda::linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
                         const dsrt_tensor *w, const dsrt_tensor *bias) {
   const char *k = "linear";
