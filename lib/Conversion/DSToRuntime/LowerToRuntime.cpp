@@ -10,6 +10,7 @@
 #include "ds/Transforms/Passes.h"
 
 #include "KernelPatterns.h"
+#include "MatmulViews.h"
 
 #include "ds/IR/DSShapes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -249,6 +250,31 @@ private:
   llvm::DenseMap<Value, Value> lowered;
   llvm::DenseMap<Value, int> storageOf;
   llvm::DenseSet<Operation *> fusedTransposes;
+  runtime::MatmulViews matmulViews;
+  /// The values `op` reads when lowered: a matmul on views reads the tensors its operands
+  /// were taken from; a fused transpose's input is read by its matmul; absorbed ops, none.
+  SmallVector<Value> readsOf(Operation *op) {
+    if (matmulViews.absorbed.contains(op))
+      return {};
+    if (auto it = matmulViews.plans.find(op); it != matmulViews.plans.end())
+      return {it->second.lhsRoot, it->second.rhsRoot};
+    SmallVector<Value> vs;
+    for (Value v : op->getOperands()) {
+      if (auto t = v.getDefiningOp<TransposeOp>(); t && fusedTransposes.contains(t))
+        v = t.getInput();
+      vs.push_back(v);
+    }
+    return vs;
+  }
+  /// The values `op` defines when lowered (a matmul on views: the transpose it writes through).
+  SmallVector<Value> definesOf(Operation *op) {
+    if (matmulViews.absorbed.contains(op))
+      return {};
+    if (auto it = matmulViews.plans.find(op);
+        it != matmulViews.plans.end() && it->second.resultTranspose)
+      return {it->second.resultTranspose->getResult(0)};
+    return SmallVector<Value>(op->getResults());
+  }
   /// Collective results whose event the compute stream has not waited for yet.
   llvm::MapVector<Value, Value> pendingEvents;
   /// Transfer-stream events completed before the one of the value they are chained to.
@@ -501,6 +527,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       return null();
     return lowered.lookup(v);
   };
+  if (matmulViews.absorbed.contains(op))
+    return success(); // read or written through by a matmul on views
   if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp, shard::AllToAllOp>(op))
     return lowerCollective(op);
   // `result` is a view (made by runtime function `fn`) of `source`'s storage.
@@ -703,6 +731,14 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   }
   if (auto t = dyn_cast<TransposeOp>(op); t && fusedTransposes.contains(op))
     return success(); // folded into its matmul
+  if (auto it = matmulViews.plans.find(op); it != matmulViews.plans.end()) {
+    const runtime::MatmulViewPlan &plan = it->second;
+    Value result = definesOf(op)[0];
+    Value out = alloc(result, describe(result.getDefiningOp()));
+    call("dsrt_matmul_view", {ctxArg, out, get(plan.lhsRoot), get(plan.rhsRoot),
+                              i64Array(plan.views)});
+    return success();
+  }
 
   // Everything else: allocate the results, then one kernel call.
   if (auto s = dyn_cast<InsertSliceOp>(op)) {
@@ -815,8 +851,12 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
     c.erase();
   }
 
-  // Transposes that fold into matmul operands.
+  // Matmuls on views of their operands and results (MatmulViews.h); transposes that fold
+  // into the other matmuls' operands.
+  matmulViews = runtime::planMatmulViews(body);
   func.walk([&](MatmulOp m) {
+    if (matmulViews.plans.count(m))
+      return;
     for (Value v : {m.getLhs(), m.getRhs()})
       if (isLast2Transpose(v))
         fusedTransposes.insert(v.getDefiningOp());
@@ -825,11 +865,10 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
   // Last use of each value, counting a fused transpose's input as used by its matmul.
   llvm::DenseMap<Value, Operation *> lastUse;
   for (Operation &op : body) {
-    for (Value v : op.getOperands()) {
-      if (auto t = v.getDefiningOp<TransposeOp>(); t && fusedTransposes.contains(t))
-        v = t.getInput();
+    if (matmulViews.absorbed.contains(&op))
+      continue;
+    for (Value v : readsOf(&op))
       lastUse[v] = &op;
-    }
   }
 
   // A collective reads its input until the compute stream waits for it, at the first use of
@@ -900,13 +939,11 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
       return failure();
     // Free what dies here: operands at their last use, results nobody uses.
     SmallVector<Value> dying;
-    for (Value v : op.getOperands()) {
-      if (auto t = v.getDefiningOp<TransposeOp>(); t && fusedTransposes.contains(t))
-        v = t.getInput();
+    for (Value v : readsOf(&op)) {
       if (lastUse.lookup(v) == &op && !isa<BlockArgument>(v) && !llvm::is_contained(dying, v))
         dying.push_back(v);
     }
-    for (Value r : op.getResults())
+    for (Value r : definesOf(&op))
       if (!lastUse.count(r) && lowered.lookup(r))
         dying.push_back(r);
     // Collective inputs whose life was extended to this op (not one of its operands).

@@ -1,0 +1,44 @@
+//===- MatmulViews.h - matmuls that read and write strided views ----------===//
+//
+// The slices, reshapes and transposes around a batched f32 matmul (attention's heads split
+// out of a fused QKV projection and merged back) are index arithmetic: the matmul reads its
+// operands from the tensors they were taken from, and writes its result where the transposes
+// after it would have moved it (dsrt_matmul_view). Those ops are then not lowered at all when
+// every use of theirs is absorbed so.
+//
+//===----------------------------------------------------------------------===//
+#ifndef DS_CONVERSION_DSTORUNTIME_MATMULVIEWS_H
+#define DS_CONVERSION_DSTORUNTIME_MATMULVIEWS_H
+
+#include "mlir/IR/Block.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SmallVector.h"
+
+namespace mlir::ds::runtime {
+
+/// One matmul's lowering onto dsrt_matmul_view.
+struct MatmulViewPlan {
+  Value lhsRoot, rhsRoot; ///< the tensors its operands are read from
+  /// The last of the transposes after it that it writes through (null: none); the result is
+  /// then that transpose's value.
+  Operation *resultTranspose = nullptr;
+  /// dsrt_matmul_view's descriptor: b0, b1, M, N, K, then {offset, s0, s1, rows, columns}
+  /// for lhs, rhs and the result.
+  SmallVector<int64_t, 20> views;
+};
+
+struct MatmulViews {
+  llvm::DenseMap<Operation *, MatmulViewPlan> plans;
+  /// Slices, reshapes and transposes with no lowering of their own.
+  llvm::DenseSet<Operation *> absorbed;
+};
+
+/// The plans of the matmuls in `body` (f32, batched, equal batch dims, not on the host) whose
+/// operands or result move through slices, reshapes or transposes beyond a single transpose of
+/// the last two dims (which dsrt_matmul's flags already take).
+MatmulViews planMatmulViews(Block &body);
+
+} // namespace mlir::ds::runtime
+
+#endif
