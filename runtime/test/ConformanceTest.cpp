@@ -361,6 +361,18 @@ TEST_P(Conformance, MatmulAndLinear) {
     run([&](dsrt_context *c, int s) { dsrt_matmul(c, y[s], a[s], b[s], k.ta, k.tb); });
     EXPECT_TRUE(same(y, 1e-5, 1e-6, true)) << "matmul case " << (&k - cases);
   }
+  // Strided views (dsrt_matmul_view): q @ k^T out of a fused [2, 5, 3 x 12] QKV projection,
+  // written transposed (C^T through the swapped operands), and att @ v written into the
+  // merged heads [2, 5, 12]; each view covers its whole result.
+  Both qkv = randn({2, 5, 36}), att = out({2, 3, 5, 5}), merged = out({2, 5, 12});
+  const int64_t scores[] = {2, 3, 5, 5, 4, 0, 180, 4, 36, 1, 12, 180, 4, 1, 36, 0, 75, 25, 1, 5};
+  const int64_t values[] = {2, 3, 5, 4, 5, 0, 75, 25, 5, 1, 24, 180, 4, 36, 1, 0, 60, 4, 12, 1};
+  run([&](dsrt_context *c, int s) {
+    dsrt_matmul_view(c, att[s], qkv[s], qkv[s], scores);
+    dsrt_matmul_view(c, merged[s], att[s], qkv[s], values);
+  });
+  EXPECT_TRUE(same(att, 1e-5, 1e-6, true)) << "matmul_view q @ k^T";
+  EXPECT_TRUE(same(merged, 1e-5, 1e-6, true)) << "matmul_view att @ v";
   Both x = randn({3, 4, 16}), w = randn({12, 16}), bias = randn({12}), y = out({3, 4, 12}),
        dy = randn({3, 4, 12}), dw = out({12, 16}), db = out({12});
   run([&](dsrt_context *c, int s) {
