@@ -183,7 +183,7 @@ def main():
         site = e['args'].get('site', '?')
         by_site[site] = by_site.get(site, 0) + e['dur'] / 1e3
     total = sum(by_call.values())
-    gemm = sum(by_call.get(k, 0) for k in ('matmul', 'linear', 'linear_grad_weight'))
+    gemm = sum(by_call.get(k, 0) for k in ('matmul', 'matmul_view', 'linear', 'linear_grad_weight'))
     top = lambda d: ', '.join('%s %.0f ms' % kv for kv in sorted(d.items(), key=lambda kv: -kv[1])[:6])
     print('ds-run --trace, gelu %s, 1 thread, step 2: %.0f ms, kernels %.0f ms in %d calls, GEMM '
           '%.0f%%; by kernel: %s' % (form, step, total, len(kernels), 100 * gemm / total,
