@@ -1,4 +1,5 @@
-// RUN: ds-opt %s --ds-lower-to-runtime | FileCheck %s
+// RUN: ds-opt %s --split-input-file --ds-lower-to-runtime | FileCheck %s
+// RUN: ds-opt %s --split-input-file --canonicalize --ds-lower-to-runtime | FileCheck %s --check-prefix=GRAD
 
 // Attention's heads split out of a fused QKV projection [B=2, T=4, 3 x (H=2 x D=2)] and merged
 // back: the slices, reshapes and transposes are index arithmetic that dsrt_matmul_view takes
@@ -27,6 +28,26 @@
 // CHECK-NOT: @dsrt_transpose
 // CHECK: llvm.call @dsrt_reduce
 // CHECK: \22micro_step_peak_bytes\22:768,
+
+// Each head product writes its piece of the [2, 4, 12] gradient (strides b 48, h 2, t 12,
+// d 1; dq from column 0, dk 4, dv 8): one allocation, no fill, no transpose, no copy.
+// GRAD: {{^//[ ]-----}}
+// GRAD-DAG: llvm.mlir.global internal constant @[[DQ:__ds_i64_[0-9]+]](dense<[2, 2, 4, 2, 4, 0, 32, 16, 4, 1, 0, 16, 8, 2, 1, 0, 48, 2, 12, 1]> : tensor<20xi64>)
+// GRAD-DAG: llvm.mlir.global internal constant @[[DK:__ds_i64_[0-9]+]](dense<[2, 2, 4, 2, 4, 0, 32, 16, 4, 1, 0, 16, 8, 2, 1, 4, 48, 2, 12, 1]> : tensor<20xi64>)
+// GRAD-DAG: llvm.mlir.global internal constant @[[DV:__ds_i64_[0-9]+]](dense<[2, 2, 4, 2, 4, 0, 32, 16, 4, 1, 0, 16, 8, 2, 1, 8, 48, 2, 12, 1]> : tensor<20xi64>)
+// GRAD: llvm.func @ds_micro_step
+// GRAD: %[[G:.+]] = llvm.call @dsrt_tensor_alloc
+// GRAD-NOT: @dsrt_tensor_alloc
+// GRAD: llvm.mlir.addressof @[[DQ]]
+// GRAD: llvm.call @dsrt_matmul_view(%{{.+}}, %[[G]],
+// GRAD: llvm.mlir.addressof @[[DK]]
+// GRAD: llvm.call @dsrt_matmul_view(%{{.+}}, %[[G]],
+// GRAD: llvm.mlir.addressof @[[DV]]
+// GRAD: llvm.call @dsrt_matmul_view(%{{.+}}, %[[G]],
+// GRAD-NOT: @dsrt_fill
+// GRAD-NOT: @dsrt_transpose
+// GRAD-NOT: @dsrt_insert_slice
+// GRAD: llvm.call @dsrt_reduce(%{{.+}}, %{{.+}}, %{{.+}}, %[[G]],
 module attributes {ds.config = "{\"train_batch_size\":2}"} {
   func.func @micro_step(%qkv: tensor<2x4x12xf32> {ds.input_name = "qkv"}) -> tensor<f32> {
     %q0 = ds.slice %qkv dim = 2[0 : 4] : tensor<2x4x12xf32> -> tensor<2x4x4xf32>
@@ -44,6 +65,37 @@ module attributes {ds.config = "{\"train_batch_size\":2}"} {
     %yt = ds.transpose %y perm = [0, 2, 1, 3] : tensor<2x2x4x2xf32> -> tensor<2x4x2x2xf32>
     %ym = ds.reshape %yt : tensor<2x4x2x2xf32> -> tensor<2x4x4xf32>
     %s = ds.sum %ym dims = [0, 1, 2] : tensor<2x4x4xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+  func.func @optimizer_step(%lr: tensor<f32>, %step: tensor<f32>, %beta1: tensor<f64>,
+                            %aux_lr: tensor<f32>) {
+    return
+  }
+}
+
+// -----
+
+module attributes {ds.config = "{\"train_batch_size\":2}"} {
+  // The way back: three head products merged and inserted into the zeros of a [2, 4, 12]
+  // gradient, which canonicalize makes a concatenation that the products write in place.
+  func.func @micro_step(%att: tensor<2x2x4x4xf32> {ds.input_name = "att"},
+                        %q: tensor<2x2x4x2xf32> {ds.input_name = "q"},
+                        %k: tensor<2x2x4x2xf32> {ds.input_name = "k"},
+                        %v: tensor<2x2x4x2xf32> {ds.input_name = "v"}) -> tensor<f32> {
+    %z = ds.constant dense<0.0> : tensor<2x4x12xf32>
+    %dq = ds.matmul %att, %q : tensor<2x2x4x4xf32>, tensor<2x2x4x2xf32> -> tensor<2x2x4x2xf32>
+    %dk = ds.matmul %att, %k : tensor<2x2x4x4xf32>, tensor<2x2x4x2xf32> -> tensor<2x2x4x2xf32>
+    %dv = ds.matmul %att, %v : tensor<2x2x4x4xf32>, tensor<2x2x4x2xf32> -> tensor<2x2x4x2xf32>
+    %tq = ds.transpose %dq perm = [0, 2, 1, 3] : tensor<2x2x4x2xf32> -> tensor<2x4x2x2xf32>
+    %rq = ds.reshape %tq : tensor<2x4x2x2xf32> -> tensor<2x4x4xf32>
+    %tk = ds.transpose %dk perm = [0, 2, 1, 3] : tensor<2x2x4x2xf32> -> tensor<2x4x2x2xf32>
+    %rk = ds.reshape %tk : tensor<2x4x2x2xf32> -> tensor<2x4x4xf32>
+    %tv = ds.transpose %dv perm = [0, 2, 1, 3] : tensor<2x2x4x2xf32> -> tensor<2x4x2x2xf32>
+    %rv = ds.reshape %tv : tensor<2x4x2x2xf32> -> tensor<2x4x4xf32>
+    %0 = ds.insert_slice %rv into %z dim = 2[8] : tensor<2x4x4xf32> into tensor<2x4x12xf32>
+    %1 = ds.insert_slice %rk into %0 dim = 2[4] : tensor<2x4x4xf32> into tensor<2x4x12xf32>
+    %2 = ds.insert_slice %rq into %1 dim = 2[0] : tensor<2x4x4xf32> into tensor<2x4x12xf32>
+    %s = ds.sum %2 dims = [0, 1, 2] : tensor<2x4x12xf32> -> tensor<f32>
     return %s : tensor<f32>
   }
   func.func @optimizer_step(%lr: tensor<f32>, %step: tensor<f32>, %beta1: tensor<f64>,

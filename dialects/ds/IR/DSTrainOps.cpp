@@ -3,6 +3,7 @@
 #include "ds/IR/DSShapes.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -181,6 +182,48 @@ LogicalResult InsertSliceOp::verify() {
                          << src[dim] << " elements does not fit dim " << dim << " of size "
                          << dst[dim];
   return success();
+}
+
+namespace {
+/// Insertions one into the other that cover their destination exactly, each piece once (the
+/// gradient of a split: dq, dk, dv into the zeros of dqkv), are the pieces' concatenation; the
+/// destination's values are never read.
+struct InsertSlicesToConcat : OpRewritePattern<InsertSliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(InsertSliceOp last, PatternRewriter &rewriter) const override {
+    int64_t dim = last.getDim();
+    SmallVector<std::pair<int64_t, Value>> pieces;
+    for (InsertSliceOp s = last; s;) {
+      if (s.getDim() != dim || s.getStep() != 1)
+        return failure();
+      pieces.push_back({s.getStart(), s.getSource()});
+      auto inner = s.getDest().getDefiningOp<InsertSliceOp>();
+      if (inner && !inner->hasOneUse())
+        return failure();
+      s = inner;
+    }
+    if (pieces.size() < 2)
+      return failure();
+    llvm::sort(pieces, [](auto &a, auto &b) { return a.first < b.first; });
+    int64_t at = 0;
+    SmallVector<Value> inputs;
+    for (auto &[start, source] : pieces) {
+      if (start != at)
+        return failure();
+      at += shapeOf(source)[dim];
+      inputs.push_back(source);
+    }
+    if (at != shapeOf(last.getDest())[dim])
+      return failure();
+    rewriter.replaceOpWithNewOp<ConcatOp>(last, last.getType(), inputs, dim);
+    return success();
+  }
+};
+} // namespace
+
+void InsertSliceOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                                MLIRContext *context) {
+  results.add<InsertSlicesToConcat>(context);
 }
 
 LogicalResult Conv2dGradInputOp::verify() {

@@ -224,6 +224,7 @@ def DS_InsertSliceOp : DS_Op<"insert_slice", [Pure, AllTypesMatch<["dest", "resu
     `:` type($source) `into` type($dest)
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def DS_Conv2dGradInputOp : DS_Op<"conv2d_grad_input", [Pure]> {

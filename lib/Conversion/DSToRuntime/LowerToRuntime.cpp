@@ -266,13 +266,14 @@ private:
     }
     return vs;
   }
-  /// The values `op` defines when lowered (a matmul on views: the transpose it writes through).
+  /// The values `op` defines when lowered (a matmul on views: the value whose storage it
+  /// writes).
   SmallVector<Value> definesOf(Operation *op) {
     if (matmulViews.absorbed.contains(op))
       return {};
     if (auto it = matmulViews.plans.find(op);
-        it != matmulViews.plans.end() && it->second.resultTranspose)
-      return {it->second.resultTranspose->getResult(0)};
+        it != matmulViews.plans.end() && it->second.resultBuffer)
+      return {it->second.resultBuffer};
     return SmallVector<Value>(op->getResults());
   }
   /// Collective results whose event the compute stream has not waited for yet.
@@ -529,6 +530,17 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   };
   if (matmulViews.absorbed.contains(op))
     return success(); // read or written through by a matmul on views
+  if (auto c = dyn_cast<ConcatOp>(op); c && matmulViews.concatsWritten.contains(op)) {
+    // Matmuls wrote some pieces in place (allocating it); copy in the others.
+    Value out = lowered.lookup(c.getResult());
+    int64_t offset = 0;
+    for (Value in : c.getInputs()) {
+      if (Value v = lowered.lookup(in))
+        call("dsrt_insert_slice", {ctxArg, out, v, i64(c.getDim()), i64(offset), i64(1)});
+      offset += typeOf(in).getShape()[c.getDim()];
+    }
+    return success();
+  }
   if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp, shard::AllToAllOp>(op))
     return lowerCollective(op);
   // `result` is a view (made by runtime function `fn`) of `source`'s storage.
@@ -734,7 +746,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (auto it = matmulViews.plans.find(op); it != matmulViews.plans.end()) {
     const runtime::MatmulViewPlan &plan = it->second;
     Value result = definesOf(op)[0];
-    Value out = alloc(result, describe(result.getDefiningOp()));
+    Value out = lowered.lookup(result); // a concatenation another piece's matmul allocated
+    if (!out)
+      out = alloc(result, describe(result.getDefiningOp()));
     call("dsrt_matmul_view", {ctxArg, out, get(plan.lhsRoot), get(plan.rhsRoot),
                               i64Array(plan.views)});
     return success();

@@ -167,9 +167,38 @@ MatmulViews mlir::ds::runtime::planMatmulViews(Block &body) {
       cur = t.getResult();
     }
     View c = rootView(m.getResult());
-    if (!resultChain.empty()) {
-      // Strides of the matmul's result dims in the last transpose's contiguous result.
-      SmallVector<int64_t, 4> s = contiguous(shapeOf(cur));
+    // ... then, reshaped or not, as one piece of a concatenation.
+    Operation *reshape = nullptr;
+    ConcatOp concat;
+    int64_t at = 0; // element offset of the piece in the concatenation
+    SmallVector<int64_t, 4> s = contiguous(shapeOf(cur));
+    if (cur.hasOneUse()) {
+      Value piece = cur;
+      if (auto r = dyn_cast<ReshapeOp>(*cur.getUsers().begin()); r && r.getResult().hasOneUse())
+        reshape = r, piece = r.getResult();
+      concat = dyn_cast<ConcatOp>(*piece.getUsers().begin());
+      if (concat && !onHost(concat)) {
+        int64_t dim = concat.getDim(), start = 0;
+        for (Value in : concat.getInputs()) {
+          if (in == piece)
+            break;
+          start += shapeOf(in)[dim];
+        }
+        SmallVector<int64_t, 4> whole = contiguous(shapeOf(concat.getResult()));
+        at = start * whole[dim];
+        auto back = reshapeStrides(shapeOf(piece), whole, shapeOf(cur));
+        if (back)
+          s = *back;
+        else
+          concat = nullptr;
+      } else {
+        concat = nullptr;
+      }
+    }
+    if (!concat)
+      reshape = nullptr, at = 0, s = contiguous(shapeOf(cur));
+    if (!resultChain.empty() || concat) {
+      // Strides of the matmul's result dims in the buffer it writes.
       for (Operation *op : llvm::reverse(resultChain)) {
         ArrayRef<int64_t> perm = cast<TransposeOp>(op).getPermutation();
         SmallVector<int64_t, 4> in(perm.size());
@@ -177,11 +206,15 @@ MatmulViews mlir::ds::runtime::planMatmulViews(Block &body) {
           in[perm[i]] = s[i];
         s = in;
       }
-      View through{m.getResult(), 0, s, {}};
-      if (matrixView(through, type.getShape()))
-        c = through, last = resultChain.back();
-      else
+      View through{m.getResult(), at, s, {}};
+      if (matrixView(through, type.getShape())) {
+        c = through;
+        last = concat ? concat.getOperation()
+                      : (resultChain.empty() ? nullptr : resultChain.back());
+      } else {
         resultChain.clear();
+        reshape = nullptr, concat = nullptr;
+      }
     }
     if (!last && plainFlag(a.chain) && plainFlag(b.chain))
       continue; // dsrt_matmul as it is
@@ -189,7 +222,8 @@ MatmulViews mlir::ds::runtime::planMatmulViews(Block &body) {
     MatmulViewPlan plan;
     plan.lhsRoot = a.root;
     plan.rhsRoot = b.root;
-    plan.resultTranspose = last;
+    if (last)
+      plan.resultBuffer = last->getResult(0);
     ArrayRef<int64_t> ls = shapeOf(m.getLhs()), shape = type.getShape();
     plan.views = {r == 4 ? shape[0] : 1, shape[r - 3], shape[r - 2], shape[r - 1], ls[r - 1]};
     for (auto *v : {&*av, &*bv, &*cv})
@@ -198,6 +232,10 @@ MatmulViews mlir::ds::runtime::planMatmulViews(Block &body) {
     operandViews[m] = {a, b};
     for (Operation *t : resultChain)
       out.absorbed.insert(t); // single uses, one after another: nothing else reads them
+    if (reshape)
+      out.absorbed.insert(reshape);
+    if (concat)
+      out.concatsWritten.insert(concat);
   }
 
   // An op of an operand's chain needs no lowering when every use of it is absorbed: by a

@@ -4,7 +4,8 @@
 // out of a fused QKV projection and merged back) are index arithmetic: the matmul reads its
 // operands from the tensors they were taken from, and writes its result where the transposes
 // after it would have moved it (dsrt_matmul_view). Those ops are then not lowered at all when
-// every use of theirs is absorbed so.
+// every use of theirs is absorbed so; a concatenation of such results (dq, dk, dv into dqkv)
+// is written in place.
 //
 //===----------------------------------------------------------------------===//
 #ifndef DS_CONVERSION_DSTORUNTIME_MATMULVIEWS_H
@@ -20,9 +21,9 @@ namespace mlir::ds::runtime {
 /// One matmul's lowering onto dsrt_matmul_view.
 struct MatmulViewPlan {
   Value lhsRoot, rhsRoot; ///< the tensors its operands are read from
-  /// The last of the transposes after it that it writes through (null: none); the result is
-  /// then that transpose's value.
-  Operation *resultTranspose = nullptr;
+  /// The value whose storage it writes (null: its own result): the last of the transposes
+  /// after it, or the concatenation those (reshaped) are a piece of.
+  Value resultBuffer;
   /// dsrt_matmul_view's descriptor: b0, b1, M, N, K, then {offset, s0, s1, rows, columns}
   /// for lhs, rhs and the result.
   SmallVector<int64_t, 20> views;
@@ -32,6 +33,8 @@ struct MatmulViews {
   llvm::DenseMap<Operation *, MatmulViewPlan> plans;
   /// Slices, reshapes and transposes with no lowering of their own.
   llvm::DenseSet<Operation *> absorbed;
+  /// Concatenations some of whose pieces matmuls write in place (the others are copied in).
+  llvm::DenseSet<Operation *> concatsWritten;
 };
 
 /// The plans of the matmuls in `body` (f32, batched, equal batch dims, not on the host) whose

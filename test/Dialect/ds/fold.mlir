@@ -30,3 +30,37 @@ func.func @kept(%x: tensor<2x3x4x5xf32>) -> tensor<2x4x5x3xf32> {
   %b = ds.transpose %a perm = [0, 1, 3, 2] : tensor<2x4x3x5xf32> -> tensor<2x4x5x3xf32>
   return %b : tensor<2x4x5x3xf32>
 }
+
+// Insertions that tile their destination, each piece once, are a concatenation (the gradient
+// of q, k, v split from one projection): no zero fill, no read of the destination.
+// CHECK-LABEL: func.func @insert_slices_tile
+// CHECK-NEXT: %[[C:.+]] = ds.concat %arg2, %arg1, %arg0 dim = 2
+// CHECK-NEXT: return %[[C]]
+func.func @insert_slices_tile(%a: tensor<2x3x4xf32>, %b: tensor<2x3x4xf32>,
+                              %c: tensor<2x3x4xf32>) -> tensor<2x3x12xf32> {
+  %z = ds.constant dense<0.0> : tensor<2x3x12xf32>
+  %0 = ds.insert_slice %a into %z dim = 2[8] : tensor<2x3x4xf32> into tensor<2x3x12xf32>
+  %1 = ds.insert_slice %b into %0 dim = 2[4] : tensor<2x3x4xf32> into tensor<2x3x12xf32>
+  %2 = ds.insert_slice %c into %1 dim = 2[0] : tensor<2x3x4xf32> into tensor<2x3x12xf32>
+  return %2 : tensor<2x3x12xf32>
+}
+
+// A gap (the destination's zeros show) or an overlap keeps the insertions.
+// CHECK-LABEL: func.func @insert_slices_gap
+// CHECK-NOT: ds.concat
+// CHECK-COUNT-2: ds.insert_slice
+// CHECK-LABEL: func.func @insert_slices_overlap
+// CHECK-NOT: ds.concat
+// CHECK-COUNT-2: ds.insert_slice
+func.func @insert_slices_gap(%a: tensor<2x3x4xf32>, %b: tensor<2x3x4xf32>) -> tensor<2x3x12xf32> {
+  %z = ds.constant dense<0.0> : tensor<2x3x12xf32>
+  %0 = ds.insert_slice %a into %z dim = 2[8] : tensor<2x3x4xf32> into tensor<2x3x12xf32>
+  %1 = ds.insert_slice %b into %0 dim = 2[0] : tensor<2x3x4xf32> into tensor<2x3x12xf32>
+  return %1 : tensor<2x3x12xf32>
+}
+func.func @insert_slices_overlap(%a: tensor<2x3x8xf32>, %b: tensor<2x3x8xf32>) -> tensor<2x3x12xf32> {
+  %z = ds.constant dense<0.0> : tensor<2x3x12xf32>
+  %0 = ds.insert_slice %a into %z dim = 2[4] : tensor<2x3x8xf32> into tensor<2x3x12xf32>
+  %1 = ds.insert_slice %b into %0 dim = 2[0] : tensor<2x3x8xf32> into tensor<2x3x12xf32>
+  return %1 : tensor<2x3x12xf32>
+}
