@@ -727,13 +727,12 @@ TEST_F(Kernels, MatmulView) {
 
 TEST_F(Kernels, MatmulViewErrorsAbort) {
   // Refusals name the operand and the cause: a view past its tensor's end, a matrix with no
-  // unit stride, rows that overlap.
-  auto call = [](std::vector<int64_t> av) {
+  // unit stride, rows or columns that overlap, a negative stride.
+  auto call = [](std::vector<int64_t> av, std::vector<int64_t> v = {1, 1, 2, 2, 2}) {
     dsrt_context *ctx = dsrt_context_create(0, 1, 0);
     int64_t d[] = {4, 6};
     dsrt_tensor *a = dsrt_tensor_alloc(ctx, DSRT_F32, 2, d), *b = dsrt_tensor_alloc(ctx, DSRT_F32, 2, d),
                 *o = dsrt_tensor_alloc(ctx, DSRT_F32, 2, d);
-    std::vector<int64_t> v = {1, 1, 2, 2, 2};
     v.insert(v.end(), av.begin(), av.end());
     for (int64_t x : {0, 0, 0, 6, 1, 0, 0, 0, 6, 1})
       v.push_back(x);
@@ -743,6 +742,10 @@ TEST_F(Kernels, MatmulViewErrorsAbort) {
                                        "tensor of 24");
   EXPECT_DEATH(call({0, 0, 0, 6, 2}), "lhs view has neither unit row nor unit column stride");
   EXPECT_DEATH(call({0, 0, 0, 1, 1}), "lhs view's rows overlap");
+  EXPECT_DEATH(call({0, 0, 0, 1, 0}), "lhs view's columns overlap");
+  EXPECT_DEATH(call({0, 0, -1, 6, 1}), "lhs view has a negative offset or stride");
+  EXPECT_DEATH(call({0, 0, 0, 6, 1}, {1, 1, 2, -2, 2}),
+               "negative size in 1 x 1 batches of 2 x -2 x 2");
 }
 
 // Products whose K is at least N run on 2 threads as one sgemm per block of rows

@@ -878,12 +878,9 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
 
   // Last use of each value, counting a fused transpose's input as used by its matmul.
   llvm::DenseMap<Value, Operation *> lastUse;
-  for (Operation &op : body) {
-    if (matmulViews.absorbed.contains(&op))
-      continue;
+  for (Operation &op : body)
     for (Value v : readsOf(&op))
       lastUse[v] = &op;
-  }
 
   // A collective reads its input until the compute stream waits for it, at the first use of
   // its result: the input lives (and is counted) until then.

@@ -46,6 +46,13 @@ bool splitRows(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int threads) {
          M * N * K >= kSmallGemm * threads;
 }
 
+/// Whether a batch of products runs one product per thread (each sgemm single-threaded inside
+/// the region): many small ones, as attention's heads.
+bool productPerThread(int64_t batch, int64_t M, int64_t N, int64_t K) {
+  return batch >= omp_get_max_threads() && M * N * K < (int64_t)1 << 24 &&
+         batch * M * N * K >= kSmallGemm;
+}
+
 /// c += bias over one row of a linear layer's result.
 DSRT_CPU_CLONES void addBiasRow(float *__restrict c, const float *__restrict bias, int64_t n) {
 #pragma omp simd
@@ -135,9 +142,7 @@ void dsrt::cpu::matmul(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a
     gemm(k, false, trans_b, batch * M, N, K, A, lda, B, ldb, 0.f, C, N);
     return;
   }
-  // Many small products: one per thread (sgemm runs single-threaded inside a parallel region).
-  if (batch >= omp_get_max_threads() && M * N * K < (int64_t)1 << 24 &&
-      batch * M * N * K >= kSmallGemm) {
+  if (productPerThread(batch, M, N, K)) {
 #pragma omp parallel for schedule(static)
     for (int64_t bi = 0; bi < batch; ++bi) {
       int64_t oa, ob;
@@ -170,9 +175,7 @@ void dsrt::cpu::matmul_view(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tens
   };
   if (batch == 0)
     return;
-  // Many small products (attention's heads): one per thread, as dsrt_matmul.
-  if (batch >= omp_get_max_threads() && M * N * K < (int64_t)1 << 24 &&
-      batch * M * N * K >= kSmallGemm) {
+  if (productPerThread(batch, M, N, K)) {
 #pragma omp parallel for schedule(static)
     for (int64_t bi = 0; bi < batch; ++bi)
       one(bi);
