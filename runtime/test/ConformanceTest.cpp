@@ -252,6 +252,12 @@ TEST_P(Conformance, BinaryBroadcastCmpWhere) {
     Both z = out({4, 3, 6});
     run([&](dsrt_context *c, int s) { dsrt_binary(c, op, z[s], full[s], full[s]); });
     EXPECT_TRUE(same(z, 2e-6, 1e-6)) << "binary op " << op << " (same shapes)";
+    if (op == DSRT_POW)
+      continue;
+    // In place (the compiler writes over an operand that dies there): out is the full lhs.
+    Both w = randn({4, 3, 6});
+    run([&](dsrt_context *c, int s) { dsrt_binary(c, op, w[s], w[s], b[s]); });
+    EXPECT_TRUE(same(w, 2e-6, 1e-6)) << "binary op " << op << " in place";
   }
   std::vector<int64_t> ia = {5, -3, 8, 0, 7, -2}, ib = {2, 3, -1};
   Both xa = put(DSRT_I64, {2, 3}, ia.data()), xb = put(DSRT_I64, {3}, ib.data());
@@ -267,6 +273,9 @@ TEST_P(Conformance, BinaryBroadcastCmpWhere) {
     Both w = out({4, 3, 6});
     run([&](dsrt_context *c, int s) { dsrt_where(c, w[s], m[s], full[s], b[s]); });
     EXPECT_TRUE(same(w, 0, 0)) << "where after cmp " << pred;
+    Both v = randn({4, 3, 6});
+    run([&](dsrt_context *c, int s) { dsrt_where(c, v[s], m[s], v[s], b[s]); });
+    EXPECT_TRUE(same(v, 0, 0)) << "where after cmp " << pred << " in place";
   }
 }
 
@@ -362,14 +371,14 @@ TEST_P(Conformance, MatmulAndLinear) {
     EXPECT_TRUE(same(y, 1e-5, 1e-6, true)) << "matmul case " << (&k - cases);
   }
   // Strided views (dsrt_matmul_view): q @ k^T out of a fused [2, 5, 3 x 12] QKV projection,
-  // written transposed (C^T through the swapped operands), and att @ v written into the
-  // merged heads [2, 5, 12]; each view covers its whole result.
+  // written transposed (C^T through the swapped operands) and scaled by 1/2 (alpha), and att @
+  // v written into the merged heads [2, 5, 12]; each view covers its whole result.
   Both qkv = randn({2, 5, 36}), att = out({2, 3, 5, 5}), merged = out({2, 5, 12});
   const int64_t scores[] = {2, 3, 5, 5, 4, 0, 180, 4, 36, 1, 12, 180, 4, 1, 36, 0, 75, 25, 1, 5};
   const int64_t values[] = {2, 3, 5, 4, 5, 0, 75, 25, 5, 1, 24, 180, 4, 36, 1, 0, 60, 4, 12, 1};
   run([&](dsrt_context *c, int s) {
-    dsrt_matmul_view(c, att[s], qkv[s], qkv[s], scores);
-    dsrt_matmul_view(c, merged[s], att[s], qkv[s], values);
+    dsrt_matmul_view(c, att[s], qkv[s], qkv[s], scores, 0.5);
+    dsrt_matmul_view(c, merged[s], att[s], qkv[s], values, 1.0);
   });
   EXPECT_TRUE(same(att, 1e-5, 1e-6, true)) << "matmul_view q @ k^T";
   EXPECT_TRUE(same(merged, 1e-5, 1e-6, true)) << "matmul_view att @ v";

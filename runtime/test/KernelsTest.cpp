@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -417,6 +418,50 @@ TEST_F(Kernels, GeluGradients) {
   }
 }
 
+// The compiler writes an elementwise result over an operand of its shape that dies there
+// (ds-lower-to-runtime's reuseDying): each kernel with `out` the same tensor as that operand,
+// large enough for the threaded and oneDNN paths, against PyTorch.
+TEST_F(Kernels, ElementwiseInPlace) {
+  Tensor x = randn({2048, 300}) * 3, y = randn({2048, 300}), row = randn({300});
+  Tensor mask = randn({300}) > 0;
+  struct Case {
+    const char *name;
+    std::function<void(dsrt_tensor *)> run; // writes over its argument, a copy of `over`
+    Tensor over, want;
+  };
+  dsrt_tensor *ry = rt(y), *rx = rt(x), *rrow = rt(row), *rmask = rt(mask);
+  Tensor ninf = torch::full({}, -INFINITY);
+  dsrt_tensor *rninf = rt(ninf);
+  auto gradOf = [&](const char *approx) {
+    Tensor xx = x.clone().requires_grad_();
+    torch::gelu(xx, approx).backward(y);
+    return xx.grad();
+  };
+  std::vector<Case> cases = {
+      {"exp", [&](dsrt_tensor *t) { dsrt_unary(ctx, DSRT_EXP, t, t); }, y, y.exp()},
+      {"gelu tanh", [&](dsrt_tensor *t) { dsrt_unary(ctx, DSRT_GELU_TANH, t, t); }, x,
+       torch::gelu(x, "tanh")},
+      {"gelu erf", [&](dsrt_tensor *t) { dsrt_unary(ctx, DSRT_GELU_ERF, t, t); }, x,
+       torch::gelu(x)},
+      {"add row", [&](dsrt_tensor *t) { dsrt_binary(ctx, DSRT_ADD, t, t, rrow); }, x, x + row},
+      {"row - x", [&](dsrt_tensor *t) { dsrt_binary(ctx, DSRT_SUB, t, rrow, t); }, x, row - x},
+      {"x * y", [&](dsrt_tensor *t) { dsrt_binary(ctx, DSRT_MUL, t, t, ry); }, x, x * y},
+      {"gelu tanh grad over dy",
+       [&](dsrt_tensor *t) { dsrt_binary(ctx, DSRT_GELU_TANH_GRAD, t, rx, t); }, y,
+       gradOf("tanh")},
+      {"gelu erf grad over x",
+       [&](dsrt_tensor *t) { dsrt_binary(ctx, DSRT_GELU_ERF_GRAD, t, t, ry); }, x,
+       gradOf("none")},
+      {"where", [&](dsrt_tensor *t) { dsrt_where(ctx, t, rmask, rninf, t); }, x,
+       torch::where(mask, ninf, x)},
+  };
+  for (auto &c : cases) {
+    dsrt_tensor *t = rt(c.over.clone());
+    c.run(t);
+    EXPECT_TRUE(close(tt(t), c.want, 1e-5, 1e-5)) << c.name;
+  }
+}
+
 TEST_F(Kernels, BinaryInteger) {
   for (auto s : {at::kLong, at::kInt}) {
     for (const auto &sp : kBroadcastShapes) {
@@ -679,7 +724,9 @@ TEST_F(Kernels, LinearAndGrad) {
 // Products on strided views (the compiler's slices, reshapes and transposes around a matmul,
 // not copied): attention's heads read out of a fused [B, T, 3 * H * D] projection, results
 // written into a [B, T, H * D] merge or transposed; PyTorch's matmul of the same as_strided
-// views is the answer, and the result's elements outside its view keep what they held.
+// views (times alpha) is the answer, and the result's elements outside its view keep what they
+// held. A power-of-two alpha scales each sum exactly: the scaled scores are bit for bit the
+// unscaled ones times 1/8, as PyTorch's (q @ k^T) * (1 / sqrt(64)).
 TEST_F(Kernels, MatmulView) {
   const int64_t B = 2, T = 5, H = 3, D = 4, C = 3 * H * D;
   Tensor qkv = randn({B, T, C}), att = randn({B, H, T, T});
@@ -692,6 +739,7 @@ TEST_F(Kernels, MatmulView) {
     Tensor a, b;
     std::vector<int64_t> sizes, av, bv, cv; // b0 b1 M N K; views {offset, s0, s1, rows, cols}
     std::vector<int64_t> outShape;
+    double alpha = 1.0;
   } cases[] = {
       // q @ k^T: q at column 0, k at column H * D, read transposed (unit row stride).
       {"q @ k^T", qkv, qkv, {B, H, T, T, D}, {0, T * C, D, C, 1}, {H * D, T * C, D, 1, C},
@@ -702,6 +750,11 @@ TEST_F(Kernels, MatmulView) {
       // A result with unit row stride (its transpose is contiguous): computed as C^T.
       {"(q @ k^T)^T", qkv, qkv, {B, H, T, T, D}, {0, T * C, D, C, 1}, {H * D, T * C, D, 1, C},
        {0, H * T * T, T * T, 1, T}, {B, H, T, T}},
+      // The scores scaled by 1/8 (alpha) and by 3 (not a power of two: within rounding).
+      {"q @ k^T / 8", qkv, qkv, {B, H, T, T, D}, {0, T * C, D, C, 1}, {H * D, T * C, D, 1, C},
+       {0, H * T * T, T * T, T, 1}, {B, H, T, T}, 0.125},
+      {"(q @ k^T)^T * 3", qkv, qkv, {B, H, T, T, D}, {0, T * C, D, C, 1},
+       {H * D, T * C, D, 1, C}, {0, H * T * T, T * T, 1, T}, {B, H, T, T}, 3.0},
       // No batches of dim 0 (a rank-3 product) and a K of 0 (the result's views are zeroed).
       {"rank 3", att, qkv, {1, H, T, D, T}, {0, 0, T * T, T, 1}, {0, 0, D, C, 1},
        {0, 0, T * D, D, 1}, {H, T, D}},
@@ -714,14 +767,20 @@ TEST_F(Kernels, MatmulView) {
       all.insert(all.end(), v->begin(), v->end());
     const int64_t b0 = c.sizes[0], b1 = c.sizes[1], M = c.sizes[2], N = c.sizes[3],
                   K = c.sizes[4];
-    Tensor want = torch::matmul(view(c.a, c.av, M, K, b0, b1), view(c.b, c.bv, K, N, b0, b1));
+    Tensor want =
+        torch::matmul(view(c.a, c.av, M, K, b0, b1), view(c.b, c.bv, K, N, b0, b1)) * c.alpha;
     Tensor before = randn(c.outShape);
     dsrt_tensor *o = rt(before);
-    dsrt_matmul_view(ctx, o, rt(c.a), rt(c.b), all.data());
+    dsrt_matmul_view(ctx, o, rt(c.a), rt(c.b), all.data(), c.alpha);
     Tensor got = tt(o), mask = torch::zeros_like(got, torch::kBool);
     view(mask, c.cv, M, N, b0, b1).fill_(true);
     EXPECT_TRUE(closeSum(view(got, c.cv, M, N, b0, b1), want)) << c.name;
     EXPECT_TRUE(torch::equal(got.masked_select(~mask), before.masked_select(~mask))) << c.name;
+    if (c.alpha == 0.125) {
+      dsrt_tensor *unscaled = rt(before);
+      dsrt_matmul_view(ctx, unscaled, rt(c.a), rt(c.b), all.data(), 1.0);
+      EXPECT_TRUE(torch::equal(got, tt(unscaled) * 0.125)) << c.name;
+    }
   }
 }
 
@@ -736,7 +795,7 @@ TEST_F(Kernels, MatmulViewErrorsAbort) {
     v.insert(v.end(), av.begin(), av.end());
     for (int64_t x : {0, 0, 0, 6, 1, 0, 0, 0, 6, 1})
       v.push_back(x);
-    dsrt_matmul_view(ctx, o, a, b, v.data());
+    dsrt_matmul_view(ctx, o, a, b, v.data(), 1.0);
   };
   EXPECT_DEATH(call({20, 0, 0, 6, 1}), "dsrt: matmul_view: lhs view reaches element 27 of a "
                                        "tensor of 24");
@@ -750,26 +809,35 @@ TEST_F(Kernels, MatmulViewErrorsAbort) {
 
 // Products whose K is at least N run on 2 threads as one sgemm per block of rows
 // (cpu/matmul.cpp splitRows): a linear layer whose input is wider than its output, and a weight
-// gradient over more tokens than inputs. PyTorch's results, and each element summed as on one
-// thread, so the thread count does not change the bits.
+// gradient over more tokens than inputs. A weight gradient with more outputs than inputs is
+// computed transposed (x^T dy) and transposed back, by oneDNN's threading (64 inputs) or by
+// row blocks (160). PyTorch's results, and each element summed as on one thread, so the thread
+// count does not change the bits.
 TEST_F(Kernels, WideProductsOnThreads) {
   Tensor x = randn({301, 1024}), w = randn({128, 1024}), b = randn({128});
-  Tensor tokens = randn({1024, 64}), dy = randn({1024, 257});
-  dsrt_tensor *y[2], *dw[2], *db[2];
+  dsrt_tensor *y[2];
   const int saved = omp_get_max_threads();
   for (int threads : {1, 2}) {
     omp_set_num_threads(threads);
     y[threads - 1] = emptyLike(torch::linear(x, w, b));
     dsrt_linear(ctx, y[threads - 1], rt(x), rt(w), rt(b));
-    dw[threads - 1] = emptyLike(torch::empty({257, 64}));
-    db[threads - 1] = emptyLike(torch::empty({257}));
-    dsrt_linear_grad_weight(ctx, dw[threads - 1], db[threads - 1], rt(tokens), rt(dy));
   }
-  omp_set_num_threads(saved);
   EXPECT_TRUE(closeSum(tt(y[1]), torch::linear(x, w, b)));
   EXPECT_TRUE(torch::equal(tt(y[0]), tt(y[1])));
-  EXPECT_TRUE(closeSum(tt(dw[1]), dy.t().mm(tokens)));
-  EXPECT_TRUE(torch::equal(tt(dw[0]), tt(dw[1])));
+  for (auto [in, out] : {std::pair<int64_t, int64_t>{64, 257}, {160, 300}, {300, 160}}) {
+    Tensor tokens = randn({1024, in}), dy = randn({1024, out});
+    dsrt_tensor *dw[2], *db[2];
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      dw[threads - 1] = emptyLike(torch::empty({out, in}));
+      db[threads - 1] = emptyLike(torch::empty({out}));
+      dsrt_linear_grad_weight(ctx, dw[threads - 1], db[threads - 1], rt(tokens), rt(dy));
+    }
+    EXPECT_TRUE(closeSum(tt(dw[1]), dy.t().mm(tokens))) << in << " -> " << out;
+    EXPECT_TRUE(closeSum(tt(db[1]), dy.sum(0))) << in << " -> " << out;
+    EXPECT_TRUE(torch::equal(tt(dw[0]), tt(dw[1]))) << in << " -> " << out;
+  }
+  omp_set_num_threads(saved);
 }
 
 // 16-bit products (cpu/gemm_half.cpp: bf16 on oneDNN's bf16 kernels where the CPU has them,

@@ -3,12 +3,13 @@
 
 // Stage 1 at 2 ranks: the flat parameter and gradient buffers (9 elements padded to 32, 128
 // bytes each) and shard-sized moments (2 x 16 x 4). The peak is in @optimizer_step: the step
-// scalars and their f64 products (60) and the reduce-scattered 16-element gradient shard (64);
-// the update and the all-gather run in place in the flat buffer. One row per rank.
+// scalars and their f64 products (52: one product is written over an 8-byte factor that dies
+// there) and the reduce-scattered 16-element gradient shard (64); the update and the all-gather
+// run in place in the flat buffer. One row per rank.
 // CHECK: memory plan per rank (bytes; ZeRO stage 1, 2 ranks, peak in optimizer_step)
 // CHECK-NEXT: rank parameters gradients optimizer activations inputs communication peak buffers
-// CHECK-NEXT: 0 128 128 128 60 0 64 508 0
-// CHECK-NEXT: 1 128 128 128 60 0 64 508 0
+// CHECK-NEXT: 0 128 128 128 52 0 64 500 0
+// CHECK-NEXT: 1 128 128 128 52 0 64 500 0
 
 // NOSTEP: --memory-report needs a training step (@micro_step and @optimizer_step): pass --config to a TorchScript input
 module attributes {ds.config = "{\"train_batch_size\":8,\"world_size\":2,\"zero_optimization\":{\"stage\":1}}"} {

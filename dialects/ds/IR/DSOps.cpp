@@ -4,6 +4,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -195,6 +196,49 @@ LogicalResult WhereOp::verify() {
   if (failed(partial))
     return failure();
   return checkResultShape(*this, getResult(), broadcastShapes(shapeOf(getCond()), *partial, emit));
+}
+
+namespace {
+/// The splat value of a constant tensor, if `v` is one.
+std::optional<APFloat> splatOf(Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  auto dense = c ? dyn_cast<DenseFPElementsAttr>(c.getValue()) : nullptr;
+  if (!dense || !dense.isSplat())
+    return std::nullopt;
+  return dense.getSplatValue<APFloat>();
+}
+
+/// where(mask, 0, softmax_grad(y, dy)) with y = softmax(where(mask, -inf, x)), the same mask on
+/// the same side: softmax_grad(y, dy). Where the forward filled -inf, y is exactly 0 and so is
+/// y * (dy - sum(dy * y)) (up to the sign of the zero): the select changes nothing. The
+/// gradient autodiff writes for masked_fill before F.softmax (attention's causal mask).
+struct MaskedSoftmaxGrad : OpRewritePattern<WhereOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(WhereOp bwd, PatternRewriter &rewriter) const override {
+    for (bool zeroOnTrue : {true, false}) {
+      Value zero = zeroOnTrue ? bwd.getOnTrue() : bwd.getOnFalse();
+      Value grad = zeroOnTrue ? bwd.getOnFalse() : bwd.getOnTrue();
+      std::optional<APFloat> z = splatOf(zero);
+      auto sg = grad.getDefiningOp<SoftmaxGradOp>();
+      if (!z || !z->isZero() || !sg || sg.getLog() || sg.getType() != bwd.getType())
+        continue;
+      auto y = sg.getOutput().getDefiningOp<SoftmaxOp>();
+      auto fwd = y ? y.getInput().getDefiningOp<WhereOp>() : nullptr;
+      if (!fwd || fwd.getCond() != bwd.getCond() || fwd.getType() != bwd.getType())
+        continue;
+      std::optional<APFloat> fill = splatOf(zeroOnTrue ? fwd.getOnTrue() : fwd.getOnFalse());
+      if (!fill || !fill->isInfinity() || !fill->isNegative())
+        continue;
+      rewriter.replaceOp(bwd, grad);
+      return success();
+    }
+    return failure();
+  }
+};
+} // namespace
+
+void WhereOp::getCanonicalizationPatterns(RewritePatternSet &results, MLIRContext *context) {
+  results.add<MaskedSoftmaxGrad>(context);
 }
 
 LogicalResult DropoutOp::verify() {

@@ -196,6 +196,9 @@ def DS_WhereOp : DS_Op<"where", [Pure, DeclareOpInterfaceMethods<DS_GradientOpIn
   let summary = "Elementwise select: `cond ? on_true : on_false`, with broadcasting.";
   let description = [{
     PyTorch's `torch.where`; `x.masked_fill(mask, v)` imports as `where(mask, v, x)`.
+    Canonicalization drops `where(mask, 0, softmax_grad(y, dy))` when `y` is the softmax of
+    `where(mask, -inf, x)` (the same mask, on the same side): `y` is exactly 0 there, and so is
+    its gradient.
 
     **Constraints:** `cond` is i1; both values share the result's element type; the result
     shape is the broadcast of all three shapes.
@@ -204,6 +207,7 @@ def DS_WhereOp : DS_Op<"where", [Pure, DeclareOpInterfaceMethods<DS_GradientOpIn
   let results = (outs DS_Tensor:$result);
   let assemblyFormat = "$cond `,` $on_true `,` $on_false attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
 }
 
 def DS_DropoutOp : DS_Op<"dropout", [SameOperandsAndResultType]> {

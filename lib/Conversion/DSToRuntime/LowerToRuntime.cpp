@@ -200,6 +200,11 @@ private:
   llvm::DenseMap<Value, int> temporaryStorage;
   Value alloc(Value result, const std::string &what);
   Value allocType(RankedTensorType type, const std::string &what, int &storage);
+  /// For an elementwise op's result: the storage of an operand of the same type that dies at
+  /// this op (a view of it, null if none may be taken).
+  Value reuseDying(Operation *op, Value result);
+  /// Per function: the op after which each value is dead.
+  llvm::DenseMap<Value, Operation *> lastUse;
 
   // --- functions ---------------------------------------------------------------------------
   LogicalResult lowerFunc(func::FuncOp func, StringRef newName, bool isMicroStep);
@@ -750,7 +755,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     if (!out)
       out = alloc(result, describe(result.getDefiningOp()));
     call("dsrt_matmul_view", {ctxArg, out, get(plan.lhsRoot), get(plan.rhsRoot),
-                              i64Array(plan.views)});
+                              i64Array(plan.views), f64(plan.alpha)});
     return success();
   }
 
@@ -836,9 +841,40 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       outs.push_back(null()); // the kernel skips an unused optional gradient
       continue;
     }
-    outs.push_back(alloc(r, describe(op)));
+    Value reused = reuseDying(op, r);
+    outs.push_back(reused ? reused : alloc(r, describe(op)));
   }
   return pattern->lower(op, outs, *this);
+}
+
+Value Lowering::reuseDying(Operation *op, Value result) {
+  // Elementwise kernels (every device's) read each element of an operand of the result's
+  // shape before writing that element, and nothing else of it: they may write over it.
+  if (onHost || isCommBuffer(result) ||
+      !isa<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, ReluOp, CosOp, SinOp, AddOp,
+           SubOp, MulOp, DivOp, PowOp, MaximumOp, MinimumOp, GeluOp, GeluGradOp, WhereOp>(op))
+    return nullptr;
+  for (Value v : op->getOperands()) {
+    if (v.getType() != result.getType() || isa<BlockArgument>(v) || lastUse.lookup(v) != op)
+      continue;
+    auto it = storageOf.find(v);
+    Value handle = lowered.lookup(v);
+    if (it == storageOf.end() || !handle)
+      continue;
+    const int storage = it->second; // (inserting into storageOf below moves its entries)
+    const ArenaModel::Storage &st = arena.storages[storage];
+    // A temporary of the arena that nothing else holds (no view of it, no pending store).
+    if (st.refs != 1 || !st.counted || st.comm || st.space != 0)
+      continue;
+    RankedTensorType type = typeOf(result);
+    Value out = call("dsrt_tensor_view",
+                     {ctxArg, handle, i32(type.getRank()), i64Array(type.getShape())}, ptrTy);
+    lowered[result] = out;
+    storageOf[result] = storage;
+    arena.retain(storage);
+    return out;
+  }
+  return nullptr;
 }
 
 LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isMicroStep) {
@@ -877,7 +913,7 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
   });
 
   // Last use of each value, counting a fused transpose's input as used by its matmul.
-  llvm::DenseMap<Value, Operation *> lastUse;
+  lastUse.clear();
   for (Operation &op : body)
     for (Value v : readsOf(&op))
       lastUse[v] = &op;

@@ -4,6 +4,9 @@
 #include "ds/IR/DSDialect.h"
 #include "ds/IR/DSOps.h"
 
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <cmath>
 #include <optional>
 
 using namespace mlir;
@@ -53,17 +56,37 @@ std::optional<SmallVector<int64_t, 4>> reshapeStrides(ArrayRef<int64_t> from,
   return out;
 }
 
-/// A value as elements of another: v[i] = root[offset + sum_d i_d strides_d].
+/// A value as elements of another: v[i] = scale * root[offset + sum_d i_d strides_d].
 struct View {
   Value root;
   int64_t offset = 0;
   SmallVector<int64_t, 4> strides;
   SmallVector<Operation *> chain; ///< the ops between root and the value
+  double scale = 1.0;
 };
 
-View rootView(Value v) { return {v, 0, contiguous(shapeOf(v)), {}}; }
+View rootView(Value v) { return {v, 0, contiguous(shapeOf(v)), {}, 1.0}; }
 
 bool onHost(Operation *op) { return op->hasAttr(kOnHostAttrName); }
+
+/// When `op` multiplies `v` (of its result's type) by a splat f32 constant that is a power of
+/// two: that factor, which scales every sum it reaches exactly (short of subnormals); else 0.
+double powerOfTwoFactor(Operation *op, Value v) {
+  auto mul = dyn_cast_or_null<MulOp>(op);
+  if (!mul || onHost(mul) || v.getType() != mul.getResult().getType() ||
+      !cast<RankedTensorType>(v.getType()).getElementType().isF32())
+    return 0;
+  Value other = mul.getLhs() == v ? mul.getRhs() : mul.getLhs();
+  auto c = other.getDefiningOp<ConstantOp>();
+  auto dense = c ? dyn_cast<DenseFPElementsAttr>(c.getValue()) : nullptr;
+  if (!dense || !dense.isSplat())
+    return 0;
+  double f = dense.getSplatValue<APFloat>().convertToDouble();
+  int exp = 0;
+  if (!std::isfinite(f) || std::frexp(std::fabs(f), &exp) != 0.5 || exp < -100 || exp > 100)
+    return 0;
+  return f;
+}
 
 /// `v` as a view through the slices, reshapes and transposes that made it (as far as they
 /// are views), in `block`; `written` ops (transposes a matmul writes through) end the walk.
@@ -99,6 +122,15 @@ View viewOf(Value v, Block *block, const llvm::DenseSet<Operation *> &written) {
     in.strides = *s;
     in.chain.push_back(def);
     return in;
+  }
+  if (auto m = dyn_cast<MulOp>(def)) {
+    for (Value x : {m.getLhs(), m.getRhs()})
+      if (double f = powerOfTwoFactor(m, x)) {
+        View in = viewOf(x, block, written);
+        in.scale *= f;
+        in.chain.push_back(def);
+        return in;
+      }
   }
   return rootView(v);
 }
@@ -155,16 +187,23 @@ MatmulViews mlir::ds::runtime::planMatmulViews(Block &body) {
     if (!bv)
       b = rootView(m.getRhs()), bv = matrixView(b, shapeOf(m.getRhs()));
 
-    // The result through the transposes that are its only use, one after another.
+    // The result through the transposes and power-of-two scalings that are its only use,
+    // one after another.
     Operation *last = nullptr;
     SmallVector<Operation *> resultChain;
+    double resultScale = 1.0;
     Value cur = m.getResult();
     while (cur.hasOneUse()) {
-      auto t = dyn_cast<TransposeOp>(*cur.getUsers().begin());
-      if (!t || onHost(t))
-        break;
-      resultChain.push_back(t);
-      cur = t.getResult();
+      Operation *user = *cur.getUsers().begin();
+      if (double f = powerOfTwoFactor(user, cur)) {
+        resultScale *= f;
+      } else {
+        auto t = dyn_cast<TransposeOp>(user);
+        if (!t || onHost(t))
+          break;
+      }
+      resultChain.push_back(user);
+      cur = user->getResult(0);
     }
     View c = rootView(m.getResult());
     // ... then, reshaped or not, as one piece of a concatenation.
@@ -200,7 +239,10 @@ MatmulViews mlir::ds::runtime::planMatmulViews(Block &body) {
     if (!resultChain.empty() || concat) {
       // Strides of the matmul's result dims in the buffer it writes.
       for (Operation *op : llvm::reverse(resultChain)) {
-        ArrayRef<int64_t> perm = cast<TransposeOp>(op).getPermutation();
+        auto t = dyn_cast<TransposeOp>(op);
+        if (!t)
+          continue; // a scaling: the same layout
+        ArrayRef<int64_t> perm = t.getPermutation();
         SmallVector<int64_t, 4> in(perm.size());
         for (size_t i = 0; i < perm.size(); ++i)
           in[perm[i]] = s[i];
@@ -213,7 +255,7 @@ MatmulViews mlir::ds::runtime::planMatmulViews(Block &body) {
                       : (resultChain.empty() ? nullptr : resultChain.back());
       } else {
         resultChain.clear();
-        reshape = nullptr, concat = nullptr;
+        reshape = nullptr, concat = nullptr, resultScale = 1.0;
       }
     }
     if (!last && plainFlag(a.chain) && plainFlag(b.chain))
@@ -226,6 +268,7 @@ MatmulViews mlir::ds::runtime::planMatmulViews(Block &body) {
       plan.resultBuffer = last->getResult(0);
     ArrayRef<int64_t> ls = shapeOf(m.getLhs()), shape = type.getShape();
     plan.views = {r == 4 ? shape[0] : 1, shape[r - 3], shape[r - 2], shape[r - 1], ls[r - 1]};
+    plan.alpha = a.scale * b.scale * resultScale;
     for (auto *v : {&*av, &*bv, &*cv})
       plan.views.append(v->begin(), v->end());
     out.plans[m] = plan;
@@ -265,5 +308,12 @@ MatmulViews mlir::ds::runtime::planMatmulViews(Block &body) {
     }
   }
   out.absorbed.insert(chainOps.begin(), chainOps.end());
+  // The factors of absorbed scalings, when nothing else reads them.
+  for (Operation *op : llvm::to_vector(out.absorbed))
+    if (auto mul = dyn_cast<MulOp>(op))
+      for (Value x : {mul.getLhs(), mul.getRhs()})
+        if (auto c = x.getDefiningOp<ConstantOp>();
+            c && llvm::all_of(c->getUsers(), [&](Operation *u) { return out.absorbed.contains(u); }))
+          out.absorbed.insert(c);
   return out;
 }

@@ -343,6 +343,9 @@ void dsrt_fill(dsrt_context *ctx, dsrt_tensor *out, double value);
 void dsrt_copy(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in);
 /** Element type conversion (same shape). */
 void dsrt_convert(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in);
+/** Elementwise. In dsrt_unary, dsrt_binary and dsrt_where `out` may share its data with an
+ *  operand of its own shape and type (the compiler writes over an operand that dies there):
+ *  every device reads an element before writing it. */
 void dsrt_unary(dsrt_context *ctx, int32_t op, dsrt_tensor *out, const dsrt_tensor *in);
 /** Elementwise with PyTorch broadcasting (shapes aligned from the right). */
 void dsrt_binary(dsrt_context *ctx, int32_t op, dsrt_tensor *out, const dsrt_tensor *a,
@@ -387,10 +390,12 @@ void dsrt_matmul(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a,
  *  and transposes around a matmul, none copied): `views` holds b0, b1, M, N, K, then for a,
  *  b and out each {offset, stride of batch dim 0, of batch dim 1, of rows, of columns}, in
  *  elements; the products are out[i, j] (M x N) = sum_k a[i, k] (M x K) b[k, j] (K x N) for
- *  each of the b0 x b1 batches. Of each matrix the row or the column stride is 1; every
- *  element read or written lies inside its tensor. */
+ *  each of the b0 x b1 batches, times `alpha` (rounded to f32; the compiler passes a power of
+ *  two, which scales each sum exactly: attention's 1/sqrt(head_dim) for 64 dims). Of each
+ *  matrix the row or the column stride is 1; every element read or written lies inside its
+ *  tensor. */
 void dsrt_matmul_view(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a,
-                      const dsrt_tensor *b, const int64_t *views);
+                      const dsrt_tensor *b, const int64_t *views, double alpha);
 /** out[..., o] = sum_i x[..., i] w[o, i] (+ bias[o]); bias may be NULL. */
 void dsrt_linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
                  const dsrt_tensor *w, const dsrt_tensor *bias);

@@ -8,9 +8,10 @@
 
 namespace dsrt::cpu {
 
-/// Row-major C[M,N] = op(A) op(B) + beta C in f32 (oneDNN's sgemm; matmul.cpp).
+/// Row-major C[M,N] = alpha op(A) op(B) + beta C in f32 (oneDNN's sgemm; matmul.cpp).
 void sgemm(const char *kernel, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
-           int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+           int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+           float alpha = 1.f);
 
 /// A 16-bit product: `batch` times C[M,N] = op(A)[M,K] op(B)[K,N] (+ bias[N]), every operand
 /// of `dtype` (bf16 or f16), row-major with leading dimensions lda/ldb/ldc and element strides

@@ -20,7 +20,8 @@ namespace {
 /// Row-major C[M,N] = op(A) op(B), `batch` times with element strides between the batches.
 void gemm(dsrt_context *ctx, const char *kernel, bool ta, bool tb, int64_t M, int64_t N,
           int64_t K, const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
-          int64_t strideB, float *C, int64_t ldc, int64_t strideC, int64_t batch) {
+          int64_t strideB, float *C, int64_t ldc, int64_t strideC, int64_t batch,
+          float alpha = 1.f) {
   if (M == 0 || N == 0 || batch == 0)
     return;
   if (K == 0) {
@@ -30,10 +31,10 @@ void gemm(dsrt_context *ctx, const char *kernel, bool ta, bool tb, int64_t M, in
   if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || batch > INT32_MAX)
     fail(kernel, "a product of %lld x %lld x %lld (batch %lld) exceeds cuBLAS's int sizes",
          (long long)M, (long long)N, (long long)K, (long long)batch);
-  const float one = 1.f, zero = 0.f;
+  const float zero = 0.f;
   checkBlas(cublasGemmStridedBatchedEx(device(ctx).blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                                        ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M, (int)K,
-                                       &one, B, CUDA_R_32F, (int)ldb, strideB, A, CUDA_R_32F,
+                                       &alpha, B, CUDA_R_32F, (int)ldb, strideB, A, CUDA_R_32F,
                                        (int)lda, strideA, &zero, C, CUDA_R_32F, (int)ldc, strideC,
                                        (int)batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             kernel);
@@ -133,7 +134,7 @@ void dsrt::cuda::matmul(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *
 }
 
 void dsrt::cuda::matmul_view(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a,
-                             const dsrt_tensor *b, const int64_t *views) {
+                             const dsrt_tensor *b, const int64_t *views, double alpha) {
   const char *k = "matmul_view";
   const MatmulViews v = matmulViews(out, a, b, views);
   const float *A = (const float *)(v.swapped ? b : a)->data;
@@ -151,7 +152,8 @@ void dsrt::cuda::matmul_view(dsrt_context *ctx, dsrt_tensor *out, const dsrt_ten
   // Batch dim 1 as cuBLAS's strided batch, dim 0 as calls.
   for (int64_t i0 = 0; i0 < v.b0; ++i0)
     gemm(ctx, k, v.a.trans, v.b.trans, v.M, v.N, v.K, A + v.a.at(i0, 0), v.a.ld, v.a.s1,
-         B + v.b.at(i0, 0), v.b.ld, v.b.s1, C + v.c.at(i0, 0), v.c.ld, v.c.s1, v.b1);
+         B + v.b.at(i0, 0), v.b.ld, v.b.s1, C + v.c.at(i0, 0), v.c.ld, v.c.s1, v.b1,
+         (float)alpha);
 }
 
 void dsrt::cuda::linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
