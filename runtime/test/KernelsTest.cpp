@@ -809,10 +809,9 @@ TEST_F(Kernels, MatmulViewErrorsAbort) {
 
 // Products whose K is at least N run on 2 threads as one sgemm per block of rows
 // (cpu/matmul.cpp splitRows): a linear layer whose input is wider than its output, and a weight
-// gradient over more tokens than inputs. A weight gradient with more outputs than inputs is
-// computed transposed (x^T dy) and transposed back, by oneDNN's threading (64 inputs) or by
-// row blocks (160). PyTorch's results, and each element summed as on one thread, so the thread
-// count does not change the bits.
+// gradient over more tokens than inputs (three shapes: 64 -> 257 and 160 -> 300 with more
+// outputs than inputs, 300 -> 160). PyTorch's results, and each element summed as on one
+// thread, so the thread count does not change the bits.
 TEST_F(Kernels, WideProductsOnThreads) {
   Tensor x = randn({301, 1024}), w = randn({128, 1024}), b = randn({128});
   dsrt_tensor *y[2];

@@ -28,30 +28,30 @@ KernelLowering binary(int code) {
 } // namespace
 
 void mlir::ds::runtime::populateElementwiseKernels(KernelPatterns &p) {
-  p.add<NegOp>(unary(kNeg));
-  p.add<ExpOp>(unary(kExp));
-  p.add<LogOp>(unary(kLog));
-  p.add<SqrtOp>(unary(kSqrt));
-  p.add<RsqrtOp>(unary(kRsqrt));
-  p.add<TanhOp>(unary(kTanh));
-  p.add<SigmoidOp>(unary(kSigmoid));
-  p.add<ReluOp>(unary(kRelu));
-  p.add<CosOp>(unary(kCos));
-  p.add<SinOp>(unary(kSin));
-  p.add<AddOp>(binary(kAdd));
-  p.add<SubOp>(binary(kSub));
-  p.add<MulOp>(binary(kMul));
-  p.add<DivOp>(binary(kDiv));
-  p.add<PowOp>(binary(kPow));
-  p.add<MaximumOp>(binary(kMax));
-  p.add<MinimumOp>(binary(kMin));
-  p.add<GeluOp>([](Operation *op, ArrayRef<Value> outs, KernelEmitter &e) {
+  p.addElementwise<NegOp>(unary(kNeg));
+  p.addElementwise<ExpOp>(unary(kExp));
+  p.addElementwise<LogOp>(unary(kLog));
+  p.addElementwise<SqrtOp>(unary(kSqrt));
+  p.addElementwise<RsqrtOp>(unary(kRsqrt));
+  p.addElementwise<TanhOp>(unary(kTanh));
+  p.addElementwise<SigmoidOp>(unary(kSigmoid));
+  p.addElementwise<ReluOp>(unary(kRelu));
+  p.addElementwise<CosOp>(unary(kCos));
+  p.addElementwise<SinOp>(unary(kSin));
+  p.addElementwise<AddOp>(binary(kAdd));
+  p.addElementwise<SubOp>(binary(kSub));
+  p.addElementwise<MulOp>(binary(kMul));
+  p.addElementwise<DivOp>(binary(kDiv));
+  p.addElementwise<PowOp>(binary(kPow));
+  p.addElementwise<MaximumOp>(binary(kMax));
+  p.addElementwise<MinimumOp>(binary(kMin));
+  p.addElementwise<GeluOp>([](Operation *op, ArrayRef<Value> outs, KernelEmitter &e) {
     auto o = cast<GeluOp>(op);
     int code = o.getApproximate() == GeluApproximate::tanh ? kGeluTanh : kGeluErf;
     e.kernel("dsrt_unary", {e.i32(code), outs[0], e.operand(o.getInput())});
     return success();
   });
-  p.add<GeluGradOp>([](Operation *op, ArrayRef<Value> outs, KernelEmitter &e) {
+  p.addElementwise<GeluGradOp>([](Operation *op, ArrayRef<Value> outs, KernelEmitter &e) {
     auto o = cast<GeluGradOp>(op);
     int code = o.getApproximate() == GeluApproximate::tanh ? kGeluTanhGrad : kGeluErfGrad;
     e.kernel("dsrt_binary",
@@ -68,7 +68,7 @@ void mlir::ds::runtime::populateElementwiseKernels(KernelPatterns &p) {
                         e.operand(o.getRhs())});
     return success();
   });
-  p.add<WhereOp>([](Operation *op, ArrayRef<Value> outs, KernelEmitter &e) {
+  p.addElementwise<WhereOp>([](Operation *op, ArrayRef<Value> outs, KernelEmitter &e) {
     auto o = cast<WhereOp>(op);
     e.kernel("dsrt_where", {outs[0], e.operand(o.getCond()), e.operand(o.getOnTrue()),
                           e.operand(o.getOnFalse())});

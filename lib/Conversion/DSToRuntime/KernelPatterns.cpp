@@ -4,8 +4,9 @@
 using namespace mlir;
 using namespace mlir::ds::runtime;
 
-void KernelPatterns::insert(TypeID id, KernelLowering lower, bool optionalResults) {
-  table[id] = Entry{std::move(lower), optionalResults};
+void KernelPatterns::insert(TypeID id, KernelLowering lower, bool optionalResults,
+                            bool elementwise) {
+  table[id] = Entry{std::move(lower), optionalResults, elementwise};
 }
 
 const KernelPatterns::Entry *KernelPatterns::lookup(Operation *op) const {

@@ -52,17 +52,24 @@ public:
   /// Registers `lower` for each of `Ops`. `optionalResults`: results after the first that
   /// nobody uses are not allocated (the kernel skips them: a gradient nobody needs).
   template <class... Ops> void add(KernelLowering lower, bool optionalResults = false) {
-    (insert(TypeID::get<Ops>(), lower, optionalResults), ...);
+    (insert(TypeID::get<Ops>(), lower, optionalResults, false), ...);
+  }
+  /// Registers an elementwise kernel (every device's reads each element of an operand before
+  /// writing that element of the result): the lowering may give the result the storage of an
+  /// operand of its type that dies there.
+  template <class... Ops> void addElementwise(KernelLowering lower) {
+    (insert(TypeID::get<Ops>(), lower, false, true), ...);
   }
   struct Entry {
     KernelLowering lower;
     bool optionalResults = false;
+    bool elementwise = false;
   };
   /// The pattern of `op`'s type, or null.
   const Entry *lookup(Operation *op) const;
 
 private:
-  void insert(TypeID id, KernelLowering lower, bool optionalResults);
+  void insert(TypeID id, KernelLowering lower, bool optionalResults, bool elementwise);
   llvm::DenseMap<TypeID, Entry> table;
 };
 

@@ -841,18 +841,15 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       outs.push_back(null()); // the kernel skips an unused optional gradient
       continue;
     }
-    Value reused = reuseDying(op, r);
+    Value reused = pattern->elementwise ? reuseDying(op, r) : Value();
     outs.push_back(reused ? reused : alloc(r, describe(op)));
   }
   return pattern->lower(op, outs, *this);
 }
 
 Value Lowering::reuseDying(Operation *op, Value result) {
-  // Elementwise kernels (every device's) read each element of an operand of the result's
-  // shape before writing that element, and nothing else of it: they may write over it.
-  if (onHost || isCommBuffer(result) ||
-      !isa<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, ReluOp, CosOp, SinOp, AddOp,
-           SubOp, MulOp, DivOp, PowOp, MaximumOp, MinimumOp, GeluOp, GeluGradOp, WhereOp>(op))
+  // Only for elementwise kernels (KernelPatterns::addElementwise): they may write over it.
+  if (onHost || isCommBuffer(result))
     return nullptr;
   for (Value v : op->getOperands()) {
     if (v.getType() != result.getType() || isa<BlockArgument>(v) || lastUse.lookup(v) != op)

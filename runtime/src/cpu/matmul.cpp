@@ -2,9 +2,6 @@
 // gemm_half.cpp.
 #include "cpu_device.h"
 #include "gemm_half.h"
-#ifdef DSRT_HAVE_DNNL
-#include "dnnl_state.h"
-#endif
 #include "../kernels/checks.h"
 
 #include <omp.h>
@@ -12,7 +9,6 @@
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
-#include <algorithm>
 #include <cstring>
 
 using namespace dsrt;
@@ -62,22 +58,6 @@ DSRT_CPU_CLONES void addBiasRow(float *__restrict c, const float *__restrict bia
 #pragma omp simd
   for (int64_t o = 0; o < n; ++o)
     c[o] += bias[o];
-}
-
-/// dst[j * rows + i] = src[i * cols + j] for a [rows, cols] src: by 32 x 32 tiles, in parallel
-/// over tiles of src's columns.
-DSRT_CPU_CLONES void transposeInto(float *__restrict dst, const float *__restrict src,
-                                   int64_t rows, int64_t cols) {
-  constexpr int64_t kTile = 32;
-#pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain)
-  for (int64_t j0 = 0; j0 < cols; j0 += kTile)
-    for (int64_t i0 = 0; i0 < rows; i0 += kTile) {
-      const int64_t j1 = std::min(cols, j0 + kTile), i1 = std::min(rows, i0 + kTile);
-      for (int64_t j = j0; j < j1; ++j)
-#pragma omp simd
-        for (int64_t i = i0; i < i1; ++i)
-          dst[j * rows + i] = src[i * cols + j];
-    }
 }
 
 } // namespace
@@ -240,22 +220,8 @@ void dsrt::cpu::linear_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, dsrt_tens
       sumRowsHalf(x->dtype, (const uint16_t *)dy->data, M, O, (uint16_t *)db->data);
     return;
   }
-  const float *DY = (const float *)dy->data, *X = (const float *)x->data;
-  float *DW = (float *)dw->data;
-#ifdef DSRT_HAVE_DNNL
-  if (O > K && M >= K) {
-    // More outputs than inputs (an MLP's widening layer, an LM head): dW^T = x^T dy in
-    // scratch, then transposed into dw. oneDNN 2.6 runs dy^T x in that shape below its rate
-    // on the transposed one (the GPT MLP's c_fc, O2048 K512 over 2048 tokens at 2 threads:
-    // 25.8 against 23.3 ms a call with the transpose, which costs 1.4 ms). Every element is
-    // still one dot product over the tokens, as on one thread (KernelsTest
-    // WideProductsOnThreads).
-    float *dwT = (float *)dnnlState(ctx).scratch(0, size_t(O * K) * sizeof(float));
-    gemm(k, true, false, K, O, M, X, K, DY, O, 0.f, dwT, O);
-    transposeInto(DW, dwT, K, O);
-  } else
-#endif
-    gemm(k, true, false, O, K, M, DY, O, X, K, 0.f, DW, K);
+  gemm(k, true, false, O, K, M, (const float *)dy->data, O, (const float *)x->data, K, 0.f,
+       (float *)dw->data, K);
   if (db) {
     dsrt_tensor dy2 = *dy;
     dy2.rank = 2;
