@@ -6,8 +6,18 @@ micro-batch), fp32 AdamW, at 1 and 2 threads, with both GELU forms (exact erf, a
 GPT-2's gelu_new), and ds in bf16. Then the wall time of an 8-step run of an ~11M-parameter
 GPT (d_model 384) including import and JIT compilation, and where ds-run's kernel time goes.
 
-usage: .venv/bin/python bench/train_gpt.py [--steps 8] [--build build] [--threads 1,2]
-                                           [--gelu erf,tanh]
+Every step time is the median of steps 4..N of one process (N = --steps, 10 by default), and
+the ds-run fp32 and PyTorch rows the median of --pairs (3) such processes, run alternately
+(one process's settled time moves by up to ~10% from the next on this shared machine).
+PyTorch eager settles only from its third step (at 1 thread here: ~5 s, ~6 s, then 2.8-3.5 s;
+its allocator's cache, oneDNN's primitive cache), ds-run from its second (the first one JITs).
+Each (GELU form, threads) pair also splits the fp32 step into its GEMMs (the products' FLOPs
+divided by their time: ds-run's from its --trace of the last step, PyTorch's from its
+profiler's aten::mm/addmm/bmm self time in one more step after the timed ones, each beside
+that one step's time), which is what bounds the ratio: fp32 GEMM is ~90% of either step.
+
+usage: .venv/bin/python bench/train_gpt.py [--steps 10] [--pairs 3] [--build build]
+                                           [--threads 1,2] [--gelu erf,tanh]
 """
 import argparse
 import json
@@ -69,18 +79,32 @@ def torch_eager(args):
         loss.backward()
         opt.step()
         times.append((time.perf_counter() - t0) * 1e3)
-    print(json.dumps({'ms': times, 'rss': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-                      * 1024, 'loss': float(loss)}))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # One more step under the profiler: the GEMMs' share (after the timed steps, so the
+    # profiler's cost is in none of them).
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        out = m(x, y)
+        opt.zero_grad(set_to_none=True)
+        (out[1] if isinstance(out, tuple) else out).backward()
+        opt.step()
+        prof_ms = (time.perf_counter() - t0) * 1e3
+    gemm_us = sum(e.self_cpu_time_total for e in prof.key_averages()
+                  if e.key in ('aten::mm', 'aten::addmm', 'aten::bmm', 'aten::baddbmm'))
+    print(json.dumps({'ms': times, 'rss': rss, 'loss': float(loss),
+                      'gemm': (gemm_us / 1e3, prof_ms)}))
 
 
 def main():
     ap = argparse.ArgumentParser()
-    # PyTorch eager speeds up over its first 4-5 steps (its allocator's cache, oneDNN's
-    # primitive cache): 2173, 2026, 1919, 1702, 1699 ms at 2 threads in one run. The median of
-    # steps 2..8 is its settled time; of steps 2..5 it would be ~15% slower than that.
-    ap.add_argument('--steps', type=int, default=8)
+    # PyTorch eager speeds up over its first 3 steps (its allocator's cache, oneDNN's primitive
+    # cache): at 1 thread 5382, 6085, 2794, 2804, 2944, ... ms in one run; the median of steps
+    # 2..8 still counted the slow second step's pull.
+    ap.add_argument('--steps', type=int, default=10)
     ap.add_argument('--build', default=os.path.join(HERE, '..', 'build'))
     ap.add_argument('--threads', default='1,2')
+    ap.add_argument('--pairs', type=int, default=3,
+                    help='ds-run fp32 / PyTorch eager processes per row, alternated')
     ap.add_argument('--gelu', default='erf,tanh')
     ap.add_argument('--torch-worker', action='store_true', help=argparse.SUPPRESS)
     ap.add_argument('--gelu-form', default='none', help=argparse.SUPPRESS)
@@ -114,12 +138,17 @@ def main():
 
     ds_config(w('cfg.json'))
     ds_config(w('cfg-bf16.json'), bf16=True)
+    if args.steps < WARM + 1:
+        ap.error('--steps must be at least %d (the first %d are warm-up)' % (WARM + 1, WARM))
+    if args.pairs < 1:
+        ap.error('--pairs must be at least 1')
+    flops = gemm_flops(512, 6, 8, vocab, batch, seq)
     print('GPT d512 x 6 layers, 8 heads, seq %d, batch %d, AdamW, %d steps (median of steps '
-          '2..%d); PyTorch %s eager from .venv; RSS = the process\'s peak resident memory'
-          % (seq, batch, args.steps, args.steps, torch.__version__))
+          '%d..%d); PyTorch %s eager from .venv; RSS = the process\'s peak resident memory'
+          % (seq, batch, args.steps, WARM + 1, args.steps, torch.__version__))
     print('%-5s %-8s %-22s %10s %10s %14s %16s' % ('gelu', 'threads', 'run', 'step ms', 'RSS MiB',
                                                    'arena MiB', 'ds / PyTorch 2.x'))
-    summary = []
+    summary, detail = [], []
     for form in args.gelu.split(','):
         approximate = 'tanh' if form == 'tanh' else 'none'
         torch.manual_seed(0)
@@ -131,38 +160,59 @@ def main():
                            ['--config', w(cfg), '-o', w('step-%s-%s.mlir' % (form, tag))],
                            check=True)
         for threads in [int(t) for t in args.threads.split(',')]:
-            rows = {}
-            for run in ('ds-run fp32', 'ds-run bf16', 'ds-reference (LibTorch)', 'PyTorch eager'):
-                log = w('log-%s-%d-%s.jsonl' % (form, threads, run.split()[0] + run.split()[-1]))
-                if run.startswith('ds-run'):
-                    tag = run.split()[1]
-                    subprocess.run([b('ds-run'), w('step-%s-%s.mlir' % (form, tag))] + data +
-                                   ['--threads', str(threads), '--log', log], check=True,
-                                   stdout=subprocess.DEVNULL)
-                elif run.startswith('ds-reference'):
-                    subprocess.run([b('ds-reference'), w('gpt-%s.pt' % form), '--config',
-                                    w('cfg.json')] + data + ['--threads', str(threads), '--log',
-                                                             log],
-                                   check=True, stdout=subprocess.DEVNULL)
-                else:
-                    out = subprocess.run(
-                        [sys.executable, os.path.abspath(__file__), '--torch-worker',
-                         '--threads', str(threads), '--steps', str(args.steps), '--gelu-form',
-                         approximate, '--shape', '512', '6', '8', '--idx', w('idx.npy'),
-                         '--targets', w('targets.npy')],
-                        check=True, capture_output=True, text=True).stdout
-                    r = json.loads(out.strip().splitlines()[-1])
-                    rows[run] = (statistics.median(r['ms'][1:]), r['rss'], None)
-                    continue
+            def ds_run(tag, pair=0):
+                """(settled ms, host peak, arena peak) of one ds-run process; fp32 also
+                traces its last step (after the timed ones: no cost to them)."""
+                log = w('log-%s-%d-%s-%d.jsonl' % (form, threads, tag, pair))
+                trace = ['--trace', w('trace-%d.json' % pair)] if tag == 'fp32' else []
+                subprocess.run([b('ds-run'), w('step-%s-%s.mlir' % (form, tag))] + data +
+                               ['--threads', str(threads), '--log', log] + trace,
+                               check=True, stdout=subprocess.DEVNULL)
                 lines = [json.loads(l) for l in open(log)]
-                rows[run] = (statistics.median(l['step_ms'] for l in lines[1:]),
-                             lines[-1]['host_peak_bytes'], lines[-1].get('device_peak_bytes'))
+                return (settled([l['step_ms'] for l in lines]), lines[-1]['host_peak_bytes'],
+                        lines[-1].get('device_peak_bytes'))
+
+            def torch_run():
+                out = subprocess.run(
+                    [sys.executable, os.path.abspath(__file__), '--torch-worker',
+                     '--threads', str(threads), '--steps', str(args.steps), '--gelu-form',
+                     approximate, '--shape', '512', '6', '8', '--idx', w('idx.npy'),
+                     '--targets', w('targets.npy')],
+                    check=True, capture_output=True, text=True).stdout
+                return json.loads(out.strip().splitlines()[-1])
+
+            # ds-run fp32 and PyTorch alternate, --pairs processes each.
+            ds_fp32, eager, gemm = [], [], []
+            for pair in range(args.pairs):
+                ds_fp32.append(ds_run('fp32', pair))
+                r = torch_run()
+                eager.append((settled(r['ms']), r['rss'], None))
+                gemm.append(trace_gemm_ms(w('trace-%d.json' % pair)) + tuple(r['gemm']))
+            rows = {'ds-run fp32': median_row(ds_fp32), 'ds-run bf16': ds_run('bf16')}
+            log = w('log-%s-%d-ref.jsonl' % (form, threads))
+            subprocess.run([b('ds-reference'), w('gpt-%s.pt' % form), '--config',
+                            w('cfg.json')] + data + ['--threads', str(threads), '--log', log],
+                           check=True, stdout=subprocess.DEVNULL)
+            lines = [json.loads(l) for l in open(log)]
+            rows['ds-reference (LibTorch)'] = (settled([l['step_ms'] for l in lines]),
+                                               lines[-1]['host_peak_bytes'],
+                                               lines[-1].get('device_peak_bytes'))
+            rows['PyTorch eager'] = median_row(eager)
             base = rows['PyTorch eager'][0]
             for run, (ms, rss, arena) in rows.items():
                 print('%-5s %-8d %-22s %10.0f %10.0f %14s %16s' % (
                     form, threads, run, ms, rss / 2**20,
                     '%.0f' % (arena / 2**20) if arena else '-',
                     '%.2fx' % (ms / base) if run != 'PyTorch eager' else ''))
+            pairs = [d[0] / e[0] for d, e in zip(ds_fp32, eager)]
+            ds_gemm, ds_step, torch_gemm, torch_step = [statistics.median(c) for c in zip(*gemm)]
+            detail.append(
+                'gelu %-4s %d thread(s): ds fp32 / PyTorch by pair %s; GEMM %.1f GFLOP/step '
+                '(medians of the pairs\' one-step splits): ds-run fp32 %.0f ms (%.0f GFLOP/s) of '
+                'a %.0f ms step, PyTorch %.0f ms (%.0f GFLOP/s) of a %.0f ms step'
+                % (form, threads, ' '.join('%.2f' % x for x in pairs), flops / 1e9, ds_gemm,
+                   flops / ds_gemm / 1e6, ds_step, torch_gemm, flops / torch_gemm / 1e6,
+                   torch_step))
             summary.append((form, threads, rows['ds-run fp32'][0] / base,
                             rows['ds-run fp32'][1] / rows['PyTorch eager'][1],
                             rows['ds-run bf16'][0] / rows['ds-run fp32'][0]))
@@ -170,6 +220,8 @@ def main():
         print('gelu %-4s %d thread(s): ds fp32 / PyTorch 2.x step time %.2fx (goal <= 0.8), '
               'RSS %.2fx (goal <= 1); ds bf16 / ds fp32 %.2fx (goal <= 0.35 with AMX; this CPU: %s)'
               % (form, threads, t, mem, bf, cpu_units()))
+    for line in detail:
+        print(line)
 
     # Where ds-run's step goes (1 thread, the last of 2 steps): its --trace, by kernel and by
     # the ds op (and model line) that made the calls.
@@ -186,7 +238,7 @@ def main():
         site = e['args'].get('site', '?')
         by_site[site] = by_site.get(site, 0) + e['dur'] / 1e3
     total = sum(by_call.values())
-    gemm = sum(by_call.get(k, 0) for k in ('matmul', 'matmul_view', 'linear', 'linear_grad_weight'))
+    gemm = sum(by_call.get(k, 0) for k in GEMM_CALLS)
     top = lambda d: ', '.join('%s %.0f ms' % kv for kv in sorted(d.items(), key=lambda kv: -kv[1])[:6])
     print('ds-run --trace, gelu %s, 1 thread, step 2: %.0f ms, kernels %.0f ms in %d calls, GEMM '
           '%.0f%%; by kernel: %s' % (form, step, total, len(kernels), 100 * gemm / total,
@@ -208,6 +260,43 @@ def main():
     total = time.time() - start
     print('8 steps of a %.1fM-parameter GPT (d384 x 6), default threads: ds-opt %.1f s, '
           'total with JIT and training %.1f s' % (n11 / 1e6, t_opt, total))
+
+
+WARM = 3  # steps left out of every median
+
+
+def median_row(rows):
+    """One table row from several processes' (ms, peak, arena): the median time, the largest
+    peaks."""
+    ms, rss, arena = zip(*rows)
+    return (statistics.median(ms), max(rss), None if arena[0] is None else max(arena))
+
+
+def settled(ms):
+    """The median step time after the warm-up steps."""
+    return statistics.median(ms[WARM:])
+
+
+def gemm_flops(d, layers, heads, vocab, batch, seq):
+    """FLOPs of one training step's products: every linear layer (and the LM head) three
+    times (forward, input gradient, weight gradient), attention's six batched products."""
+    tokens = batch * seq
+    linear = layers * 12 * d * d + d * vocab
+    attention = layers * 6 * batch * heads * seq * seq * (d // heads)
+    return 2 * 3 * tokens * linear + 2 * attention
+
+
+def trace_gemm_ms(path):
+    """(kernel time of the GEMM calls, the step's time) in a ds-run --trace of one step."""
+    events = [e for e in json.load(open(path))['traceEvents'] if e['ph'] == 'X']
+    steps = [e['dur'] for e in events if e['name'].startswith('step ')]
+    if len(steps) != 1:
+        sys.exit('%s: expected the trace of one step, found %d' % (path, len(steps)))
+    return (sum(e['dur'] for e in events if e.get('cat') == 'kernel' and
+                e['args']['call'] in GEMM_CALLS) / 1e3, steps[0] / 1e3)
+
+
+GEMM_CALLS = ('matmul', 'matmul_view', 'linear', 'linear_grad_weight')
 
 
 def cpu_units():
