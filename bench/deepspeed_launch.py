@@ -10,9 +10,10 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 DEEPSPEED = 'deepspeed==0.19.*'
 
 
-def run_workers(script, path, args, out, ranks, port, steps, needs='deepspeed'):
-    """(median step ms over steps 2.., the largest RSS) or the reason it did not run. needs:
-    the module the workers import that .venv must have (a plain PyTorch worker: 'torch')."""
+def run_workers(script, path, args, out, ranks, port, steps, needs='deepspeed', warm=1):
+    """(median step ms over the steps after the first `warm`, the largest RSS) or the reason it
+    did not run. needs: the module the workers import that .venv must have (a plain PyTorch
+    worker: 'torch')."""
     py = os.path.join(ROOT, '.venv', 'bin', 'python')
     if not os.path.exists(py):
         return 'no .venv (run scripts/setup.sh)'
@@ -37,5 +38,5 @@ def run_workers(script, path, args, out, ranks, port, steps, needs='deepspeed'):
         last = [l for l in logs[0].splitlines() if l.strip()]
         return 'failed: ' + (last[-1][:160] if last else 'no output')
     got = [json.load(open('%s.%d.json' % (out, r))) for r in range(ranks)]
-    ms = statistics.median(max(g['ms'][s] for g in got) for s in range(1, steps))
+    ms = statistics.median(max(g['ms'][s] for g in got) for s in range(warm, steps))
     return ms, max(g['rss'] for g in got)

@@ -25,7 +25,7 @@ copies and optimizer moments, not DeepSpeed's gradient buckets; for 1.13, parame
 gradients + this rank's optimizer state. Each column is the largest over the ranks; the last
 is the step time over PyTorch 2.x DDP's.
 
-usage: /usr/bin/python3 bench/zero_gpt.py [--steps 5] [--build build] [--only-torch]
+usage: /usr/bin/python3 bench/zero_gpt.py [--steps 7] [--build build] [--only-torch]
                                           [--no-torch113]
 """
 import argparse
@@ -206,8 +206,14 @@ def torch_worker(rank, kind, pt, idx, tgt, steps, out):
     dist.destroy_process_group()
 
 
+# Steps left out of every median: PyTorch eager, DDP and DeepSpeed settle only from their third
+# step (their allocators' caches, oneDNN's primitive cache; bench/train_gpt.py), ds-run from its
+# second.
+WARM = 3
+
+
 def run_torch113(kind, pt, idx, tgt, steps, work):
-    """(median step ms over steps 2.., model state, peak RSS), the largest over the ranks."""
+    """(median step ms over steps WARM+1.., model state, peak RSS), the largest over the ranks."""
     import torch.multiprocessing as mp
     out = os.path.join(work, kind)
     blas = os.environ.get('LD_LIBRARY_PATH')
@@ -220,18 +226,18 @@ def run_torch113(kind, pt, idx, tgt, steps, work):
         else:
             os.environ['LD_LIBRARY_PATH'] = blas
     ranks = [json.load(open('%s.%d.json' % (out, r))) for r in range(RANKS)]
-    ms = statistics.median(max(r['ms'][s] for r in ranks) for s in range(1, steps))
+    ms = statistics.median(max(r['ms'][s] for r in ranks) for s in range(WARM, steps))
     return ms, max(r['state'] for r in ranks), max(r['rss'] for r in ranks)
 
 
 def run_venv(kind, w, steps, port):
-    """A .venv row: (median step ms over steps 2.., model state, peak RSS, peak RSS before the
+    """A .venv row: (median step ms over steps WARM+1.., model state, peak RSS, peak RSS before the
     model was built), the largest over the ranks, or why it did not run."""
     out = w('venv-' + kind)
     got = run_workers(VENV_WORKER, w('zero_worker.py'),
                       [os.path.join(ROOT, 'test', 'models'), kind, str(steps), out,
                        w('idx.npy'), w('targets.npy')], out, RANKS, port, steps,
-                      needs='deepspeed' if kind.startswith('zero') else 'torch')
+                      needs='deepspeed' if kind.startswith('zero') else 'torch', warm=WARM)
     if isinstance(got, str):
         return got
     ranks = [json.load(open('%s.%d.json' % (out, r))) for r in range(RANKS)]
@@ -254,7 +260,7 @@ def venv_versions():
 
 
 def run_ds(b, w, precision, stage, steps):
-    """One ds row: (median step ms over steps 2.., model state, device arena peak, host peak),
+    """One ds row: (median step ms over steps WARM+1.., model state, device arena peak, host peak),
     the largest over the ranks, or why it did not run."""
     mb = BATCH // RANKS
     # Stage 3 with DeepSpeed's defaults keeps this model gathered from the start of forward to
@@ -289,22 +295,23 @@ def run_ds(b, w, precision, stage, steps):
                                        'exit %d' % r.returncode)
     lines = [json.loads(l) for l in open(log)]
     last = lines[-1]['ranks']
-    return (statistics.median(l['step_ms'] for l in lines[1:]),
+    return (statistics.median(l['step_ms'] for l in lines[WARM:]),
             max(r['model_state_bytes'] for r in last), max(r['device_peak_bytes'] for r in last),
             max(r['host_peak_bytes'] for r in last))
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('--steps', type=int, default=5)
+    ap.add_argument('--steps', type=int, default=7)
     ap.add_argument('--build', default=os.path.join(HERE, '..', 'build'))
     ap.add_argument('--only-torch', action='store_true',
                     help='only the PyTorch and DeepSpeed rows (no ds build needed)')
     ap.add_argument('--no-torch113', action='store_true',
                     help="without Debian's torch 1.13 rows")
     args = ap.parse_args()
-    if args.steps < 2:
-        ap.error('--steps must be at least 2 (the median is over steps 2..N)')
+    if args.steps < WARM + 1:
+        ap.error('--steps must be at least %d (the median is over steps %d..N)' % (WARM + 1,
+                                                                                   WARM + 1))
     ensure_openblas()
     b = lambda t: os.path.join(args.build, 'bin', t)
     work = tempfile.mkdtemp(prefix='ds-zero-bench-')
@@ -321,8 +328,8 @@ def main():
     zero3 = 'DeepSpeed %s ZeRO-3' % dv
 
     print('GPT d512 x 6 layers, seq %d, global batch %d (%d per rank), %.1fM parameters, '
-          'AdamW, %d ranks x 1 thread, median of steps 2..%d' % (SEQ, BATCH, mb, n / 1e6, RANKS,
-                                                                args.steps))
+          'AdamW, %d ranks x 1 thread, median of steps %d..%d' % (SEQ, BATCH, mb, n / 1e6,
+                                                                 RANKS, WARM + 1, args.steps))
     rows = {}  # name: (step ms, model state, ds's arena peak or None, peak RSS) or why not
     base_rss = []  # the .venv rows' RSS before the model: the interpreter and its libraries
     if not args.only_torch:
