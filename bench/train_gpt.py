@@ -115,6 +115,10 @@ def main():
     if args.torch_worker:
         args.threads = int(args.threads)
         return torch_eager(args)
+    if args.steps < WARM + 1:
+        ap.error('--steps must be at least %d (the first %d are warm-up)' % (WARM + 1, WARM))
+    if args.pairs < 1:
+        ap.error('--pairs must be at least 1')
     b = lambda t: os.path.join(args.build, 'bin', t)
     work = tempfile.mkdtemp(prefix='ds-bench-')
     w = lambda f: os.path.join(work, f)
@@ -138,10 +142,6 @@ def main():
 
     ds_config(w('cfg.json'))
     ds_config(w('cfg-bf16.json'), bf16=True)
-    if args.steps < WARM + 1:
-        ap.error('--steps must be at least %d (the first %d are warm-up)' % (WARM + 1, WARM))
-    if args.pairs < 1:
-        ap.error('--pairs must be at least 1')
     flops = gemm_flops(512, 6, 8, vocab, batch, seq)
     print('GPT d512 x 6 layers, 8 heads, seq %d, batch %d, AdamW, %d steps (median of steps '
           '%d..%d); PyTorch %s eager from .venv; RSS = the process\'s peak resident memory'
