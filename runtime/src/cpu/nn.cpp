@@ -348,18 +348,18 @@ void dsrt::cpu::cross_entropy_grad(dsrt_context *, dsrt_tensor *dlogits,
     }
     double g = (reduction == DSRT_REDUCTION_NONE ? G[n] : G[0]) * scale;
     const float *x = X + n * s.C;
-    thread_local std::vector<float> buf;
-    buf.resize(static_cast<size_t>(s.C));
     double sum, lse;
     const float gf = static_cast<float>(g), off = static_cast<float>(ls / s.C);
-    if (!expRow(x, s.C, buf.data(), sum, lse)) { // no finite softmax: as PyTorch, NaN
+    if (!expRow(x, s.C, d, sum, lse)) { // no finite softmax: as PyTorch, NaN
       for (int64_t c = 0; c < s.C; ++c)
         d[c] = (float)(g * ops::crossEntropyGrad(x[c], lse, c == t, s.C, ls));
       continue;
     }
-    // ops::crossEntropyGrad's formula with p = exp(x - max) / sum, in float, vectorized.
+    // ops::crossEntropyGrad's formula with p = exp(x - max) / sum, in float, vectorized; the
+    // exponentials go to the row of d itself (a buffer apart from the logits, as the lowering
+    // allocates it), rescaled in place while it is in L1.
     const float inv = static_cast<float>(1.0 / sum);
-    ceGradRow(d, buf.data(), gf, inv, off, s.C);
+    ceGradRow(d, d, gf, inv, off, s.C);
     d[t] -= gf * static_cast<float>(1.0 - ls);
   }
 }

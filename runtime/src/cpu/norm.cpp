@@ -45,8 +45,7 @@ DSRT_CPU_CLONES void layerNormRow(const float *xr, const float *w, const float *
 /// added into pw / pb (may be null). `w` is the weight or ones. Three passes over the row: the
 /// mean; the variance with the two sums of the gradient; the results.
 DSRT_CPU_CLONES void layerNormGradRow(const float *xr, const float *dyr, const float *w,
-                                      int64_t N, double eps, float *dxr, double *pw,
-                                      double *pb) {
+                                      int64_t N, double eps, float *dxr, float *pw, float *pb) {
   const double mean = N ? blockSum(N, [xr](int64_t i) { return xr[i]; }) / N : 0;
   const float m = (float)mean;
   double var = 0, sg = 0, sgd = 0; // sum (x - m)^2, sum g, sum g (x - m); g = dy w
@@ -159,7 +158,9 @@ void dsrt::cpu::layer_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tensor *dw
   int threads = omp_get_max_threads();
   bool par = x->numel > kParallelGrain;
   int nt = par ? threads : 1;
-  // Per-thread partial sums for dweight / dbias, combined in thread order.
+  // Per-thread partial sums for dweight / dbias, combined in thread order: f32 over blocks of
+  // kGradRowBlock rows (as PyTorch's f32 buffers), the blocks added in double.
+  constexpr int64_t kGradRowBlock = 32;
   std::vector<double> partW(dW ? (size_t)nt * N : 0, 0.0), partB(dB ? (size_t)nt * N : 0, 0.0);
   std::vector<float> ones(w ? 0 : (size_t)N, 1.f);
 #pragma omp parallel num_threads(nt)
@@ -167,12 +168,24 @@ void dsrt::cpu::layer_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tensor *dw
     int t = omp_get_thread_num();
     double *pw = dW ? partW.data() + (size_t)t * N : nullptr;
     double *pb = dB ? partB.data() + (size_t)t * N : nullptr;
+    std::vector<float> fw(dW ? N : 0, 0.f), fb(dB ? N : 0, 0.f);
+    int64_t inBlock = 0;
+    auto flush = [&] {
+      for (int64_t i = 0; i < (dW ? N : 0); ++i)
+        pw[i] += fw[i], fw[i] = 0.f;
+      for (int64_t i = 0; i < (dB ? N : 0); ++i)
+        pb[i] += fb[i], fb[i] = 0.f;
+      inBlock = 0;
+    };
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const float *xr = X + r * N, *dyr = DY + r * N;
-      layerNormGradRow(xr, dyr, w ? w : ones.data(), N, eps, DX ? DX + r * N : nullptr, pw,
-                       pb);
+      layerNormGradRow(xr, dyr, w ? w : ones.data(), N, eps, DX ? DX + r * N : nullptr,
+                       dW ? fw.data() : nullptr, dB ? fb.data() : nullptr);
+      if (++inBlock == kGradRowBlock)
+        flush();
     }
+    flush();
   }
   for (int64_t i = 0; i < N; ++i) {
     double sw = 0, sb = 0;

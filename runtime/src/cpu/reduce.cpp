@@ -37,6 +37,14 @@ template <class T, class Acc> DSRT_CPU_CLONES void addColumns(Acc *a, const T *p
   for (int64_t i = 0; i < len; ++i)
     a[i] += Acc(p[i]);
 }
+/// a[i] += (p0[i] + p1[i]) + (p2[i] + p3[i]): four rows a pass over the partial sums, which
+/// otherwise cost a load and a store per element read (f32 column sums run at L3's speed).
+DSRT_CPU_CLONES void addColumns4(float *a, const float *p0, const float *p1, const float *p2,
+                                 const float *p3, int64_t len) {
+#pragma omp simd
+  for (int64_t i = 0; i < len; ++i)
+    a[i] += (p0[i] + p1[i]) + (p2[i] + p3[i]);
+}
 /// The sum of p[0, n) in Acc, vectorized (so reassociated; f32 as cpu::blockSum).
 template <class T, class Acc> DSRT_CPU_CLONES Acc sumRange(const T *p, int64_t n) {
   Acc s = 0;
@@ -111,7 +119,12 @@ void reduceTyped(int32_t kind, O *out, const T *in, const dsrt_tensor *x,
           float part[kColumnChunk];
           for (int64_t r0 = 0; r0 < nRed; r0 += cpu::kSumBlock) {
             std::fill(part, part + len, 0.f);
-            for (int64_t r = r0; r < std::min(nRed, r0 + cpu::kSumBlock); ++r)
+            const int64_t r1 = std::min(nRed, r0 + cpu::kSumBlock);
+            int64_t r = r0;
+            for (; r + 4 <= r1; r += 4)
+              addColumns4(part, base + offsetOf(red, r), base + offsetOf(red, r + 1),
+                          base + offsetOf(red, r + 2), base + offsetOf(red, r + 3), len);
+            for (; r < r1; ++r)
               addColumns<float, float>(part, base + offsetOf(red, r), len);
             addColumns<float, Acc>(a, part, len);
           }

@@ -207,19 +207,25 @@ expLoop(float *dst, const float *x, int64_t n) {
     dst[i] = expOne(x[i]);
 }
 
-/// dst = exp(x - shift) and its sum, in one pass; `outside` says whether an argument fell
-/// outside the polynomial's range (the caller then redoes the row with libm).
+/// dst = exp(x - shift) and its sum (f32 lanes over blocks, as cpu::blockSum), in one pass;
+/// `outside` says whether an argument fell outside the polynomial's range (the caller then
+/// redoes the row with libm).
 DSRT_CPU_CLONES double expShiftSumLoop(float *dst, const float *x, float shift, int64_t n,
                                        int &outside) {
   double s = 0;
   int out = 0;
-#pragma omp simd reduction(+ : s) reduction(| : out)
-  for (int64_t i = 0; i < n; ++i) {
-    const float a = x[i] - shift;
-    out |= (a >= kExpLo) & (a <= kExpHi) ? 0 : 1;
-    const float e = expOne(a);
-    dst[i] = e;
-    s += e;
+  for (int64_t b = 0; b < n; b += cpu::kSumBlock) {
+    const int64_t e = std::min(n, b + cpu::kSumBlock);
+    float part = 0;
+#pragma omp simd reduction(+ : part) reduction(| : out)
+    for (int64_t i = b; i < e; ++i) {
+      const float a = x[i] - shift;
+      out |= (a >= kExpLo) & (a <= kExpHi) ? 0 : 1;
+      const float v = expOne(a);
+      dst[i] = v;
+      part += v;
+    }
+    s += part;
   }
   outside = out;
   return s;
