@@ -8,9 +8,13 @@ import subprocess
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..')
 DEEPSPEED = 'deepspeed==0.19.*'
+# Steps left out of every median: PyTorch eager, DDP and DeepSpeed settle only from their third
+# step (their allocators' caches, oneDNN's primitive cache; bench/train_gpt.py), ds-run from its
+# second.
+WARM = 3
 
 
-def run_workers(script, path, args, out, ranks, port, steps, needs='deepspeed', warm=1):
+def run_workers(script, path, args, out, ranks, port, steps, needs='deepspeed', warm=WARM):
     """(median step ms over the steps after the first `warm`, the largest RSS) or the reason it
     did not run. needs: the module the workers import that .venv must have (a plain PyTorch
     worker: 'torch')."""

@@ -10,7 +10,7 @@ bytes per step are `ds-opt --comm-report`'s (each collective's tensor, per rank,
 DeepSpeed's comms logger counts them). DeepSpeed runs from the project's .venv when it has
 deepspeed (`.venv/bin/pip install deepspeed`); the table says what stopped it otherwise.
 
-usage: /usr/bin/python3 bench/mesh_gpt.py [--steps 5] [--build build] [--no-deepspeed]
+usage: /usr/bin/python3 bench/mesh_gpt.py [--steps 7] [--build build] [--no-deepspeed]
 """
 import argparse
 import json
@@ -26,7 +26,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, '..')
 sys.path.insert(0, HERE)
-from deepspeed_launch import run_workers  # noqa: E402
+from deepspeed_launch import WARM, run_workers  # noqa: E402
 from train_gpt import export  # noqa: E402
 
 RANKS, BATCH, SEQ, VOCAB, D, LAYERS, HEADS = 4, 16, 128, 1024, 512, 6, 8
@@ -98,7 +98,7 @@ def run_ds(b, w, layout, tp, steps, sp=1):
                              '--threads', '1', '--log', log],
                    check=True, stdout=subprocess.DEVNULL)
     lines = [json.loads(l) for l in open(log)]
-    ms = statistics.median(l['step_ms'] for l in lines[1:])
+    ms = statistics.median(l['step_ms'] for l in lines[WARM:])
     last = lines[-1]['ranks']
     return (ms, max(r['device_peak_bytes'] for r in last), max(r['host_peak_bytes'] for r in last),
             total, max(r['parameter_bytes'] for r in last))
@@ -113,11 +113,14 @@ def run_deepspeed(w, tp, steps):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('--steps', type=int, default=5)
+    ap.add_argument('--steps', type=int, default=7)
     ap.add_argument('--build', default=os.path.join(ROOT, 'build'))
     ap.add_argument('--no-deepspeed', action='store_true')
     ap.add_argument('--only-deepspeed', action='store_true', help='skip the ds rows')
     args = ap.parse_args()
+    if args.steps < WARM + 1:
+        ap.error('--steps must be at least %d (the median is over steps %d..N)' % (WARM + 1,
+                                                                                   WARM + 1))
     b = lambda t: os.path.join(args.build, 'bin', t)
     work = tempfile.mkdtemp(prefix='ds-mesh-bench-')
     w = lambda f: os.path.join(work, f)
@@ -127,8 +130,9 @@ def main():
     np.save(w('idx.npy'), idx)
     np.save(w('targets.npy'), np.roll(idx, -1, axis=1))
     print('GPT d%d x %d layers, %d heads, seq %d, global batch %d, %.1fM parameters, AdamW '
-          'fp32, %d ranks x 1 thread, median of steps 2..%d' % (D, LAYERS, HEADS, SEQ, BATCH,
-                                                               n / 1e6, RANKS, args.steps))
+          'fp32, %d ranks x 1 thread, median of steps %d..%d' % (D, LAYERS, HEADS, SEQ, BATCH,
+                                                                n / 1e6, RANKS, WARM + 1,
+                                                                args.steps))
     print('%-26s %9s %15s %12s %12s %16s' % ('run', 'step ms', 'params/rank MiB', 'peak MiB',
                                              'RSS MiB', 'comm MiB/step'))
     layouts = (('dp4', 1, 1), ('tp4', 4, 1), ('sp4', 1, 4), ('dp2 x tp2', 2, 1),

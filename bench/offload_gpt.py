@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, '..')
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, 'test', 'e2e'))
-from deepspeed_launch import run_workers  # noqa: E402
+from deepspeed_launch import WARM, run_workers  # noqa: E402
 import train_compare as tc  # noqa: E402
 
 MB, SEQ, VOCAB = 2, 128, 1024
@@ -102,12 +102,16 @@ def main():
     ap.add_argument('--nvme', default='')
     ap.add_argument('--skip-deepspeed', action='store_true')
     args = ap.parse_args()
+    if args.steps < WARM + 1:
+        ap.error('--steps must be at least %d (the median is over steps %d..N)' % (WARM + 1,
+                                                                                   WARM + 1))
     b = lambda t: os.path.join(ROOT, args.build, 'bin', t)
     work = tempfile.mkdtemp(prefix='offload-bench-', dir=os.path.join(ROOT, args.build))
     w = lambda f: os.path.join(work, f)
     nvme = args.nvme or w('nvme')
     os.makedirs(nvme, exist_ok=True)
-    print('work %s, NVMe tier in %s, %d steps, %d threads' % (work, nvme, args.steps, args.threads))
+    print('work %s, NVMe tier in %s, %d steps (medians of steps %d..%d), %d threads'
+          % (work, nvme, args.steps, WARM + 1, args.steps, args.threads))
 
     # 1. The NVMe tier against fio.
     probe = subprocess.run([b('ds-run'), '--probe-bandwidth', nvme, '--threads',
@@ -169,7 +173,7 @@ def main():
                         'targets=' + w('targets.npy'), '--steps', str(args.steps), '--threads',
                         str(args.threads), '--log', log] + flags, check=True,
                        stdout=subprocess.DEVNULL)
-        recs = [json.loads(l) for l in open(log)][1:]
+        recs = [json.loads(l) for l in open(log)][WARM:]
         ms = statistics.median(r['step_ms'] for r in recs)
         plan = tc.lowered_plan(b, step)
         predicted = None

@@ -14,7 +14,7 @@ communication over its time in the step's forward and backward (the log's wait_m
 compute_ms), the mean over the ranks. On this 2-core machine 4 ranks share 2 cores, so the
 measured wait also holds the time a rank waits for a core.
 
-usage: /usr/bin/python3 bench/pipeline_gpt.py [--steps 5] [--build build] [--no-deepspeed]
+usage: /usr/bin/python3 bench/pipeline_gpt.py [--steps 7] [--build build] [--no-deepspeed]
 """
 import argparse
 import json
@@ -30,7 +30,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, '..')
 sys.path.insert(0, HERE)
-from deepspeed_launch import run_workers  # noqa: E402
+from deepspeed_launch import WARM, run_workers  # noqa: E402
 from train_gpt import export  # noqa: E402
 
 RANKS, BATCH, MB, SEQ, VOCAB, D, LAYERS, HEADS = 4, 16, 4, 128, 1024, 512, 6, 8
@@ -126,13 +126,13 @@ def run_ds(b, w, name, pp, dp, schedule, v, steps):
                              '--threads', '1', '--log', log],
                    check=True, stdout=subprocess.DEVNULL)
     lines = [json.loads(l) for l in open(log)]
-    ms = statistics.median(l['step_ms'] for l in lines[1:])
+    ms = statistics.median(l['step_ms'] for l in lines[WARM:])
     peaks = [r['device_peak_bytes'] for r in lines[-1]['ranks']]
     measured = None
     if pp > 1:
         measured = statistics.median(
             statistics.mean(r['wait_ms'] / max(r['wait_ms'] + r['compute_ms'], 1e-9)
-                            for r in l['ranks']) for l in lines[1:])
+                            for r in l['ranks']) for l in lines[WARM:])
     return ms, peaks, lines[-1]['loss'], formula, predicted, measured
 
 
@@ -145,10 +145,13 @@ def run_deepspeed(w, pp, steps):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('--steps', type=int, default=5)
+    ap.add_argument('--steps', type=int, default=7)
     ap.add_argument('--build', default=os.path.join(ROOT, 'build'))
     ap.add_argument('--no-deepspeed', action='store_true')
     args = ap.parse_args()
+    if args.steps < WARM + 1:
+        ap.error('--steps must be at least %d (the median is over steps %d..N)' % (WARM + 1,
+                                                                                   WARM + 1))
     b = lambda t: os.path.join(args.build, 'bin', t)
     work = tempfile.mkdtemp(prefix='ds-pipe-bench-')
     w = lambda f: os.path.join(work, f)
@@ -158,8 +161,8 @@ def main():
     np.save(w('idx.npy'), idx)
     np.save(w('targets.npy'), np.roll(idx, -1, axis=1))
     print('GPT d%d x %d layers, %d heads, seq %d, global batch %d in micro-batches of %d, '
-          '%.1fM parameters, AdamW fp32, %d ranks x 1 thread, median of steps 2..%d'
-          % (D, LAYERS, HEADS, SEQ, BATCH, MB, n / 1e6, RANKS, args.steps))
+          '%.1fM parameters, AdamW fp32, %d ranks x 1 thread, median of steps %d..%d'
+          % (D, LAYERS, HEADS, SEQ, BATCH, MB, n / 1e6, RANKS, WARM + 1, args.steps))
     print('%-40s %8s %20s %8s %9s %9s %9s' % ('run', 'step ms', 'peak MiB per rank',
                                             'loss', 'bubble', 'predicted', 'measured'))
     for name, pp, dp, schedule, v in LAYOUTS:

@@ -44,7 +44,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, '..')
 sys.path.insert(0, HERE)
-from deepspeed_launch import run_workers  # noqa: E402
+from deepspeed_launch import WARM, run_workers  # noqa: E402
 from train_gpt import OPENBLAS_DIR, ensure_openblas, export  # noqa: E402
 
 RANKS, BATCH, SEQ, VOCAB = 4, 16, 128, 1024
@@ -204,12 +204,6 @@ def torch_worker(rank, kind, pt, idx, tgt, steps, out):
                      v.dim() > 0)
     json.dump({'ms': times, 'rss': rss, 'state': state}, open('%s.%d.json' % (out, rank), 'w'))
     dist.destroy_process_group()
-
-
-# Steps left out of every median: PyTorch eager, DDP and DeepSpeed settle only from their third
-# step (their allocators' caches, oneDNN's primitive cache; bench/train_gpt.py), ds-run from its
-# second.
-WARM = 3
 
 
 def run_torch113(kind, pt, idx, tgt, steps, work):
