@@ -948,6 +948,24 @@ TEST_F(Kernels, CrossEntropyAndGrad) {
   }
 }
 
+// Rows whose spread leaves exp's polynomial range take libm (expRow's fallback), also where
+// dlogits is the logits' own buffer.
+TEST_F(Kernels, CrossEntropyGradWideRowsInPlace) {
+  Tensor x = randn({64, 300}) * 3;
+  for (int64_t r = 0; r < 64; r += 2)
+    x[r].narrow(0, 0, 10).fill_(-300.0);
+  x.requires_grad_();
+  Tensor t = torch::randint(0, 300, {64}, at::kLong);
+  Tensor loss = at::cross_entropy_loss(x, t, {}, at::Reduction::Mean, -100, 0.1);
+  Tensor dy = torch::full({}, 0.7);
+  loss.backward(dy);
+  dsrt_tensor *dx = emptyLike(x), *xin = rt(x.detach());
+  dsrt_cross_entropy_grad(ctx, dx, xin, rt(t), rt(dy), -100, DSRT_REDUCTION_MEAN, 0.1);
+  EXPECT_TRUE(close(tt(dx), x.grad(), 1e-5, 1e-6));
+  dsrt_cross_entropy_grad(ctx, xin, xin, rt(t), rt(dy), -100, DSRT_REDUCTION_MEAN, 0.1);
+  EXPECT_TRUE(close(tt(xin), x.grad(), 1e-5, 1e-6)) << "in place";
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement, conversions, dropout
 //===----------------------------------------------------------------------===//

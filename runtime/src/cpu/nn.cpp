@@ -348,18 +348,24 @@ void dsrt::cpu::cross_entropy_grad(dsrt_context *, dsrt_tensor *dlogits,
     }
     double g = (reduction == DSRT_REDUCTION_NONE ? G[n] : G[0]) * scale;
     const float *x = X + n * s.C;
+    // The exponentials go to the row of d itself, rescaled in place while it is in L1; to a
+    // buffer where d is the logits (expRow's libm fallback reads them again).
+    thread_local std::vector<float> buf;
+    float *e = d;
+    if (d == x) {
+      buf.resize(static_cast<size_t>(s.C));
+      e = buf.data();
+    }
     double sum, lse;
     const float gf = static_cast<float>(g), off = static_cast<float>(ls / s.C);
-    if (!expRow(x, s.C, d, sum, lse)) { // no finite softmax: as PyTorch, NaN
+    if (!expRow(x, s.C, e, sum, lse)) { // no finite softmax: as PyTorch, NaN
       for (int64_t c = 0; c < s.C; ++c)
         d[c] = (float)(g * ops::crossEntropyGrad(x[c], lse, c == t, s.C, ls));
       continue;
     }
-    // ops::crossEntropyGrad's formula with p = exp(x - max) / sum, in float, vectorized; the
-    // exponentials go to the row of d itself (a buffer apart from the logits, as the lowering
-    // allocates it), rescaled in place while it is in L1.
+    // ops::crossEntropyGrad's formula with p = exp(x - max) / sum, in float, vectorized.
     const float inv = static_cast<float>(1.0 / sum);
-    ceGradRow(d, d, gf, inv, off, s.C);
+    ceGradRow(d, e, gf, inv, off, s.C);
     d[t] -= gf * static_cast<float>(1.0 - ls);
   }
 }
