@@ -230,13 +230,13 @@ def main():
                    ['2', '--threads', '1', '--trace', w('trace.json')], check=True,
                    stdout=subprocess.DEVNULL)
     events = [e for e in json.load(open(w('trace.json')))['traceEvents'] if e['ph'] == 'X']
-    kernels = [e for e in events if e['cat'] == 'kernel']
+    kernels = kernel_self_us(events)
     step = [e for e in events if e['name'].startswith('step ')][0]['dur'] / 1e3
     by_call, by_site = {}, {}
-    for e in kernels:
-        by_call[e['args']['call']] = by_call.get(e['args']['call'], 0) + e['dur'] / 1e3
+    for e, us in kernels:
+        by_call[e['args']['call']] = by_call.get(e['args']['call'], 0) + us / 1e3
         site = e['args'].get('site', '?')
-        by_site[site] = by_site.get(site, 0) + e['dur'] / 1e3
+        by_site[site] = by_site.get(site, 0) + us / 1e3
     total = sum(by_call.values())
     gemm = sum(by_call.get(k, 0) for k in GEMM_CALLS)
     top = lambda d: ', '.join('%s %.0f ms' % kv for kv in sorted(d.items(), key=lambda kv: -kv[1])[:6])
@@ -286,14 +286,34 @@ def gemm_flops(d, layers, heads, vocab, batch, seq):
     return 2 * 3 * tokens * linear + 2 * attention
 
 
+def kernel_self_us(events):
+    """[(kernel span, its own time in us)]: a kernel that calls another (linear_grad_weight
+    sums its bias gradient with dsrt_reduce) holds that call's span inside its own on the same
+    stream, which Perfetto draws nested; summing durations would count the inner one twice."""
+    kernels = sorted((e for e in events if e.get('cat') == 'kernel'),
+                     key=lambda e: (e['pid'], e['tid'], e['ts'], -e['dur']))
+    own, stack = {}, []
+    for e in kernels:
+        if stack and (stack[-1]['pid'], stack[-1]['tid']) != (e['pid'], e['tid']):
+            stack = []
+        while stack and e['ts'] >= stack[-1]['ts'] + stack[-1]['dur']:
+            stack.pop()
+        own[id(e)] = e['dur']
+        if stack:
+            own[id(stack[-1])] -= e['dur']
+        stack.append(e)
+    return [(e, own[id(e)]) for e in kernels]
+
+
 def trace_gemm_ms(path):
-    """(kernel time of the GEMM calls, the step's time) in a ds-run --trace of one step."""
+    """(kernel time of the GEMM calls, their nested calls left out; the step's time) in a
+    ds-run --trace of one step."""
     events = [e for e in json.load(open(path))['traceEvents'] if e['ph'] == 'X']
     steps = [e['dur'] for e in events if e['name'].startswith('step ')]
     if len(steps) != 1:
         sys.exit('%s: expected the trace of one step, found %d' % (path, len(steps)))
-    return (sum(e['dur'] for e in events if e.get('cat') == 'kernel' and
-                e['args']['call'] in GEMM_CALLS) / 1e3, steps[0] / 1e3)
+    return (sum(us for e, us in kernel_self_us(events) if e['args']['call'] in GEMM_CALLS) / 1e3,
+            steps[0] / 1e3)
 
 
 GEMM_CALLS = ('matmul', 'matmul_view', 'linear', 'linear_grad_weight')
