@@ -277,6 +277,8 @@ bool dsrt::cpu::vectorEltwise(dsrt_context *ctx, int32_t op, bool gradient, floa
     sinCos(dst, x, n, op == DSRT_COS);
     return true;
   }
+  if (gradient && vgeluGrad(op, dst, x, dy, n))
+    return true;
 #ifdef DSRT_HAVE_DNNL
   return dnnlEltwise(ctx, op, gradient, dst, x, dy, n);
 #else

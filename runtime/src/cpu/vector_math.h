@@ -1,10 +1,11 @@
 //===- vector_math.h - vectorized f32 elementwise functions of the CPU device ===//
 //
 // The transcendental unary ops and their gradients over whole f32 arrays, at SIMD speed:
-// through oneDNN's JIT eltwise primitives (exp, log, tanh, logistic, GELU both forms, their
-// gradients) where it has the function, and through sine and cosine of our own (vector_math.cpp,
-// built for AVX-512, AVX2 and the baseline, picked at run time) where it has not. PyTorch
-// vectorizes every such function (Sleef); scalar libm calls cost 10-30 ns an element.
+// through oneDNN's JIT eltwise primitives (exp, log, tanh, logistic, GELU both forms) where it
+// has the function, and through sine and cosine of our own (vector_math.cpp, built for AVX-512,
+// AVX2 and the baseline, picked at run time) and the GELU gradients on glibc's vector math
+// (gelu_grad.cpp) where it has not or is slow. PyTorch vectorizes every such function (Sleef);
+// scalar libm calls cost 10-30 ns an element.
 //
 #ifndef DSRT_CPU_VECTOR_MATH_H
 #define DSRT_CPU_VECTOR_MATH_H
@@ -20,6 +21,10 @@ namespace dsrt::cpu {
 /// Returns false, having done nothing, where it has no vector form of `op`.
 bool vectorEltwise(dsrt_context *ctx, int32_t op, bool gradient, float *dst, const float *x,
                    const float *dy, int64_t n);
+
+/// dst = dy * GELU'(x) for op DSRT_GELU_ERF_GRAD or DSRT_GELU_TANH_GRAD over `n` f32 values (dst
+/// may be x or dy), in 16 lanes (or 8 without oneDNN); false, having done nothing, where not.
+bool vgeluGrad(int32_t op, float *dst, const float *x, const float *dy, int64_t n);
 
 /// dst[i] = exp(x[i]) over `n` f32 values (dst may be x), vectorized, on the calling thread
 /// (the kernels that exponentiate rows: cross-entropy, softmax).
