@@ -219,7 +219,7 @@ def main():
     for form, threads, t, mem, bf in summary:
         print('gelu %-4s %d thread(s): ds fp32 / PyTorch 2.x step time %.2fx (goal <= 0.8), '
               'RSS %.2fx (goal <= 1); ds bf16 / ds fp32 %.2fx (goal <= 0.35 with AMX; this CPU: %s)'
-              % (form, threads, t, mem, bf, cpu_units()))
+              % (form, threads, t, mem, bf, cpu_units(b('ds-report'))))
     for line in detail:
         print(line)
 
@@ -319,11 +319,13 @@ def trace_gemm_ms(path):
 GEMM_CALLS = ('matmul', 'matmul_view', 'linear', 'linear_grad_weight')
 
 
-def cpu_units():
+def cpu_units(ds_report):
+    """The CPU's bf16 units, and how ds runs bf16 products on them (ds-report's words)."""
     flags = open('/proc/cpuinfo').read()
     units = [u for u in ('amx_bf16', 'avx512_bf16', 'avx512_fp16', 'amx_fp16') if u in flags]
-    return ' '.join(units) if units else 'no bf16 units'
-
+    line = subprocess.run([ds_report], capture_output=True, text=True).stdout
+    how = [p.strip() for p in line.split(';') if 'products' in p]
+    return '%s; %s' % (' '.join(units) if units else 'no bf16 units', how[0] if how else '?')
 
 if __name__ == '__main__':
     main()

@@ -376,16 +376,14 @@ def main():
     bf16 = [rows[k][0] for k in ('ds bf16 ZeRO stage %d' % s for s in range(4)) if ok(k)]
     if bf16 and base:
         print('ds bf16 (best stage) / %s fp32 step time: %.2fx (goal <= 0.2x: needs bf16 '
-              'matrix units; this CPU %s)' % (ddp.rsplit(' (', 1)[0], min(bf16) / base,
-                                               'has them' if has_bf16_units()
-                                               else 'has none, so bf16 computes in f32'))
+              'matrix units; this CPU: %s)' % (ddp.rsplit(' (', 1)[0], min(bf16) / base,
+                                               bf16_products(b('ds-report'))))
 
 
-def has_bf16_units():
-    """Whether the CPU has bf16 dot-product or matrix instructions (AVX512_BF16 or AMX)."""
-    flags = open('/proc/cpuinfo').read()
-    return 'avx512_bf16' in flags or 'amx_bf16' in flags
-
+def bf16_products(ds_report):
+    """How ds runs bf16 products on this CPU, in ds-report's words."""
+    out = subprocess.run([ds_report], capture_output=True, text=True).stdout
+    return ([p.strip() for p in out.split(';') if 'products' in p] or ['?'])[0]
 
 if __name__ == '__main__':
     main()

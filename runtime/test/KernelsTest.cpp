@@ -865,17 +865,21 @@ TEST_F(Kernels, Products16Bit) {
       EXPECT_TRUE(near(tt(dw), dy2.t().mm(x2).to(s))) << "dw " << s;
       EXPECT_TRUE(near(tt(db), dy2.sum(0).to(s))) << "db " << s;
     }
-    // Attention's batched products: q k^T and the weights times v.
-    Tensor q = randn({2, 4, 33, 16}).to(s), k = randn({2, 4, 33, 16}).to(s);
-    Tensor scores = torch::matmul(q.to(at::kFloat), k.to(at::kFloat).transpose(-1, -2)).to(s);
-    dsrt_tensor *o = empty(scores.sizes(), s);
-    dsrt_matmul(ctx, o, rt(q), rt(k), 0, 1);
-    EXPECT_TRUE(near(tt(o), scores)) << "batched matmul " << s;
-    Tensor v = randn({2, 4, 33, 16}).to(s);
-    Tensor av = torch::matmul(scores.to(at::kFloat), v.to(at::kFloat)).to(s);
-    dsrt_tensor *o2 = empty(av.sizes(), s);
-    dsrt_matmul(ctx, o2, rt(scores), rt(v), 0, 0);
-    EXPECT_TRUE(near(tt(o2), av)) << "batched matmul " << s;
+    // Attention's batched products: q k^T and the weights times v; the second shape has
+    // enough heads for one product per thread.
+    for (auto qs : std::vector<std::vector<int64_t>>{{2, 4, 33, 16}, {4, 8, 64, 32}}) {
+      Tensor q = randn(qs).to(s), k = randn(qs).to(s);
+      Tensor scores =
+          torch::matmul(q.to(at::kFloat), k.to(at::kFloat).transpose(-1, -2)).to(s);
+      dsrt_tensor *o = empty(scores.sizes(), s);
+      dsrt_matmul(ctx, o, rt(q), rt(k), 0, 1);
+      EXPECT_TRUE(near(tt(o), scores)) << "batched matmul " << s;
+      Tensor v = randn(qs).to(s);
+      Tensor av = torch::matmul(scores.to(at::kFloat), v.to(at::kFloat)).to(s);
+      dsrt_tensor *o2 = empty(av.sizes(), s);
+      dsrt_matmul(ctx, o2, rt(scores), rt(v), 0, 0);
+      EXPECT_TRUE(near(tt(o2), av)) << "batched matmul " << s;
+    }
   }
 }
 

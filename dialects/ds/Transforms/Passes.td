@@ -59,7 +59,7 @@ def DSWiden16Bit : Pass<"ds-widen-16bit", "::mlir::ModuleOp"> {
   let description = [{
     Every device runs matmul, linear and linear_grad_weight on bf16 or f16 operands (f32
     accumulation, rounded once, as PyTorch's 16-bit kernels; the CPU on its bf16 units through
-    oneDNN where it has them); it stores, copies, fills, converts, moves (reshape, transpose,
+    oneDNN where they outrun its f32 FMAs, widened to f32 elsewhere); it stores, copies, fills, converts, moves (reshape, transpose,
     broadcast, slices, embedding rows) and communicates 16-bit tensors, but computes the rest
     in f32. This pass first narrows each product that ds-mixed-precision left between
     roundings (16-bit operands widened, every result rounded back, with reshapes, transposes

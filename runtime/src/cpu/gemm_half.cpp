@@ -5,8 +5,12 @@
 #include "dnnl_state.h"
 #endif
 
+#include <cpuid.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -82,50 +86,177 @@ bool runBf16(dsrt_context *ctx, const HalfGemm &g) {
 }
 #endif
 
-/// `rows` x `cols` 16-bit values with leading dimension `ld`, as dense f32.
-void widen(int32_t dtype, const uint16_t *src, int64_t rows, int64_t cols, int64_t ld,
-           std::vector<float> &dst) {
-  dst.resize(static_cast<size_t>(rows * cols));
-  float *out = dst.data();
-#pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain && !omp_in_parallel())
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
-      out[r * cols + c] = halfToFloat(dtype, src[r * ld + c]);
+/// One row of 16-bit values as f32, and back (plus an f32 bias where given, rounded to
+/// nearest even as PyTorch rounds), built per ISA: the widened products' conversions are
+/// memory-bound passes over the operands. The lambdas inline into each clone.
+DSRT_CPU_CLONES void widenRow(int32_t dtype, float *__restrict y, const uint16_t *__restrict x,
+                              int64_t n) {
+  auto loop = [&](auto widen1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = widen1(x[i]);
+  };
+  if (dtype == DSRT_BF16)
+    loop([](uint16_t v) { return bf16ToFloat(v); });
+  else
+    loop([](uint16_t v) { return f16ToFloat(v); });
+}
+DSRT_CPU_CLONES void narrowRow(int32_t dtype, uint16_t *__restrict y, const float *__restrict x,
+                               const float *__restrict bias, int64_t n) {
+  auto loop = [&](auto round) {
+    if (bias) {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = round(x[i] + bias[i]);
+    } else {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = round(x[i]);
+    }
+  };
+  if (dtype == DSRT_BF16)
+    loop([](float v) { return floatToBf16(v); });
+  else
+    loop([](float v) { return floatToF16(v); });
 }
 
-/// The widening path: one product at a time in f32.
-void runWidened(const char *kernel, const HalfGemm &g) {
+DSRT_CPU_CLONES void addRow(float *__restrict acc, const float *__restrict x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    acc[i] += x[i];
+}
+
+/// `rows` x `cols` 16-bit values with leading dimension `ld`, as dense f32; threaded when
+/// `threaded` and large.
+void widen(int32_t dtype, const uint16_t *src, int64_t rows, int64_t cols, int64_t ld,
+           std::vector<float> &dst, bool threaded) {
+  dst.resize(static_cast<size_t>(rows * cols));
+  float *out = dst.data();
+#pragma omp parallel for schedule(static) if (threaded && rows * cols > kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r)
+    widenRow(dtype, out + r * cols, src + r * ld, cols);
+}
+
+/// One product of a batch in f32: both operands widened, sgemm, the bias added in f32 and the
+/// result rounded once. `threaded`: this product may use every thread (else it runs on the
+/// calling one, inside a region over the batch).
+void widenedProduct(const char *kernel, const HalfGemm &g, int64_t bi, const float *bias,
+                    bool threaded) {
+  // Scratch per thread, kept between calls: the products of a batch run one per thread.
   thread_local std::vector<float> a, b, c;
-  const uint16_t *A = (const uint16_t *)g.A, *B = (const uint16_t *)g.B;
-  const uint16_t *bias = (const uint16_t *)g.bias;
-  uint16_t *C = (uint16_t *)g.C;
-  for (int64_t bi = 0; bi < g.batch; ++bi) {
-    // The stored matrices: op(A) is A^T when ta.
-    widen(g.dtype, A + bi * g.strideA, g.ta ? g.K : g.M, g.ta ? g.M : g.K, g.lda, a);
-    widen(g.dtype, B + bi * g.strideB, g.tb ? g.N : g.K, g.tb ? g.K : g.N, g.ldb, b);
-    c.resize(static_cast<size_t>(g.M * g.N));
-    sgemm(kernel, g.ta, g.tb, g.M, g.N, g.K, a.data(), g.ta ? g.M : g.K, b.data(),
-          g.tb ? g.K : g.N, 0.f, c.data(), g.N);
-    uint16_t *Cb = C + bi * g.strideC;
-    const float *c32 = c.data(); // not `c` below: thread_local names another thread's copy
-#pragma omp parallel for schedule(static) if (g.M * g.N > kParallelGrain && !omp_in_parallel())
-    for (int64_t i = 0; i < g.M; ++i)
-      for (int64_t j = 0; j < g.N; ++j) {
-        float v = c32[i * g.N + j];
-        if (bias)
-          v += halfToFloat(g.dtype, bias[j]);
-        Cb[i * g.ldc + j] = floatToHalf(g.dtype, v);
-      }
+  const uint16_t *A = (const uint16_t *)g.A + bi * g.strideA;
+  const uint16_t *B = (const uint16_t *)g.B + bi * g.strideB;
+  uint16_t *C = (uint16_t *)g.C + bi * g.strideC;
+  // The stored matrices: op(A) is A^T when ta.
+  widen(g.dtype, A, g.ta ? g.K : g.M, g.ta ? g.M : g.K, g.lda, a, threaded);
+  widen(g.dtype, B, g.tb ? g.N : g.K, g.tb ? g.K : g.N, g.ldb, b, threaded);
+  c.resize(static_cast<size_t>(g.M * g.N));
+  sgemm(kernel, g.ta, g.tb, g.M, g.N, g.K, a.data(), g.ta ? g.M : g.K, b.data(),
+        g.tb ? g.K : g.N, 0.f, c.data(), g.N);
+  const float *c32 = c.data(); // not `c` below: thread_local names another thread's copy
+  const int64_t M = g.M, N = g.N, ldc = g.ldc;
+  const int32_t dtype = g.dtype;
+#pragma omp parallel for schedule(static) if (threaded && M * N > kParallelGrain)
+  for (int64_t i = 0; i < M; ++i)
+    narrowRow(dtype, C + i * ldc, c32 + i * N, bias, N);
+}
+
+/// The widening path: each product in f32 (oneDNN's sgemm), the same numbers as a 16-bit
+/// kernel that accumulates in f32, up to the order of the sums. Many small products (attention's
+/// heads) run one per thread.
+void runWidened(const char *kernel, const HalfGemm &g) {
+  std::vector<float> bias;
+  if (g.bias) {
+    bias.resize(static_cast<size_t>(g.N));
+    widen(g.dtype, (const uint16_t *)g.bias, 1, g.N, g.N, bias, false);
   }
+  const float *bv = g.bias ? bias.data() : nullptr;
+  const bool inRegion = omp_in_parallel();
+  if (!inRegion && g.batch >= omp_get_max_threads() && g.batch > 1 &&
+      g.M * g.N * g.K < (int64_t)1 << 24 && g.batch * g.M * g.N * g.K >= (int64_t)1 << 20) {
+#pragma omp parallel for schedule(static)
+    for (int64_t bi = 0; bi < g.batch; ++bi)
+      widenedProduct(kernel, g, bi, bv, false);
+    return;
+  }
+  for (int64_t bi = 0; bi < g.batch; ++bi)
+    widenedProduct(kernel, g, bi, bv, !inRegion);
 }
 
 } // namespace
+
+#ifdef DSRT_HAVE_DNNL
+namespace {
+/// Whether this process runs bf16 products on oneDNN's bf16 kernels, and why: fixed once per
+/// process (the CPU's features, or DSRT_BF16_PRODUCTS), so that every step, and a resumed run
+/// on the same machine, sums in the same order.
+struct Bf16Route {
+  bool onednn = false;
+  std::string why;
+};
+
+bool intelCpu() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx))
+    return false;
+  return ebx == 0x756e6547 && edx == 0x49656e69 && ecx == 0x6c65746e; // "GenuineIntel"
+}
+
+bool onednnHasBf16() {
+  try {
+    dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+    memory::desc m({1, 64, 64}, memory::data_type::bf16, memory::format_tag::abc);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m, m, m), engine);
+    return true;
+  } catch (const dnnl::error &) {
+    return false;
+  }
+}
+
+Bf16Route chooseBf16Route() {
+  if (const char *v = std::getenv("DSRT_BF16_PRODUCTS")) {
+    const std::string s = v;
+    if (s == "f32")
+      return {false, "widened to f32 (DSRT_BF16_PRODUCTS=f32)"};
+    if (s == "onednn") {
+      if (!onednnHasBf16())
+        return {false, "widened to f32 (DSRT_BF16_PRODUCTS=onednn, but oneDNN has no bf16 "
+                       "kernel for this CPU)"};
+      return {true, "on oneDNN's bf16 kernels (DSRT_BF16_PRODUCTS=onednn)"};
+    }
+    std::fprintf(stderr,
+                 "dsrt: error: DSRT_BF16_PRODUCTS=%s is not a choice: set it to onednn "
+                 "(oneDNN's bf16 kernels) or f32 (widened to f32), or unset it to choose by "
+                 "the CPU\n",
+                 v);
+    endJob(2);
+  }
+  if (!onednnHasBf16())
+    return {false, "widened to f32 (oneDNN has no bf16 kernel for this CPU)"};
+  const unsigned isa = dnnl_get_effective_cpu_isa();
+  if ((isa & dnnl_cpu_isa_avx512_core_amx) == dnnl_cpu_isa_avx512_core_amx)
+    return {true, "on oneDNN's bf16 kernels (AMX)"};
+  // Intel cores without AMX issue AVX512_BF16's dot products at half the rate of f32 FMAs
+  // (a Xeon here: 82 against 163 GFLOP/s per core), so oneDNN's bf16 GEMMs ran at 0.65x the
+  // f32 ones; AMD's Zen 4 runs them at least at the FMA rate.
+  if (intelCpu())
+    return {false, "widened to f32 (AVX512_BF16 without AMX on Intel: bf16 dot products at "
+                   "half the f32 FMA rate)"};
+  return {true, "on oneDNN's bf16 kernels (AVX512_BF16)"};
+}
+
+const Bf16Route &bf16Route() {
+  static const Bf16Route route = chooseBf16Route();
+  return route;
+}
+} // namespace
+#endif
 
 void dsrt::cpu::gemmHalf(dsrt_context *ctx, const char *kernel, const HalfGemm &g) {
   if (g.batch == 0 || g.M == 0 || g.N == 0)
     return;
 #ifdef DSRT_HAVE_DNNL
-  if (g.dtype == DSRT_BF16 && g.K > 0 && runBf16(ctx, g))
+  if (g.dtype == DSRT_BF16 && g.K > 0 && bf16Route().onednn && runBf16(ctx, g))
     return;
 #else
   (void)ctx;
@@ -135,14 +266,13 @@ void dsrt::cpu::gemmHalf(dsrt_context *ctx, const char *kernel, const HalfGemm &
 
 std::string dsrt::cpu::halfProductsReport() {
 #ifdef DSRT_HAVE_DNNL
-  try {
-    dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-    memory::desc m({1, 64, 64}, memory::data_type::bf16, memory::format_tag::abc);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m, m, m), engine);
-    return "bf16 products on " + std::string(pd.impl_info_str());
-  } catch (const dnnl::error &) {
-    return "bf16 products widened to f32 (oneDNN has no bf16 kernel for this CPU)";
-  }
+  const Bf16Route &r = bf16Route();
+  if (!r.onednn)
+    return "bf16 products " + r.why;
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  memory::desc m({1, 64, 64}, memory::data_type::bf16, memory::format_tag::abc);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m, m, m), engine);
+  return "bf16 products " + r.why + ": " + pd.impl_info_str();
 #else
   return "16-bit products widened to f32";
 #endif
@@ -180,10 +310,18 @@ void dsrt::cpu::matmulHalf(dsrt_context *ctx, const char *kernel, int32_t dtype,
 
 void dsrt::cpu::sumRowsHalf(int32_t dtype, const uint16_t *in, int64_t M, int64_t O,
                             uint16_t *out) {
-  std::vector<float> acc(static_cast<size_t>(O), 0.f);
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t o = 0; o < O; ++o)
-      acc[o] += halfToFloat(dtype, in[i * O + o]);
-  for (int64_t o = 0; o < O; ++o)
-    out[o] = floatToHalf(dtype, acc[o]);
+  // Each thread sums its own columns over every row, in row order: the same sums at any
+  // thread count.
+  constexpr int64_t kCols = 256;
+  const int64_t blocks = (O + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static) if (M * O > kParallelGrain && !omp_in_parallel())
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t o0 = blk * kCols, n = std::min(kCols, O - o0);
+    float acc[kCols] = {}, row[kCols];
+    for (int64_t i = 0; i < M; ++i) {
+      widenRow(dtype, row, in + i * O + o0, n);
+      addRow(acc, row, n);
+    }
+    narrowRow(dtype, out + o0, acc, nullptr, n);
+  }
 }

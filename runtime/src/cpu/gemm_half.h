@@ -24,9 +24,11 @@ struct HalfGemm {
   const void *A, *B, *bias;
   void *C;
 };
-/// bf16 through oneDNN's matmul primitive, which uses the CPU's bf16 units (AVX512_BF16,
-/// AMX) where it has them; f16, and bf16 where oneDNN has no kernel for this CPU (AVX2), by
-/// widening to f32 in scratch memory (the same numbers, slower).
+/// bf16 through oneDNN's matmul primitive on the CPU's bf16 units where they outrun its f32
+/// FMAs (AMX; AVX512_BF16 on AMD); f16, and bf16 elsewhere (AVX2, where oneDNN has no bf16
+/// kernel; Intel's AVX512_BF16 without AMX, whose dot products run at half the FMA rate), by
+/// widening to f32 in scratch memory and oneDNN's sgemm (the same numbers up to the order of
+/// the sums). Chosen once per process; DSRT_BF16_PRODUCTS=onednn or f32 overrides it.
 void gemmHalf(dsrt_context *ctx, const char *kernel, const HalfGemm &g);
 
 /// A 16-bit batched matmul (the matmul kernel's shapes, trans flags and broadcasting).
@@ -36,8 +38,8 @@ void matmulHalf(dsrt_context *ctx, const char *kernel, int32_t dtype, const Matm
 /// out[o] = sum over the M rows of in[M, O], in f32, rounded once (a 16-bit bias gradient).
 void sumRowsHalf(int32_t dtype, const uint16_t *in, int64_t M, int64_t O, uint16_t *out);
 
-/// How bf16 products run on this CPU, for ds-report: "bf16 products on brg:avx512_core_bf16"
-/// (oneDNN's implementation), or widened to f32.
+/// How bf16 products run on this CPU and why, for ds-report: "bf16 products on oneDNN's bf16
+/// kernels (AMX): brg:avx512_core_amx" (oneDNN's implementation), or widened to f32.
 std::string halfProductsReport();
 
 } // namespace dsrt::cpu
