@@ -92,6 +92,17 @@ bool dnnlEltwise(dsrt_context *ctx, int32_t op, bool gradient, float *dst, const
 }
 #endif
 
+/// Whether lo <= x[i] <= hi for every i (false for a NaN): which chunks the polynomials cover
+/// whole. Built per ISA, as the loops it guards: at the baseline's width this pass cost
+/// as much as the function.
+DSRT_CPU_CLONES bool allWithin(const float *x, int64_t n, float lo, float hi) {
+  int outside = 0;
+#pragma omp simd reduction(| : outside)
+  for (int64_t i = 0; i < n; ++i)
+    outside |= (x[i] >= lo) & (x[i] <= hi) ? 0 : 1;
+  return !outside;
+}
+
 // Sine and cosine (Cephes' sinf/cosf: reduction by pi/4 in three parts, then a degree-7
 // polynomial): within 2 ulp of libm for |x| <= 8192, branch-free so that the loop
 // vectorizes. Larger arguments, where the three-part reduction loses bits, go to libm.
@@ -131,13 +142,17 @@ void sinCos(float *dst, const float *x, int64_t n, bool cosine) {
 #pragma omp parallel for schedule(static) if (n > 4 * chunk)
   for (int64_t at = 0; at < n; at += chunk) {
     int64_t len = std::min(chunk, n - at);
-    if (cosine)
+    if (!allWithin(x + at, len, -kReduceLimit, kReduceLimit)) {
+      // What the reduction cannot do: libm, element by element (dst may be x).
+      for (int64_t i = at; i < at + len; ++i)
+        dst[i] = std::fabs(x[i]) <= kReduceLimit ? (cosine ? sinCosOne<true>(x[i])
+                                                           : sinCosOne<false>(x[i]))
+                                                 : (cosine ? std::cos(x[i]) : std::sin(x[i]));
+    } else if (cosine) {
       sinCosLoop<true>(dst + at, x + at, len);
-    else
+    } else {
       sinCosLoop<false>(dst + at, x + at, len);
-    for (int64_t i = at; i < at + len; ++i) // what the reduction cannot do: libm
-      if (!(std::fabs(x[i]) <= kReduceLimit))
-        dst[i] = cosine ? std::cos(x[i]) : std::sin(x[i]);
+    }
   }
 }
 
@@ -145,6 +160,7 @@ void sinCos(float *dst, const float *x, int64_t n, bool cosine) {
 // reduced to [sqrt(1/2) - 1, sqrt(2) - 1), a degree-9 polynomial): within 1 ulp of libm,
 // accurate near 1 (oneDNN's log is not: 1e-4 relative there). Zero, negative, subnormal,
 // infinite and NaN arguments go to libm.
+constexpr float kLogLo = 1.17549435e-38f, kLogHi = 3.40282347e38f; // the normal numbers
 inline float logOne(float x) {
   int32_t bits;
   std::memcpy(&bits, &x, 4);
@@ -176,10 +192,12 @@ void logArray(float *dst, const float *x, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > 4 * chunk)
   for (int64_t at = 0; at < n; at += chunk) {
     int64_t len = std::min(chunk, n - at);
-    logLoop(dst + at, x + at, len);
-    for (int64_t i = at; i < at + len; ++i)
-      if (!(x[i] >= 1.17549435e-38f && x[i] <= 3.40282347e38f))
-        dst[i] = std::log(x[i]);
+    if (allWithin(x + at, len, kLogLo, kLogHi)) {
+      logLoop(dst + at, x + at, len);
+      continue;
+    }
+    for (int64_t i = at; i < at + len; ++i) // element by element: dst may be x
+      dst[i] = x[i] >= kLogLo && x[i] <= kLogHi ? logOne(x[i]) : std::log(x[i]);
   }
 }
 
@@ -248,11 +266,7 @@ double dsrt::cpu::vexpShiftSum(float *dst, const float *x, float shift, int64_t 
 
 void dsrt::cpu::vexp(float *dst, const float *x, int64_t n) {
   // What the polynomial does not cover, from libm (checked first: dst may be x).
-  int outside = 0;
-#pragma omp simd reduction(| : outside)
-  for (int64_t i = 0; i < n; ++i)
-    outside |= (x[i] >= kExpLo) & (x[i] <= kExpHi) ? 0 : 1;
-  if (!outside)
+  if (allWithin(x, n, kExpLo, kExpHi))
     return expLoop(dst, x, n);
   for (int64_t i = 0; i < n; ++i)
     dst[i] = std::exp(x[i]);
