@@ -172,8 +172,7 @@ void runWidened(const char *kernel, const HalfGemm &g) {
   }
   const float *bv = g.bias ? bias.data() : nullptr;
   const bool inRegion = omp_in_parallel();
-  if (!inRegion && g.batch >= omp_get_max_threads() && g.batch > 1 &&
-      g.M * g.N * g.K < (int64_t)1 << 24 && g.batch * g.M * g.N * g.K >= (int64_t)1 << 20) {
+  if (!inRegion && g.batch > 1 && productPerThread(g.batch, g.M, g.N, g.K)) {
 #pragma omp parallel for schedule(static)
     for (int64_t bi = 0; bi < g.batch; ++bi)
       widenedProduct(kernel, g, bi, bv, false);

@@ -13,6 +13,10 @@ void sgemm(const char *kernel, bool ta, bool tb, int64_t M, int64_t N, int64_t K
            int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
            float alpha = 1.f);
 
+/// Whether a batch of products runs one product per thread (each sgemm single-threaded inside
+/// the region): many small ones, as attention's heads (matmul.cpp).
+bool productPerThread(int64_t batch, int64_t M, int64_t N, int64_t K);
+
 /// A 16-bit product: `batch` times C[M,N] = op(A)[M,K] op(B)[K,N] (+ bias[N]), every operand
 /// of `dtype` (bf16 or f16), row-major with leading dimensions lda/ldb/ldc and element strides
 /// between the batches (0: the same matrix for every batch). Accumulated in f32, the bias

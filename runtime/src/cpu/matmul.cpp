@@ -49,12 +49,6 @@ bool splitRows(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int threads) {
          M * N * K >= kSmallGemm * threads;
 }
 
-/// Whether a batch of products runs one product per thread (each sgemm single-threaded inside
-/// the region): many small ones, as attention's heads.
-bool productPerThread(int64_t batch, int64_t M, int64_t N, int64_t K) {
-  return batch >= omp_get_max_threads() && M * N * K < (int64_t)1 << 24 &&
-         batch * M * N * K >= kSmallGemm;
-}
 
 #ifdef DSRT_HAVE_DNNL
 /// Whether C = A^T B runs on oneDNN's f32 matmul primitive (its brgemm kernels) instead of
@@ -106,6 +100,11 @@ DSRT_CPU_CLONES void addBiasRow(float *__restrict c, const float *__restrict bia
 }
 
 } // namespace
+
+bool dsrt::cpu::productPerThread(int64_t batch, int64_t M, int64_t N, int64_t K) {
+  return batch >= omp_get_max_threads() && M * N * K < (int64_t)1 << 24 &&
+         batch * M * N * K >= kSmallGemm;
+}
 
 void dsrt::cpu::sgemm(const char *kernel, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                       const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
