@@ -42,18 +42,23 @@
 // AD: ds.linear_grad_weight
 // AD: ds.assign @"w@grad" = %{{.+}} : tensor<4x8xf16>
 
-// After ds-widen-16bit only conversions, reads, writes and fills touch bf16: the gradient
-// accumulation adds in f32, and the optimizer updates the f32 master, which the bf16
-// parameter rounds.
+// After ds-widen-16bit the products and the elementwise ops between roundings run on bf16
+// values (every device computes them in f32 and rounds once), the rest in f32: the optimizer
+// updates the f32 master, which the bf16 parameter rounds.
 // WIDE: ds.state @"w@master" of @w role "master" : tensor<4x8xf32>
 // WIDE: ds.state @"w@exp_avg" of @w role "exp_avg" : tensor<4x8xf32>
 // The products between roundings run on the bf16 values (f32 accumulation, rounded once):
 // no f32 copy of their operands or results.
 // WIDE-LABEL: func.func @micro_step
 // WIDE: ds.linear %{{.+}}, %{{.+}} : (tensor<2x8xbf16>, tensor<4x8xbf16>) -> tensor<2x4xbf16>
+// The GELU and its gradient between roundings, and the gradient's accumulation, in bf16; the
+// multiply by the f32 buffer stays in f32.
+// WIDE: ds.gelu %{{.+}} : tensor<2x4xbf16>
+// WIDE: ds.mul %{{.+}}, %{{.+}} : tensor<2x4xf32>, tensor<4xf32> -> tensor<2x4xf32>
+// WIDE: ds.gelu_grad %{{.+}}, %{{.+}} : tensor<2x4xbf16>
 // WIDE: ds.linear_grad_weight %{{.+}}, %{{.+}} : (tensor<2x8xbf16>, tensor<2x4xbf16>) -> (tensor<4x8xbf16>, tensor<4xbf16>)
 // WIDE-NOT: ds.linear{{.*}}f32
-// WIDE: ds.add %{{.+}}, %{{.+}} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+// WIDE: ds.add %{{.+}}, %{{.+}} : tensor<4x8xbf16>, tensor<4x8xbf16> -> tensor<4x8xbf16>
 // WIDE-LABEL: func.func @optimizer_step
 // WIDE: %[[G:.+]] = ds.get_parameter @"w@grad" : tensor<4x8xbf16>
 // WIDE: %[[G32:.+]] = ds.convert %[[G]] {rematerialized} : tensor<4x8xbf16> -> tensor<4x8xf32>

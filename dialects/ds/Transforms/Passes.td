@@ -55,16 +55,21 @@ def DSMixedPrecision : Pass<"ds-mixed-precision", "::mlir::ModuleOp"> {
 }
 
 def DSWiden16Bit : Pass<"ds-widen-16bit", "::mlir::ModuleOp"> {
-  let summary = "Products in 16 bits, the rest of the arithmetic on 16-bit tensors in f32.";
+  let summary = "Products and elementwise ops in 16 bits, the rest of the arithmetic on 16-bit tensors in f32.";
   let description = [{
     Every device runs matmul, linear and linear_grad_weight on bf16 or f16 operands (f32
     accumulation, rounded once, as PyTorch's 16-bit kernels; the CPU on its bf16 units through
-    oneDNN where they outrun its f32 FMAs, widened to f32 elsewhere); it stores, copies, fills, converts, moves (reshape, transpose,
-    broadcast, slices, embedding rows) and communicates 16-bit tensors, but computes the rest
-    in f32. This pass first narrows each product that ds-mixed-precision left between
-    roundings (16-bit operands widened, every result rounded back, with reshapes, transposes
-    and slices on either side, as the backward's and attention's products have) to the
-    product on the 16-bit values, the moves then on 16-bit values too, then rewrites every other op that has a 16-bit float operand or result into
+    oneDNN where they outrun its f32 FMAs, widened to f32 elsewhere), and its unary, binary,
+    cmp and where kernels too (each element widened to f32, computed, and rounded once: the
+    arithmetic, GELU and its gradient, the transcendental functions, masks); it stores, copies,
+    fills, converts, moves (reshape, transpose, broadcast, slices, embedding rows) and
+    communicates 16-bit tensors, but computes the rest (normalizations, softmax, reductions,
+    losses, optimizers) in f32. This pass first narrows each product that ds-mixed-precision
+    left between roundings (16-bit operands widened, every result rounded back, with reshapes,
+    transposes and slices on either side, as the backward's and attention's products have) to
+    the product on the 16-bit values, the moves then on 16-bit values too; it leaves every
+    elementwise op whose floating-point operands and results have one 16-bit type as it is;
+    then it rewrites every other op that has a 16-bit float operand or result into
     the same op on f32 operands, with conversions before and after, so the training step
     lowers. Last in the training pipeline.
   }];

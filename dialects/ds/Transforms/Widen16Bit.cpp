@@ -42,12 +42,41 @@ bool isHalfProduct(Operation *op) {
   return true;
 }
 
+/// isElementwiseKernel: an op of the runtime's unary, binary, cmp and where kernels (one kernel
+/// call each). isHalfElementwise: one whose floating-point operands and results all have one
+/// 16-bit type: every device runs those
+/// kernels on 16-bit operands, each element widened to f32, computed and rounded once, as
+/// PyTorch's 16-bit kernels compute (the same numbers as widening around the op, without the
+/// f32 copies).
+bool isElementwiseKernel(Operation *op) {
+  return isa<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, ReluOp, CosOp, SinOp, AddOp,
+             SubOp, MulOp, DivOp, PowOp, MaximumOp, MinimumOp, GeluOp, GeluGradOp, CmpOp,
+             WhereOp>(op);
+}
+bool isHalfElementwise(Operation *op) {
+  if (!isElementwiseKernel(op))
+    return false;
+  Type element;
+  for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
+    auto rt = dyn_cast<RankedTensorType>(t);
+    if (!rt)
+      return false;
+    Type e = rt.getElementType();
+    if (!isa<FloatType>(e)) // where's condition, cmp's result
+      continue;
+    if (!isHalf(t) || (element && e != element))
+      return false;
+    element = e;
+  }
+  return static_cast<bool>(element);
+}
+
 /// What the runtime does on 16-bit tensors as they are: storage, conversion, fills, element
-/// moves, communication (runtime/src/core/half.h) and products.
+/// moves, communication (runtime/src/core/half.h), products and the elementwise kernels.
 bool runsIn16Bit(Operation *op) {
   if (auto c = dyn_cast<ConstantOp>(op))
     return cast<DenseElementsAttr>(c.getValue()).isSplat();
-  if (isHalfProduct(op))
+  if (isHalfProduct(op) || isHalfElementwise(op))
     return true;
   return isa<ConvertOp, GetParameterOp, AssignOp, ReshapeOp, TransposeOp, BroadcastToOp,
              SliceOp, InsertSliceOp, ConcatOp, EmbeddingOp, shard::AllReduceOp,
@@ -60,8 +89,8 @@ bool runsIn16Bit(Operation *op) {
 /// them on its way from a widening or to a rounding.
 bool isMove(Operation *op) { return op && isa<ReshapeOp, TransposeOp, SliceOp>(op); }
 
-/// `op` (a move or a product) cloned after itself onto `inputs`, its results of element type
-/// `element`.
+/// `op` (a move, a product or an elementwise op) cloned after itself onto `inputs`, its
+/// floating-point results of element type `element` (a comparison's i1 stays).
 Operation *cloneAs(Operation *op, ValueRange inputs, Type element) {
   OpBuilder b(op->getContext());
   b.setInsertionPointAfter(op);
@@ -69,9 +98,11 @@ Operation *cloneAs(Operation *op, ValueRange inputs, Type element) {
   for (auto [wide, half] : llvm::zip(op->getOperands(), inputs))
     map.map(wide, half);
   Operation *half = b.clone(*op, map);
-  for (auto [old, res] : llvm::zip(op->getResults(), half->getResults()))
-    res.setType(RankedTensorType::get(cast<RankedTensorType>(old.getType()).getShape(),
-                                      element));
+  for (auto [old, res] : llvm::zip(op->getResults(), half->getResults())) {
+    auto rt = cast<RankedTensorType>(old.getType());
+    if (isa<FloatType>(rt.getElementType()))
+      res.setType(RankedTensorType::get(rt.getShape(), element));
+  }
   return half;
 }
 
@@ -127,60 +158,111 @@ void replaceRounded(Value wide, Value half) {
   }
 }
 
-/// ds-mixed-precision's products are f32 ops between roundings: convert(16-bit -> f32) on
-/// every operand, the product, convert(f32 -> 16-bit) as the only use of every result, with
-/// element moves (reshape, transpose, slice: the backward's rows of dy, attention's heads) on
-/// either side. Each becomes the product on the 16-bit values (accumulated in f32 and rounded
-/// once by every device: the same numbers, without the f32 copies), the moves on 16-bit
-/// values. A result used unrounded (a weight gradient accumulated in f32) keeps the product in
-/// f32.
-void narrowProducts(ModuleOp module) {
-  SmallVector<Operation *> products;
+/// The splat f32 constant `v` as a splat of `element` when its value is exact there (an
+/// attention mask's -inf, a scale of 0.125), or null.
+Value exactHalfConstant(Value v, Type element) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  auto attr = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
+  if (!attr || !attr.isSplat() || !attr.getElementType().isF32())
+    return {};
+  APFloat value = attr.getSplatValue<APFloat>();
+  bool lost = false;
+  APFloat narrow = value;
+  narrow.convert(cast<FloatType>(element).getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                 &lost);
+  if (lost)
+    return {};
+  auto type = RankedTensorType::get(attr.getType().getShape(), element);
+  OpBuilder b(c);
+  return ConstantOp::create(b, c.getLoc(), DenseElementsAttr::get(type, narrow));
+}
+
+/// The 16-bit type that `v` widens (through element moves), or null.
+Type widenedFrom(Value v) {
+  while (v && isMove(v.getDefiningOp()))
+    v = v.getDefiningOp()->getOperand(0);
+  auto c = v ? v.getDefiningOp<ConvertOp>() : ConvertOp();
+  if (!c || !isHalf(c.getInput().getType()))
+    return {};
+  return cast<RankedTensorType>(c.getInput().getType()).getElementType();
+}
+
+/// ds-mixed-precision leaves products and elementwise ops as f32 ops between roundings:
+/// convert(16-bit -> f32) on every floating-point operand, the op, convert(f32 -> 16-bit) as
+/// the only use of every floating-point result, with element moves (reshape, transpose,
+/// slice: the backward's rows of dy, attention's heads) on either side. Each becomes the op on
+/// the 16-bit values (computed in f32 and rounded once by every device: the same numbers,
+/// without the f32 copies), the moves on 16-bit values. An f32 splat constant operand whose
+/// value is exact in 16 bits (a mask's -inf, a scale) becomes a 16-bit one. A result used
+/// unrounded (a weight gradient accumulated in f32) keeps the op in f32.
+void narrowBetweenRoundings(ModuleOp module) {
+  SmallVector<Operation *> ops;
   module.walk([&](Operation *op) {
-    if (isa<MatmulOp, LinearOp, LinearGradWeightOp>(op))
-      products.push_back(op);
+    if (isa<MatmulOp, LinearOp, LinearGradWeightOp>(op) || isElementwiseKernel(op))
+      ops.push_back(op);
   });
   DenseMap<Value, Value> made;
   SmallVector<Operation *> widenings;
-  for (Operation *op : products) {
+  auto isFloatTensor = [](Value v) {
+    auto rt = dyn_cast<RankedTensorType>(v.getType());
+    return rt && isa<FloatType>(rt.getElementType());
+  };
+  for (Operation *op : ops) {
+    // Every floating-point operand a widening or an exact constant, the widenings of one type.
     Type element;
     bool ok = true;
-    for (Value v : op->getOperands()) { // every operand a widening, all of one type
-      Value src = v;
-      while (src && isMove(src.getDefiningOp()))
-        src = src.getDefiningOp()->getOperand(0);
-      auto c = src ? src.getDefiningOp<ConvertOp>() : ConvertOp();
-      Type e = c && isHalf(c.getInput().getType())
-                   ? cast<RankedTensorType>(c.getInput().getType()).getElementType()
-                   : Type();
+    for (Value v : op->getOperands()) {
+      if (!isFloatTensor(v) || v.getDefiningOp<ConstantOp>())
+        continue;
+      Type e = widenedFrom(v);
       ok = ok && e && (!element || e == element);
       element = e;
     }
     for (Value r : op->getResults())
-      ok = ok && element && roundedUses(r, element);
+      ok = ok && element && (!isFloatTensor(r) || roundedUses(r, element));
     if (!ok)
       continue;
     SmallVector<Value> narrow;
     for (Value v : op->getOperands()) {
-      narrow.push_back(narrowSource(v, made));
-      widenings.push_back(v.getDefiningOp());
+      if (!isFloatTensor(v)) {
+        narrow.push_back(v);
+      } else if (v.getDefiningOp<ConstantOp>()) {
+        narrow.push_back(exactHalfConstant(v, element));
+      } else {
+        narrow.push_back(narrowSource(v, made));
+      }
+      ok = ok && narrow.back();
     }
+    if (!ok) { // a constant that 16 bits cannot hold: the op stays in f32
+      for (auto [v, n] : llvm::zip(op->getOperands(), narrow))
+        if (n && n != v && n.use_empty() && n.getDefiningOp<ConstantOp>())
+          n.getDefiningOp()->erase();
+      continue;
+    }
+    for (Value v : op->getOperands())
+      if (isFloatTensor(v))
+        widenings.push_back(v.getDefiningOp());
     Operation *half = cloneAs(op, narrow, element);
-    for (auto [old, res] : llvm::zip(op->getResults(), half->getResults()))
-      replaceRounded(old, res);
+    for (auto [old, res] : llvm::zip(op->getResults(), half->getResults())) {
+      if (isFloatTensor(old))
+        replaceRounded(old, res);
+      else
+        old.replaceAllUsesWith(res);
+    }
     op->erase();
   }
-  // The f32 widenings and moves that only the narrowed products read (each once: two
-  // products may share one).
+  // The f32 widenings, moves and constants that only the narrowed ops read (each once: two
+  // ops may share one).
   DenseSet<Operation *> erased;
   while (!widenings.empty()) {
     Operation *op = widenings.pop_back_val();
-    if (!op || erased.contains(op) || !op->use_empty() || !(isMove(op) || isa<ConvertOp>(op)))
+    if (!op || erased.contains(op) || !op->use_empty() ||
+        !(isMove(op) || isa<ConvertOp, ConstantOp>(op)))
       continue;
-    Value input = op->getOperand(0);
+    Value input = op->getNumOperands() ? op->getOperand(0) : Value();
     erased.insert(op);
     op->erase();
-    if (Operation *def = input.getDefiningOp())
+    if (Operation *def = input ? input.getDefiningOp() : nullptr)
       widenings.push_back(def);
   }
 }
@@ -191,7 +273,7 @@ struct Widen16BitPass : mlir::ds::impl::DSWiden16BitBase<Widen16BitPass> {
 } // namespace
 
 void Widen16BitPass::runOnOperation() {
-  narrowProducts(getOperation());
+  narrowBetweenRoundings(getOperation());
   SmallVector<Operation *> todo;
   getOperation().walk([&](Operation *op) {
     if (runsIn16Bit(op))

@@ -1,6 +1,7 @@
 //===- checks.cpp - the kernels' argument checks (kernels/checks.h) -----------===//
 #include "../kernels/checks.h"
 #include "../kernels/scalar_ops.h"
+#include "half.h"
 #include "internal.h"
 
 #include <cstring>
@@ -44,7 +45,7 @@ void unary(const dsrt_tensor *out, const dsrt_tensor *in, int32_t op) {
   checkDtype("unary", out, in->dtype, "result");
   if (!ops::validUnary(op))
     fail("unary", "unknown op %d", op);
-  if (!isFloat(in->dtype) && op != DSRT_NEG && op != DSRT_RELU)
+  if (!isFloat(in->dtype) && !isHalfType(in->dtype) && op != DSRT_NEG && op != DSRT_RELU)
     fail("unary", "op %d needs a floating-point dtype", op);
 }
 
@@ -53,7 +54,7 @@ void binary(const dsrt_tensor *out, const dsrt_tensor *a, const dsrt_tensor *b, 
   checkDtype("binary", b, out->dtype, "rhs");
   if (!ops::validBinary(op, true))
     fail("binary", "unknown op %d", op);
-  if (!isFloat(out->dtype) && !ops::validBinary(op, false))
+  if (!isFloat(out->dtype) && !isHalfType(out->dtype) && !ops::validBinary(op, false))
     fail("binary", "op %d needs a floating-point dtype", op);
 }
 

@@ -1,5 +1,8 @@
 // CPU kernels: unary, binary (broadcasting), comparisons and select.
 #include "cpu_device.h"
+#include "elementwise_half.h"
+#include "elementwise_loops.h"
+#include "../core/half.h"
 #include "vector_math.h"
 #include "../kernels/checks.h"
 #include "../kernels/scalar_ops.h"
@@ -9,6 +12,7 @@
 #include <type_traits>
 
 using namespace dsrt;
+using namespace dsrt::cpu;
 
 namespace {
 
@@ -24,51 +28,6 @@ template <class T> inline T binaryOp(int32_t op, T a, T b) {
 }
 
 template <class T> inline bool cmpOp(int32_t pred, T a, T b) { return ops::cmp(pred, a, b); }
-
-// Contiguous loops as functions of their pointers (not of an OpenMP region's captures, which
-// the compiler reloads each iteration and will not vectorize), built per ISA, run in parallel
-// by chunks.
-constexpr int64_t kChunk = 1 << 14;
-template <class T, class F> DSRT_CPU_CLONES void mapRange(T *y, const T *x, int64_t n, F f) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = f(x[i]);
-}
-/// z[i] = f(x[i * xs], y[i * ys]) for strides xs, ys of 0 or 1 (a broadcast scalar side);
-/// other strides take the generic loop.
-template <class O, class T, class F>
-DSRT_CPU_CLONES void zipRange(O *z, const T *x, int64_t xs, const T *y, int64_t ys, int64_t n,
-                              F f) {
-  if (xs == 1 && ys == 1) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i)
-      z[i] = f(x[i], y[i]);
-  } else if (xs == 1 && ys == 0) {
-    const T v = y[0];
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i)
-      z[i] = f(x[i], v);
-  } else if (xs == 0 && ys == 1) {
-    const T u = x[0];
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i)
-      z[i] = f(u, y[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i)
-      z[i] = f(x[i * xs], y[i * ys]);
-  }
-}
-template <class T, class F> void parallelMap(T *y, const T *x, int64_t n, F f) {
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-  for (int64_t at = 0; at < n; at += kChunk)
-    mapRange(y + at, x + at, std::min(kChunk, n - at), f);
-}
-template <class O, class T, class F>
-void parallelZip(O *z, const T *x, const T *y, int64_t n, F f) {
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-  for (int64_t at = 0; at < n; at += kChunk)
-    zipRange(z + at, x + at, 1, y + at, 1, std::min(kChunk, n - at), f);
-}
 
 /// z[i] = c[i * cs] ? x[i * xs] : y[i * ys]: the contiguous / broadcast-scalar cases (an
 /// attention mask's where(mask, scores, -inf), its gradient's where(mask, dy, 0)) vectorized.
@@ -95,33 +54,6 @@ DSRT_CPU_CLONES void whereRange(T *z, const uint8_t *c, int64_t cs, const T *x, 
   }
 }
 
-/// True when a and b both have out's shape (no broadcast).
-bool sameShapes(const dsrt_tensor *out, const dsrt_tensor *a, const dsrt_tensor *b) {
-  if (a->numel != out->numel || b->numel != out->numel || a->rank != out->rank ||
-      b->rank != out->rank)
-    return false;
-  for (int i = 0; i < out->rank; ++i)
-    if (a->dims[i] != out->dims[i] || b->dims[i] != out->dims[i])
-      return false;
-  return true;
-}
-
-/// z = f(a, b) over out's shape, broadcasting a and b: the contiguous loops where it can.
-template <class O, class T, class F>
-void zipBroadcast(const char *kernel, dsrt_tensor *out, const dsrt_tensor *a,
-                  const dsrt_tensor *b, F f) {
-  const T *x = (const T *)a->data;
-  const T *y = (const T *)b->data;
-  O *z = (O *)out->data;
-  if (sameShapes(out, a, b))
-    return parallelZip(z, x, y, out->numel, f);
-  const dsrt_tensor *ins[2] = {a, b};
-  Broadcast bc(kernel, out, ins, 2);
-  bc.forEachRow(out->numel, [&](int64_t o, const int64_t *off, const int64_t *is, int64_t len) {
-    zipRange(z + o, x + off[0], is[0], y + off[1], is[1], len, f);
-  });
-}
-
 /// torch.pow on f32 through the vector powf, in parallel chunks of contiguous rows.
 void powBroadcast(dsrt_tensor *out, const dsrt_tensor *a, const dsrt_tensor *b) {
   const float *x = (const float *)a->data, *y = (const float *)b->data;
@@ -146,6 +78,8 @@ void dsrt::cpu::unary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
                            const dsrt_tensor *in) {
   DSRT_PROFILE("unary", op);
   checks::unary(out, in, op);
+  if (isHalfType(in->dtype))
+    return unaryHalf(op, out, in);
   if (in->dtype == DSRT_F32 &&
       cpu::vectorEltwise(ctx, op, false, (float *)out->data, (const float *)in->data, nullptr,
                          in->numel))
@@ -187,6 +121,8 @@ void dsrt::cpu::binary(dsrt_context *ctx, int32_t op, dsrt_tensor *out,
                             const dsrt_tensor *a, const dsrt_tensor *b) {
   DSRT_PROFILE("binary", op);
   checks::binary(out, a, b, op);
+  if (isHalfType(out->dtype))
+    return binaryHalf(op, out, a, b);
   if ((op == DSRT_GELU_ERF_GRAD || op == DSRT_GELU_TANH_GRAD) && out->dtype == DSRT_F32 &&
       a->numel == out->numel && b->numel == out->numel &&
       cpu::vectorEltwise(ctx, op, true, (float *)out->data, (const float *)a->data,
@@ -235,6 +171,8 @@ void dsrt::cpu::cmp(dsrt_context *, int32_t pred, dsrt_tensor *out, const dsrt_t
                          const dsrt_tensor *b) {
   DSRT_PROFILE("cmp");
   checks::cmp(out, a, b, pred);
+  if (isHalfType(a->dtype))
+    return cmpHalf(pred, out, a, b);
   auto run = [&](auto tag) {
     using T = decltype(tag);
     // One loop per predicate, so that each vectorizes.
@@ -273,5 +211,7 @@ void dsrt::cpu::where(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *cond,
       whereRange(z + o, c + off[0], is[0], x + off[1], is[1], y + off[2], is[2], len);
     });
   };
+  if (isHalfType(out->dtype)) // a selection: the 16-bit values as they are
+    return run(uint16_t());
   dispatchAll("where", out->dtype, run);
 }

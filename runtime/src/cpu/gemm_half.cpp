@@ -1,5 +1,6 @@
 //===- gemm_half.cpp - 16-bit GEMMs of the CPU device ----------------------===//
 #include "gemm_half.h"
+#include "half_rows.h"
 #include "../core/half.h"
 #ifdef DSRT_HAVE_DNNL
 #include "dnnl_state.h"
@@ -85,40 +86,6 @@ bool runBf16(dsrt_context *ctx, const HalfGemm &g) {
   return true;
 }
 #endif
-
-/// One row of 16-bit values as f32, and back (plus an f32 bias where given, rounded to
-/// nearest even as PyTorch rounds), built per ISA: the widened products' conversions are
-/// memory-bound passes over the operands. The lambdas inline into each clone.
-DSRT_CPU_CLONES void widenRow(int32_t dtype, float *__restrict y, const uint16_t *__restrict x,
-                              int64_t n) {
-  auto loop = [&](auto widen1) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i)
-      y[i] = widen1(x[i]);
-  };
-  if (dtype == DSRT_BF16)
-    loop([](uint16_t v) { return bf16ToFloat(v); });
-  else
-    loop([](uint16_t v) { return f16ToFloat(v); });
-}
-DSRT_CPU_CLONES void narrowRow(int32_t dtype, uint16_t *__restrict y, const float *__restrict x,
-                               const float *__restrict bias, int64_t n) {
-  auto loop = [&](auto round) {
-    if (bias) {
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i)
-        y[i] = round(x[i] + bias[i]);
-    } else {
-#pragma omp simd
-      for (int64_t i = 0; i < n; ++i)
-        y[i] = round(x[i]);
-    }
-  };
-  if (dtype == DSRT_BF16)
-    loop([](float v) { return floatToBf16(v); });
-  else
-    loop([](float v) { return floatToF16(v); });
-}
 
 DSRT_CPU_CLONES void addRow(float *__restrict acc, const float *__restrict x, int64_t n) {
 #pragma omp simd

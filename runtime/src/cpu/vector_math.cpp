@@ -9,7 +9,10 @@
 #include <cstdint>
 #include <cstring>
 #include <immintrin.h>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 using namespace dsrt;
 
@@ -88,6 +91,49 @@ bool dnnlEltwise(dsrt_context *ctx, int32_t op, bool gradient, float *dst, const
     prim->execute(st.stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, out}});
   }
   st.stream.wait();
+  return true;
+}
+
+/// dnnlEltwise on the calling thread, from any thread at once (a 16-bit kernel's chunks): the
+/// primitives kept for the process under a lock, a stream per thread. Inside a parallel region
+/// oneDNN runs the primitive on the calling thread.
+bool dnnlEltwiseHere(int32_t op, bool gradient, float *dst, const float *x, const float *dy,
+                     int64_t n) {
+  dnnl::algorithm alg;
+  float alpha, beta;
+  if (!dnnlAlgorithm(op, gradient, alg, alpha, beta))
+    return false;
+  using dnnl::memory;
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<dnnl::primitive>> cache;
+  const memory::desc md({n}, memory::data_type::f32, memory::format_tag::a);
+  const std::string key = std::to_string(op) + (gradient ? "/bwd/" : "/fwd/") + std::to_string(n);
+  std::shared_ptr<dnnl::primitive> prim;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto &slot = cache[key];
+    if (!slot) {
+      dnnl::eltwise_forward::primitive_desc fpd(
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, alpha, beta),
+          engine);
+      if (gradient)
+        slot = std::make_shared<dnnl::eltwise_backward>(dnnl::eltwise_backward::primitive_desc(
+            dnnl::eltwise_backward::desc(alg, md, md, alpha, beta), engine, fpd));
+      else
+        slot = std::make_shared<dnnl::eltwise_forward>(fpd);
+    }
+    prim = slot;
+  }
+  thread_local dnnl::stream stream(engine);
+  memory src(md, engine, const_cast<float *>(x)), out(md, engine, dst);
+  if (gradient)
+    prim->execute(stream, {{DNNL_ARG_SRC, src},
+                           {DNNL_ARG_DIFF_DST, memory(md, engine, const_cast<float *>(dy))},
+                           {DNNL_ARG_DIFF_SRC, out}});
+  else
+    prim->execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, out}});
+  stream.wait();
   return true;
 }
 #endif
@@ -272,15 +318,16 @@ void dsrt::cpu::vexp(float *dst, const float *x, int64_t n) {
     dst[i] = std::exp(x[i]);
 }
 
-bool dsrt::cpu::vectorEltwise(dsrt_context *ctx, int32_t op, bool gradient, float *dst,
-                              const float *x, const float *dy, int64_t n) {
-  if (n < kVectorGrain)
-    return false;
+namespace {
+/// vectorEltwise's functions: through the device's oneDNN state with `ctx`, without it on the
+/// calling thread from any thread (the array functions thread only outside a parallel region).
+bool vectorFunction(dsrt_context *ctx, int32_t op, bool gradient, float *dst, const float *x,
+                    const float *dy, int64_t n) {
   if (!gradient && op == DSRT_EXP) {
     const int64_t chunk = 1 << 14;
 #pragma omp parallel for schedule(static) if (n > 4 * chunk)
     for (int64_t at = 0; at < n; at += chunk)
-      vexp(dst + at, x + at, std::min(chunk, n - at));
+      cpu::vexp(dst + at, x + at, std::min(chunk, n - at));
     return true;
   }
   if (!gradient && op == DSRT_LOG) {
@@ -291,13 +338,26 @@ bool dsrt::cpu::vectorEltwise(dsrt_context *ctx, int32_t op, bool gradient, floa
     sinCos(dst, x, n, op == DSRT_COS);
     return true;
   }
-  if (gradient && vgeluGrad(op, dst, x, dy, n))
+  if (gradient && cpu::vgeluGrad(op, dst, x, dy, n))
     return true;
 #ifdef DSRT_HAVE_DNNL
-  return dnnlEltwise(ctx, op, gradient, dst, x, dy, n);
+  return ctx ? dnnlEltwise(ctx, op, gradient, dst, x, dy, n)
+             : dnnlEltwiseHere(op, gradient, dst, x, dy, n);
 #else
+  (void)ctx;
   return false;
 #endif
+}
+} // namespace
+
+bool dsrt::cpu::vectorEltwise(dsrt_context *ctx, int32_t op, bool gradient, float *dst,
+                              const float *x, const float *dy, int64_t n) {
+  return n >= kVectorGrain && vectorFunction(ctx, op, gradient, dst, x, dy, n);
+}
+
+bool dsrt::cpu::vectorEltwiseHere(int32_t op, bool gradient, float *dst, const float *x,
+                                  const float *dy, int64_t n) {
+  return vectorFunction(nullptr, op, gradient, dst, x, dy, n);
 }
 
 // torch.pow on f32 tensors: glibc's vector powf (libmvec, within 4 ulp as Sleef's is within 1;

@@ -22,6 +22,11 @@ namespace dsrt::cpu {
 bool vectorEltwise(dsrt_context *ctx, int32_t op, bool gradient, float *dst, const float *x,
                    const float *dy, int64_t n);
 
+/// vectorEltwise on the calling thread, callable from every thread of a parallel region at
+/// once (the 16-bit kernels run it on their chunks); false, having done nothing, where it has
+/// no vector form of `op`.
+bool vectorEltwiseHere(int32_t op, bool gradient, float *dst, const float *x, const float *dy,
+                       int64_t n);
 /// dst = dy * GELU'(x) for op DSRT_GELU_ERF_GRAD or DSRT_GELU_TANH_GRAD over `n` f32 values (dst
 /// may be x or dy), in 16 lanes (or 8 without oneDNN); false, having done nothing, where not.
 bool vgeluGrad(int32_t op, float *dst, const float *x, const float *dy, int64_t n);

@@ -82,9 +82,12 @@ template <class I, class O> __global__ void convertKernel(O *out, const I *in, i
   }
 }
 
+// 16-bit operands compute in f32 and round each result once, as the CPU's kernels do.
 template <class T> __global__ void unaryKernel(T *out, const T *in, int64_t n, int32_t op) {
   DSRT_GRID_STRIDE(i, n) {
-    if constexpr (std::is_floating_point_v<T>)
+    if constexpr (isHalfBits<T>())
+      out[i] = store<T>(ops::unary(op, load(in[i])));
+    else if constexpr (std::is_floating_point_v<T>)
       out[i] = ops::unary(op, in[i]);
     else if constexpr (std::is_signed_v<T>)
       out[i] = op == DSRT_NEG ? T(-in[i]) : (in[i] < 0 ? T(0) : in[i]);
@@ -98,10 +101,14 @@ __global__ void binaryKernel(T *out, const T *a, const T *b, Strided s, int64_t 
   DSRT_GRID_STRIDE(i, n) {
     int64_t off[3];
     offsetsOf(s, i, off);
-    T v = ops::binary(op, a[off[0]], b[off[1]]);
-    if constexpr (std::is_same_v<T, uint8_t>)
-      v = v != 0;
-    out[i] = v;
+    if constexpr (isHalfBits<T>()) {
+      out[i] = store<T>(ops::binary(op, load(a[off[0]]), load(b[off[1]])));
+    } else {
+      T v = ops::binary(op, a[off[0]], b[off[1]]);
+      if constexpr (std::is_same_v<T, uint8_t>)
+        v = v != 0;
+      out[i] = v;
+    }
   }
 }
 
@@ -111,7 +118,7 @@ __global__ void cmpKernel(uint8_t *out, const T *a, const T *b, Strided s, int64
   DSRT_GRID_STRIDE(i, n) {
     int64_t off[3];
     offsetsOf(s, i, off);
-    out[i] = ops::cmp(pred, a[off[0]], b[off[1]]);
+    out[i] = ops::cmp(pred, load(a[off[0]]), load(b[off[1]]));
   }
 }
 
@@ -230,7 +237,7 @@ void dsrt::cuda::unary(dsrt_context *ctx, int32_t op, dsrt_tensor *out, const ds
   checks::unary(out, in, op);
   if (!in->numel)
     return;
-  dispatchAll("unary", in->dtype, [&](auto tag) {
+  dispatchWithHalf("unary", in->dtype, [&](auto tag) {
     using T = decltype(tag);
     unaryKernel<T><<<blocksFor(in->numel), kThreads, 0, stream(ctx)>>>((T *)out->data,
                                                                         (const T *)in->data,
@@ -246,7 +253,7 @@ void dsrt::cuda::binary(dsrt_context *ctx, int32_t op, dsrt_tensor *out, const d
   Strided s = strided("binary", out, ins, 2);
   if (!out->numel)
     return;
-  dispatchAll("binary", out->dtype, [&](auto tag) {
+  dispatchWithHalf("binary", out->dtype, [&](auto tag) {
     using T = decltype(tag);
     binaryKernel<T><<<blocksFor(out->numel), kThreads, 0, stream(ctx)>>>(
         (T *)out->data, (const T *)a->data, (const T *)b->data, s, out->numel, op);
@@ -261,7 +268,7 @@ void dsrt::cuda::cmp(dsrt_context *ctx, int32_t pred, dsrt_tensor *out, const ds
   Strided s = strided("cmp", out, ins, 2);
   if (!out->numel)
     return;
-  dispatchAll("cmp", a->dtype, [&](auto tag) {
+  dispatchWithHalf("cmp", a->dtype, [&](auto tag) {
     using T = decltype(tag);
     cmpKernel<T><<<blocksFor(out->numel), kThreads, 0, stream(ctx)>>>(
         (uint8_t *)out->data, (const T *)a->data, (const T *)b->data, s, out->numel, pred);
@@ -276,7 +283,7 @@ void dsrt::cuda::where(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *c
   Strided s = strided("where", out, ins, 3);
   if (!out->numel)
     return;
-  dispatchAll("where", out->dtype, [&](auto tag) {
+  dispatchWithHalf("where", out->dtype, [&](auto tag) {
     using T = decltype(tag);
     whereKernel<T><<<blocksFor(out->numel), kThreads, 0, stream(ctx)>>>(
         (T *)out->data, (const uint8_t *)cond->data, (const T *)a->data, (const T *)b->data, s,

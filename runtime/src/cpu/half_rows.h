@@ -1,0 +1,41 @@
+//===- half_rows.h - 16-bit values as f32 and back, for the CPU's kernels --===//
+//
+// The CPU computes on bf16 and f16 tensors in f32, rounding each result once to nearest even
+// as PyTorch's 16-bit CPU kernels do: these are the conversions, over rows (built per ISA) and
+// as element functions that inline into a kernel's own vector loop.
+//
+#ifndef DSRT_CPU_HALF_ROWS_H
+#define DSRT_CPU_HALF_ROWS_H
+
+#include "cpu_device.h"
+#include "../core/half.h"
+
+namespace dsrt::cpu {
+
+/// y[i] = x[i] as f32 over one row of `n` 16-bit values of `dtype`.
+void widenRow(int32_t dtype, float *__restrict y, const uint16_t *__restrict x, int64_t n);
+/// y[i] = x[i] (+ bias[i] in f32 where given), rounded to `dtype`, over one row.
+void narrowRow(int32_t dtype, uint16_t *__restrict y, const float *__restrict x,
+               const float *__restrict bias, int64_t n);
+
+/// The element conversions of one 16-bit type, for a loop that stores 16 bits and computes in
+/// f32 (withHalf picks the type at run time).
+struct Bf16Elements {
+  static float load(uint16_t v) { return bf16ToFloat(v); }
+  static uint16_t store(float v) { return floatToBf16(v); }
+};
+struct F16Elements {
+  static float load(uint16_t v) { return f16ToFloat(v); }
+  static uint16_t store(float v) { return floatToF16(v); }
+};
+/// Calls f with Bf16Elements() or F16Elements() for `dtype` (DSRT_BF16 or DSRT_F16).
+template <class F> void withHalf(int32_t dtype, F &&f) {
+  if (dtype == DSRT_BF16)
+    f(Bf16Elements());
+  else
+    f(F16Elements());
+}
+
+} // namespace dsrt::cpu
+
+#endif // DSRT_CPU_HALF_ROWS_H

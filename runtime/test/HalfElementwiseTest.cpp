@@ -1,0 +1,162 @@
+// The elementwise kernels on bf16 and f16 tensors against LibTorch's 16-bit CPU ops, which
+// compute in f32 and round each result once: arithmetic, comparisons and selection bit for
+// bit (broadcasting too), the transcendental functions and GELU's gradients within PyTorch's
+// own 16-bit tolerance (the f32 vector math differs from PyTorch's in the last bits, and GELU's
+// tails differ more in relative terms where PyTorch's formula cancels to zero). Large enough that the kernels run in parallel chunks, with a tail.
+#include "dsrt/dsrt.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Case {
+  int32_t dtype;
+  at::ScalarType scalar;
+};
+const Case kCases[] = {{DSRT_BF16, torch::kBFloat16}, {DSRT_F16, torch::kHalf}};
+
+dsrt_tensor *borrow(dsrt_context *ctx, int32_t dtype, const torch::Tensor &t) {
+  std::vector<int64_t> dims(t.sizes().begin(), t.sizes().end());
+  return dsrt_tensor_borrow(ctx, dtype, (int32_t)dims.size(), dims.data(), t.data_ptr());
+}
+
+/// How many elements of `got` differ from `want` (both of `scalar`): bit for bit where `exact`,
+/// else beyond PyTorch's own tolerance for the 16-bit type (torch.testing's rtol 1.6e-2 for
+/// bf16, 1e-3 for f16, atol 1e-5), NaN matching NaN; the first is reported.
+int64_t mismatches(const torch::Tensor &got, const torch::Tensor &want, bool exact,
+                   const std::string &what) {
+  torch::Tensor far;
+  if (exact) {
+    far = got.view(torch::kShort) != want.view(torch::kShort);
+  } else {
+    const double rtol = got.scalar_type() == torch::kBFloat16 ? 1.6e-2 : 1e-3, atol = 1e-5;
+    torch::Tensor g = got.to(torch::kFloat), w = want.to(torch::kFloat);
+    far = (g - w).abs() > atol + rtol * w.abs();
+  }
+  far &= ~(got.isnan() & want.isnan());
+  far = far.flatten();
+  int64_t bad = far.sum().item<int64_t>();
+  if (bad) {
+    int64_t i = far.nonzero()[0][0].item<int64_t>();
+    ADD_FAILURE() << what << ": " << bad << " of " << got.numel() << " elements differ, first at "
+                  << i << ": " << got.flatten()[i].item<float>() << " against torch's "
+                  << want.flatten()[i].item<float>();
+  }
+  return bad;
+}
+
+torch::Tensor values(at::ScalarType scalar, int64_t n, double scale, int seed) {
+  torch::manual_seed(seed);
+  return (torch::randn({n}) * scale).to(scalar);
+}
+
+TEST(HalfElementwise, UnaryAsTorch) {
+  dsrt_context *ctx = dsrt_context_create(0, 2, 1);
+  const int64_t n = 3 * (1 << 14) + 77;
+  for (const Case &c : kCases) {
+    torch::Tensor x = values(c.scalar, n, 3.0, 1);
+    torch::Tensor pos = x.abs() + 0.01;
+    struct U {
+      int32_t op;
+      const char *name;
+      torch::Tensor in, want;
+      bool exact;
+    } ops[] = {
+        {DSRT_NEG, "neg", x, -x, true},
+        {DSRT_RELU, "relu", x, torch::relu(x), true},
+        {DSRT_SQRT, "sqrt", pos, torch::sqrt(pos), true},
+        {DSRT_RSQRT, "rsqrt", pos, torch::rsqrt(pos), false},
+        {DSRT_EXP, "exp", x, torch::exp(x), false},
+        {DSRT_LOG, "log", pos, torch::log(pos), false},
+        {DSRT_TANH, "tanh", x, torch::tanh(x), false},
+        {DSRT_SIGMOID, "sigmoid", x, torch::sigmoid(x), false},
+        {DSRT_GELU_ERF, "gelu", x, torch::gelu(x), false},
+        {DSRT_GELU_TANH, "gelu tanh", x, torch::gelu(x, "tanh"), false},
+        {DSRT_SIN, "sin", x, torch::sin(x), false},
+        {DSRT_COS, "cos", x, torch::cos(x), false},
+    };
+    for (U &u : ops) {
+      torch::Tensor got = torch::empty_like(u.in);
+      dsrt_tensor *in = borrow(ctx, c.dtype, u.in), *out = borrow(ctx, c.dtype, got);
+      dsrt_unary(ctx, u.op, out, in);
+      mismatches(got, u.want, u.exact, std::string(u.name) + " " + c10::toString(c.scalar));
+      dsrt_tensor_free(ctx, in);
+      dsrt_tensor_free(ctx, out);
+    }
+  }
+  dsrt_context_destroy(ctx);
+}
+
+TEST(HalfElementwise, BinaryAsTorch) {
+  dsrt_context *ctx = dsrt_context_create(0, 2, 1);
+  const int64_t n = 3 * (1 << 14) + 77;
+  for (const Case &c : kCases) {
+    torch::Tensor a = values(c.scalar, n, 3.0, 2), b = values(c.scalar, n, 2.0, 3);
+    torch::Tensor pos = a.abs() + 0.5, small = b * 0.5;
+    // Broadcast shapes: a row against a column, and a one-element operand.
+    torch::Tensor rows = values(c.scalar, 96 * 80, 1.0, 4).view({96, 1, 80});
+    torch::Tensor cols = values(c.scalar, 7 * 80, 1.0, 5).view({1, 7, 80});
+    torch::Tensor one = torch::full({}, 0.3f).to(c.scalar);
+    auto gelu = [&](const torch::Tensor &x, const torch::Tensor &dy, const char *form) {
+      return torch::gelu_backward(dy, x, form);
+    };
+    struct B {
+      int32_t op;
+      const char *name;
+      torch::Tensor x, y, want;
+      bool exact;
+    } ops[] = {
+        {DSRT_ADD, "add", a, b, a + b, true},
+        {DSRT_SUB, "sub", a, b, a - b, true},
+        {DSRT_MUL, "mul", a, b, a * b, true},
+        {DSRT_DIV, "div", a, b, a / b, true},
+        {DSRT_MAX, "max", a, b, torch::maximum(a, b), true},
+        {DSRT_MIN, "min", a, b, torch::minimum(a, b), true},
+        {DSRT_ADD, "add rows+cols", rows, cols, rows + cols, true},
+        {DSRT_MUL, "mul by one element", a, one, a * one, true},
+        {DSRT_POW, "pow", pos, small, torch::pow(pos, small), false},
+        {DSRT_GELU_ERF_GRAD, "gelu grad", a, b, gelu(a, b, "none"), false},
+        {DSRT_GELU_TANH_GRAD, "gelu tanh grad", a, b, gelu(a, b, "tanh"), false},
+    };
+    for (B &o : ops) {
+      torch::Tensor got = torch::empty_like(o.want);
+      dsrt_tensor *x = borrow(ctx, c.dtype, o.x), *y = borrow(ctx, c.dtype, o.y),
+                  *out = borrow(ctx, c.dtype, got);
+      dsrt_binary(ctx, o.op, out, x, y);
+      mismatches(got, o.want, o.exact, std::string(o.name) + " " + c10::toString(c.scalar));
+      for (dsrt_tensor *t : {x, y, out})
+        dsrt_tensor_free(ctx, t);
+    }
+  }
+  dsrt_context_destroy(ctx);
+}
+
+TEST(HalfElementwise, CmpAndWhereAsTorch) {
+  dsrt_context *ctx = dsrt_context_create(0, 2, 1);
+  for (const Case &c : kCases) {
+    // Ties that only the 16-bit values make: a and b round to many equal pairs.
+    torch::Tensor a = values(c.scalar, 4096 * 5, 1.0, 6).view({5, 4096});
+    torch::Tensor b = (a[0].to(torch::kFloat) + values(torch::kFloat, 4096, 0.002, 7))
+                          .to(c.scalar)
+                          .view({1, 4096});
+    torch::Tensor lt = torch::empty({5, 4096}, torch::kBool);
+    dsrt_tensor *x = borrow(ctx, c.dtype, a), *y = borrow(ctx, c.dtype, b);
+    dsrt_tensor *m = borrow(ctx, DSRT_I1, lt);
+    dsrt_cmp(ctx, DSRT_LE, m, x, y);
+    EXPECT_TRUE(torch::equal(lt, a <= b)) << c10::toString(c.scalar);
+    torch::Tensor sel = torch::empty_like(a);
+    torch::Tensor fill = torch::full({}, -std::numeric_limits<float>::infinity()).to(c.scalar);
+    dsrt_tensor *f = borrow(ctx, c.dtype, fill), *out = borrow(ctx, c.dtype, sel);
+    dsrt_where(ctx, out, m, x, f);
+    EXPECT_TRUE(torch::equal(sel, torch::where(lt, a, fill))) << c10::toString(c.scalar);
+    for (dsrt_tensor *t : {x, y, m, f, out})
+      dsrt_tensor_free(ctx, t);
+  }
+  dsrt_context_destroy(ctx);
+}
+
+} // namespace

@@ -1,0 +1,79 @@
+// RUN: ds-opt %s --ds-widen-16bit | FileCheck %s
+
+// ds-widen-16bit leaves the elementwise ops on 16-bit values in 16 bits: every device's
+// unary, binary, cmp and where kernels take bf16 and f16 operands, compute in f32 and round
+// each result once (PyTorch's 16-bit kernels), so no f32 copy of an operand or result is made.
+
+// CHECK-LABEL: func.func @chain
+// CHECK-NOT: ds.convert
+// CHECK: %[[S:.+]] = ds.add %arg0, %arg1 : tensor<4x8xbf16>, tensor<4x8xbf16> -> tensor<4x8xbf16>
+// CHECK: %[[G:.+]] = ds.gelu %[[S]] approximate = tanh : tensor<4x8xbf16>
+// CHECK: %[[M:.+]] = ds.mul %[[G]], %arg2 : tensor<4x8xbf16>, tensor<bf16> -> tensor<4x8xbf16>
+// CHECK: %[[C:.+]] = ds.cmp gt, %[[M]], %arg2 : tensor<4x8xbf16>, tensor<bf16> -> tensor<4x8xi1>
+// CHECK: %[[W:.+]] = ds.where %[[C]], %[[M]], %arg2 : (tensor<4x8xi1>, tensor<4x8xbf16>, tensor<bf16>) -> tensor<4x8xbf16>
+// CHECK: %[[D:.+]] = ds.gelu_grad %[[W]], %arg0 : tensor<4x8xbf16>
+// CHECK: %[[E:.+]] = ds.exp %[[D]] : tensor<4x8xbf16>
+// CHECK-NOT: ds.convert
+// CHECK: return %[[E]]
+func.func @chain(%a: tensor<4x8xbf16>, %b: tensor<4x8xbf16>, %s: tensor<bf16>) -> tensor<4x8xbf16> {
+  %0 = ds.add %a, %b : tensor<4x8xbf16>, tensor<4x8xbf16> -> tensor<4x8xbf16>
+  %1 = ds.gelu %0 approximate = tanh : tensor<4x8xbf16>
+  %2 = ds.mul %1, %s : tensor<4x8xbf16>, tensor<bf16> -> tensor<4x8xbf16>
+  %3 = ds.cmp gt, %2, %s : tensor<4x8xbf16>, tensor<bf16> -> tensor<4x8xi1>
+  %4 = ds.where %3, %2, %s : (tensor<4x8xi1>, tensor<4x8xbf16>, tensor<bf16>) -> tensor<4x8xbf16>
+  %5 = ds.gelu_grad %4, %a : tensor<4x8xbf16>
+  %6 = ds.exp %5 : tensor<4x8xbf16>
+  return %6 : tensor<4x8xbf16>
+}
+
+// f16 as bf16.
+// CHECK-LABEL: func.func @f16
+// CHECK-NOT: ds.convert
+// CHECK: ds.sub %arg0, %arg1 : tensor<8xf16>, tensor<8xf16> -> tensor<8xf16>
+func.func @f16(%a: tensor<8xf16>, %b: tensor<8xf16>) -> tensor<8xf16> {
+  %0 = ds.sub %a, %b : tensor<8xf16>, tensor<8xf16> -> tensor<8xf16>
+  return %0 : tensor<8xf16>
+}
+
+// The ops whose kernels are f32 only (a layer norm) widen as before.
+// CHECK-LABEL: func.func @kept
+// CHECK: ds.convert %arg0 : tensor<2x8xbf16> -> tensor<2x8xf32>
+// CHECK: ds.layer_norm
+// CHECK-SAME: tensor<2x8xf32>
+// CHECK: ds.convert %{{.+}} : tensor<2x8xf32> -> tensor<2x8xbf16>
+func.func @kept(%x: tensor<2x8xbf16>, %w: tensor<8xbf16>) -> tensor<2x8xbf16> {
+  %0 = ds.layer_norm %x weight %w bias %w normalized_shape = [8] eps = 1.0e-05 : (tensor<2x8xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> tensor<2x8xbf16>
+  return %0 : tensor<2x8xbf16>
+}
+
+// ds-mixed-precision's form: f32 ops between roundings. Each becomes the op on the bf16
+// values; an f32 splat constant exact in bf16 (-inf, 0.125) becomes a bf16 one, one that is not
+// (0.1) keeps its op in f32, as does an op whose result is read unrounded.
+// CHECK-LABEL: func.func @between
+// CHECK-DAG: %[[NINF:.+]] = ds.constant dense<0xFF80> : tensor<bf16>
+// CHECK-DAG: %[[EIGHTH:.+]] = ds.constant dense<1.250000e-01> : tensor<bf16>
+// CHECK-DAG: %[[A:.+]] = ds.convert %arg0 : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK: %[[M:.+]] = ds.mul %arg0, %[[EIGHTH]] : tensor<4x8xbf16>, tensor<bf16> -> tensor<4x8xbf16>
+// CHECK: %[[W:.+]] = ds.where %arg1, %[[NINF]], %[[M]] : (tensor<4x8xi1>, tensor<bf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+// CHECK: %[[T:.+]] = ds.transpose %[[W]] perm = [1, 0] : tensor<4x8xbf16> -> tensor<8x4xbf16>
+// CHECK: %[[P:.+]] = ds.mul %[[A]], %{{.+}} : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+// CHECK: ds.convert %[[P]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK: %[[E:.+]] = ds.exp %[[A]] : tensor<4x8xf32>
+// CHECK: return %[[T]], %{{.+}}, %[[E]]
+func.func @between(%a: tensor<4x8xbf16>, %mask: tensor<4x8xi1>)
+    -> (tensor<8x4xbf16>, tensor<4x8xbf16>, tensor<4x8xf32>) {
+  %ninf = ds.constant dense<0xFF800000> : tensor<f32>
+  %eighth = ds.constant dense<0.125> : tensor<f32>
+  %tenth = ds.constant dense<0.1> : tensor<f32>
+  %a32 = ds.convert %a : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %0 = ds.mul %a32, %eighth : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  %1 = ds.convert %0 : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %2 = ds.convert %1 : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %3 = ds.where %mask, %ninf, %2 : (tensor<4x8xi1>, tensor<f32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %4 = ds.transpose %3 perm = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+  %5 = ds.convert %4 : tensor<8x4xf32> -> tensor<8x4xbf16>
+  %6 = ds.mul %a32, %tenth : tensor<4x8xf32>, tensor<f32> -> tensor<4x8xf32>
+  %7 = ds.convert %6 : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %8 = ds.exp %a32 : tensor<4x8xf32>
+  return %5, %7, %8 : tensor<8x4xbf16>, tensor<4x8xbf16>, tensor<4x8xf32>
+}
