@@ -111,6 +111,13 @@ std::vector<Case> cases() {
                  dsrt_tensor *y = make(DSRT_F32, {B, NH, S, S});
                  return [=] { dsrt_where(ctx, y, cond, a, b); };
                }});
+  c.push_back({"where_masked_fill", "i1 [128, 128] ? [] : [16, 8, 128, 128]", [=] {
+                 dsrt_tensor *a = randn({B, NH, S, S}), *b = scalar(-1e9f);
+                 dsrt_tensor *cond = make(DSRT_I1, {S, S});
+                 dsrt_cmp(ctx, DSRT_GT, cond, randn({S, S}), randn({S, S}));
+                 dsrt_tensor *y = make(DSRT_F32, {B, NH, S, S});
+                 return [=] { dsrt_where(ctx, y, cond, b, a); };
+               }});
   c.push_back({"fill", "[2048, 2048] f32", [=] {
                  dsrt_tensor *y = make(DSRT_F32, E);
                  return [=] { dsrt_fill(ctx, y, 0.0); };
@@ -164,6 +171,44 @@ std::vector<Case> cases() {
                              *dx = make(DSRT_F32, {T, D}), *dw = make(DSRT_F32, {D}),
                              *db = make(DSRT_F32, {D});
                  return [=] { dsrt_layer_norm_grad(ctx, dx, dw, db, x, w, dy, D, 1e-5); };
+               }});
+  // The 16-bit forms (bf16 operands computed in f32, rounded once) of the kernels that the
+  // bf16 GPT step runs on bf16 tensors.
+  auto bf16 = [](std::vector<int64_t> dims) { return uniform(dims, -2, 2, DSRT_BF16); };
+  c.push_back({"bf16_add", "[2048, 2048] bf16 x2", [=] {
+                 dsrt_tensor *a = bf16(E), *b = bf16(E), *y = make(DSRT_BF16, E);
+                 return [=] { dsrt_binary(ctx, DSRT_ADD, y, a, b); };
+               }});
+  c.push_back({"bf16_gelu_erf", "[2048, 2048] bf16", [=] {
+                 dsrt_tensor *x = bf16(E), *y = make(DSRT_BF16, E);
+                 return [=] { dsrt_unary(ctx, DSRT_GELU_ERF, y, x); };
+               }});
+  c.push_back({"bf16_gelu_erf_grad", "[2048, 2048] bf16 x2", [=] {
+                 dsrt_tensor *x = bf16(E), *dy = bf16(E), *y = make(DSRT_BF16, E);
+                 return [=] { dsrt_binary(ctx, DSRT_GELU_ERF_GRAD, y, x, dy); };
+               }});
+  c.push_back({"bf16_where", "i1 [128, 128] ? [] : [16, 8, 128, 128] bf16", [=] {
+                 dsrt_tensor *a = bf16({B, NH, S, S}), *b = make(DSRT_BF16, {});
+                 dsrt_fill(ctx, b, -1e9);
+                 dsrt_tensor *cond = make(DSRT_I1, {S, S});
+                 dsrt_cmp(ctx, DSRT_GT, cond, randn({S, S}), randn({S, S}));
+                 dsrt_tensor *y = make(DSRT_BF16, {B, NH, S, S});
+                 return [=] { dsrt_where(ctx, y, cond, b, a); };
+               }});
+  c.push_back({"bf16_softmax", "[16, 8, 128, 128] bf16 dim -1", [=] {
+                 dsrt_tensor *x = bf16(A), *y = make(DSRT_BF16, A);
+                 return [=] { dsrt_softmax(ctx, y, x, 3, 0); };
+               }});
+  c.push_back({"bf16_softmax_grad", "[16, 8, 128, 128] bf16 dim -1", [=] {
+                 dsrt_tensor *x = bf16(A), *y = make(DSRT_BF16, A), *dy = bf16(A),
+                             *dx = make(DSRT_BF16, A);
+                 dsrt_softmax(ctx, y, x, 3, 0);
+                 return [=] { dsrt_softmax_grad(ctx, dx, y, dy, 3, 0); };
+               }});
+  c.push_back({"bf16_layer_norm", "[2048, 512] bf16 weight, bias [512]", [=] {
+                 dsrt_tensor *x = bf16({T, D}), *w = bf16({D}), *b = bf16({D}),
+                             *y = make(DSRT_BF16, {T, D});
+                 return [=] { dsrt_layer_norm(ctx, y, x, w, b, D, 1e-5); };
                }});
   const std::vector<int64_t> X = {16, 64, 32, 32}; // a CNN activation
   c.push_back({"batch_norm", "[16, 64, 32, 32]", [=] {

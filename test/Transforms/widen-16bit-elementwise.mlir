@@ -1,8 +1,9 @@
 // RUN: ds-opt %s --ds-widen-16bit | FileCheck %s
 
-// ds-widen-16bit leaves the elementwise ops on 16-bit values in 16 bits: every device's
-// unary, binary, cmp and where kernels take bf16 and f16 operands, compute in f32 and round
-// each result once (PyTorch's 16-bit kernels), so no f32 copy of an operand or result is made.
+// ds-widen-16bit leaves the elementwise and row ops on 16-bit values in 16 bits: every
+// device's unary, binary, cmp, where, softmax (and its gradient) and layer norm kernels take
+// bf16 and f16 operands, compute in f32 and round each result once (PyTorch's 16-bit
+// kernels), so no f32 copy of an operand or result is made.
 
 // CHECK-LABEL: func.func @chain
 // CHECK-NOT: ds.convert
@@ -35,15 +36,22 @@ func.func @f16(%a: tensor<8xf16>, %b: tensor<8xf16>) -> tensor<8xf16> {
   return %0 : tensor<8xf16>
 }
 
-// The ops whose kernels are f32 only (a layer norm) widen as before.
-// CHECK-LABEL: func.func @kept
-// CHECK: ds.convert %arg0 : tensor<2x8xbf16> -> tensor<2x8xf32>
-// CHECK: ds.layer_norm
-// CHECK-SAME: tensor<2x8xf32>
-// CHECK: ds.convert %{{.+}} : tensor<2x8xf32> -> tensor<2x8xbf16>
-func.func @kept(%x: tensor<2x8xbf16>, %w: tensor<8xbf16>) -> tensor<2x8xbf16> {
+// Softmax, its gradient and layer norm stay in 16 bits too; the ops whose kernels are f32 only
+// (a sum) widen as before.
+// CHECK-LABEL: func.func @rows
+// CHECK: %[[N:.+]] = ds.layer_norm %arg0 weight %arg1 bias %arg1 normalized_shape = [8] eps = 1.000000e-05 : (tensor<2x8xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> tensor<2x8xbf16>
+// CHECK: %[[S:.+]] = ds.softmax %[[N]] dim = 1 : tensor<2x8xbf16>
+// CHECK: ds.softmax_grad %[[S]], %arg0 dim = 1 : tensor<2x8xbf16>
+// CHECK: %[[W:.+]] = ds.convert %[[S]] : tensor<2x8xbf16> -> tensor<2x8xf32>
+// CHECK: %[[R:.+]] = ds.sum %[[W]] dims = [0] : tensor<2x8xf32> -> tensor<8xf32>
+// CHECK: ds.convert %[[R]] : tensor<8xf32> -> tensor<8xbf16>
+func.func @rows(%x: tensor<2x8xbf16>, %w: tensor<8xbf16>)
+    -> (tensor<2x8xbf16>, tensor<8xbf16>) {
   %0 = ds.layer_norm %x weight %w bias %w normalized_shape = [8] eps = 1.0e-05 : (tensor<2x8xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> tensor<2x8xbf16>
-  return %0 : tensor<2x8xbf16>
+  %1 = ds.softmax %0 dim = 1 : tensor<2x8xbf16>
+  %2 = ds.softmax_grad %1, %x dim = 1 : tensor<2x8xbf16>
+  %3 = ds.sum %1 dims = [0] : tensor<2x8xbf16> -> tensor<8xbf16>
+  return %2, %3 : tensor<2x8xbf16>, tensor<8xbf16>
 }
 
 // ds-mixed-precision's form: f32 ops between roundings. Each becomes the op on the bf16

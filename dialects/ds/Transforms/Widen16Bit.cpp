@@ -42,19 +42,19 @@ bool isHalfProduct(Operation *op) {
   return true;
 }
 
-/// isElementwiseKernel: an op of the runtime's unary, binary, cmp and where kernels (one kernel
-/// call each). isHalfElementwise: one whose floating-point operands and results all have one
-/// 16-bit type: every device runs those
+/// isHalfKernel: an op of the runtime's unary, binary, cmp, where, softmax, softmax_grad and
+/// layer_norm kernels (one kernel call each). isHalfElementwise: one whose floating-point
+/// operands and results all have one 16-bit type: every device runs those
 /// kernels on 16-bit operands, each element widened to f32, computed and rounded once, as
 /// PyTorch's 16-bit kernels compute (the same numbers as widening around the op, without the
 /// f32 copies).
-bool isElementwiseKernel(Operation *op) {
+bool isHalfKernel(Operation *op) {
   return isa<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, ReluOp, CosOp, SinOp, AddOp,
-             SubOp, MulOp, DivOp, PowOp, MaximumOp, MinimumOp, GeluOp, GeluGradOp, CmpOp,
-             WhereOp>(op);
+             SubOp, MulOp, DivOp, PowOp, MaximumOp, MinimumOp, GeluOp, GeluGradOp, CmpOp, WhereOp,
+             SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LayerNormOp>(op);
 }
 bool isHalfElementwise(Operation *op) {
-  if (!isElementwiseKernel(op))
+  if (!isHalfKernel(op))
     return false;
   Type element;
   for (Type t : llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
@@ -198,7 +198,7 @@ Type widenedFrom(Value v) {
 void narrowBetweenRoundings(ModuleOp module) {
   SmallVector<Operation *> ops;
   module.walk([&](Operation *op) {
-    if (isa<MatmulOp, LinearOp, LinearGradWeightOp>(op) || isElementwiseKernel(op))
+    if (isa<MatmulOp, LinearOp, LinearGradWeightOp>(op) || isHalfKernel(op))
       ops.push_back(op);
   });
   DenseMap<Value, Value> made;

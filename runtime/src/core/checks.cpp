@@ -29,12 +29,16 @@ void indexDtype(const char *k, const dsrt_tensor *t) {
     fail(k, "indices are %s, expected i64 or i32", dtypeName(t->dtype));
 }
 
+void sized(const char *k, const dsrt_tensor *t, int32_t dtype, int64_t n, const char *what) {
+  checkDtype(k, t, dtype, what);
+  if (t->numel != n)
+    fail(k, "%s has %lld elements, expected %lld", what, (long long)t->numel, (long long)n);
+}
+
 const float *optF32(const char *k, const dsrt_tensor *t, int64_t n, const char *what) {
   if (!t)
     return nullptr;
-  checkDtype(k, t, DSRT_F32, what);
-  if (t->numel != n)
-    fail(k, "%s has %lld elements, expected %lld", what, (long long)t->numel, (long long)n);
+  sized(k, t, DSRT_F32, n, what);
   return (const float *)t->data;
 }
 
@@ -90,8 +94,9 @@ DimSplit softmaxGrad(const dsrt_tensor *dx, const dsrt_tensor *y, const dsrt_ten
 
 int64_t layerNorm(const dsrt_tensor *out, const dsrt_tensor *x, int64_t norm) {
   const char *k = "layer_norm";
-  checkDtype(k, x, DSRT_F32, "input");
-  checkDtype(k, out, DSRT_F32, "result");
+  if (!isHalfType(x->dtype)) // 16 bits: the weight and bias of its type too
+    checkDtype(k, x, DSRT_F32, "input");
+  checkDtype(k, out, x->dtype, "result");
   if (out->numel != x->numel || norm <= 0 || x->numel % norm)
     fail(k, "bad shapes x %s, out %s, norm_numel %lld", shapeString(x).c_str(),
          shapeString(out).c_str(), (long long)norm);

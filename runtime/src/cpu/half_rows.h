@@ -10,6 +10,9 @@
 #include "cpu_device.h"
 #include "../core/half.h"
 
+#include <initializer_list>
+#include <vector>
+
 namespace dsrt::cpu {
 
 /// y[i] = x[i] as f32 over one row of `n` 16-bit values of `dtype`.
@@ -17,6 +20,15 @@ void widenRow(int32_t dtype, float *__restrict y, const uint16_t *__restrict x, 
 /// y[i] = x[i] (+ bias[i] in f32 where given), rounded to `dtype`, over one row.
 void narrowRow(int32_t dtype, uint16_t *__restrict y, const float *__restrict x,
                const float *__restrict bias, int64_t n);
+
+/// Scratch row `i` (0 or 1) of the calling thread, of at least `n` floats: where a 16-bit
+/// kernel widens its operands' rows (kernel workspace, outside the arena's count).
+inline float *threadRow(int i, int64_t n) {
+  thread_local std::vector<float> rows[2];
+  if ((int64_t)rows[i].size() < n)
+    rows[i].resize(static_cast<size_t>(n));
+  return rows[i].data();
+}
 
 /// The element conversions of one 16-bit type, for a loop that stores 16 bits and computes in
 /// f32 (withHalf picks the type at run time).
@@ -35,6 +47,24 @@ template <class F> void withHalf(int32_t dtype, F &&f) {
   else
     f(F16Elements());
 }
+
+/// A kernel's 16-bit call made on f32 copies, for the layouts that its 16-bit form has no
+/// loops of its own for: the operands widened on construction, the result rounded into the
+/// 16-bit one when it goes. The copies are kernel workspace, outside the arena's count.
+class WidenedCall {
+public:
+  WidenedCall(dsrt_tensor *out, std::initializer_list<const dsrt_tensor *> ins);
+  ~WidenedCall();
+  WidenedCall(const WidenedCall &) = delete;
+  WidenedCall &operator=(const WidenedCall &) = delete;
+  dsrt_tensor *out() { return &wide[0]; }
+  const dsrt_tensor *in(size_t i) const { return &wide[i + 1]; }
+
+private:
+  dsrt_tensor *result;
+  std::vector<dsrt_tensor> wide;          ///< the result's copy, then the operands'
+  std::vector<std::vector<float>> values; ///< their f32 values
+};
 
 } // namespace dsrt::cpu
 

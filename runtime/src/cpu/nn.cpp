@@ -1,5 +1,6 @@
 // CPU kernels: softmax, embedding, cross-entropy and dropout.
 #include "cpu_device.h"
+#include "half_rows.h"
 #include "vector_math.h"
 #include "../kernels/checks.h"
 #include "../kernels/scalar_ops.h"
@@ -14,6 +15,9 @@
 #include <limits>
 
 using namespace dsrt;
+using dsrt::cpu::narrowRow;
+using dsrt::cpu::widenRow;
+using dsrt::cpu::WidenedCall;
 
 namespace {
 
@@ -64,6 +68,12 @@ DSRT_CPU_CLONES void shiftRow(float *y, const float *x, float l, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     y[i] = x[i] - l;
 }
+/// y *= a over n floats.
+DSRT_CPU_CLONES void scaleRow(float *y, float a, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    y[i] *= a;
+}
 /// d = y * (g - sum(g * y)) (a softmax gradient row; the sum as cpu::blockSum).
 DSRT_CPU_CLONES void softmaxGradRow(float *d, const float *y, const float *g, int64_t n) {
   const float sm = (float)cpu::blockSum(n, [g, y](int64_t j) { return g[j] * y[j]; });
@@ -86,11 +96,52 @@ DSRT_CPU_CLONES void ceGradRow(float *d, const float *e, float g, float inv, flo
 }
 } // namespace
 
+namespace {
+/// Softmax over the last dim of 16-bit rows: each row widened into buffers of the thread's, its
+/// exponentials vectorized (a masked -inf's exactly 0), normalized in f32, rounded once.
+void softmaxRowsHalf(dsrt_tensor *out, const dsrt_tensor *in, const DimSplit &s) {
+  const int32_t dt = in->dtype;
+  const int64_t D = s.D;
+#pragma omp parallel for schedule(static) if (in->numel > kParallelGrain)
+  for (int64_t o = 0; o < s.outer; ++o) {
+    float *x = cpu::threadRow(0, D), *e = cpu::threadRow(1, D);
+    widenRow(dt, x, (const uint16_t *)in->data + o * D, D);
+    int nan = 0;
+    const float mx = cpu::maxRange(x, D, nan);
+    const float inv = nan ? std::numeric_limits<float>::quiet_NaN()
+                          : (float)(1.0 / cpu::vexpShiftSum(e, x, mx, D, /*flushLow=*/true));
+    scaleRow(e, inv, D);
+    narrowRow(dt, (uint16_t *)out->data + o * D, e, nullptr, D);
+  }
+}
+
+/// The softmax gradient over the last dim of 16-bit rows, each row's y and dy widened.
+void softmaxGradRowsHalf(dsrt_tensor *dx, const dsrt_tensor *y, const dsrt_tensor *dy,
+                         const DimSplit &s) {
+  const int32_t dt = y->dtype;
+  const int64_t D = s.D;
+#pragma omp parallel for schedule(static) if (y->numel > kParallelGrain)
+  for (int64_t o = 0; o < s.outer; ++o) {
+    float *yr = cpu::threadRow(0, D), *g = cpu::threadRow(1, D);
+    widenRow(dt, yr, (const uint16_t *)y->data + o * D, D);
+    widenRow(dt, g, (const uint16_t *)dy->data + o * D, D);
+    softmaxGradRow(g, yr, g, D);
+    narrowRow(dt, (uint16_t *)dx->data + o * D, g, nullptr, D);
+  }
+}
+} // namespace
+
 void dsrt::cpu::softmax(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in,
                              int64_t dim, int32_t log) {
   DSRT_PROFILE("softmax");
   const char *k = "softmax";
   DimSplit s = checks::softmax(out, in, dim);
+  if (isHalfType(in->dtype)) { // 16 bits: the last dim's rows, else an f32 copy
+    if (!log && s.inner == 1)
+      return softmaxRowsHalf(out, in, s);
+    WidenedCall call(out, {in});
+    return softmax(ctx, call.out(), call.in(0), dim, log);
+  }
   // Softmax only: oneDNN's log-softmax is off by ~4e-6 absolute near 0 (the kernel test).
 #ifdef DSRT_HAVE_DNNL
   if (!log && in->dtype == DSRT_F32 && s.inner == 1 && in->numel >= kParallelGrain) {
@@ -153,11 +204,17 @@ void dsrt::cpu::softmax(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *
   });
 }
 
-void dsrt::cpu::softmax_grad(dsrt_context *, dsrt_tensor *dx, const dsrt_tensor *y,
+void dsrt::cpu::softmax_grad(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor *y,
                                   const dsrt_tensor *dy, int64_t dim, int32_t log) {
   DSRT_PROFILE("softmax_grad");
   const char *k = "softmax_grad";
   DimSplit s = checks::softmaxGrad(dx, y, dy, dim);
+  if (isHalfType(y->dtype)) {
+    if (!log && s.inner == 1)
+      return softmaxGradRowsHalf(dx, y, dy, s);
+    WidenedCall call(dx, {y, dy});
+    return softmax_grad(ctx, call.out(), call.in(0), call.in(1), dim, log);
+  }
   dispatchFloat(k, y->dtype, [&](auto tag) {
     using T = decltype(tag);
     const T *Y = (const T *)y->data, *G = (const T *)dy->data;

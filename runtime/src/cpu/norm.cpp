@@ -1,5 +1,6 @@
 // CPU kernels: layer norm and batch norm, forward and backward.
 #include "cpu_device.h"
+#include "half_rows.h"
 #include "vector_math.h"
 #include "../kernels/checks.h"
 #include "../kernels/scalar_ops.h"
@@ -11,6 +12,8 @@
 #include <vector>
 
 using namespace dsrt;
+using dsrt::cpu::narrowRow;
+using dsrt::cpu::widenRow;
 
 namespace {
 
@@ -121,24 +124,47 @@ void dsrt::cpu::layer_norm(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *
   DSRT_PROFILE("layer_norm");
   const char *k = "layer_norm";
   checks::layerNorm(out, x, norm_numel);
-  const float *w = checks::optF32(k, weight, norm_numel, "weight");
-  const float *b = checks::optF32(k, bias, norm_numel, "bias");
-  int64_t N = norm_numel, rows = x->numel / N;
-  const float *X = (const float *)x->data;
-  float *Y = (float *)out->data;
+  const int64_t N = norm_numel, rows = x->numel / N;
+  // 16 bits (weight and bias of the input's type): each row widened into a buffer of the
+  // thread's, normalized in f32, rounded once; the weight and bias widened once.
+  const int32_t half = isHalfType(x->dtype) ? x->dtype : 0;
+  std::vector<float> wide[2];
+  auto param = [&](const dsrt_tensor *t, int i, const char *what) -> const float * {
+    if (!half)
+      return checks::optF32(k, t, N, what);
+    if (!t)
+      return nullptr;
+    checks::sized(k, t, half, N, what);
+    wide[i].resize(static_cast<size_t>(N));
+    widenRow(half, wide[i].data(), (const uint16_t *)t->data, N);
+    return wide[i].data();
+  };
+  const float *w = param(weight, 0, "weight");
+  const float *b = param(bias, 1, "bias");
 #pragma omp parallel for schedule(static) if (x->numel > kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = X + r * N;
-    float *yr = Y + r * N;
+    const float *xr;
+    float *yr;
+    if (half) {
+      float *in = cpu::threadRow(0, N);
+      widenRow(half, in, (const uint16_t *)x->data + r * N, N);
+      xr = in;
+      yr = cpu::threadRow(1, N);
+    } else {
+      xr = (const float *)x->data + r * N;
+      yr = (float *)out->data + r * N;
+    }
     if (w && b) {
       layerNormRow(xr, w, b, N, eps, yr);
-      continue;
+    } else {
+      double mean, rstd;
+      moments(xr, N, eps, mean, rstd);
+      float m = (float)mean, s = (float)rstd;
+      for (int64_t i = 0; i < N; ++i)
+        yr[i] = ops::layerNormOut(xr[i], m, s, w ? w + i : nullptr, b ? b + i : nullptr);
     }
-    double mean, rstd;
-    moments(xr, N, eps, mean, rstd);
-    float m = (float)mean, s = (float)rstd;
-    for (int64_t i = 0; i < N; ++i)
-      yr[i] = ops::layerNormOut(xr[i], m, s, w ? w + i : nullptr, b ? b + i : nullptr);
+    if (half)
+      narrowRow(half, (uint16_t *)out->data + r * N, yr, nullptr, N);
   }
 }
 

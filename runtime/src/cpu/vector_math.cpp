@@ -275,7 +275,7 @@ expLoop(float *dst, const float *x, int64_t n) {
 /// `outside` says whether an argument fell outside the polynomial's range (the caller then
 /// redoes the row with libm).
 DSRT_CPU_CLONES double expShiftSumLoop(float *dst, const float *x, float shift, int64_t n,
-                                       int &outside) {
+                                       int &outside, bool flushLow) {
   double s = 0;
   int out = 0;
   for (int64_t b = 0; b < n; b += cpu::kSumBlock) {
@@ -284,8 +284,9 @@ DSRT_CPU_CLONES double expShiftSumLoop(float *dst, const float *x, float shift, 
 #pragma omp simd reduction(+ : part) reduction(| : out)
     for (int64_t i = b; i < e; ++i) {
       const float a = x[i] - shift;
-      out |= (a >= kExpLo) & (a <= kExpHi) ? 0 : 1;
-      const float v = expOne(a);
+      const bool low = flushLow & (a < kExpLo);
+      out |= low | ((a >= kExpLo) & (a <= kExpHi)) ? 0 : 1;
+      const float v = low ? 0.f : expOne(a);
       dst[i] = v;
       part += v;
     }
@@ -297,9 +298,10 @@ DSRT_CPU_CLONES double expShiftSumLoop(float *dst, const float *x, float shift, 
 
 } // namespace
 
-double dsrt::cpu::vexpShiftSum(float *dst, const float *x, float shift, int64_t n) {
+double dsrt::cpu::vexpShiftSum(float *dst, const float *x, float shift, int64_t n,
+                                bool flushLow) {
   int outside = 0;
-  double s = expShiftSumLoop(dst, x, shift, n, outside);
+  double s = expShiftSumLoop(dst, x, shift, n, outside, flushLow);
   if (!outside)
     return s;
   s = 0;

@@ -69,7 +69,10 @@ template <class T> DSRT_CPU_CLONES T maxRange(const T *p, int64_t n, int &nan) {
 
 /// dst[i] = exp(x[i] - shift) over `n` f32 values, vectorized, on the calling thread, and
 /// their sum (in double): a softmax row's exponentials in one pass.
-double vexpShiftSum(float *dst, const float *x, float shift, int64_t n);
+/// `flushLow`: exp(x - shift) below expf's normal range (-87.3, as a masked -inf) is 0, in
+/// the vector loop (a softmax row's masked entries; otherwise libm's subnormals).
+/// dst must not be x.
+double vexpShiftSum(float *dst, const float *x, float shift, int64_t n, bool flushLow = false);
 
 /// z[i] = pow(x[i * xs], y[i * ys]) over `n` f32 values (strides 0 or 1), vectorized, on the
 /// calling thread: torch.pow's values within 4 ulp.

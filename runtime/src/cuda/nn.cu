@@ -7,6 +7,7 @@
 #include "../kernels/checks.h"
 #include "../kernels/scalar_ops.h"
 #include "cuda_device.h"
+#include "half_bits.cuh"
 
 #include <vector>
 
@@ -30,57 +31,66 @@ unsigned rowBlocks(const char *k, int64_t rows) {
 
 // --- softmax ------------------------------------------------------------------------------
 
-template <class T>
-__global__ void softmaxKernel(T *Y, const T *X, DimSplit s, int32_t log) {
+// 16-bit rows (S a bit wrapper) compute in f32 (T) and round each result once.
+template <class S>
+__global__ void softmaxKernel(S *Y, const S *X, DimSplit s, int32_t log) {
+  using T = Compute<S>;
   int64_t oi = blockIdx.x, o = oi / s.inner, i = oi % s.inner;
-  const T *x = X + o * s.D * s.inner + i;
-  T *y = Y + o * s.D * s.inner + i;
+  const S *x = X + o * s.D * s.inner + i;
+  S *y = Y + o * s.D * s.inner + i;
   int64_t st = s.inner;
   T mx = -INFINITY;
   for (int64_t d = threadIdx.x; d < s.D; d += blockDim.x)
-    mx = MaxNan()(mx, x[d * st]);
+    mx = MaxNan()(mx, T(load(x[d * st])));
   mx = blockReduce(mx, MaxNan(), T(-INFINITY));
   double sum = 0;
   for (int64_t d = threadIdx.x; d < s.D; d += blockDim.x)
-    sum += (double)ops::m_exp(T(x[d * st] - mx));
+    sum += (double)ops::m_exp(T(load(x[d * st]) - mx));
   sum = blockReduce(sum, Sum(), 0.0);
   if (log) {
     T lse = (T)ops::m_log(sum);
     for (int64_t d = threadIdx.x; d < s.D; d += blockDim.x)
-      y[d * st] = x[d * st] - mx - lse;
+      y[d * st] = store<S>(T(load(x[d * st]) - mx - lse));
   } else {
     T inv = (T)(1.0 / sum);
     for (int64_t d = threadIdx.x; d < s.D; d += blockDim.x)
-      y[d * st] = ops::m_exp(T(x[d * st] - mx)) * inv;
+      y[d * st] = store<S>(T(ops::m_exp(T(load(x[d * st]) - mx)) * inv));
   }
 }
 
-template <class T>
-__global__ void softmaxGradKernel(T *DX, const T *Y, const T *G, DimSplit s, int32_t log) {
+template <class S>
+__global__ void softmaxGradKernel(S *DX, const S *Y, const S *G, DimSplit s, int32_t log) {
+  using T = Compute<S>;
   int64_t oi = blockIdx.x, o = oi / s.inner, i = oi % s.inner;
   int64_t base = o * s.D * s.inner + i, st = s.inner;
-  const T *y = Y + base, *g = G + base;
-  T *d = DX + base;
+  const S *y = Y + base, *g = G + base;
+  S *d = DX + base;
   double sum = 0;
-  for (int64_t j = threadIdx.x; j < s.D; j += blockDim.x)
-    sum += log ? (double)g[j * st] : (double)g[j * st] * y[j * st];
+  for (int64_t j = threadIdx.x; j < s.D; j += blockDim.x) {
+    T gj = load(g[j * st]), yj = load(y[j * st]);
+    sum += log ? (double)gj : (double)gj * yj;
+  }
   T sm = (T)blockReduce(sum, Sum(), 0.0);
-  for (int64_t j = threadIdx.x; j < s.D; j += blockDim.x)
-    d[j * st] = log ? g[j * st] - ops::m_exp(y[j * st]) * sm : y[j * st] * (g[j * st] - sm);
+  for (int64_t j = threadIdx.x; j < s.D; j += blockDim.x) {
+    T gj = load(g[j * st]), yj = load(y[j * st]);
+    d[j * st] = store<S>(T(log ? gj - ops::m_exp(yj) * sm : yj * (gj - sm)));
+  }
 }
 
 // --- layer norm -----------------------------------------------------------------------------
 
-/// Mean and 1/sqrt(biased var + eps) of a row (two passes in double), for every thread.
-__device__ void rowMoments(const float *x, int64_t n, double eps, double &mean, double &rstd) {
+/// Mean and 1/sqrt(biased var + eps) of a row (two passes in double), for every thread; a
+/// 16-bit row's values widened.
+template <class S>
+__device__ void rowMoments(const S *x, int64_t n, double eps, double &mean, double &rstd) {
   double s = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-    s += x[i];
+    s += load(x[i]);
   s = blockReduce(s, Sum(), 0.0);
   mean = n ? s / n : 0;
   double v = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    double d = x[i] - mean;
+    double d = load(x[i]) - mean;
     v += d * d;
   }
   v = blockReduce(v, Sum(), 0.0);
@@ -88,10 +98,12 @@ __device__ void rowMoments(const float *x, int64_t n, double eps, double &mean, 
   rstd = 1.0 / sqrt(v + eps);
 }
 
-__global__ void layerNormKernel(float *Y, const float *X, const float *w, const float *b,
-                                int64_t N, double eps, double *stats) {
-  const float *xr = X + blockIdx.x * N;
-  float *yr = Y + blockIdx.x * N;
+/// A row of layer norm; 16-bit (S, with its weight and bias) computed in f32, rounded once.
+template <class S>
+__global__ void layerNormKernel(S *Y, const S *X, const S *w, const S *b, int64_t N, double eps,
+                                double *stats) {
+  const S *xr = X + blockIdx.x * N;
+  S *yr = Y + blockIdx.x * N;
   double mean, rstd;
   rowMoments(xr, N, eps, mean, rstd);
   if (stats && threadIdx.x == 0) {
@@ -99,8 +111,11 @@ __global__ void layerNormKernel(float *Y, const float *X, const float *w, const 
     stats[2 * blockIdx.x + 1] = rstd;
   }
   float m = (float)mean, s = (float)rstd;
-  for (int64_t i = threadIdx.x; i < N; i += blockDim.x)
-    yr[i] = ops::layerNormOut(xr[i], m, s, w ? w + i : nullptr, b ? b + i : nullptr);
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
+    float wi = w ? (float)load(w[i]) : 0.f, bi = b ? (float)load(b[i]) : 0.f;
+    yr[i] = store<S>(ops::layerNormOut((float)load(xr[i]), m, s, w ? &wi : nullptr,
+                                       b ? &bi : nullptr));
+  }
 }
 
 __global__ void layerNormDxKernel(float *DX, const float *X, const float *DY, const float *w,
@@ -300,7 +315,7 @@ void dsrt::cuda::softmax(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor 
   DimSplit s = checks::softmax(out, in, dim);
   if (!in->numel)
     return;
-  dispatchFloat(k, in->dtype, [&](auto tag) {
+  dispatchFloatOrHalf(k, in->dtype, [&](auto tag) {
     using T = decltype(tag);
     softmaxKernel<T><<<rowBlocks(k, s.outer * s.inner), kThreads, 0, stream(ctx)>>>(
         (T *)out->data, (const T *)in->data, s, log);
@@ -314,7 +329,7 @@ void dsrt::cuda::softmax_grad(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_ten
   DimSplit s = checks::softmaxGrad(dx, y, dy, dim);
   if (!y->numel)
     return;
-  dispatchFloat(k, y->dtype, [&](auto tag) {
+  dispatchFloatOrHalf(k, y->dtype, [&](auto tag) {
     using T = decltype(tag);
     softmaxGradKernel<T><<<rowBlocks(k, s.outer * s.inner), kThreads, 0, stream(ctx)>>>(
         (T *)dx->data, (const T *)y->data, (const T *)dy->data, s, log);
@@ -327,14 +342,24 @@ void dsrt::cuda::layer_norm(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tens
                             double eps) {
   const char *k = "layer_norm";
   checks::layerNorm(out, x, norm_numel);
-  const float *w = checks::optF32(k, weight, norm_numel, "weight");
-  const float *b = checks::optF32(k, bias, norm_numel, "bias");
   int64_t rows = x->numel / norm_numel;
-  if (!rows)
-    return;
-  layerNormKernel<<<rowBlocks(k, rows), kThreads, 0, stream(ctx)>>>(
-      (float *)out->data, (const float *)x->data, w, b, norm_numel, eps, nullptr);
-  launched(k);
+  auto run = [&](auto tag) {
+    using S = decltype(tag);
+    for (auto [t, what] : {std::pair{weight, "weight"}, {bias, "bias"}})
+      if (t)
+        checks::sized(k, t, x->dtype, norm_numel, what);
+    if (!rows)
+      return;
+    layerNormKernel<S><<<rowBlocks(k, rows), kThreads, 0, stream(ctx)>>>(
+        (S *)out->data, (const S *)x->data, weight ? (const S *)weight->data : nullptr,
+        bias ? (const S *)bias->data : nullptr, norm_numel, eps, nullptr);
+    launched(k);
+  };
+  if (x->dtype == DSRT_BF16)
+    return run(Bf16Bits());
+  if (x->dtype == DSRT_F16)
+    return run(F16Bits());
+  run(float());
 }
 
 void dsrt::cuda::layer_norm_grad(dsrt_context *ctx, dsrt_tensor *dx, dsrt_tensor *dweight,

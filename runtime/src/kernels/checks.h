@@ -21,6 +21,8 @@ DimSplit splitAt(const char *k, const dsrt_tensor *t, int64_t dim);
 
 /// Indices are i64 or i32.
 void indexDtype(const char *k, const dsrt_tensor *t);
+/// An operand of `dtype` with n elements.
+void sized(const char *k, const dsrt_tensor *t, int32_t dtype, int64_t n, const char *what);
 /// An optional f32 operand of n elements: its data, or null when absent.
 const float *optF32(const char *k, const dsrt_tensor *t, int64_t n, const char *what);
 

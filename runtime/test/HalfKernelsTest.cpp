@@ -1,5 +1,5 @@
-// The elementwise kernels on bf16 and f16 tensors against LibTorch's 16-bit CPU ops, which
-// compute in f32 and round each result once: arithmetic, comparisons and selection bit for
+// The elementwise, softmax and layer norm kernels on bf16 and f16 tensors against LibTorch's
+// 16-bit CPU ops, which compute in f32 and round each result once: arithmetic, comparisons and selection bit for
 // bit (broadcasting too), the transcendental functions and GELU's gradients within PyTorch's
 // own 16-bit tolerance (the f32 vector math differs from PyTorch's in the last bits, and GELU's
 // tails differ more in relative terms where PyTorch's formula cancels to zero). Large enough that the kernels run in parallel chunks, with a tail.
@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,7 @@ torch::Tensor values(at::ScalarType scalar, int64_t n, double scale, int seed) {
   return (torch::randn({n}) * scale).to(scalar);
 }
 
-TEST(HalfElementwise, UnaryAsTorch) {
+TEST(HalfKernels, UnaryAsTorch) {
   dsrt_context *ctx = dsrt_context_create(0, 2, 1);
   const int64_t n = 3 * (1 << 14) + 77;
   for (const Case &c : kCases) {
@@ -91,7 +92,7 @@ TEST(HalfElementwise, UnaryAsTorch) {
   dsrt_context_destroy(ctx);
 }
 
-TEST(HalfElementwise, BinaryAsTorch) {
+TEST(HalfKernels, BinaryAsTorch) {
   dsrt_context *ctx = dsrt_context_create(0, 2, 1);
   const int64_t n = 3 * (1 << 14) + 77;
   for (const Case &c : kCases) {
@@ -135,7 +136,7 @@ TEST(HalfElementwise, BinaryAsTorch) {
   dsrt_context_destroy(ctx);
 }
 
-TEST(HalfElementwise, CmpAndWhereAsTorch) {
+TEST(HalfKernels, CmpAndWhereAsTorch) {
   dsrt_context *ctx = dsrt_context_create(0, 2, 1);
   for (const Case &c : kCases) {
     // Ties that only the 16-bit values make: a and b round to many equal pairs.
@@ -155,6 +156,68 @@ TEST(HalfElementwise, CmpAndWhereAsTorch) {
     EXPECT_TRUE(torch::equal(sel, torch::where(lt, a, fill))) << c10::toString(c.scalar);
     for (dsrt_tensor *t : {x, y, m, f, out})
       dsrt_tensor_free(ctx, t);
+  }
+  dsrt_context_destroy(ctx);
+}
+
+TEST(HalfKernels, SoftmaxAsTorch) {
+  dsrt_context *ctx = dsrt_context_create(0, 2, 1);
+  for (const Case &c : kCases) {
+    // Causal attention's rows: the upper triangle -inf; and one row all -inf (NaN, as torch).
+    torch::Tensor x = values(c.scalar, 64 * 8 * 96, 4.0, 8).view({64, 8, 96});
+    x = x.masked_fill(torch::ones({96, 96}, torch::kBool).triu(1).narrow(0, 0, 8), -INFINITY);
+    x[3][2].fill_(-INFINITY);
+    for (int64_t dim : {2, 0}) { // the last dim's rows, and an f32 copy for the others
+      for (int32_t log : {0, 1}) {
+        std::string what = std::string(log ? "log-softmax" : "softmax") + " dim " +
+                           std::to_string(dim) + " " + c10::toString(c.scalar);
+        // Log-softmax against PyTorch's f32 kernel, rounded: its 16-bit kernel rounds
+        // max + log(sum) to 16 bits before subtracting (x = [7.375, 2.047] gives -0.0078
+        // for the first, against -0.0048 in f32), which ds does not copy.
+        torch::Tensor want = log ? torch::log_softmax(x.to(torch::kFloat), dim).to(c.scalar)
+                                 : torch::softmax(x, dim);
+        torch::Tensor got = torch::empty_like(x);
+        dsrt_tensor *in = borrow(ctx, c.dtype, x), *out = borrow(ctx, c.dtype, got);
+        dsrt_softmax(ctx, out, in, dim, log);
+        mismatches(got, want, false, what);
+        // The gradient, from torch's output and a random dy.
+        torch::Tensor dy = values(c.scalar, x.numel(), 1.0, 9).view(x.sizes());
+        torch::Tensor wantDx = log ? torch::_log_softmax_backward_data(dy, want, dim, c.scalar)
+                                   : torch::_softmax_backward_data(dy, want, dim, c.scalar);
+        torch::Tensor dx = torch::empty_like(x);
+        dsrt_tensor *y = borrow(ctx, c.dtype, want), *g = borrow(ctx, c.dtype, dy),
+                    *d = borrow(ctx, c.dtype, dx);
+        dsrt_softmax_grad(ctx, d, y, g, dim, log);
+        mismatches(dx, wantDx, false, what + " grad");
+        for (dsrt_tensor *t : {in, out, y, g, d})
+          dsrt_tensor_free(ctx, t);
+      }
+    }
+  }
+  dsrt_context_destroy(ctx);
+}
+
+TEST(HalfKernels, LayerNormAsTorch) {
+  dsrt_context *ctx = dsrt_context_create(0, 2, 1);
+  const int64_t rows = 300, N = 192;
+  for (const Case &c : kCases) {
+    // Rows far from zero mean: the statistics must be taken in f32, not 16 bits.
+    torch::Tensor x = (values(c.scalar, rows * N, 2.0, 10).to(torch::kFloat) + 30.0)
+                          .to(c.scalar)
+                          .view({rows, N});
+    torch::Tensor w = values(c.scalar, N, 1.0, 11), b = values(c.scalar, N, 1.0, 12);
+    for (bool affine : {true, false}) {
+      torch::Tensor want = affine ? torch::layer_norm(x, {N}, w, b, 1e-5)
+                                  : torch::layer_norm(x, {N}, {}, {}, 1e-5);
+      torch::Tensor got = torch::empty_like(x);
+      dsrt_tensor *in = borrow(ctx, c.dtype, x), *out = borrow(ctx, c.dtype, got);
+      dsrt_tensor *wt = borrow(ctx, c.dtype, w), *bt = borrow(ctx, c.dtype, b);
+      dsrt_layer_norm(ctx, out, in, affine ? wt : nullptr, affine ? bt : nullptr, N, 1e-5);
+      mismatches(got, want, false,
+                 std::string("layer norm ") + (affine ? "affine " : "") + c10::toString(c.scalar));
+      for (dsrt_tensor *t : {in, out, wt, bt})
+        dsrt_tensor_free(ctx, t);
+    }
   }
   dsrt_context_destroy(ctx);
 }
