@@ -236,6 +236,10 @@ std::vector<Case> cases() {
                  dsrt_tensor *a = randn({T, D}), *b = randn({D, H}), *y = make(DSRT_F32, E);
                  return [=] { dsrt_matmul(ctx, y, a, b, 0, 0); };
                }});
+  c.push_back({"matmul_dx", "[2048, 2048] @ [2048, 512] (an input gradient)", [=] {
+                 dsrt_tensor *a = randn(E), *b = randn({H, D}), *y = make(DSRT_F32, {T, D});
+                 return [=] { dsrt_matmul(ctx, y, a, b, 0, 0); };
+               }});
   c.push_back({"matmul_batched", "[128, 128, 64] @ [128, 64, 128]^T (attention scores)", [=] {
                  dsrt_tensor *a = randn({B * NH, S, HD}), *b = randn({B * NH, S, HD}),
                              *y = make(DSRT_F32, {B * NH, S, S});
@@ -254,6 +258,22 @@ std::vector<Case> cases() {
   c.push_back({"linear_grad_weight", "dy [2048, 2048], x [2048, 512] -> dw, db", [=] {
                  dsrt_tensor *x = randn({T, D}), *dy = randn(E), *dw = make(DSRT_F32, {H, D}),
                              *db = make(DSRT_F32, {H});
+                 return [=] { dsrt_linear_grad_weight(ctx, dw, db, x, dy); };
+               }});
+  // The bf16 products (oneDNN's bf16 kernels or widened to f32, as ds-report says).
+  auto bf16p = [](std::vector<int64_t> dims) { return uniform(dims, -2, 2, DSRT_BF16); };
+  c.push_back({"bf16_linear", "[2048, 512] x [2048, 512]^T + [2048] bf16", [=] {
+                 dsrt_tensor *x = bf16p({T, D}), *w = bf16p({H, D}), *b = bf16p({H}),
+                             *y = make(DSRT_BF16, E);
+                 return [=] { dsrt_linear(ctx, y, x, w, b); };
+               }});
+  c.push_back({"bf16_matmul", "[2048, 2048] @ [2048, 512] bf16 (an input gradient)", [=] {
+                 dsrt_tensor *a = bf16p(E), *b = bf16p({H, D}), *y = make(DSRT_BF16, {T, D});
+                 return [=] { dsrt_matmul(ctx, y, a, b, 0, 0); };
+               }});
+  c.push_back({"bf16_linear_grad_weight", "dy [2048, 2048], x [2048, 512] bf16 -> dw, db", [=] {
+                 dsrt_tensor *x = bf16p({T, D}), *dy = bf16p(E), *dw = make(DSRT_BF16, {H, D}),
+                             *db = make(DSRT_BF16, {H});
                  return [=] { dsrt_linear_grad_weight(ctx, dw, db, x, dy); };
                }});
   c.push_back({"embedding", "[1024, 512] at [16, 128]", [=] {
