@@ -293,6 +293,53 @@ def cases():
         opt.step()
         return opt.step
     c['adamw_update'] = adamw
+    # The bf16 forms (dsrt-kernel-bench's bf16_*): PyTorch's bf16 CPU kernels, which also
+    # compute in f32 and round each result.
+    bf = torch.bfloat16
+
+    def bf16(*shape):
+        return randn(*shape).to(bf)
+    c['bf16_add'] = lambda: (lambda a, b: lambda: torch.add(a, b))(bf16(*E), bf16(*E))
+    c['bf16_gelu_erf'] = lambda: (lambda x: lambda: F.gelu(x))(bf16(*E))
+    c['bf16_gelu_erf_grad'] = lambda: (
+        lambda x, dy: lambda: aten.gelu_backward(dy, x, approximate='none'))(bf16(*E), bf16(*E))
+
+    def bf16_where():
+        a, cond = bf16(B, NH, S, S), randn(S, S) > randn(S, S)
+        b = torch.tensor(-1e9).to(bf)
+        return lambda: torch.where(cond, b, a)
+    c['bf16_where'] = bf16_where
+    c['bf16_softmax'] = lambda: (lambda x: lambda: torch.softmax(x, -1))(bf16(B, NH, S, S))
+
+    def bf16_softmax_grad():
+        y, dy = torch.softmax(bf16(B, NH, S, S), -1), bf16(B, NH, S, S)
+        return lambda: aten._softmax_backward_data(dy, y, -1, bf)
+    c['bf16_softmax_grad'] = bf16_softmax_grad
+
+    def bf16_layer_norm():
+        x, w, b = bf16(T, D), bf16(D), bf16(D)
+        return lambda: F.layer_norm(x, (D,), w, b, 1e-5)
+    c['bf16_layer_norm'] = bf16_layer_norm
+
+    def bf16_linear():
+        x, w, b = bf16(T, D), bf16(H, D), bf16(H)
+        return lambda: F.linear(x, w, b)
+    c['bf16_linear'] = bf16_linear
+
+    def bf16_matmul():
+        a, b = bf16(*E), bf16(H, D)
+        return lambda: torch.mm(a, b)
+    c['bf16_matmul'] = bf16_matmul
+
+    def bf16_linear_grad_weight():
+        x, dy = bf16(T, D), bf16(*E)
+        return lambda: (dy.t().mm(x), dy.sum(0))
+    c['bf16_linear_grad_weight'] = bf16_linear_grad_weight
+
+    def matmul_dx():
+        a, b = randn(*E), randn(H, D)
+        return lambda: torch.mm(a, b)
+    c['matmul_dx'] = matmul_dx
     return c
 
 

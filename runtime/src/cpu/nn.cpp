@@ -97,36 +97,49 @@ DSRT_CPU_CLONES void ceGradRow(float *d, const float *e, float g, float inv, flo
 } // namespace
 
 namespace {
-/// Softmax over the last dim of 16-bit rows: each row widened into buffers of the thread's, its
-/// exponentials vectorized (a masked -inf's exactly 0), normalized in f32, rounded once.
+/// Rows of 16-bit softmax work go in blocks of about this many values: one widening and one
+/// rounding call per block, not per (128-value) row.
+constexpr int64_t kHalfBlock = 8192;
+
+/// Softmax over the last dim of 16-bit rows: a block of rows widened into scratch rows of the
+/// thread's, each row's exponentials vectorized (a masked -inf's exactly 0), normalized in
+/// f32, the block rounded once.
 void softmaxRowsHalf(dsrt_tensor *out, const dsrt_tensor *in, const DimSplit &s) {
   const int32_t dt = in->dtype;
-  const int64_t D = s.D;
+  const int64_t D = s.D, R = std::max<int64_t>(1, kHalfBlock / std::max<int64_t>(D, 1));
+  const int64_t blocks = (s.outer + R - 1) / R;
 #pragma omp parallel for schedule(static) if (in->numel > kParallelGrain)
-  for (int64_t o = 0; o < s.outer; ++o) {
-    float *x = cpu::threadRow(0, D), *e = cpu::threadRow(1, D);
-    widenRow(dt, x, (const uint16_t *)in->data + o * D, D);
-    int nan = 0;
-    const float mx = cpu::maxRange(x, D, nan);
-    const float inv = nan ? std::numeric_limits<float>::quiet_NaN()
-                          : (float)(1.0 / cpu::vexpShiftSum(e, x, mx, D, /*flushLow=*/true));
-    scaleRow(e, inv, D);
-    narrowRow(dt, (uint16_t *)out->data + o * D, e, nullptr, D);
+  for (int64_t bi = 0; bi < blocks; ++bi) {
+    const int64_t r0 = bi * R, n = std::min(R, s.outer - r0) * D;
+    float *x = cpu::threadRow(0, n), *e = cpu::threadRow(1, n);
+    widenRow(dt, x, (const uint16_t *)in->data + r0 * D, n);
+    for (int64_t at = 0; at < n; at += D) {
+      int nan = 0;
+      const float mx = cpu::maxRange(x + at, D, nan);
+      const float inv =
+          nan ? std::numeric_limits<float>::quiet_NaN()
+              : (float)(1.0 / cpu::vexpShiftSum(e + at, x + at, mx, D, /*flushLow=*/true));
+      scaleRow(e + at, inv, D);
+    }
+    narrowRow(dt, (uint16_t *)out->data + r0 * D, e, nullptr, n);
   }
 }
 
-/// The softmax gradient over the last dim of 16-bit rows, each row's y and dy widened.
+/// The softmax gradient over the last dim of 16-bit rows, in blocks of rows as softmaxRowsHalf.
 void softmaxGradRowsHalf(dsrt_tensor *dx, const dsrt_tensor *y, const dsrt_tensor *dy,
                          const DimSplit &s) {
   const int32_t dt = y->dtype;
-  const int64_t D = s.D;
+  const int64_t D = s.D, R = std::max<int64_t>(1, kHalfBlock / std::max<int64_t>(D, 1));
+  const int64_t blocks = (s.outer + R - 1) / R;
 #pragma omp parallel for schedule(static) if (y->numel > kParallelGrain)
-  for (int64_t o = 0; o < s.outer; ++o) {
-    float *yr = cpu::threadRow(0, D), *g = cpu::threadRow(1, D);
-    widenRow(dt, yr, (const uint16_t *)y->data + o * D, D);
-    widenRow(dt, g, (const uint16_t *)dy->data + o * D, D);
-    softmaxGradRow(g, yr, g, D);
-    narrowRow(dt, (uint16_t *)dx->data + o * D, g, nullptr, D);
+  for (int64_t bi = 0; bi < blocks; ++bi) {
+    const int64_t r0 = bi * R, n = std::min(R, s.outer - r0) * D;
+    float *yr = cpu::threadRow(0, n), *g = cpu::threadRow(1, n);
+    widenRow(dt, yr, (const uint16_t *)y->data + r0 * D, n);
+    widenRow(dt, g, (const uint16_t *)dy->data + r0 * D, n);
+    for (int64_t at = 0; at < n; at += D)
+      softmaxGradRow(g + at, yr + at, g + at, D);
+    narrowRow(dt, (uint16_t *)dx->data + r0 * D, g, nullptr, n);
   }
 }
 } // namespace
