@@ -159,6 +159,10 @@ def main():
             subprocess.run([b('ds-opt'), w('gpt-%s.pt' % form)] + inputs +
                            ['--config', w(cfg), '-o', w('step-%s-%s.mlir' % (form, tag))],
                            check=True)
+        # What ds-widen-16bit leaves converting between bf16 and f32 (kernel calls per step).
+        converts = open(w('step-%s-bf16.mlir' % form)).read().count('= ds.convert ')
+        print('gelu %-4s bf16 step: %d ds.convert ops (16-bit <-> f32 conversions)'
+              % (form, converts))
         for threads in [int(t) for t in args.threads.split(',')]:
             def ds_run(tag, pair=0):
                 """(settled ms, host peak, arena peak) of one ds-run process; fp32 also
