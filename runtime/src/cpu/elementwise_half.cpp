@@ -1,8 +1,9 @@
 //===- elementwise_half.cpp - elementwise kernels on 16-bit tensors --------===//
 //
 // The simple functions (arithmetic, comparisons, neg, relu, sqrt) convert inside the f32
-// kernel's own vector loops; the transcendental ones (vector_math.h) run on chunks widened into
-// a buffer per thread that stays in cache, then rounded.
+// kernel's own vector loops, as do the transcendental ones with a vector form of our own
+// (vector_math.h: exp, log, sin, cos, GELU erf); the others (oneDNN's, pow) run on chunks
+// widened into a buffer per thread that stays in cache, then rounded.
 //
 #include "elementwise_half.h"
 #include "elementwise_loops.h"
@@ -64,6 +65,8 @@ void dsrt::cpu::unaryHalf(int32_t op, dsrt_tensor *out, const dsrt_tensor *in) {
         return loop([](float v) { return ops::unary(DSRT_RSQRT, v); });
       }
     });
+  if (vectorEltwiseHalf(op, false, dtype, y, x, nullptr, n))
+    return;
   widenedChunks(dtype, y, x, nullptr, n, [op](float *a, float *, int64_t len) {
     if (!vectorEltwiseHere(op, false, a, a, nullptr, len))
       for (int64_t i = 0; i < len; ++i)
@@ -75,6 +78,10 @@ void dsrt::cpu::binaryHalf(int32_t op, dsrt_tensor *out, const dsrt_tensor *a,
                            const dsrt_tensor *b) {
   const int32_t dtype = out->dtype;
   const bool gelu = op == DSRT_GELU_ERF_GRAD || op == DSRT_GELU_TANH_GRAD;
+  if (gelu && sameShapes(out, a, b) &&
+      vectorEltwiseHalf(op, true, dtype, (uint16_t *)out->data, (const uint16_t *)a->data,
+                        (const uint16_t *)b->data, out->numel))
+    return;
   if ((gelu || op == DSRT_POW) && sameShapes(out, a, b))
     return widenedChunks(dtype, (uint16_t *)out->data, (const uint16_t *)a->data,
                          (const uint16_t *)b->data, out->numel,

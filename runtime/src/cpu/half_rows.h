@@ -33,12 +33,22 @@ inline float *threadRow(int i, int64_t n) {
 /// The element conversions of one 16-bit type, for a loop that stores 16 bits and computes in
 /// f32 (withHalf picks the type at run time).
 struct Bf16Elements {
+  using T = uint16_t;
+  static constexpr int32_t kDtype = DSRT_BF16;
   static float load(uint16_t v) { return bf16ToFloat(v); }
   static uint16_t store(float v) { return floatToBf16(v); }
 };
 struct F16Elements {
+  using T = uint16_t;
+  static constexpr int32_t kDtype = DSRT_F16;
   static float load(uint16_t v) { return f16ToFloat(v); }
   static uint16_t store(float v) { return floatToF16(v); }
+};
+/// The same for f32 values, for loops written once for all three types.
+struct F32Elements {
+  using T = float;
+  static float load(float v) { return v; }
+  static float store(float v) { return v; }
 };
 /// Calls f with Bf16Elements() or F16Elements() for `dtype` (DSRT_BF16 or DSRT_F16).
 template <class F> void withHalf(int32_t dtype, F &&f) {

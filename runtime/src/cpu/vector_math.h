@@ -1,11 +1,11 @@
 //===- vector_math.h - vectorized f32 elementwise functions of the CPU device ===//
 //
-// The transcendental unary ops and their gradients over whole f32 arrays, at SIMD speed:
-// through oneDNN's JIT eltwise primitives (exp, log, tanh, logistic, GELU both forms) where it
-// has the function, and through sine and cosine of our own (vector_math.cpp, built for AVX-512,
-// AVX2 and the baseline, picked at run time) and the GELU gradients on glibc's vector math
-// (gelu_grad.cpp) where it has not or is slow. PyTorch vectorizes every such function (Sleef);
-// scalar libm calls cost 10-30 ns an element.
+// The transcendental unary ops and their gradients over whole arrays, at SIMD speed: exp,
+// log, sine, cosine and GELU's exact form (and its gradient) in loops of our own
+// (element_functions.h, vectorized per ISA, picked at run time; in one pass on 16-bit values
+// too), the GELU gradients on glibc's vector math in 16 lanes (gelu_grad.cpp), and oneDNN's
+// JIT eltwise primitives for the rest (tanh, logistic, GELU's tanh form). PyTorch vectorizes
+// every such function (Sleef); scalar libm calls cost 10-30 ns an element.
 //
 #ifndef DSRT_CPU_VECTOR_MATH_H
 #define DSRT_CPU_VECTOR_MATH_H
@@ -27,6 +27,12 @@ bool vectorEltwise(dsrt_context *ctx, int32_t op, bool gradient, float *dst, con
 /// no vector form of `op`.
 bool vectorEltwiseHere(int32_t op, bool gradient, float *dst, const float *x, const float *dy,
                        int64_t n);
+/// vectorEltwise on 16-bit values of `dtype` (DSRT_BF16, DSRT_F16), for the functions with a
+/// vector form of our own (exp, log, sin, cos, GELU erf and its gradient): each value widened
+/// to f32 in the vector loop, computed as the f32 kernel computes it and rounded once, in
+/// parallel chunks; false, having done nothing, for the others (widen them in chunks).
+bool vectorEltwiseHalf(int32_t op, bool gradient, int32_t dtype, uint16_t *dst,
+                       const uint16_t *x, const uint16_t *dy, int64_t n);
 /// dst = dy * GELU'(x) for op DSRT_GELU_ERF_GRAD or DSRT_GELU_TANH_GRAD over `n` f32 values (dst
 /// may be x or dy), in 16 lanes (or 8 without oneDNN); false, having done nothing, where not.
 bool vgeluGrad(int32_t op, float *dst, const float *x, const float *dy, int64_t n);
