@@ -85,3 +85,21 @@ func.func @between(%a: tensor<4x8xbf16>, %mask: tensor<4x8xi1>)
   %8 = ds.exp %a32 : tensor<4x8xf32>
   return %5, %7, %8 : tensor<8x4xbf16>, tensor<4x8xbf16>, tensor<4x8xf32>
 }
+
+// An op whose constant 16 bits cannot hold stays in f32 on its moved operand, and no 16-bit
+// copy of the move is left behind for it (the constant is checked before anything is built).
+// CHECK-LABEL: func.func @inexact_after_move
+// CHECK-NEXT: %[[C:.+]] = ds.constant dense<1.000000e-01> : tensor<f32>
+// CHECK-NEXT: %[[A:.+]] = ds.convert %arg0 : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK-NEXT: %[[T:.+]] = ds.transpose %[[A]] perm = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+// CHECK-NEXT: %[[M:.+]] = ds.mul %[[T]], %[[C]] : tensor<8x4xf32>, tensor<f32> -> tensor<8x4xf32>
+// CHECK-NEXT: %[[R:.+]] = ds.convert %[[M]] : tensor<8x4xf32> -> tensor<8x4xbf16>
+// CHECK-NEXT: return %[[R]]
+func.func @inexact_after_move(%a: tensor<4x8xbf16>) -> tensor<8x4xbf16> {
+  %tenth = ds.constant dense<0.1> : tensor<f32>
+  %a32 = ds.convert %a : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %0 = ds.transpose %a32 perm = [1, 0] : tensor<4x8xf32> -> tensor<8x4xf32>
+  %1 = ds.mul %0, %tenth : tensor<8x4xf32>, tensor<f32> -> tensor<8x4xf32>
+  %2 = ds.convert %1 : tensor<8x4xf32> -> tensor<8x4xbf16>
+  return %2 : tensor<8x4xbf16>
+}

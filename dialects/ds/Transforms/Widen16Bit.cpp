@@ -158,31 +158,37 @@ void replaceRounded(Value wide, Value half) {
   }
 }
 
-/// The splat f32 constant `v` as a splat of `element` when its value is exact there (an
+/// The value of the splat f32 constant `v` as a splat of `element` when it is exact there (an
 /// attention mask's -inf, a scale of 0.125), or null.
-Value exactHalfConstant(Value v, Type element) {
+DenseElementsAttr exactHalfSplat(Value v, Type element) {
   auto c = v.getDefiningOp<ConstantOp>();
   auto attr = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : DenseElementsAttr();
   if (!attr || !attr.isSplat() || !attr.getElementType().isF32())
     return {};
-  APFloat value = attr.getSplatValue<APFloat>();
+  APFloat narrow = attr.getSplatValue<APFloat>();
   bool lost = false;
-  APFloat narrow = value;
   narrow.convert(cast<FloatType>(element).getFloatSemantics(), APFloat::rmNearestTiesToEven,
                  &lost);
   if (lost)
     return {};
-  auto type = RankedTensorType::get(attr.getType().getShape(), element);
-  OpBuilder b(c);
-  return ConstantOp::create(b, c.getLoc(), DenseElementsAttr::get(type, narrow));
+  return DenseElementsAttr::get(RankedTensorType::get(attr.getType().getShape(), element),
+                                narrow);
 }
 
-/// The 16-bit type that `v` widens (through element moves), or null.
+/// exactHalfSplat's value as a constant beside `v`'s.
+Value exactHalfConstant(Value v, Type element) {
+  OpBuilder b(v.getDefiningOp());
+  return ConstantOp::create(b, v.getLoc(), exactHalfSplat(v, element));
+}
+
+/// The 16-bit type that `v` widens to f32 (through element moves), or null: where
+/// narrowSource finds a 16-bit value.
 Type widenedFrom(Value v) {
   while (v && isMove(v.getDefiningOp()))
     v = v.getDefiningOp()->getOperand(0);
   auto c = v ? v.getDefiningOp<ConvertOp>() : ConvertOp();
-  if (!c || !isHalf(c.getInput().getType()))
+  if (!c || !isHalf(c.getInput().getType()) ||
+      !cast<RankedTensorType>(c.getType()).getElementType().isF32())
     return {};
   return cast<RankedTensorType>(c.getInput().getType()).getElementType();
 }
@@ -220,24 +226,21 @@ void narrowBetweenRoundings(ModuleOp module) {
     }
     for (Value r : op->getResults())
       ok = ok && element && (!isFloatTensor(r) || roundedUses(r, element));
+    // A constant that 16 bits cannot hold keeps the op in f32: checked before anything is built.
+    for (Value v : op->getOperands())
+      if (ok && isFloatTensor(v) && v.getDefiningOp<ConstantOp>())
+        ok = static_cast<bool>(exactHalfSplat(v, element));
     if (!ok)
       continue;
     SmallVector<Value> narrow;
     for (Value v : op->getOperands()) {
-      if (!isFloatTensor(v)) {
+      if (!isFloatTensor(v))
         narrow.push_back(v);
-      } else if (v.getDefiningOp<ConstantOp>()) {
+      else if (v.getDefiningOp<ConstantOp>())
         narrow.push_back(exactHalfConstant(v, element));
-      } else {
+      else
         narrow.push_back(narrowSource(v, made));
-      }
-      ok = ok && narrow.back();
-    }
-    if (!ok) { // a constant that 16 bits cannot hold: the op stays in f32
-      for (auto [v, n] : llvm::zip(op->getOperands(), narrow))
-        if (n && n != v && n.use_empty() && n.getDefiningOp<ConstantOp>())
-          n.getDefiningOp()->erase();
-      continue;
+      assert(narrow.back() && "widenedFrom and narrowSource follow the same moves");
     }
     for (Value v : op->getOperands())
       if (isFloatTensor(v))
