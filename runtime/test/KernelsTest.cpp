@@ -296,9 +296,12 @@ TEST_F(Kernels, UnaryVectorEdges) {
                           3.4e38f};
   Tensor x = torch::randn({20000}) * 3;
   x.narrow(0, 777, (int64_t)v.size()).copy_(torch::tensor(v));
-  for (int op : {DSRT_SIN, DSRT_COS, DSRT_LOG, DSRT_EXP, DSRT_TANH, DSRT_SIGMOID}) {
+  for (int op : {DSRT_SIN, DSRT_COS, DSRT_LOG, DSRT_EXP, DSRT_TANH, DSRT_SIGMOID,
+                 DSRT_GELU_ERF}) {
     Tensor want = op == DSRT_SIN ? x.sin() : op == DSRT_COS ? x.cos() : op == DSRT_LOG ? x.log()
-                  : op == DSRT_EXP ? x.exp() : op == DSRT_TANH ? x.tanh() : x.sigmoid();
+                  : op == DSRT_EXP ? x.exp() : op == DSRT_TANH ? x.tanh()
+                  : op == DSRT_SIGMOID ? x.sigmoid()
+                                       : torch::gelu(x.to(at::kDouble)).to(at::kFloat);
     dsrt_tensor *o = emptyLike(x);
     dsrt_unary(ctx, op, o, rt(x));
     Tensor got = tt(o);

@@ -1,11 +1,12 @@
-//===- bf16_lanes.h - bf16 values in AVX-512 registers ------------------===//
+//===- avx512_lanes.h - bf16 values and exp in AVX-512 registers --------===//
 //
 // Sixteen bf16 values widened into an f32 zmm and rounded back (to nearest even, NaN kept
-// quiet: floatToBf16), for the kernels that convert inside their own AVX-512 loops. Call them
-// from functions built with target("avx512f") only, after checking avx512Bf16Lanes().
+// quiet: floatToBf16), and exp in 16 lanes, for the kernels that convert inside their own
+// AVX-512 loops. Call them from functions built with target("avx512f") only, after checking
+// avx512Bf16Lanes().
 //
-#ifndef DSRT_CPU_BF16_LANES_H
-#define DSRT_CPU_BF16_LANES_H
+#ifndef DSRT_CPU_AVX512_LANES_H
+#define DSRT_CPU_AVX512_LANES_H
 
 #include <cstdint>
 #include <immintrin.h>
@@ -34,6 +35,23 @@ __attribute__((target("avx512f"))) inline void storeBf16x16(uint16_t *p, __m512 
   _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r));
 }
 
+/// exp(x) in 16 lanes for x in [fn::kExpLo, fn::kExpHi] (-87.3, 88.7; outside, the caller
+/// masks): Cephes' polynomial as fn::expInRange, 2^n by vscalefps.
+__attribute__((target("avx512f"))) inline __m512 exp16(__m512 x) {
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.f));
+  return _mm512_scalef_ps(p, n);
+}
+
 } // namespace dsrt::cpu
 
-#endif // DSRT_CPU_BF16_LANES_H
+#endif // DSRT_CPU_AVX512_LANES_H

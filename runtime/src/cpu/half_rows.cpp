@@ -1,6 +1,6 @@
 //===- half_rows.cpp - 16-bit rows as f32 and back (half_rows.h) ----------===//
 #include "half_rows.h"
-#include "bf16_lanes.h"
+#include "avx512_lanes.h"
 
 #include <algorithm>
 
@@ -8,7 +8,7 @@ using namespace dsrt;
 using namespace dsrt::cpu;
 
 namespace {
-// bf16 in 16 lanes of AVX-512F, written out (bf16_lanes.h): GCC vectorizes the loops below at 8
+// bf16 in 16 lanes of AVX-512F, written out (avx512_lanes.h): GCC vectorizes the loops below at 8
 // lanes in its AVX-512F clone (16-bit lanes in a zmm need AVX512BW, which target_clones cannot
 // name), and rounding took ~35 instructions per 16 values there (a GELU in bf16 spent 40% of
 // its time in the two conversions).

@@ -1,6 +1,7 @@
 // CPU kernels: softmax, embedding, cross-entropy and dropout.
 #include "cpu_device.h"
-#include "bf16_lanes.h"
+#include "avx512_lanes.h"
+#include "element_functions.h"
 #include "half_rows.h"
 #include "vector_math.h"
 #include "../kernels/checks.h"
@@ -102,27 +103,98 @@ namespace {
 /// rounding call per block, not per (128-value) row.
 constexpr int64_t kHalfBlock = 8192;
 
+/// Softmax rows in f32: `x` (n values, rows of D) into `e`, each row's exponentials
+/// vectorized (a masked -inf's exactly 0) and normalized.
+void softmaxRowsF32(float *e, const float *x, int64_t n, int64_t D) {
+  for (int64_t at = 0; at < n; at += D) {
+    int nan = 0;
+    const float mx = cpu::maxRange(x + at, D, nan);
+    const float inv =
+        nan ? std::numeric_limits<float>::quiet_NaN()
+            : (float)(1.0 / cpu::vexpShiftSum(e + at, x + at, mx, D, /*flushLow=*/true));
+    scaleRow(e + at, inv, D);
+  }
+}
+
+/// One bf16 softmax row of D on AVX-512, converting inside its loops: the maximum, then
+/// exp(x - max) into `e` (f32 scratch, in L1) and their sum (f32 lanes over blocks of
+/// kSumBlock, the blocks in double, as vexpShiftSum; below exp's range, a masked -inf's, 0),
+/// then the quotients rounded. False, having written nothing, for a row with NaN or an
+/// infinite maximum (softmaxRowsF32 gives those PyTorch's NaN).
+__attribute__((target("avx512f"))) bool softmaxRowBf16(uint16_t *y, const uint16_t *x,
+                                                       float *e, int64_t D) {
+  using cpu::loadBf16x16;
+  __m512 mv = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __mmask16 nan = 0;
+  int64_t j = 0;
+  for (; j + 16 <= D; j += 16) {
+    const __m512 v = loadBf16x16(x + j);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    mv = _mm512_max_ps(mv, v);
+  }
+  float mx = _mm512_reduce_max_ps(mv);
+  for (; j < D; ++j) {
+    const float v = bf16ToFloat(x[j]);
+    nan |= v != v;
+    mx = v > mx ? v : mx;
+  }
+  if (nan || std::isinf(mx))
+    return false;
+  const __m512 shift = _mm512_set1_ps(mx), lo = _mm512_set1_ps(cpu::fn::kExpLo);
+  double sum = 0;
+  for (int64_t b = 0; b < D; b += cpu::kSumBlock) {
+    const int64_t end = std::min(D, b + cpu::kSumBlock);
+    __m512 acc = _mm512_setzero_ps();
+    for (j = b; j + 16 <= end; j += 16) {
+      const __m512 a = _mm512_sub_ps(loadBf16x16(x + j), shift);
+      const __mmask16 in = _mm512_cmp_ps_mask(a, lo, _CMP_GE_OQ);
+      const __m512 v = _mm512_maskz_mov_ps(in, cpu::exp16(_mm512_max_ps(a, lo)));
+      _mm512_storeu_ps(e + j, v);
+      acc = _mm512_add_ps(acc, v);
+    }
+    float part = _mm512_reduce_add_ps(acc);
+    for (; j < end; ++j) {
+      const float a = bf16ToFloat(x[j]) - mx;
+      e[j] = a < cpu::fn::kExpLo ? 0.f : cpu::fn::exp(a);
+      part += e[j];
+    }
+    sum += part;
+  }
+  const float inv = (float)(1.0 / sum);
+  const __m512 iv = _mm512_set1_ps(inv);
+  for (j = 0; j + 16 <= D; j += 16)
+    cpu::storeBf16x16(y + j, _mm512_mul_ps(_mm512_loadu_ps(e + j), iv));
+  for (; j < D; ++j)
+    y[j] = floatToBf16(e[j] * inv);
+  return true;
+}
+
 /// Softmax over the last dim of 16-bit rows: a block of rows widened into scratch rows of the
-/// thread's, each row's exponentials vectorized (a masked -inf's exactly 0), normalized in
-/// f32, the block rounded once.
+/// thread's, softmaxRowsF32, the block rounded once; bf16 rows on AVX-512 by softmaxRowBf16.
 void softmaxRowsHalf(dsrt_tensor *out, const dsrt_tensor *in, const DimSplit &s) {
   const int32_t dt = in->dtype;
   const int64_t D = s.D, R = std::max<int64_t>(1, kHalfBlock / std::max<int64_t>(D, 1));
   const int64_t blocks = (s.outer + R - 1) / R;
+  const bool lanes = dt == DSRT_BF16 && cpu::avx512Bf16Lanes();
 #pragma omp parallel for schedule(static) if (in->numel > kParallelGrain)
   for (int64_t bi = 0; bi < blocks; ++bi) {
     const int64_t r0 = bi * R, n = std::min(R, s.outer - r0) * D;
-    float *x = cpu::threadRow(0, n), *e = cpu::threadRow(1, n);
-    widenRow(dt, x, (const uint16_t *)in->data + r0 * D, n);
-    for (int64_t at = 0; at < n; at += D) {
-      int nan = 0;
-      const float mx = cpu::maxRange(x + at, D, nan);
-      const float inv =
-          nan ? std::numeric_limits<float>::quiet_NaN()
-              : (float)(1.0 / cpu::vexpShiftSum(e + at, x + at, mx, D, /*flushLow=*/true));
-      scaleRow(e + at, inv, D);
+    const uint16_t *x16 = (const uint16_t *)in->data + r0 * D;
+    uint16_t *y16 = (uint16_t *)out->data + r0 * D;
+    float *x = cpu::threadRow(0, std::max(n, D)), *e = cpu::threadRow(1, std::max(n, D));
+    if (lanes) {
+      for (int64_t at = 0; at < n; at += D) {
+        if (softmaxRowBf16(y16 + at, x16 + at, e, D))
+          continue;
+        widenRow(dt, x, x16 + at, D);
+        softmaxRowsF32(e, x, D, D);
+        narrowRow(dt, y16 + at, e, nullptr, D);
+      }
+      continue;
     }
-    narrowRow(dt, (uint16_t *)out->data + r0 * D, e, nullptr, n);
+    widenRow(dt, x, x16, n);
+    softmaxRowsF32(e, x, n, D);
+    narrowRow(dt, y16, e, nullptr, n);
   }
 }
 

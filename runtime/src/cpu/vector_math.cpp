@@ -292,6 +292,9 @@ namespace {
 /// calling thread from any thread (the loops of our own thread only outside a parallel region).
 bool vectorFunction(dsrt_context *ctx, int32_t op, bool gradient, float *dst, const float *x,
                     const float *dy, int64_t n) {
+  if ((gradient ? op == DSRT_GELU_ERF_GRAD : op == DSRT_GELU_ERF) &&
+      cpu::vgeluErf(DSRT_F32, dst, x, gradient ? dy : nullptr, n, ctx != nullptr))
+    return true;
   if (gradient && cpu::vgeluGrad(op, dst, x, dy, n))
     return true;
   if (checkedFunction<F32Elements>(op, gradient, dst, x, dy, n, /*parallel=*/ctx != nullptr))
@@ -308,6 +311,9 @@ bool vectorFunction(dsrt_context *ctx, int32_t op, bool gradient, float *dst, co
 
 bool dsrt::cpu::vectorEltwiseHalf(int32_t op, bool gradient, int32_t dtype, uint16_t *dst,
                                   const uint16_t *x, const uint16_t *dy, int64_t n) {
+  if ((gradient ? op == DSRT_GELU_ERF_GRAD : op == DSRT_GELU_ERF) &&
+      vgeluErf(dtype, dst, x, gradient ? dy : nullptr, n, /*parallel=*/true))
+    return true;
   if (dtype == DSRT_BF16)
     return checkedFunction<Bf16Elements>(op, gradient, dst, x, dy, n, /*parallel=*/true);
   return checkedFunction<F16Elements>(op, gradient, dst, x, dy, n, /*parallel=*/true);

@@ -1,10 +1,11 @@
 //===- vector_math.h - vectorized f32 elementwise functions of the CPU device ===//
 //
-// The transcendental unary ops and their gradients over whole arrays, at SIMD speed: exp,
-// log, sine, cosine and GELU's exact form (and its gradient) in loops of our own
+// The transcendental unary ops and their gradients over whole arrays, at SIMD speed: GELU's
+// exact form and its gradient in AVX-512 lanes written out (gelu_erf_avx512.cpp, f32 and
+// bf16), exp, log, sine, cosine and, without AVX-512, GELU's exact form in loops of our own
 // (element_functions.h, vectorized per ISA, picked at run time; in one pass on 16-bit values
-// too), the GELU gradients on glibc's vector math in 16 lanes (gelu_grad.cpp), and oneDNN's
-// JIT eltwise primitives for the rest (tanh, logistic, GELU's tanh form). PyTorch vectorizes
+// too), GELU's tanh-form gradient on glibc's vector math (gelu_grad.cpp), and oneDNN's JIT
+// eltwise primitives for the rest (tanh, logistic, GELU's tanh form). PyTorch vectorizes
 // every such function (Sleef); scalar libm calls cost 10-30 ns an element.
 //
 #ifndef DSRT_CPU_VECTOR_MATH_H
@@ -33,6 +34,10 @@ bool vectorEltwiseHere(int32_t op, bool gradient, float *dst, const float *x, co
 /// parallel chunks; false, having done nothing, for the others (widen them in chunks).
 bool vectorEltwiseHalf(int32_t op, bool gradient, int32_t dtype, uint16_t *dst,
                        const uint16_t *x, const uint16_t *dy, int64_t n);
+/// GELU's exact form (without dy) or dy * its derivative (with dy) over `n` f32 or bf16 values
+/// (`dtype`) in 16 AVX-512 lanes, in parallel chunks when `parallel` (dst may be x or dy);
+/// false, having done nothing, on other CPUs and types.
+bool vgeluErf(int32_t dtype, void *dst, const void *x, const void *dy, int64_t n, bool parallel);
 /// dst = dy * GELU'(x) for op DSRT_GELU_ERF_GRAD or DSRT_GELU_TANH_GRAD over `n` f32 values (dst
 /// may be x or dy), in 16 lanes (or 8 without oneDNN); false, having done nothing, where not.
 bool vgeluGrad(int32_t op, float *dst, const float *x, const float *dy, int64_t n);
