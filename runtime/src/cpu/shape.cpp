@@ -1,6 +1,7 @@
 // CPU kernels: fill, copy, convert and the data-movement ops (transpose, broadcast, slices).
 #include "../core/half.h"
 #include "cpu_device.h"
+#include "half_rows.h"
 
 #include <algorithm>
 #include <cmath>
@@ -64,22 +65,19 @@ void dsrt::cpu::copy(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in) {
 }
 
 namespace {
-// f32 <-> bf16 over contiguous chunks, built per ISA (the mixed-precision step's hot copies).
-DSRT_CPU_CLONES void toBf16(uint16_t *y, const float *x, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = floatToBf16(x[i]);
-}
-DSRT_CPU_CLONES void fromBf16(float *y, const uint16_t *x, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = bf16ToFloat(x[i]);
-}
-template <class O, class I> void chunked(O *y, const I *x, int64_t n, void (*f)(O *, const I *, int64_t)) {
+/// f32 <-> 16 bits over contiguous chunks (the mixed-precision step's hot copies), the
+/// chunks over the threads: half_rows.h's row conversions.
+void narrowChunks(int32_t dtype, uint16_t *y, const float *x, int64_t n) {
   constexpr int64_t kChunk = 1 << 14;
 #pragma omp parallel for schedule(static) if (n > kParallelGrain)
   for (int64_t at = 0; at < n; at += kChunk)
-    f(y + at, x + at, std::min(kChunk, n - at));
+    cpu::narrowRow(dtype, y + at, x + at, nullptr, std::min(kChunk, n - at));
+}
+void widenChunks(int32_t dtype, float *y, const uint16_t *x, int64_t n) {
+  constexpr int64_t kChunk = 1 << 14;
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+  for (int64_t at = 0; at < n; at += kChunk)
+    cpu::widenRow(dtype, y + at, x + at, std::min(kChunk, n - at));
 }
 } // namespace
 
@@ -89,10 +87,10 @@ void dsrt::cpu::convert(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in)
     fail("convert", "result %s and operand %s differ in size", shapeString(out).c_str(),
          shapeString(in).c_str());
   int64_t n = in->numel;
-  if (in->dtype == DSRT_F32 && out->dtype == DSRT_BF16)
-    return chunked((uint16_t *)out->data, (const float *)in->data, n, toBf16);
-  if (in->dtype == DSRT_BF16 && out->dtype == DSRT_F32)
-    return chunked((float *)out->data, (const uint16_t *)in->data, n, fromBf16);
+  if (in->dtype == DSRT_F32 && isHalfType(out->dtype))
+    return narrowChunks(out->dtype, (uint16_t *)out->data, (const float *)in->data, n);
+  if (isHalfType(in->dtype) && out->dtype == DSRT_F32)
+    return widenChunks(in->dtype, (float *)out->data, (const uint16_t *)in->data, n);
   if (isHalfType(in->dtype) || isHalfType(out->dtype)) {
     // Through f32: bf16 and f16 widen exactly; narrowing rounds to nearest even once.
     auto read = [&](auto tag, int64_t i) -> float {
