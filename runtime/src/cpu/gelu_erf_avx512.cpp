@@ -95,24 +95,26 @@ template <> struct Io<true> {
 
 /// dst = GELU(x), or with dy, dy * GELU'(x), over n values: 16 at a time where all 16 are
 /// within the vector form's range (|x| <= 5.5 forward, 13 for the gradient), ATen's scalar
-/// formula for the others (and NaN); the last n % 16 by element_functions.h. dst may be x or
-/// dy.
+/// formula for the others (and NaN) and for the last n % 16. dst may be x or dy.
 template <bool Bf16>
 __attribute__((target("avx512f"))) void geluErfRange(typename Io<Bf16>::T *dst,
                                                      const typename Io<Bf16>::T *x,
                                                      const typename Io<Bf16>::T *dy,
                                                      int64_t n) {
   using IO = Io<Bf16>;
+  auto scalar = [&](int64_t from, int64_t to) { // ATen's formula, element by element
+    for (int64_t j = from; j < to; ++j) {
+      const float u = IO::get(x[j]);
+      dst[j] = IO::put(dy ? ops::binary<float>(DSRT_GELU_ERF_GRAD, u, IO::get(dy[j]))
+                          : ops::unary<float>(DSRT_GELU_ERF, u));
+    }
+  };
   const __m512 hi = _mm512_set1_ps(dy ? fn::kGeluHi : kRationalHi);
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m512 v = IO::load(x + i);
     if (_mm512_cmp_ps_mask(_mm512_abs_ps(v), hi, _CMP_LE_OQ) != 0xffff) {
-      for (int64_t j = i; j < i + 16; ++j) { // an edge: these 16 by the scalar formula
-        const float u = IO::get(x[j]);
-        dst[j] = IO::put(dy ? ops::binary<float>(DSRT_GELU_ERF_GRAD, u, IO::get(dy[j]))
-                            : ops::unary<float>(DSRT_GELU_ERF, u));
-      }
+      scalar(i, i + 16); // an edge in these 16
       continue;
     }
     if (!dy) {
@@ -123,13 +125,7 @@ __attribute__((target("avx512f"))) void geluErfRange(typename Io<Bf16>::T *dst,
     const __m512 cdf = normalCdf16(v, pdf);
     IO::store(dst + i, _mm512_mul_ps(IO::load(dy + i), _mm512_fmadd_ps(v, pdf, cdf)));
   }
-  for (; i < n; ++i) {
-    const float v = IO::get(x[i]);
-    const bool in = v >= fn::kGeluLo && v <= fn::kGeluHi;
-    dst[i] = IO::put(dy ? (in ? fn::geluErfGrad(v, IO::get(dy[i]))
-                              : ops::binary<float>(DSRT_GELU_ERF_GRAD, v, IO::get(dy[i])))
-                        : (in ? fn::geluErf(v) : ops::unary<float>(DSRT_GELU_ERF, v)));
-  }
+  scalar(i, n); // the last n % 16
 }
 
 template <bool Bf16>

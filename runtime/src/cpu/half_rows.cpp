@@ -85,6 +85,18 @@ namespace {
 constexpr int64_t kRow = 1 << 14;
 } // namespace
 
+void dsrt::cpu::widenArray(int32_t dtype, float *y, const uint16_t *x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+  for (int64_t at = 0; at < n; at += kRow)
+    widenRow(dtype, y + at, x + at, std::min(kRow, n - at));
+}
+
+void dsrt::cpu::narrowArray(int32_t dtype, uint16_t *y, const float *x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > kParallelGrain)
+  for (int64_t at = 0; at < n; at += kRow)
+    narrowRow(dtype, y + at, x + at, nullptr, std::min(kRow, n - at));
+}
+
 dsrt::cpu::WidenedCall::WidenedCall(dsrt_tensor *out,
                                     std::initializer_list<const dsrt_tensor *> ins)
     : result(out) {
@@ -101,21 +113,10 @@ dsrt::cpu::WidenedCall::WidenedCall(dsrt_tensor *out,
     wide.push_back(w);
     if (i == 0)
       continue;
-    const uint16_t *src = (const uint16_t *)t->data;
-    float *dst = values[i].data();
-    const int64_t n = t->numel;
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-    for (int64_t at = 0; at < n; at += kRow)
-      widenRow(t->dtype, dst + at, src + at, std::min(kRow, n - at));
+    widenArray(t->dtype, values[i].data(), (const uint16_t *)t->data, t->numel);
   }
 }
 
 dsrt::cpu::WidenedCall::~WidenedCall() {
-  uint16_t *dst = (uint16_t *)result->data;
-  const float *src = values[0].data();
-  const int64_t n = result->numel;
-  const int32_t dtype = result->dtype;
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-  for (int64_t at = 0; at < n; at += kRow)
-    narrowRow(dtype, dst + at, src + at, nullptr, std::min(kRow, n - at));
+  narrowArray(result->dtype, (uint16_t *)result->data, values[0].data(), result->numel);
 }

@@ -21,6 +21,10 @@ void widenRow(int32_t dtype, float *__restrict y, const uint16_t *__restrict x, 
 void narrowRow(int32_t dtype, uint16_t *__restrict y, const float *__restrict x,
                const float *__restrict bias, int64_t n);
 
+/// widenRow and narrowRow over a whole array of `n` values, in chunks over the threads.
+void widenArray(int32_t dtype, float *y, const uint16_t *x, int64_t n);
+void narrowArray(int32_t dtype, uint16_t *y, const float *x, int64_t n);
+
 /// Scratch row `i` (0 or 1) of the calling thread, of at least `n` floats: where a 16-bit
 /// kernel widens its operands' rows (kernel workspace, outside the arena's count).
 inline float *threadRow(int i, int64_t n) {

@@ -64,23 +64,6 @@ void dsrt::cpu::copy(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in) {
     std::memcpy(dst + at, src + at, std::min(kChunk, bytes - at));
 }
 
-namespace {
-/// f32 <-> 16 bits over contiguous chunks (the mixed-precision step's hot copies), the
-/// chunks over the threads: half_rows.h's row conversions.
-void narrowChunks(int32_t dtype, uint16_t *y, const float *x, int64_t n) {
-  constexpr int64_t kChunk = 1 << 14;
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-  for (int64_t at = 0; at < n; at += kChunk)
-    cpu::narrowRow(dtype, y + at, x + at, nullptr, std::min(kChunk, n - at));
-}
-void widenChunks(int32_t dtype, float *y, const uint16_t *x, int64_t n) {
-  constexpr int64_t kChunk = 1 << 14;
-#pragma omp parallel for schedule(static) if (n > kParallelGrain)
-  for (int64_t at = 0; at < n; at += kChunk)
-    cpu::widenRow(dtype, y + at, x + at, std::min(kChunk, n - at));
-}
-} // namespace
-
 void dsrt::cpu::convert(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in) {
   DSRT_PROFILE("convert");
   if (out->numel != in->numel)
@@ -88,9 +71,9 @@ void dsrt::cpu::convert(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in)
          shapeString(in).c_str());
   int64_t n = in->numel;
   if (in->dtype == DSRT_F32 && isHalfType(out->dtype))
-    return narrowChunks(out->dtype, (uint16_t *)out->data, (const float *)in->data, n);
+    return cpu::narrowArray(out->dtype, (uint16_t *)out->data, (const float *)in->data, n);
   if (isHalfType(in->dtype) && out->dtype == DSRT_F32)
-    return widenChunks(in->dtype, (float *)out->data, (const uint16_t *)in->data, n);
+    return cpu::widenArray(in->dtype, (float *)out->data, (const uint16_t *)in->data, n);
   if (isHalfType(in->dtype) || isHalfType(out->dtype)) {
     // Through f32: bf16 and f16 widen exactly; narrowing rounds to nearest even once.
     auto read = [&](auto tag, int64_t i) -> float {
