@@ -112,7 +112,7 @@ int main() {
       memory::desc bd({s.K, s.N}, dt, s.tb == 'T' ? memory::dims{1, ldb} : memory::dims{ldb, 1});
       memory::desc cd({s.M, s.N}, dt, memory::dims{s.N, 1});
       try {
-        matmul mm(matmul::primitive_desc(matmul::desc(ad, bd, cd), eng));
+        matmul mm(matmul::primitive_desc(eng, ad, bd, cd));
         memory ma(ad, eng, a), mb(bd, eng, b), mc(cd, eng, c);
         return flop / best([&] {
                  mm.execute(st, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});

@@ -12,7 +12,6 @@ pkgs=(
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libtorch-dev python3-torch python3-torchvision python3-numpy python3-venv
   libopenmpi-dev openmpi-bin
-  libdnnl-dev
   # The NVMe tier (io_uring), fio to measure it against, libaio for DeepSpeed's async_io
   # (bench/offload_gpt.py).
   liburing-dev fio libaio-dev
@@ -44,13 +43,20 @@ fi
 
 # PyTorch 2.x from PyPI: the CUDA build (about 3 GB with its nvidia-* packages); ds uses its CPU
 # part. Pinned, so that test models and the oracle do not move under the tests.
-py_pkgs=('torch==2.15.*' 'transformers==5.24.*' 'numpy<3')
+# oneDNN 3.2 (the CPU runtime's GEMM and convolutions) from PyPI's OpenMP build, 160 MB in
+# .venv/lib and .venv/include: its convolutions are PyTorch 2.15's bit for bit (PyTorch bundles
+# oneDNN 3.13; Debian's libdnnl 2.6 rounds differently). PyPI's newer `onednn` 2026.1 is the
+# SYCL build: TBB threading, which ignores ds's OpenMP thread count, and 1.9 GB of Intel
+# compiler and SYCL runtimes.
+py_pkgs=('torch==2.15.*' 'transformers==5.24.*' 'numpy<3'
+         'onednn-cpu-gomp==2023.2.0' 'onednn-devel-cpu-gomp==2023.2.0')
 venv="$root/.venv"
 [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
 if "$venv/bin/python" - <<'PY' 2>/dev/null
 import importlib.metadata as m
 assert m.version("torch").startswith("2.15.") and m.version("transformers").startswith("5.24.")
 m.version("numpy")
+assert m.version("onednn-cpu-gomp") == m.version("onednn-devel-cpu-gomp") == "2023.2.0"
 PY
 then
   echo "setup: PyTorch $("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))') present in .venv"

@@ -672,6 +672,39 @@ TEST_F(Kernels, BatchNorm) {
   }
 }
 
+/// Training batch norm gives PyTorch's results bit for bit (cpu/batch_norm.cpp follows ATen's
+/// sums and roundings) at 1 and 2 threads: planes of many values, of fewer than a vector's
+/// lanes, with a short last vector, and NC11 (ATen's channels-last kernel, per-thread sums).
+TEST_F(Kernels, BatchNormAsPyTorch) {
+  const int saved = at::get_num_threads();
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    dsrt_context *c = dsrt_context_create(0, threads, 42);
+    for (auto shape : std::vector<std::vector<int64_t>>{
+             {8, 64, 16, 16}, {8, 128, 4, 4}, {8, 256, 2, 2}, {8, 512, 1, 1}, {3, 20, 5, 7},
+             {5, 12}, {2, 3, 1, 1}}) {
+      const int64_t C = shape[1];
+      Tensor x = randn(shape) * 2 + 0.5, dy = randn(shape), w = randn({C}) + 1, b = randn({C});
+      const double eps = 1e-5;
+      auto [y, mean, invstd] = at::native_batch_norm(x, w, b, {}, {}, true, 0.1, eps);
+      auto [gx, gw, gb] = at::native_batch_norm_backward(dy, x, w, {}, {}, mean, invstd, true,
+                                                         eps, {true, true, true});
+      dsrt_tensor *o = emptyLike(x), *m = empty({C}), *v = empty({C});
+      dsrt_batch_norm(c, o, m, v, rt(x), rt(w), rt(b), eps);
+      dsrt_tensor *dx = emptyLike(x), *dw = empty({C}), *db = empty({C});
+      dsrt_batch_norm_grad(c, dx, dw, db, rt(x), rt(w), m, v, rt(dy), eps);
+      const std::string where = c10::str(shape, " at ", threads, " thread(s)");
+      EXPECT_TRUE(tt(o).equal(y)) << "y " << where;
+      EXPECT_TRUE(tt(m).equal(mean)) << "mean " << where;
+      EXPECT_TRUE(tt(dx).equal(gx)) << "dx " << where;
+      EXPECT_TRUE(tt(dw).equal(gw)) << "dweight " << where;
+      EXPECT_TRUE(tt(db).equal(gb)) << "dbias " << where;
+    }
+    dsrt_context_destroy(c);
+  }
+  at::set_num_threads(saved);
+}
+
 //===----------------------------------------------------------------------===//
 // Matmul, linear, embedding, cross-entropy
 //===----------------------------------------------------------------------===//
@@ -1235,3 +1268,4 @@ int main(int argc, char **argv) {
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }
+

@@ -8,7 +8,8 @@ set -euo pipefail
 src=$1 build=$2
 rm -rf "$build"
 cmake -S "$src" -B "$build" -G Ninja -DDSRT_ENABLE_CUDA=OFF \
-  -DDNNL_INCLUDE_DIR=DNNL_INCLUDE_DIR-NOTFOUND -DDNNL_LIBRARY=DNNL_LIBRARY-NOTFOUND \
+  -DDSRT_DNNL_INCLUDE_DIR=DSRT_DNNL_INCLUDE_DIR-NOTFOUND \
+  -DDSRT_DNNL_LIBRARY=DSRT_DNNL_LIBRARY-NOTFOUND \
   -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON \
   -DGTEST_SOURCE_DIR=/usr/src/googletest > "$build.configure.log" 2>&1 ||
   { cat "$build.configure.log"; exit 1; }

@@ -58,8 +58,7 @@ Bf16Matmul &bf16Matmul(dsrt_context *ctx, const HalfGemm &g) {
     if (g.bias)
       m->bias = memory::desc({1, 1, g.N}, bf16, memory::dims{g.N, g.N, 1});
     try {
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m->a, m->b, m->bias, m->c),
-                                      st.engine);
+      dnnl::matmul::primitive_desc pd(st.engine, m->a, m->b, m->bias, m->c);
       m->impl = pd.impl_info_str();
       m->prim = std::make_unique<dnnl::primitive>(dnnl::matmul(pd));
     } catch (const dnnl::error &) {
@@ -172,7 +171,7 @@ bool onednnHasBf16() {
   try {
     dnnl::engine engine(dnnl::engine::kind::cpu, 0);
     memory::desc m({1, 64, 64}, memory::data_type::bf16, memory::format_tag::abc);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m, m, m), engine);
+    dnnl::matmul::primitive_desc pd(engine, m, m, m);
     return true;
   } catch (const dnnl::error &) {
     return false;
@@ -237,7 +236,7 @@ std::string dsrt::cpu::halfProductsReport() {
     return "bf16 products " + r.why;
   dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   memory::desc m({1, 64, 64}, memory::data_type::bf16, memory::format_tag::abc);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m, m, m), engine);
+  dnnl::matmul::primitive_desc pd(engine, m, m, m);
   return "bf16 products " + r.why + ": " + pd.impl_info_str();
 #else
   return "16-bit products widened to f32";

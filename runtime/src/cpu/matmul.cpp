@@ -81,7 +81,7 @@ void matmulTN(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, cons
     auto &slot = cache[key];
     if (!slot)
       slot = std::make_shared<dnnl::matmul>(
-          dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), engine));
+          dnnl::matmul::primitive_desc(engine, a, b, c));
     prim = slot;
   }
   thread_local dnnl::stream stream(engine);

@@ -43,15 +43,10 @@ static void softmaxLastDimDnnl(dsrt_context *ctx, float *y, const float *x, int6
                     std::to_string(D);
   auto &slot = cpuDevice(ctx).primitives[key];
   if (!slot) {
-    if (log) {
-      dnnl::logsoftmax_forward::primitive_desc pd(
-          dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), st.engine);
-      slot = std::make_shared<dnnl::primitive>(dnnl::logsoftmax_forward(pd));
-    } else {
-      dnnl::softmax_forward::primitive_desc pd(
-          dnnl::softmax_forward::desc(dnnl::prop_kind::forward_training, md, 1), st.engine);
-      slot = std::make_shared<dnnl::primitive>(dnnl::softmax_forward(pd));
-    }
+    dnnl::softmax_forward::primitive_desc pd(
+        st.engine, dnnl::prop_kind::forward_training,
+        log ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate, md, md, 1);
+    slot = std::make_shared<dnnl::primitive>(dnnl::softmax_forward(pd));
   }
   memory src(md, st.engine, const_cast<float *>(x)), dst(md, st.engine, y);
   static_cast<dnnl::primitive *>(slot.get())

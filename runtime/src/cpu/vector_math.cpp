@@ -68,12 +68,10 @@ bool dnnlEltwise(dsrt_context *ctx, int32_t op, bool gradient, float *dst, const
                     std::to_string(n);
   auto &slot = cpuDevice(ctx).primitives[key];
   if (!slot) {
-    dnnl::eltwise_forward::primitive_desc fpd(
-        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, alpha, beta),
-        st.engine);
+    dnnl::eltwise_forward::primitive_desc fpd(st.engine, dnnl::prop_kind::forward_training, alg,
+                                              md, md, alpha, beta);
     if (gradient) {
-      dnnl::eltwise_backward::primitive_desc bpd(
-          dnnl::eltwise_backward::desc(alg, md, md, alpha, beta), st.engine, fpd);
+      dnnl::eltwise_backward::primitive_desc bpd(st.engine, alg, md, md, md, alpha, beta, fpd);
       slot = std::make_shared<dnnl::primitive>(dnnl::eltwise_backward(bpd));
     } else {
       slot = std::make_shared<dnnl::primitive>(dnnl::eltwise_forward(fpd));
@@ -113,12 +111,11 @@ bool dnnlEltwiseHere(int32_t op, bool gradient, float *dst, const float *x, cons
     std::lock_guard<std::mutex> lock(mu);
     auto &slot = cache[key];
     if (!slot) {
-      dnnl::eltwise_forward::primitive_desc fpd(
-          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, alg, md, alpha, beta),
-          engine);
+      dnnl::eltwise_forward::primitive_desc fpd(engine, dnnl::prop_kind::forward_training, alg,
+                                                md, md, alpha, beta);
       if (gradient)
-        slot = std::make_shared<dnnl::eltwise_backward>(dnnl::eltwise_backward::primitive_desc(
-            dnnl::eltwise_backward::desc(alg, md, md, alpha, beta), engine, fpd));
+        slot = std::make_shared<dnnl::eltwise_backward>(
+            dnnl::eltwise_backward::primitive_desc(engine, alg, md, md, md, alpha, beta, fpd));
       else
         slot = std::make_shared<dnnl::eltwise_forward>(fpd);
     }
