@@ -126,6 +126,28 @@ BNShape batchNorm(const char *k, const dsrt_tensor *x) {
   return s;
 }
 
+BNOperands batchNormOperands(const char *k, const dsrt_tensor *x, const dsrt_tensor *outOrDx,
+                             const dsrt_tensor *dy, const dsrt_tensor *weight,
+                             const dsrt_tensor *bias, const dsrt_tensor *mean,
+                             const dsrt_tensor *var, const dsrt_tensor *dweight,
+                             const dsrt_tensor *dbias, bool statsRequired) {
+  BNOperands o{batchNorm(k, x), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+  if (dy)
+    checkSameShape(k, dy, x);
+  if (outOrDx)
+    checkSameShape(k, outOrDx, x);
+  const int64_t C = o.s.C;
+  o.w = optF32(k, weight, C, "weight");
+  o.b = optF32(k, bias, C, "bias");
+  o.mean = (float *)optF32(k, mean, C, "mean");
+  o.var = (float *)optF32(k, var, C, "var");
+  if (statsRequired && (!o.mean || !o.var))
+    fail(k, "mean and var are required");
+  o.dW = (float *)optF32(k, dweight, C, "dweight");
+  o.dB = (float *)optF32(k, dbias, C, "dbias");
+  return o;
+}
+
 int32_t gemmDtype(const char *kernel, const dsrt_tensor *t) {
   if (t->dtype != DSRT_F32 && t->dtype != DSRT_BF16 && t->dtype != DSRT_F16)
     fail(kernel, "unsupported dtype %s (needs f32, bf16 or f16)", dtypeName(t->dtype));

@@ -121,12 +121,11 @@ void dsrt::cpu::batch_norm(dsrt_context *, dsrt_tensor *out, dsrt_tensor *mean, 
                            const dsrt_tensor *bias, double eps) {
   DSRT_PROFILE("batch_norm");
   const char *k = "batch_norm";
-  checks::BNShape s = checks::batchNorm(k, x);
-  checkSameShape(k, out, x);
-  const float *w = checks::optF32(k, weight, s.C, "weight");
-  const float *b = checks::optF32(k, bias, s.C, "bias");
-  float *M = (float *)checks::optF32(k, mean, s.C, "mean");
-  float *V = (float *)checks::optF32(k, var, s.C, "var");
+  const checks::BNOperands o = checks::batchNormOperands(k, x, out, nullptr, weight, bias, mean,
+                                                         var, nullptr, nullptr, false);
+  const checks::BNShape s = o.s;
+  const float *w = o.w, *b = o.b;
+  float *M = o.mean, *V = o.var;
   const float *X = (const float *)x->data;
   float *Y = (float *)out->data;
   const int64_t count = s.N * s.S;
@@ -161,17 +160,11 @@ void dsrt::cpu::batch_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tensor *dw
                                 const dsrt_tensor *var, const dsrt_tensor *dy, double eps) {
   DSRT_PROFILE("batch_norm_grad");
   const char *k = "batch_norm_grad";
-  checks::BNShape s = checks::batchNorm(k, x);
-  checkSameShape(k, dy, x);
-  if (dx)
-    checkSameShape(k, dx, x);
-  const float *w = checks::optF32(k, weight, s.C, "weight");
-  const float *M = checks::optF32(k, mean, s.C, "mean");
-  const float *V = checks::optF32(k, var, s.C, "var");
-  if (!M || !V)
-    fail(k, "mean and var are required");
-  float *dW = (float *)checks::optF32(k, dweight, s.C, "dweight");
-  float *dB = (float *)checks::optF32(k, dbias, s.C, "dbias");
+  const checks::BNOperands o = checks::batchNormOperands(k, x, dx, dy, weight, nullptr, mean,
+                                                         var, dweight, dbias, true);
+  const checks::BNShape s = o.s;
+  const float *w = o.w, *M = o.mean, *V = o.var;
+  float *dW = o.dW, *dB = o.dB;
   const float *X = (const float *)x->data, *DY = (const float *)dy->data;
   float *DX = dx ? (float *)dx->data : nullptr;
   const int64_t count = s.N * s.S;

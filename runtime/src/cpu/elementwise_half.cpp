@@ -82,6 +82,10 @@ void dsrt::cpu::binaryHalf(int32_t op, dsrt_tensor *out, const dsrt_tensor *a,
       vectorEltwiseHalf(op, true, dtype, (uint16_t *)out->data, (const uint16_t *)a->data,
                         (const uint16_t *)b->data, out->numel))
     return;
+  if (dtype == DSRT_BF16 && sameShapes(out, a, b) &&
+      vbinaryBf16(op, (uint16_t *)out->data, (const uint16_t *)a->data,
+                  (const uint16_t *)b->data, out->numel))
+    return;
   if ((gelu || op == DSRT_POW) && sameShapes(out, a, b))
     return widenedChunks(dtype, (uint16_t *)out->data, (const uint16_t *)a->data,
                          (const uint16_t *)b->data, out->numel,

@@ -212,14 +212,10 @@ void dsrt::cpu::batch_norm_inference(dsrt_context *, dsrt_tensor *out, const dsr
                                           double eps) {
   DSRT_PROFILE("batch_norm_inference");
   const char *k = "batch_norm_inference";
-  checks::BNShape s = checks::batchNorm(k, x);
-  checkSameShape(k, out, x);
-  const float *w = checks::optF32(k, weight, s.C, "weight");
-  const float *b = checks::optF32(k, bias, s.C, "bias");
-  const float *M = checks::optF32(k, mean, s.C, "mean");
-  const float *V = checks::optF32(k, var, s.C, "var");
-  if (!M || !V)
-    fail(k, "mean and var are required");
+  const checks::BNOperands o = checks::batchNormOperands(k, x, out, nullptr, weight, bias, mean,
+                                                         var, nullptr, nullptr, true);
+  const checks::BNShape s = o.s;
+  const float *w = o.w, *b = o.b, *M = o.mean, *V = o.var;
   const float *X = (const float *)x->data;
   float *Y = (float *)out->data;
 #pragma omp parallel for schedule(static) if (x->numel > kParallelGrain)

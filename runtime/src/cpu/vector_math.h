@@ -38,6 +38,10 @@ bool vectorEltwiseHalf(int32_t op, bool gradient, int32_t dtype, uint16_t *dst,
 /// (`dtype`) in 16 AVX-512 lanes, in parallel chunks when `parallel` (dst may be x or dy);
 /// false, having done nothing, on other CPUs and types.
 bool vgeluErf(int32_t dtype, void *dst, const void *x, const void *dy, int64_t n, bool parallel);
+/// z = x op y for op DSRT_ADD, DSRT_SUB, DSRT_MUL or DSRT_DIV over `n` bf16 values (z may be x
+/// or y) in 16 AVX-512 lanes, each value widened to f32 and the result rounded once, in parallel
+/// chunks; false, having done nothing, on other CPUs and ops.
+bool vbinaryBf16(int32_t op, uint16_t *z, const uint16_t *x, const uint16_t *y, int64_t n);
 /// dst = dy * GELU'(x) for op DSRT_GELU_ERF_GRAD or DSRT_GELU_TANH_GRAD over `n` f32 values (dst
 /// may be x or dy), in 16 lanes (or 8 without oneDNN); false, having done nothing, where not.
 bool vgeluGrad(int32_t op, float *dst, const float *x, const float *dy, int64_t n);

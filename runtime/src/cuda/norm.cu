@@ -108,12 +108,11 @@ void dsrt::cuda::batch_norm(dsrt_context *ctx, dsrt_tensor *out, dsrt_tensor *me
                             dsrt_tensor *var, const dsrt_tensor *x, const dsrt_tensor *weight,
                             const dsrt_tensor *bias, double eps) {
   const char *k = "batch_norm";
-  checks::BNShape s = checks::batchNorm(k, x);
-  checkSameShape(k, out, x);
-  const float *w = checks::optF32(k, weight, s.C, "weight");
-  const float *b = checks::optF32(k, bias, s.C, "bias");
-  float *M = (float *)checks::optF32(k, mean, s.C, "mean");
-  float *V = (float *)checks::optF32(k, var, s.C, "var");
+  const checks::BNOperands o = checks::batchNormOperands(k, x, out, nullptr, weight, bias, mean,
+                                                         var, nullptr, nullptr, false);
+  const checks::BNShape s = o.s;
+  const float *w = o.w, *b = o.b;
+  float *M = o.mean, *V = o.var;
   if (!s.C)
     return;
   batchNormKernel<<<(unsigned)s.C, kThreads, 0, stream(ctx)>>>(
@@ -126,17 +125,11 @@ void dsrt::cuda::batch_norm_grad(dsrt_context *ctx, dsrt_tensor *dx, dsrt_tensor
                                  const dsrt_tensor *weight, const dsrt_tensor *mean,
                                  const dsrt_tensor *var, const dsrt_tensor *dy, double eps) {
   const char *k = "batch_norm_grad";
-  checks::BNShape s = checks::batchNorm(k, x);
-  checkSameShape(k, dy, x);
-  if (dx)
-    checkSameShape(k, dx, x);
-  const float *w = checks::optF32(k, weight, s.C, "weight");
-  const float *M = checks::optF32(k, mean, s.C, "mean");
-  const float *V = checks::optF32(k, var, s.C, "var");
-  if (!M || !V)
-    fail(k, "mean and var are required");
-  float *dW = (float *)checks::optF32(k, dweight, s.C, "dweight");
-  float *dB = (float *)checks::optF32(k, dbias, s.C, "dbias");
+  const checks::BNOperands o = checks::batchNormOperands(k, x, dx, dy, weight, nullptr, mean,
+                                                         var, dweight, dbias, true);
+  const checks::BNShape s = o.s;
+  const float *w = o.w, *M = o.mean, *V = o.var;
+  float *dW = o.dW, *dB = o.dB;
   if (!s.C)
     return;
   batchNormGradKernel<<<(unsigned)s.C, kThreads, 0, stream(ctx)>>>(
@@ -150,14 +143,10 @@ void dsrt::cuda::batch_norm_inference(dsrt_context *ctx, dsrt_tensor *out, const
                                       const dsrt_tensor *mean, const dsrt_tensor *var,
                                       double eps) {
   const char *k = "batch_norm_inference";
-  checks::BNShape s = checks::batchNorm(k, x);
-  checkSameShape(k, out, x);
-  const float *w = checks::optF32(k, weight, s.C, "weight");
-  const float *b = checks::optF32(k, bias, s.C, "bias");
-  const float *M = checks::optF32(k, mean, s.C, "mean");
-  const float *V = checks::optF32(k, var, s.C, "var");
-  if (!M || !V)
-    fail(k, "mean and var are required");
+  const checks::BNOperands o = checks::batchNormOperands(k, x, out, nullptr, weight, bias, mean,
+                                                         var, nullptr, nullptr, true);
+  const checks::BNShape s = o.s;
+  const float *w = o.w, *b = o.b, *M = o.mean, *V = o.var;
   if (!x->numel)
     return;
   batchNormInferenceKernel<<<blocksFor(x->numel), kThreads, 0, stream(ctx)>>>(

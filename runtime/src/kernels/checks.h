@@ -46,6 +46,21 @@ struct BNShape {
   int64_t N, C, S;
 };
 BNShape batchNorm(const char *k, const dsrt_tensor *x);
+/// Batch norm's operands beside x (the shape's), each of C f32 values: weight and bias
+/// optional (null when absent); mean and var required by the gradient and the inference form,
+/// outputs of the training form (optional there); dweight and dbias optional outputs.
+struct BNOperands {
+  BNShape s;
+  const float *w, *b;
+  float *mean, *var, *dW, *dB;
+};
+/// For batch_norm (out, mean and var outputs), batch_norm_grad (dx optional, dy required,
+/// mean and var required) and batch_norm_inference (out, mean and var required): `k` names it.
+BNOperands batchNormOperands(const char *k, const dsrt_tensor *x, const dsrt_tensor *outOrDx,
+                             const dsrt_tensor *dy, const dsrt_tensor *weight,
+                             const dsrt_tensor *bias, const dsrt_tensor *mean,
+                             const dsrt_tensor *var, const dsrt_tensor *dweight,
+                             const dsrt_tensor *dbias, bool statsRequired);
 
 /// The element type of a GEMM's operands (f32, bf16 or f16; every operand and result has it).
 int32_t gemmDtype(const char *kernel, const dsrt_tensor *t);
