@@ -3,11 +3,16 @@
 // cpu/gemm_half.cpp's route for bf16 products.
 //   1. The peak of one core: 12 independent chains of f32 FMAs, and of VDPBF16PS (AVX512_BF16).
 //   2. The GPT d512 step's product shapes: oneDNN's dnnl_sgemm, its f32 matmul primitive, and
-//      its bf16 matmul primitive (where the CPU has one), GFLOP/s of the best of 5 calls.
+//      its bf16 matmul primitive (where the CPU has one), GFLOP/s of the best of 5 calls; and
+//      MKL's cblas_sgemm (what PyTorch's wheels run) when GEMM_ROUTES_MKL names a libmkl_rt.
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <dlfcn.h>
 #include <immintrin.h>
 #include <omp.h>
+
+#include <cstdlib>
+#include <string>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +20,17 @@
 #include <vector>
 
 using namespace dnnl;
+
+/// MKL's cblas_sgemm, from the library GEMM_ROUTES_MKL names (null without one).
+using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float *, int,
+                            const float *, int, float, float *, int);
+static CblasSgemm mklSgemm() {
+  const char *path = std::getenv("GEMM_ROUTES_MKL");
+  void *lib = path ? dlopen(path, RTLD_NOW | RTLD_GLOBAL) : nullptr;
+  if (path && !lib)
+    std::fprintf(stderr, "GEMM_ROUTES_MKL: %s\n", dlerror());
+  return lib ? (CblasSgemm)dlsym(lib, "cblas_sgemm") : nullptr;
+}
 
 static double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
@@ -96,8 +112,10 @@ int main() {
                 {'T', 'N', 512, 2048, 2048, "mlp c_proj dW"}};
   engine eng(engine::kind::cpu, 0);
   stream st(eng);
-  std::printf("%-6s %-22s %-18s %8s %8s %8s   GFLOP/s at %d thread(s)\n", "layout", "M N K",
-              "product", "sgemm", "f32 mm", "bf16 mm", omp_get_max_threads());
+  const CblasSgemm mkl = mklSgemm();
+  std::printf("%-6s %-22s %-18s %8s %8s %8s %8s   GFLOP/s at %d thread(s)\n", "layout",
+              "M N K", "product", "sgemm", "f32 mm", "bf16 mm", mkl ? "MKL" : "",
+              omp_get_max_threads());
   for (const Shape &s : shapes) {
     std::vector<float> A(s.M * s.K, 0.5f), B(s.K * s.N, 0.25f), C(s.M * s.N);
     std::vector<uint16_t> Ah(A.size(), 0x3f00), Bh(B.size(), 0x3e80), Ch(C.size());
@@ -122,11 +140,17 @@ int main() {
         return 0.0;
       }
     };
+    // MKL's row-major cblas_sgemm (101), transposes 112, plain 111.
+    const double mk = mkl ? flop / best([&] {
+      mkl(101, s.ta == 'T' ? 112 : 111, s.tb == 'T' ? 112 : 111, s.M, s.N, s.K, 1.f, A.data(),
+          lda, B.data(), ldb, 0.f, C.data(), s.N);
+    }) / 1e9 : 0.0;
     double f32 = rate(memory::data_type::f32, A.data(), B.data(), C.data());
     double bf16 = rate(memory::data_type::bf16, Ah.data(), Bh.data(), Ch.data());
     char mnk[32];
     std::snprintf(mnk, sizeof mnk, "%ld %ld %ld", s.M, s.N, s.K);
-    std::printf("%c%c     %-22s %-18s %8.0f %8.0f %8s\n", s.ta, s.tb, mnk, s.what,
-                flop / sg / 1e9, f32, bf16 > 0 ? std::to_string((int)bf16).c_str() : "-");
+    std::printf("%c%c     %-22s %-18s %8.0f %8.0f %8s %8s\n", s.ta, s.tb, mnk, s.what,
+                flop / sg / 1e9, f32, bf16 > 0 ? std::to_string((int)bf16).c_str() : "-",
+                mkl ? std::to_string((int)mk).c_str() : "");
   }
 }

@@ -321,6 +321,13 @@ def cases():
         return lambda: F.layer_norm(x, (D,), w, b, 1e-5)
     c['bf16_layer_norm'] = bf16_layer_norm
 
+    def bf16_layer_norm_grad():
+        x, w, b, dy = bf16(T, D), bf16(D), bf16(D), bf16(T, D)
+        _, mean, rstd = aten.native_layer_norm(x, [D], w, b, 1e-5)
+        return lambda: aten.native_layer_norm_backward(dy, x, [D], mean, rstd, w, b,
+                                                       [True, True, True])
+    c['bf16_layer_norm_grad'] = bf16_layer_norm_grad
+
     def bf16_linear():
         x, w, b = bf16(T, D), bf16(H, D), bf16(H)
         return lambda: F.linear(x, w, b)

@@ -18,7 +18,7 @@ config.substitutions.append(("%ds_obj", config.ds_obj_root))
 config.substitutions.append(("%python_torch2", config.python_torch2 or "false"))
 config.substitutions.append(("%python_torch", config.python_torch or "false"))
 # The bounds of the 16-bit tests (test/e2e/mixed-precision.test).
-config.substitutions.append(("%{bf16}", "--lr 3e-3 --loss-rtol 2e-3 --param-rtol 5e-2 --param-rtol-1d 1"))
+config.substitutions.append(("%{bf16}", "--lr 3e-3 --loss-rtol 2e-3 --param-rtol 5e-2 --param-rtol-1d 1 --grad-rtol 5e-3"))
 config.substitutions.append(("%{fp16}", "--lr 4e-3 --loss-rtol 2e-3 --param-rtol 5e-2 --param-rtol-1d 1"))
 config.substitutions.append(("%unit", os.path.join(config.ds_obj_root, "test", "unit")))
 

@@ -283,4 +283,48 @@ TEST(HalfKernels, LayerNormAsTorch) {
   dsrt_context_destroy(ctx);
 }
 
+/// The 16-bit layer norm backward as PyTorch's CPU kernel: dx, and dweight and dbias summed
+/// row by row into 16-bit buffers (one per block of rows of at::parallel_for, T threads), at 1
+/// and 2 threads. Counted, not required bit for bit: the row statistics are ds's f32 ones
+/// rounded to 16 bits (PyTorch's own f32 ones round the same way but at a boundary), and its
+/// sums run in another order. Summing the rows in f32, as the f32 kernel does, put 80% of the
+/// bf16 dweight and dbias elements off PyTorch's by a unit in the last place or more.
+TEST(HalfKernels, LayerNormGradAsTorch) {
+  const int saved = at::get_num_threads();
+  const int64_t rows = 300, N = 192;
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    dsrt_context *ctx = dsrt_context_create(0, threads, 1);
+    for (const Case &c : kCases) {
+      torch::Tensor x = (values(c.scalar, rows * N, 2.0, 20).to(torch::kFloat) + 3.0)
+                            .to(c.scalar)
+                            .view({rows, N});
+      torch::Tensor dy = values(c.scalar, rows * N, 1.0, 21).view({rows, N});
+      torch::Tensor w = values(c.scalar, N, 1.0, 22), b = values(c.scalar, N, 1.0, 23);
+      auto [y, mean, rstd] = at::native_layer_norm(x, {N}, w, b, 1e-5);
+      auto [gx, gw, gb] =
+          at::native_layer_norm_backward(dy, x, {N}, mean, rstd, w, b, {true, true, true});
+      torch::Tensor dx = torch::empty_like(x), dw = torch::empty_like(w),
+                    db = torch::empty_like(b);
+      dsrt_tensor *xt = borrow(ctx, c.dtype, x), *dyt = borrow(ctx, c.dtype, dy),
+                  *wt = borrow(ctx, c.dtype, w), *dxt = borrow(ctx, c.dtype, dx),
+                  *dwt = borrow(ctx, c.dtype, dw), *dbt = borrow(ctx, c.dtype, db);
+      dsrt_layer_norm_grad(ctx, dxt, dwt, dbt, xt, wt, dyt, N, 1e-5);
+      const std::string where =
+          std::string(" ") + c10::toString(c.scalar) + " at " + std::to_string(threads);
+      auto off = [](const torch::Tensor &a, const torch::Tensor &b) {
+        return (a.view(torch::kShort) != b.view(torch::kShort)).sum().item<int64_t>();
+      };
+      EXPECT_LE(off(dx, gx), rows * N / 1000) << "dx" << where;
+      EXPECT_LE(off(dw, gw), 2) << "dweight" << where;
+      EXPECT_LE(off(db, gb), 2) << "dbias" << where;
+      mismatches(dx, gx, false, "dx" + where);
+      for (dsrt_tensor *t : {xt, dyt, wt, dxt, dwt, dbt})
+        dsrt_tensor_free(ctx, t);
+    }
+    dsrt_context_destroy(ctx);
+  }
+  at::set_num_threads(saved);
+}
+
 } // namespace

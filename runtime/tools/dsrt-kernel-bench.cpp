@@ -210,6 +210,12 @@ std::vector<Case> cases() {
                              *y = make(DSRT_BF16, {T, D});
                  return [=] { dsrt_layer_norm(ctx, y, x, w, b, D, 1e-5); };
                }});
+  c.push_back({"bf16_layer_norm_grad", "[2048, 512] bf16 -> dx, dweight, dbias", [=] {
+                 dsrt_tensor *x = bf16({T, D}), *w = bf16({D}), *dy = bf16({T, D}),
+                             *dx = make(DSRT_BF16, {T, D}), *dw = make(DSRT_BF16, {D}),
+                             *db = make(DSRT_BF16, {D});
+                 return [=] { dsrt_layer_norm_grad(ctx, dx, dw, db, x, w, dy, D, 1e-5); };
+               }});
   const std::vector<int64_t> X = {16, 64, 32, 32}; // a CNN activation
   c.push_back({"batch_norm", "[16, 64, 32, 32]", [=] {
                  dsrt_tensor *x = randn(X), *w = randn({64}), *b = randn({64}),

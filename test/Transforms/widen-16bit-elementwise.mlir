@@ -103,3 +103,31 @@ func.func @inexact_after_move(%a: tensor<4x8xbf16>) -> tensor<8x4xbf16> {
   %2 = ds.convert %1 : tensor<8x4xf32> -> tensor<8x4xbf16>
   return %2 : tensor<8x4xbf16>
 }
+
+// A rounding of a widening to the same 16-bit type is the value itself: layer norm's backward
+// (widened: its kernels read f32) rounds dx, which the next op reads widened again; the pair
+// goes, the widening that the backward reads stays.
+// CHECK-LABEL: func.func @round_trip
+// CHECK: %[[W:.+]] = ds.convert %arg0 : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK-NOT: ds.convert
+// CHECK: return %arg0, %[[W]], %arg1
+func.func @round_trip(%a: tensor<4x8xbf16>, %h: tensor<4x8xf16>)
+    -> (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<4x8xf16>) {
+  %w = ds.convert %a : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %r = ds.convert %w : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %hw = ds.convert %h : tensor<4x8xf16> -> tensor<4x8xf32>
+  %hr = ds.convert %hw : tensor<4x8xf32> -> tensor<4x8xf16>
+  return %r, %w, %hr : tensor<4x8xbf16>, tensor<4x8xf32>, tensor<4x8xf16>
+}
+
+// Layer norm's backward on 16-bit operands stays 16-bit: every device's kernel takes them (the
+// CPU's in PyTorch's arithmetic: 16-bit statistics, dweight and dbias summed in 16-bit buffers).
+// CHECK-LABEL: func.func @layer_norm_grad
+// CHECK-NOT: ds.convert
+// CHECK: ds.layer_norm_grad %arg0, %arg1 weight %arg2 {{.*}} : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xbf16>) -> (tensor<4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>)
+// CHECK-NOT: ds.convert
+func.func @layer_norm_grad(%x: tensor<4x8xbf16>, %dy: tensor<4x8xbf16>, %w: tensor<8xbf16>)
+    -> (tensor<4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>) {
+  %dx, %dw, %db = ds.layer_norm_grad %x, %dy weight %w normalized_shape = [8] eps = 1.000000e-05 : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xbf16>) -> (tensor<4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>)
+  return %dx, %dw, %db : tensor<4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>
+}

@@ -54,3 +54,58 @@ func.func @kept(%a: tensor<8x8xbf16>, %b: tensor<8x4xbf16>, %f: tensor<8x4xf32>)
   %qr = ds.reshape %q : tensor<8x4xf32> -> tensor<2x16xf32>
   return %r, %qr : tensor<8x4xbf16>, tensor<2x16xf32>
 }
+
+// Attention's backward: the gradients of q, k and v leave their products through transposes
+// and reshapes into one concat (the fused QKV projection's dy), which is rounded. Rounding
+// each part before the concat gives the same values (as PyTorch, whose three bf16 gradients
+// are concatenated), so the concat and its parts run in bf16 and the products narrow.
+// CHECK-LABEL: func.func @concat
+// CHECK: %[[P:.+]] = ds.matmul %arg0, %arg1 : tensor<4x8xbf16>, tensor<8x4xbf16> -> tensor<4x4xbf16>
+// CHECK: %[[Q:.+]] = ds.matmul %arg1, %arg0 : tensor<8x4xbf16>, tensor<4x8xbf16> -> tensor<8x8xbf16>
+// CHECK: %[[QR:.+]] = ds.reshape %[[Q]] : tensor<8x8xbf16> -> tensor<4x16xbf16>
+// CHECK: %[[C:.+]] = ds.concat %[[P]], %[[QR]] dim = 1 : (tensor<4x4xbf16>, tensor<4x16xbf16>) -> tensor<4x20xbf16>
+// CHECK: return %[[C]]
+// CHECK-NOT: f32
+func.func @concat(%a: tensor<4x8xbf16>, %b: tensor<8x4xbf16>) -> tensor<4x20xbf16> {
+  %a32 = ds.convert %a : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %b32 = ds.convert %b : tensor<8x4xbf16> -> tensor<8x4xf32>
+  %p = ds.matmul %a32, %b32 : tensor<4x8xf32>, tensor<8x4xf32> -> tensor<4x4xf32>
+  %q = ds.matmul %b32, %a32 : tensor<8x4xf32>, tensor<4x8xf32> -> tensor<8x8xf32>
+  %qr = ds.reshape %q : tensor<8x8xf32> -> tensor<4x16xf32>
+  %c = ds.concat %p, %qr dim = 1 : (tensor<4x4xf32>, tensor<4x16xf32>) -> tensor<4x20xf32>
+  %r = ds.convert %c : tensor<4x20xf32> -> tensor<4x20xbf16>
+  return %r : tensor<4x20xbf16>
+}
+
+// A concat whose result is also read in f32 stays in f32, and so do its products.
+// CHECK-LABEL: func.func @concat_kept
+// CHECK: ds.matmul %{{.+}}, %{{.+}} : tensor<4x8xf32>, tensor<8x4xf32> -> tensor<4x4xf32>
+// CHECK: ds.concat %{{.+}}, %{{.+}} dim = 1 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>
+func.func @concat_kept(%a: tensor<4x8xbf16>, %b: tensor<8x4xbf16>)
+    -> (tensor<4x8xbf16>, tensor<4x8xf32>) {
+  %a32 = ds.convert %a : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %b32 = ds.convert %b : tensor<8x4xbf16> -> tensor<8x4xf32>
+  %p = ds.matmul %a32, %b32 : tensor<4x8xf32>, tensor<8x4xf32> -> tensor<4x4xf32>
+  %c = ds.concat %p, %p dim = 1 : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x8xf32>
+  %r = ds.convert %c : tensor<4x8xf32> -> tensor<4x8xbf16>
+  return %r, %c : tensor<4x8xbf16>, tensor<4x8xf32>
+}
+
+// An embedding moves rows of its table: the sum of the token and position rows (a GPT's
+// input) reads them from the 16-bit tables, with no f32 copy of either table.
+// CHECK-LABEL: func.func @embedding
+// CHECK-DAG: %[[T:.+]] = ds.embedding %arg0[%arg2] : (tensor<16x4xbf16>, tensor<2x3xi64>) -> tensor<2x3x4xbf16>
+// CHECK-DAG: %[[P:.+]] = ds.embedding %arg1[%arg3] : (tensor<8x4xbf16>, tensor<3xi64>) -> tensor<3x4xbf16>
+// CHECK: %[[S:.+]] = ds.add %[[T]], %[[P]] : tensor<2x3x4xbf16>, tensor<3x4xbf16> -> tensor<2x3x4xbf16>
+// CHECK: return %[[S]]
+// CHECK-NOT: f32
+func.func @embedding(%tok: tensor<16x4xbf16>, %pos: tensor<8x4xbf16>, %idx: tensor<2x3xi64>,
+                     %at: tensor<3xi64>) -> tensor<2x3x4xbf16> {
+  %t32 = ds.convert %tok : tensor<16x4xbf16> -> tensor<16x4xf32>
+  %t = ds.embedding %t32[%idx] : (tensor<16x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+  %p32 = ds.convert %pos : tensor<8x4xbf16> -> tensor<8x4xf32>
+  %p = ds.embedding %p32[%at] : (tensor<8x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
+  %s = ds.add %t, %p : tensor<2x3x4xf32>, tensor<3x4xf32> -> tensor<2x3x4xf32>
+  %r = ds.convert %s : tensor<2x3x4xf32> -> tensor<2x3x4xbf16>
+  return %r : tensor<2x3x4xbf16>
+}

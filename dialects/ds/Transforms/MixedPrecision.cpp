@@ -58,14 +58,42 @@ void MixedPrecisionPass::runOnOperation() {
   }
   auto narrow = [&](RankedTensorType t) { return RankedTensorType::get(t.getShape(), half); };
   llvm::DenseSet<Operation *> inserted;
-  // x -> convert(convert(x : f32 -> half) : half -> f32), replacing x's other uses.
+  // The uses of `v` (an f32 value, or a read just made 16-bit) that were there before become
+  // widenings of the 16-bit `n` to `wide`: one of its own for every computing use, so that
+  // ds-autodiff rounds each op's gradient before it adds the gradients of several uses, as
+  // PyTorch rounds each op's gradient with respect to a 16-bit tensor and sums those in 16
+  // bits (an f32 sum rounded once is not its number: a residual stream, a tied weight); one
+  // shared by the uses that only move elements (views in PyTorch, whose gradients it
+  // assembles without rounding: attention's q, k, v slices, whose gradients then meet in one
+  // concat).
+  auto widenEachUse = [&](OpBuilder &b, Value n, Value v, RankedTensorType wide,
+                          ArrayRef<OpOperand *> uses) {
+    Value moves;
+    for (OpOperand *use : uses) {
+      const bool move = movesElementsOnly(use->getOwner());
+      if (move && moves) {
+        use->set(moves);
+        continue;
+      }
+      auto w = ConvertOp::create(b, v.getLoc(), wide, n);
+      inserted.insert(w);
+      use->set(w);
+      if (move)
+        moves = w;
+    }
+  };
+  auto usesOf = [](Value v) {
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : v.getUses())
+      uses.push_back(&use);
+    return uses;
+  };
+  // x -> convert(convert(x : f32 -> half) : half -> f32), one widening per use of x.
   auto round = [&](OpBuilder &b, Value x) {
-    Location loc = x.getLoc();
-    auto n = ConvertOp::create(b, loc, narrow(typeOf(x)), x);
-    auto w = ConvertOp::create(b, loc, typeOf(x), n);
+    SmallVector<OpOperand *> uses = usesOf(x);
+    auto n = ConvertOp::create(b, x.getLoc(), narrow(typeOf(x)), x);
     inserted.insert(n);
-    inserted.insert(w);
-    x.replaceAllUsesExcept(w, n);
+    widenEachUse(b, n, x, typeOf(x), uses);
   };
 
   // Trainable parameters are stored in 16 bits (ds-optimizer keeps their f32 masters).
@@ -100,10 +128,9 @@ void MixedPrecisionPass::runOnOperation() {
         continue; // buffers stay f32
       Value v = get.getResult();
       RankedTensorType t = typeOf(v);
+      SmallVector<OpOperand *> uses = usesOf(v);
       v.setType(narrow(t));
-      auto w = ConvertOp::create(b, get.getLoc(), t, v);
-      inserted.insert(w);
-      v.replaceAllUsesExcept(w, w);
+      widenEachUse(b, v, v, t, uses);
       continue;
     }
     // The inner steps of one fused computation (ds-tensor-parallel's vocabulary-parallel

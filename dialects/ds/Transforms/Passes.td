@@ -27,8 +27,11 @@ def DSMixedPrecision : Pass<"ds-mixed-precision", "::mlir::ModuleOp"> {
     become 16-bit (`ds-optimizer` keeps fp32 masters of them) and are widened where read;
     every f32 result of a computing op (not of reshapes, slices and other ops that only move
     elements, not the returned loss) is rounded through the 16-bit type right after it, as a
-    16-bit PyTorch model rounds each kernel's output. Buffers stay f32. `ds-autodiff` then
-    rounds the backward at the same points, and the parameter gradients are 16-bit.
+    16-bit PyTorch model rounds each kernel's output. Buffers stay f32. Each computing op
+    reads a widening of its own (ops that only move elements share one): `ds-autodiff` then
+    rounds the backward at the same points, each op's gradient with respect to a 16-bit value
+    before the gradients of its several readers are summed (in 16 bits, as PyTorch's autograd
+    sums them: a residual stream, a tied weight), and the parameter gradients are 16-bit.
     With `loss-scaling` (fp16) it declares `ds.state @loss_scale role "loss_scale"`, which
     `ds-autodiff` multiplies into the loss gradient's seed and `ds-optimizer` divides out.
 
@@ -60,18 +63,22 @@ def DSWiden16Bit : Pass<"ds-widen-16bit", "::mlir::ModuleOp"> {
     Every device runs matmul, linear and linear_grad_weight on bf16 or f16 operands (f32
     accumulation, rounded once, as PyTorch's 16-bit kernels; the CPU on its bf16 units through
     oneDNN where they outrun its f32 FMAs, widened to f32 elsewhere), and its unary, binary,
-    cmp and where kernels too (each element widened to f32, computed, and rounded once: the
-    arithmetic, GELU and its gradient, the transcendental functions, masks); it stores, copies,
-    fills, converts, moves (reshape, transpose, broadcast, slices, embedding rows) and
-    communicates 16-bit tensors, but computes the rest (normalizations, softmax, reductions,
-    losses, optimizers) in f32. This pass first narrows each product that ds-mixed-precision
-    left between roundings (16-bit operands widened, every result rounded back, with reshapes,
-    transposes and slices on either side, as the backward's and attention's products have) to
-    the product on the 16-bit values, the moves then on 16-bit values too; it leaves every
+    cmp, where, softmax, layer norm kernels and their gradients too (each element widened to
+    f32, computed, and rounded once: the arithmetic, GELU and its gradient, the transcendental
+    functions, masks, rows); it stores, copies, fills, converts, moves (reshape, transpose,
+    broadcast, slices, embedding rows) and communicates 16-bit tensors, but computes the rest
+    (batch norm, reductions, losses, optimizers) in f32. This pass first rewrites an f32
+    concat whose every use rounds it into the concat of its rounded parts (attention's q, k
+    and v gradients meeting in the fused projection's), then narrows each product and
+    elementwise op that ds-mixed-precision left between roundings (16-bit operands widened,
+    every result rounded back, with reshapes, transposes, slices and embedding lookups on
+    either side, as the backward's, attention's and the token embeddings' ops have) to the op
+    on the 16-bit values, the moves then on 16-bit values too; it leaves every
     elementwise op whose floating-point operands and results have one 16-bit type as it is;
     then it rewrites every other op that has a 16-bit float operand or result into
     the same op on f32 operands, with conversions before and after, so the training step
-    lowers. Last in the training pipeline.
+    lowers; a rounding of a widening back to its own 16-bit type folds away. Last in the
+    training pipeline.
   }];
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }

@@ -42,16 +42,16 @@ bool isHalfProduct(Operation *op) {
   return true;
 }
 
-/// isHalfKernel: an op of the runtime's unary, binary, cmp, where, softmax, softmax_grad and
-/// layer_norm kernels (one kernel call each). isHalfElementwise: one whose floating-point
-/// operands and results all have one 16-bit type: every device runs those
+/// isHalfKernel: an op of the runtime's unary, binary, cmp, where, softmax, softmax_grad,
+/// layer_norm and layer_norm_grad kernels (one kernel call each). isHalfElementwise: one whose
+/// floating-point operands and results all have one 16-bit type: every device runs those
 /// kernels on 16-bit operands, each element widened to f32, computed and rounded once, as
 /// PyTorch's 16-bit kernels compute (the same numbers as widening around the op, without the
 /// f32 copies).
 bool isHalfKernel(Operation *op) {
   return isa<NegOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp, SigmoidOp, ReluOp, CosOp, SinOp, AddOp,
              SubOp, MulOp, DivOp, PowOp, MaximumOp, MinimumOp, GeluOp, GeluGradOp, CmpOp, WhereOp,
-             SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LayerNormOp>(op);
+             SoftmaxOp, LogSoftmaxOp, SoftmaxGradOp, LayerNormOp, LayerNormGradOp>(op);
 }
 bool isHalfElementwise(Operation *op) {
   if (!isHalfKernel(op))
@@ -86,8 +86,11 @@ bool runsIn16Bit(Operation *op) {
 }
 
 /// The element moves that are exact on any type: a product's operand or result may pass through
-/// them on its way from a widening or to a rounding.
-bool isMove(Operation *op) { return op && isa<ReshapeOp, TransposeOp, SliceOp>(op); }
+/// them on its way from a widening or to a rounding. Each moves its first operand (an
+/// embedding's table: the token and position rows then come out of the 16-bit tables).
+bool isMove(Operation *op) {
+  return op && isa<ReshapeOp, TransposeOp, SliceOp, EmbeddingOp>(op);
+}
 
 /// `op` (a move, a product or an elementwise op) cloned after itself onto `inputs`, its
 /// floating-point results of element type `element` (a comparison's i1 stays).
@@ -158,6 +161,62 @@ void replaceRounded(Value wide, Value half) {
   }
 }
 
+/// The 16-bit type that `v` widens to f32 (through element moves), or null: where
+/// narrowSource finds a 16-bit value.
+Type widenedFrom(Value v) {
+  while (v && isMove(v.getDefiningOp()))
+    v = v.getDefiningOp()->getOperand(0);
+  auto c = v ? v.getDefiningOp<ConvertOp>() : ConvertOp();
+  if (!c || !isHalf(c.getInput().getType()) ||
+      !cast<RankedTensorType>(c.getType()).getElementType().isF32())
+    return {};
+  return cast<RankedTensorType>(c.getInput().getType()).getElementType();
+}
+
+/// The 16-bit type of the first rounding among `v`'s uses (through element moves), or null.
+Type firstRounding(Value v) {
+  for (Operation *user : v.getUsers()) {
+    if (auto c = dyn_cast<ConvertOp>(user)) {
+      if (isHalf(c.getType()))
+        return cast<RankedTensorType>(c.getType()).getElementType();
+    } else if (isMove(user)) {
+      if (Type e = firstRounding(user->getResult(0)))
+        return e;
+    }
+  }
+  return {};
+}
+
+/// An f32 concat whose every use rounds it becomes the concat of its rounded parts (rounding
+/// commutes with concatenation): attention's backward, whose q, k and v gradients meet in the
+/// fused projection's dy, then has each product between roundings (narrowBetweenRoundings).
+/// A part that widens a value of that type (through moves: narrowSource) is that value.
+void narrowConcats(ModuleOp module) {
+  SmallVector<ConcatOp> concats;
+  module.walk([&](ConcatOp c) { concats.push_back(c); });
+  DenseMap<Value, Value> made;
+  for (ConcatOp c : concats) {
+    if (!cast<RankedTensorType>(c.getType()).getElementType().isF32())
+      continue;
+    Type element = firstRounding(c.getResult());
+    if (!element || !roundedUses(c.getResult(), element))
+      continue;
+    OpBuilder b(c);
+    SmallVector<Value> parts;
+    for (Value v : c->getOperands()) {
+      if (widenedFrom(v) == element) {
+        parts.push_back(narrowSource(v, made));
+        continue;
+      }
+      auto t = cast<RankedTensorType>(v.getType());
+      parts.push_back(
+          ConvertOp::create(b, c.getLoc(), RankedTensorType::get(t.getShape(), element), v));
+    }
+    replaceRounded(c.getResult(), cloneAs(c, parts, element)->getResult(0));
+    c.erase();
+  }
+}
+
 /// The value of the splat f32 constant `v` as a splat of `element` when it is exact there (an
 /// attention mask's -inf, a scale of 0.125), or null.
 DenseElementsAttr exactHalfSplat(Value v, Type element) {
@@ -179,18 +238,6 @@ DenseElementsAttr exactHalfSplat(Value v, Type element) {
 Value exactHalfConstant(Value v, Type element) {
   OpBuilder b(v.getDefiningOp());
   return ConstantOp::create(b, v.getLoc(), exactHalfSplat(v, element));
-}
-
-/// The 16-bit type that `v` widens to f32 (through element moves), or null: where
-/// narrowSource finds a 16-bit value.
-Type widenedFrom(Value v) {
-  while (v && isMove(v.getDefiningOp()))
-    v = v.getDefiningOp()->getOperand(0);
-  auto c = v ? v.getDefiningOp<ConvertOp>() : ConvertOp();
-  if (!c || !isHalf(c.getInput().getType()) ||
-      !cast<RankedTensorType>(c.getType()).getElementType().isF32())
-    return {};
-  return cast<RankedTensorType>(c.getInput().getType()).getElementType();
 }
 
 /// ds-mixed-precision leaves products and elementwise ops as f32 ops between roundings:
@@ -270,12 +317,31 @@ void narrowBetweenRoundings(ModuleOp module) {
   }
 }
 
+/// A rounding of a widening back to the same 16-bit type is the 16-bit value itself (both
+/// conversions exact): what widening one op leaves next to a neighbour that reads 16 bits
+/// (layer norm's dx on its way into the residual sum: two passes over the activations each).
+void foldRoundTrips(ModuleOp module) {
+  SmallVector<ConvertOp> converts;
+  module.walk([&](ConvertOp c) { converts.push_back(c); });
+  for (ConvertOp c : converts) {
+    auto widening = c.getInput().getDefiningOp<ConvertOp>();
+    if (!widening || !isHalf(c.getType()) || widening.getInput().getType() != c.getType() ||
+        !cast<RankedTensorType>(widening.getType()).getElementType().isF32())
+      continue;
+    c.replaceAllUsesWith(widening.getInput());
+    c.erase();
+    if (widening->use_empty())
+      widening.erase();
+  }
+}
+
 struct Widen16BitPass : mlir::ds::impl::DSWiden16BitBase<Widen16BitPass> {
   void runOnOperation() override;
 };
 } // namespace
 
 void Widen16BitPass::runOnOperation() {
+  narrowConcats(getOperation());
   narrowBetweenRoundings(getOperation());
   SmallVector<Operation *> todo;
   getOperation().walk([&](Operation *op) {
@@ -317,4 +383,5 @@ void Widen16BitPass::runOnOperation() {
         old.replaceAllUsesWith(res);
     op->erase();
   }
+  foldRoundTrips(getOperation());
 }

@@ -106,13 +106,14 @@ int64_t layerNorm(const dsrt_tensor *out, const dsrt_tensor *x, int64_t norm) {
 int64_t layerNormGrad(const dsrt_tensor *dx, const dsrt_tensor *x, const dsrt_tensor *dy,
                       int64_t norm) {
   const char *k = "layer_norm_grad";
-  checkDtype(k, x, DSRT_F32, "input");
-  checkDtype(k, dy, DSRT_F32, "dy");
+  if (!isHalfType(x->dtype)) // 16 bits: dy, dx, the weight and its gradients of its type too
+    checkDtype(k, x, DSRT_F32, "input");
+  checkDtype(k, dy, x->dtype, "dy");
   if (dy->numel != x->numel || norm <= 0 || x->numel % norm || (dx && dx->numel != x->numel))
     fail(k, "bad shapes x %s, dy %s, norm_numel %lld", shapeString(x).c_str(),
          shapeString(dy).c_str(), (long long)norm);
   if (dx)
-    checkDtype(k, dx, DSRT_F32, "dx");
+    checkDtype(k, dx, x->dtype, "dx");
   return x->numel / norm;
 }
 

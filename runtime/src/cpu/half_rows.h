@@ -25,10 +25,10 @@ void narrowRow(int32_t dtype, uint16_t *__restrict y, const float *__restrict x,
 void widenArray(int32_t dtype, float *y, const uint16_t *x, int64_t n);
 void narrowArray(int32_t dtype, uint16_t *y, const float *x, int64_t n);
 
-/// Scratch row `i` (0 or 1) of the calling thread, of at least `n` floats: where a 16-bit
+/// Scratch row `i` (0, 1 or 2) of the calling thread, of at least `n` floats: where a 16-bit
 /// kernel widens its operands' rows (kernel workspace, outside the arena's count).
 inline float *threadRow(int i, int64_t n) {
-  thread_local std::vector<float> rows[2];
+  thread_local std::vector<float> rows[3];
   if ((int64_t)rows[i].size() < n)
     rows[i].resize(static_cast<size_t>(n));
   return rows[i].data();

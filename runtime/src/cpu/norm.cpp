@@ -94,6 +94,123 @@ DSRT_CPU_CLONES void layerNormGradRow(const float *xr, const float *dyr, const f
   }
 }
 
+// The rows of the 16-bit layer norm backward, in f32 (the AVX clones contract products into
+// FMAs, as the compiler may have ATen's: dweight and dbias held bit for bit either way).
+
+/// acc += dy (a x + b).
+DSRT_CPU_CLONES void halfLayerNormGammaRow(float *__restrict acc, const float *__restrict dy,
+                                           const float *__restrict x, float a, float b,
+                                           int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j)
+    acc[j] = acc[j] + dy[j] * (a * x[j] + b);
+}
+
+/// sum dy w x and sum dy w: f32 over blocks, the blocks in double.
+DSRT_CPU_CLONES void halfLayerNormSums(const float *__restrict dy, const float *__restrict w,
+                                       const float *__restrict x, int64_t n, double &ds,
+                                       double &db) {
+  ds = db = 0;
+  for (int64_t at = 0; at < n; at += kBlock) {
+    const int64_t e = std::min(n, at + kBlock);
+    float ps = 0, pb = 0;
+#pragma omp simd reduction(+ : ps, pb)
+    for (int64_t j = at; j < e; ++j) {
+      const float gw = dy[j] * w[j];
+      ps += gw * x[j];
+      pb += gw;
+    }
+    ds += ps, db += pb;
+  }
+}
+
+/// dx = a dy w + b x + c.
+DSRT_CPU_CLONES void halfLayerNormDxRow(float *__restrict dx, const float *__restrict dy,
+                                        const float *__restrict w, const float *__restrict x,
+                                        float a, float b, float c, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j)
+    dx[j] = a * dy[j] * w[j] + b * x[j] + c;
+}
+
+/// 16-bit layer norm backward in PyTorch's CPU arithmetic (ATen's layer_norm_backward_frame for
+/// bf16 and fp16): the row's mean and 1/std rounded to the 16-bit type, as its forward saves
+/// them; dx = a dy w + b x + c in f32 from the row's sums, rounded once; dweight and dbias summed
+/// row by row into 16-bit buffers, one per block of rows (at::parallel_for's blocks over T
+/// threads), whose sums in f32 are rounded once. Summing the rows in f32 instead put the
+/// 16-bit GPT's norm gradients 1% from PyTorch's.
+void layerNormGradHalf(int32_t half, const dsrt_tensor *x, const dsrt_tensor *weight,
+                       const dsrt_tensor *dy, dsrt_tensor *dx, dsrt_tensor *dweight,
+                       dsrt_tensor *dbias, int64_t N, double eps) {
+  const char *k = "layer_norm_grad";
+  const int64_t rows = x->numel / N;
+  std::vector<float> w(static_cast<size_t>(N), 1.f);
+  if (weight) {
+    checks::sized(k, weight, half, N, "weight");
+    widenRow(half, w.data(), (const uint16_t *)weight->data, N);
+  }
+  for (auto [t, what] : {std::pair{dweight, "dweight"}, {dbias, "dbias"}})
+    if (t)
+      checks::sized(k, t, half, N, what);
+  const int T = omp_get_max_threads();
+  const int64_t used = std::max<int64_t>(1, std::min<int64_t>(T, rows));
+  const int64_t chunk = std::max<int64_t>(1, (rows + used - 1) / used);
+  const int64_t blocks = (rows + chunk - 1) / chunk;
+  // The 16-bit buffers of every block (zero bits are +0 in both types).
+  std::vector<uint16_t> gbuf(dweight ? (size_t)(blocks * N) : 0, 0),
+      bbuf(dbias ? (size_t)(blocks * N) : 0, 0);
+  const uint16_t *X = (const uint16_t *)x->data, *DY = (const uint16_t *)dy->data;
+  uint16_t *DX = dx ? (uint16_t *)dx->data : nullptr;
+  const float scale = 1.0f / (float)N;
+#pragma omp parallel for schedule(static, 1) if (rows > 1 && x->numel > kParallelGrain)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    float *xr = cpu::threadRow(0, N), *g = cpu::threadRow(1, N), *acc = cpu::threadRow(2, N);
+    uint16_t *gb = dweight ? gbuf.data() + blk * N : nullptr;
+    uint16_t *bb = dbias ? bbuf.data() + blk * N : nullptr;
+    for (int64_t r = blk * chunk; r < std::min(rows, (blk + 1) * chunk); ++r) {
+      widenRow(half, xr, X + r * N, N);
+      widenRow(half, g, DY + r * N, N);
+      double mean, rstd;
+      moments(xr, N, eps, mean, rstd);
+      const float mu = halfToFloat(half, floatToHalf(half, (float)mean));
+      const float a = halfToFloat(half, floatToHalf(half, (float)rstd));
+      // The 16-bit buffers, each widened, added to and rounded back.
+      if (gb) {
+        widenRow(half, acc, gb, N);
+        halfLayerNormGammaRow(acc, g, xr, a, -a * mu, N);
+        narrowRow(half, gb, acc, nullptr, N);
+      }
+      if (bb) {
+        widenRow(half, acc, bb, N);
+#pragma omp simd
+        for (int64_t j = 0; j < N; ++j)
+          acc[j] = acc[j] + g[j];
+        narrowRow(half, bb, acc, nullptr, N);
+      }
+      if (!DX)
+        continue;
+      double ds, db;
+      halfLayerNormSums(g, w.data(), xr, N, ds, db);
+      const float dsf = (float)ds, dbf = (float)db;
+      const float b = (dbf * mu - dsf) * a * a * a * scale;
+      const float c = -b * mu - dbf * a * scale;
+      halfLayerNormDxRow(acc, g, w.data(), xr, a, b, c, N);
+      narrowRow(half, DX + r * N, acc, nullptr, N);
+    }
+  }
+  for (auto [t, buf] : {std::pair{dweight, &gbuf}, {dbias, &bbuf}}) {
+    if (!t)
+      continue;
+    uint16_t *dst = (uint16_t *)t->data;
+    for (int64_t j = 0; j < N; ++j) {
+      float sum = 0.f;
+      for (int64_t blk = 0; blk < blocks; ++blk)
+        sum += halfToFloat(half, (*buf)[blk * N + j]);
+      dst[j] = floatToHalf(half, sum);
+    }
+  }
+}
+
 } // namespace
 
 void dsrt::cpu::layer_norm(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x,
@@ -153,6 +270,8 @@ void dsrt::cpu::layer_norm_grad(dsrt_context *, dsrt_tensor *dx, dsrt_tensor *dw
   DSRT_PROFILE("layer_norm_grad");
   const char *k = "layer_norm_grad";
   checks::layerNormGrad(dx, x, dy, norm_numel);
+  if (isHalfType(x->dtype))
+    return layerNormGradHalf(x->dtype, x, weight, dy, dx, dweight, dbias, norm_numel, eps);
   const float *w = checks::optF32(k, weight, norm_numel, "weight");
   float *dW = (float *)checks::optF32(k, dweight, norm_numel, "dweight");
   float *dB = (float *)checks::optF32(k, dbias, norm_numel, "dbias");
