@@ -35,6 +35,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, '..', 'test', 'models'))
 from make_models import GPT, GPTConfig  # noqa: E402
+from trace_spans import kernel_self_us  # noqa: E402
 
 
 # Debian's torch links libblas.so.3, which is the slow reference BLAS unless OpenBLAS is
@@ -288,25 +289,6 @@ def gemm_flops(d, layers, heads, vocab, batch, seq):
     linear = layers * 12 * d * d + d * vocab
     attention = layers * 6 * batch * heads * seq * seq * (d // heads)
     return 2 * 3 * tokens * linear + 2 * attention
-
-
-def kernel_self_us(events):
-    """[(kernel span, its own time in us)]: a kernel that calls another (linear_grad_weight
-    sums its bias gradient with dsrt_reduce) holds that call's span inside its own on the same
-    stream, which Perfetto draws nested; summing durations would count the inner one twice."""
-    kernels = sorted((e for e in events if e.get('cat') == 'kernel'),
-                     key=lambda e: (e['pid'], e['tid'], e['ts'], -e['dur']))
-    own, stack = {}, []
-    for e in kernels:
-        if stack and (stack[-1]['pid'], stack[-1]['tid']) != (e['pid'], e['tid']):
-            stack = []
-        while stack and e['ts'] >= stack[-1]['ts'] + stack[-1]['dur']:
-            stack.pop()
-        own[id(e)] = e['dur']
-        if stack:
-            own[id(stack[-1])] -= e['dur']
-        stack.append(e)
-    return [(e, own[id(e)]) for e in kernels]
 
 
 def trace_gemm_ms(path):

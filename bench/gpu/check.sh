@@ -8,7 +8,8 @@
 #   2. runs the device conformance suite (every kernel on cuda against the CPU),
 #   3. trains the test GPT 20 steps with ds on the GPU and with PyTorch eager on the same GPU
 #      (the same TorchScript export, TF32 off) and compares the losses (bound 1e-4 relative),
-#   4. times a GPT-2-small-sized step in bf16, ds against PyTorch eager, tokens/s and MFU.
+#   4. times a GPT-2-small-sized step in bf16, ds against PyTorch eager, tokens/s and MFU, and
+#      traces one more ds step to show where its time goes (bench/gpu/trace_top.py).
 # Results go to $OUT (the device tool brings them back): summary.md and the logs. Here, without
 # a GPU, `DEVICE=cpu PY=.venv/bin/python GPT2_STEPS=0 bash bench/gpu/check.sh` runs the same
 # steps on the CPU, to check the script itself.
@@ -91,6 +92,15 @@ if [ "$GPT2_STEPS" -gt 0 ]; then
   then
     (cd bench/gpu && "$PY" throughput.py "$OUT/gpt2s-ds.jsonl" "$OUT/gpt2s-torch.json" "$DEVICE") |
       tee -a "$summary"
+    # Where ds's step goes: the third of 3 steps traced (each call waits for the stream).
+    say "### ds's step 3 traced (--trace): its own time by call and by ds op"
+    if "$B/gpt2s-train" --device "$DEVICE" --tokens "$w/tokens.bin" --seq-len 1024 --steps 3 \
+      --weights "$w/weights.safetensors" --trace "$w/trace.json" --trace-steps 3 \
+      >"$OUT/gpt2s-trace.txt" 2>&1; then
+      "$PY" bench/gpu/trace_top.py "$w/trace.json" 15 2>&1 | tee -a "$summary"
+    else
+      say "traced run failed:"; tail -n 20 "$OUT/gpt2s-trace.txt" | tee -a "$summary"; status=1
+    fi
   else
     say "GPT-2 small run failed:"; tail -n 20 "$OUT"/gpt2s-*.txt "$OUT/gpt2s-torch.json" |
       tee -a "$summary"; status=1

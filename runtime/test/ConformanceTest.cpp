@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -106,6 +107,20 @@ protected:
       for (size_t i = 0; i < bytes / 4; ++i)
         std::memcpy(&poison[i * 4], &kNan, 4);
     return put(dtype, dims, poison.data());
+  }
+  /// `b` converted to `dtype` (a 16-bit copy of f32 values), on both sides.
+  Both as(const Both &b, int32_t dtype) {
+    Both c = out(std::vector<int64_t>(b[0]->dims, b[0]->dims + b[0]->rank), dtype);
+    run([&](dsrt_context *x, int s) { dsrt_convert(x, c[s], b[s]); });
+    return c;
+  }
+  /// The largest magnitude of the reference side of an f32 tensor.
+  double largest(const Both &b) {
+    auto r = host(ctx[0], b[0]);
+    double big = 0;
+    for (int64_t i = 0; i < b[0]->numel; ++i)
+      big = std::max(big, std::fabs(value(r, DSRT_F32, i)));
+    return big;
   }
   /// Runs f on the reference side (0), then on the device (1).
   void run(const std::function<void(dsrt_context *, int)> &f) {
@@ -337,6 +352,31 @@ TEST_P(Conformance, LayerNormAndGrad) {
   EXPECT_TRUE(same(y2, 1e-5, 1e-5)) << "no affine, 240-element rows";
 }
 
+/// 16-bit layer norm and its backward: the CPU follows PyTorch's CPU arithmetic (16-bit mean
+/// and rstd, weight gradients accumulated in 16 bits per block of rows), the device sums in
+/// double and rounds once, so they agree to a few 16-bit roundings, compared in f32.
+TEST_P(Conformance, LayerNormAndGradHalf) {
+  for (int32_t dt : {DSRT_BF16, DSRT_F16}) {
+    double ulp = dt == DSRT_BF16 ? 1.0 / 128 : 1.0 / 1024;
+    Both x = as(randn({6, 5, 48}, 2.0), dt), w = as(randn({48}), dt), b = as(randn({48}), dt),
+         dy = as(randn({6, 5, 48}), dt);
+    Both y = out({6, 5, 48}, dt), dx = out({6, 5, 48}, dt), dw = out({48}, dt),
+         db = out({48}, dt);
+    run([&](dsrt_context *c, int s) {
+      dsrt_layer_norm(c, y[s], x[s], w[s], b[s], 48, 1e-5);
+      dsrt_layer_norm_grad(c, dx[s], dw[s], db[s], x[s], w[s], dy[s], 48, 1e-5);
+    });
+    // Outputs of size ~1-5: a few roundings. Weight gradients sum 30 rows: the CPU's 16-bit
+    // running sums round at every row, so the bound scales with the largest entry.
+    EXPECT_TRUE(same(as(y, DSRT_F32), 2 * ulp, 2 * ulp)) << "dtype " << dt;
+    EXPECT_TRUE(same(as(dx, DSRT_F32), 4 * ulp, 8 * ulp)) << "dtype " << dt;
+    for (Both *g : {&dw, &db}) {
+      Both g32 = as(*g, DSRT_F32);
+      EXPECT_TRUE(same(g32, 4 * ulp, 8 * ulp * largest(g32))) << "dtype " << dt;
+    }
+  }
+}
+
 TEST_P(Conformance, BatchNorm) {
   Both x = randn({4, 3, 5, 6}, 2.0), w = randn({3}), b = randn({3}), dy = randn({4, 3, 5, 6});
   Both y = out({4, 3, 5, 6}), mean = out({3}), var = out({3}), dx = out({4, 3, 5, 6}),
@@ -391,6 +431,32 @@ TEST_P(Conformance, MatmulAndLinear) {
   EXPECT_TRUE(same(y, 1e-5, 1e-6, true));
   EXPECT_TRUE(same(dw, 1e-5, 1e-6, true));
   EXPECT_TRUE(same(db, 1e-5, 1e-6, true));
+}
+
+/// 16-bit products (the device's own 16-bit GEMMs, f32 accumulation, rounded once; the CPU's
+/// oneDNN bf16 or widened f32): equal to about one rounding. Shapes large enough that a wrong
+/// transpose or stride is far outside it.
+TEST_P(Conformance, MatmulAndLinearHalf) {
+  for (int32_t dt : {DSRT_BF16, DSRT_F16}) {
+    double ulp = dt == DSRT_BF16 ? 1.0 / 128 : 1.0 / 1024;
+    Both a = as(randn({3, 17, 40}), dt), b = as(randn({3, 40, 24}), dt),
+         bt = as(randn({24, 40}), dt);
+    Both y = out({3, 17, 24}, dt), yt = out({3, 17, 24}, dt);
+    Both x = as(randn({51, 40}), dt), w = as(randn({24, 40}), dt), bias = as(randn({24}), dt);
+    Both dy = as(randn({51, 24}), dt), lin = out({51, 24}, dt), dw = out({24, 40}, dt),
+         db = out({24}, dt);
+    run([&](dsrt_context *c, int s) {
+      dsrt_matmul(c, y[s], a[s], b[s], 0, 0);  // strided batches
+      dsrt_matmul(c, yt[s], a[s], bt[s], 0, 1); // shared rhs, transposed
+      dsrt_linear(c, lin[s], x[s], w[s], bias[s]);
+      dsrt_linear_grad_weight(c, dw[s], db[s], x[s], dy[s]);
+    });
+    for (Both *t : {&y, &yt, &lin, &dw, &db}) {
+      Both t32 = as(*t, DSRT_F32);
+      EXPECT_TRUE(same(t32, 2 * ulp, 2 * ulp * largest(t32)))
+          << "dtype " << dt << " result " << (t - &y);
+    }
+  }
 }
 
 TEST_P(Conformance, EmbeddingAndGrad) {

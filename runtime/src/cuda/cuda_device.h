@@ -84,6 +84,7 @@ enum ErrorCode : int64_t { kNoError = 0, kIndexOutOfRange = 1, kTargetOutOfRange
 struct Strided {
   int nd = 0;
   int nin = 0;
+  bool small = false; ///< every element index fits 32 bits: cheaper divisions
   int64_t dims[DSRT_MAX_RANK] = {};
   int64_t strides[3][DSRT_MAX_RANK] = {};
 };
@@ -99,15 +100,38 @@ Strided strided(const char *kernel, const dsrt_tensor *out, const dsrt_tensor *c
 
 #ifdef __CUDACC__
 namespace dsrt::cuda {
-/// Element offsets of output element i in each operand.
-__device__ __forceinline__ void offsetsOf(const Strided &s, int64_t i, int64_t *off) {
-  off[0] = off[1] = off[2] = 0;
-  for (int d = s.nd - 1; d >= 0; --d) {
-    int64_t c = i % s.dims[d];
-    i /= s.dims[d];
-    for (int k = 0; k < s.nin; ++k)
-      off[k] += c * s.strides[k][d];
+/// Element offsets of output element i in each of the NIN operands. The operand count is a
+/// constant and the dimension loop unrolled, so that the offsets stay in registers (a loop
+/// bound read at run time put them in local memory); the outermost dimension's index is what
+/// the inner ones leave (no division), and indices below 2^32 divide in 32 bits (64-bit
+/// division is a long software sequence on the GPU).
+template <int NIN, class I>
+__device__ __forceinline__ void offsetsIn(const Strided &s, I i, int64_t (&off)[NIN]) {
+#pragma unroll
+  for (int k = 0; k < NIN; ++k)
+    off[k] = 0;
+#pragma unroll
+  for (int d = DSRT_MAX_RANK - 1; d > 0; --d) {
+    if (d >= s.nd)
+      continue;
+    I c = i % (I)s.dims[d];
+    i /= (I)s.dims[d];
+#pragma unroll
+    for (int k = 0; k < NIN; ++k)
+      off[k] += (int64_t)c * s.strides[k][d];
   }
+  if (s.nd > 0) {
+#pragma unroll
+    for (int k = 0; k < NIN; ++k)
+      off[k] += (int64_t)i * s.strides[k][0];
+  }
+}
+template <int NIN>
+__device__ __forceinline__ void offsetsOf(const Strided &s, int64_t i, int64_t (&off)[NIN]) {
+  if (s.small)
+    offsetsIn<NIN, uint32_t>(s, (uint32_t)i, off);
+  else
+    offsetsIn<NIN, int64_t>(s, i, off);
 }
 /// Records the first error of the stream (CudaDevice::errors).
 __device__ __forceinline__ void report(int64_t *errors, int64_t code, int64_t value) {

@@ -34,6 +34,7 @@ Strided strided(const char *kernel, const dsrt_tensor *out, const dsrt_tensor *c
   Strided s;
   s.nd = b.nd;
   s.nin = nin;
+  s.small = out->numel <= (int64_t)UINT32_MAX;
   for (int d = 0; d < b.nd; ++d) {
     s.dims[d] = b.dims[d];
     for (int k = 0; k < nin; ++k)

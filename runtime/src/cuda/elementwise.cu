@@ -46,8 +46,8 @@ template <class T> __global__ void unaryKernel(T *out, const T *in, int64_t n, i
 template <class T>
 __global__ void binaryKernel(T *out, const T *a, const T *b, Strided s, int64_t n, int32_t op) {
   DSRT_GRID_STRIDE(i, n) {
-    int64_t off[3];
-    offsetsOf(s, i, off);
+    int64_t off[2];
+    offsetsOf<2>(s, i, off);
     if constexpr (isHalfBits<T>()) {
       out[i] = store<T>(ops::binary(op, load(a[off[0]]), load(b[off[1]])));
     } else {
@@ -63,8 +63,8 @@ template <class T>
 __global__ void cmpKernel(uint8_t *out, const T *a, const T *b, Strided s, int64_t n,
                           int32_t pred) {
   DSRT_GRID_STRIDE(i, n) {
-    int64_t off[3];
-    offsetsOf(s, i, off);
+    int64_t off[2];
+    offsetsOf<2>(s, i, off);
     out[i] = ops::cmp(pred, load(a[off[0]]), load(b[off[1]]));
   }
 }
@@ -74,7 +74,7 @@ __global__ void whereKernel(T *out, const uint8_t *c, const T *a, const T *b, St
                             int64_t n) {
   DSRT_GRID_STRIDE(i, n) {
     int64_t off[3];
-    offsetsOf(s, i, off);
+    offsetsOf<3>(s, i, off);
     out[i] = c[off[0]] ? a[off[1]] : b[off[2]];
   }
 }

@@ -2,14 +2,16 @@
 //
 // Row-major products through column-major cuBLAS: C = op(A) op(B) is C^T = op(B)^T op(A)^T,
 // so the operands are passed swapped. fp32 computes in fp32 (CUBLAS_COMPUTE_32F: no TF32,
-// PyTorch's default for matmul); the batch shapes come from the core's matmulShape, shared
-// with the CPU.
+// PyTorch's default for matmul); bf16 and f16 operands go to cuBLAS as they are, accumulated
+// in f32 on the tensor cores and rounded once (PyTorch's 16-bit GEMMs; a linear layer's bias
+// is the accumulator's start, beta 1, as in PyTorch's addmm). The batch shapes come from the
+// core's matmulShape, shared with the CPU.
 //
 #include "../kernels/checks.h"
 #include "cuda_device.h"
 
 #include <algorithm>
-#include <deque>
+#include <type_traits>
 #include <vector>
 
 using namespace dsrt;
@@ -17,27 +19,56 @@ using namespace dsrt::cuda;
 
 namespace {
 
-/// Row-major C[M,N] = op(A) op(B), `batch` times with element strides between the batches.
-void gemm(dsrt_context *ctx, const char *kernel, bool ta, bool tb, int64_t M, int64_t N,
-          int64_t K, const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
-          int64_t strideB, float *C, int64_t ldc, int64_t strideC, int64_t batch,
-          float alpha = 1.f) {
-  if (M == 0 || N == 0 || batch == 0)
-    return;
-  if (K == 0) {
-    ctx->device->zero(C, (size_t)(batch * M * N) * sizeof(float));
-    return;
+/// An operand's element type for cuBLAS: f32, bf16 or f16 (all three of one call alike).
+struct Gemm {
+  dsrt_context *ctx;
+  const char *kernel;
+  int32_t dtype;
+  cudaDataType type() const {
+    return dtype == DSRT_BF16 ? CUDA_R_16BF : dtype == DSRT_F16 ? CUDA_R_16F : CUDA_R_32F;
   }
-  if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || batch > INT32_MAX)
-    fail(kernel, "a product of %lld x %lld x %lld (batch %lld) exceeds cuBLAS's int sizes",
-         (long long)M, (long long)N, (long long)K, (long long)batch);
-  const float zero = 0.f;
-  checkBlas(cublasGemmStridedBatchedEx(device(ctx).blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                       ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M, (int)K,
-                                       &alpha, B, CUDA_R_32F, (int)ldb, strideB, A, CUDA_R_32F,
-                                       (int)lda, strideA, &zero, C, CUDA_R_32F, (int)ldc, strideC,
-                                       (int)batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-            kernel);
+  size_t size() const { return dsrt_dtype_size(dtype); }
+  /// Element `i` of a buffer of this type.
+  template <class P> P *at(P *base, int64_t i) const {
+    using Byte = std::conditional_t<std::is_const_v<P>, const char, char>;
+    return reinterpret_cast<P *>(reinterpret_cast<Byte *>(base) + i * (int64_t)size());
+  }
+
+  /// Row-major C[M,N] = alpha op(A) op(B) + beta C, `batch` times with element strides
+  /// between the batches.
+  void operator()(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                  int64_t strideA, const void *B, int64_t ldb, int64_t strideB, void *C,
+                  int64_t ldc, int64_t strideC, int64_t batch, float alpha = 1.f,
+                  float beta = 0.f) const {
+    if (M == 0 || N == 0 || batch == 0)
+      return;
+    if (K == 0) {
+      if (beta == 0.f)
+        ctx->device->zero(C, (size_t)(batch * M * N) * size());
+      return;
+    }
+    if (M > INT32_MAX || N > INT32_MAX || K > INT32_MAX || batch > INT32_MAX)
+      fail(kernel, "a product of %lld x %lld x %lld (batch %lld) exceeds cuBLAS's int sizes",
+           (long long)M, (long long)N, (long long)K, (long long)batch);
+    checkBlas(cublasGemmStridedBatchedEx(device(ctx).blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                         ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M, (int)K,
+                                         &alpha, B, type(), (int)ldb, strideB, A, type(),
+                                         (int)lda, strideA, &beta, C, type(), (int)ldc, strideC,
+                                         (int)batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              kernel);
+  }
+};
+
+/// The one element type of a product's operands and result: f32, bf16 or f16.
+int32_t productType(const char *kernel, std::initializer_list<const dsrt_tensor *> ts) {
+  const int32_t dt = (*ts.begin())->dtype;
+  if (dt != DSRT_F32 && dt != DSRT_BF16 && dt != DSRT_F16)
+    fail(kernel, "operands are %s: expected f32, bf16 or f16", dtypeName(dt));
+  for (const dsrt_tensor *t : ts)
+    if (t && t->dtype != dt)
+      fail(kernel, "operands of %s and %s: expected one type", dtypeName(dt),
+           dtypeName(t->dtype));
+  return dt;
 }
 
 /// Whether the operand's batch offsets are `stride` * bi for every batch bi (or all 0).
@@ -53,89 +84,39 @@ bool uniformStride(const MatmulShape &s, bool lhs, int64_t &stride) {
   return true;
 }
 
-/// A 16-bit GEMM widened to f32 (the same numbers as the f32 product of the converted
-/// operands, rounded once): each 16-bit tensor gets an f32 copy in stream-ordered memory
-/// outside the arena, `run` computes on the copies, and the outputs are converted back.
-/// cuBLAS's bf16/f16 GEMMs (f32 accumulation, tensor cores) are the faster way, not yet taken.
-class Widened {
-public:
-  explicit Widened(dsrt_context *ctx) : ctx(ctx) {}
-  ~Widened() {
-    for (void *p : blocks)
-      check(cudaFreeAsync(p, stream(ctx)), "cudaFreeAsync");
-  }
-  /// An f32 copy of `t` (null for null), filled from `t` when `in`.
-  dsrt_tensor *f32(const dsrt_tensor *t, bool in) {
-    if (!t)
-      return nullptr;
-    void *p = nullptr;
-    check(cudaMallocAsync(&p, (size_t)std::max<int64_t>(t->numel, 1) * sizeof(float),
-                          stream(ctx)),
-          "cudaMallocAsync");
-    blocks.push_back(p);
-    copies.push_back(*t);
-    dsrt_tensor &c = copies.back();
-    c.data = p;
-    c.dtype = DSRT_F32;
-    c.storage = nullptr;
-    if (in)
-      convert(ctx, &c, t);
-    return &c;
-  }
-  /// Converts the f32 copy `c` back into `t`.
-  void back(dsrt_tensor *t, const dsrt_tensor *c) {
-    if (t)
-      convert(ctx, t, c);
-  }
-
-private:
-  dsrt_context *ctx;
-  std::vector<void *> blocks;
-  std::deque<dsrt_tensor> copies; // stable addresses
-};
-
 } // namespace
 
 void dsrt::cuda::matmul(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a,
                         const dsrt_tensor *b, int32_t trans_a, int32_t trans_b) {
   const char *k = "matmul";
-  if (a->dtype != DSRT_F32 && a->dtype == b->dtype && a->dtype == out->dtype &&
-      (a->dtype == DSRT_BF16 || a->dtype == DSRT_F16)) {
-    Widened w(ctx);
-    dsrt_tensor *o = w.f32(out, false);
-    matmul(ctx, o, w.f32(a, true), w.f32(b, true), trans_a, trans_b);
-    w.back(out, o);
-    return;
-  }
-  checkDtype(k, a, DSRT_F32, "lhs");
-  checkDtype(k, b, DSRT_F32, "rhs");
-  checkDtype(k, out, DSRT_F32, "result");
+  const Gemm gemm{ctx, k, productType(k, {a, b, out})};
   const MatmulShape s = matmulShape(out, a, b, trans_a, trans_b);
-  const float *A = (const float *)a->data, *B = (const float *)b->data;
-  float *C = (float *)out->data;
+  const void *A = a->data, *B = b->data;
+  void *C = out->data;
   if (s.batch == 0)
     return;
   if (s.bShared && s.aContig && !trans_a) { // one rhs for every batch: fold the batch into M
-    gemm(ctx, k, false, trans_b, s.batch * s.M, s.N, s.K, A, s.lda, 0, B, s.ldb, 0, C, s.N, 0, 1);
+    gemm(false, trans_b, s.batch * s.M, s.N, s.K, A, s.lda, 0, B, s.ldb, 0, C, s.N, 0, 1);
     return;
   }
   int64_t strideA, strideB;
   if (uniformStride(s, true, strideA) && uniformStride(s, false, strideB)) {
-    gemm(ctx, k, trans_a, trans_b, s.M, s.N, s.K, A, s.lda, strideA, B, s.ldb, strideB, C, s.N,
+    gemm(trans_a, trans_b, s.M, s.N, s.K, A, s.lda, strideA, B, s.ldb, strideB, C, s.N,
          s.M * s.N, s.batch);
     return;
   }
   for (int64_t bi = 0; bi < s.batch; ++bi) { // general broadcasting: one product per batch
     int64_t oa, ob;
     s.offsets(bi, oa, ob);
-    gemm(ctx, k, trans_a, trans_b, s.M, s.N, s.K, A + oa, s.lda, 0, B + ob, s.ldb, 0,
-         C + bi * s.M * s.N, s.N, 0, 1);
+    gemm(trans_a, trans_b, s.M, s.N, s.K, gemm.at(A, oa), s.lda, 0, gemm.at(B, ob), s.ldb, 0,
+         gemm.at(C, bi * s.M * s.N), s.N, 0, 1);
   }
 }
 
 void dsrt::cuda::matmul_view(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a,
                              const dsrt_tensor *b, const int64_t *views, double alpha) {
   const char *k = "matmul_view";
+  const Gemm gemm{ctx, k, DSRT_F32}; // matmulViews takes f32 alone
   const MatmulViews v = matmulViews(out, a, b, views);
   const float *A = (const float *)(v.swapped ? b : a)->data;
   const float *B = (const float *)(v.swapped ? a : b)->data;
@@ -151,7 +132,7 @@ void dsrt::cuda::matmul_view(dsrt_context *ctx, dsrt_tensor *out, const dsrt_ten
   }
   // Batch dim 1 as cuBLAS's strided batch, dim 0 as calls.
   for (int64_t i0 = 0; i0 < v.b0; ++i0)
-    gemm(ctx, k, v.a.trans, v.b.trans, v.M, v.N, v.K, A + v.a.at(i0, 0), v.a.ld, v.a.s1,
+    gemm(v.a.trans, v.b.trans, v.M, v.N, v.K, A + v.a.at(i0, 0), v.a.ld, v.a.s1,
          B + v.b.at(i0, 0), v.b.ld, v.b.s1, C + v.c.at(i0, 0), v.c.ld, v.c.s1, v.b1,
          (float)alpha);
 }
@@ -161,21 +142,17 @@ void dsrt::cuda::linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *
   const char *k = "linear";
   const checks::LinearShape ls = checks::linear(out, x, w, bias);
   const int64_t M = ls.M, O = ls.O, K = ls.K;
-  if (x->dtype != DSRT_F32) {
-    Widened wd(ctx);
-    dsrt_tensor *o = wd.f32(out, false);
-    linear(ctx, o, wd.f32(x, true), wd.f32(w, true), wd.f32(bias, true));
-    wd.back(out, o);
-    return;
-  }
-  gemm(ctx, k, false, true, M, O, K, (const float *)x->data, K, 0, (const float *)w->data, K, 0,
-       (float *)out->data, O, 0, 1);
-  if (bias) {
+  const Gemm gemm{ctx, k, productType(k, {x, w, out, bias})};
+  float beta = 0.f;
+  if (bias) { // every row starts as the bias: the product accumulates onto it, rounded once
     dsrt_tensor b1 = *bias;
     b1.rank = 1;
     b1.dims[0] = O;
+    fill(ctx, out, 0.0);
     binary(ctx, DSRT_ADD, out, out, &b1);
+    beta = 1.f;
   }
+  gemm(false, true, M, O, K, x->data, K, 0, w->data, K, 0, out->data, O, 0, 1, 1.f, beta);
 }
 
 void dsrt::cuda::linear_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, dsrt_tensor *db,
@@ -183,23 +160,29 @@ void dsrt::cuda::linear_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, dsrt_ten
   const char *k = "linear_grad_weight";
   const checks::LinearShape ls = checks::linearGrad(dw, db, x, dy);
   const int64_t M = ls.M, O = ls.O, K = ls.K;
-  if (x->dtype != DSRT_F32) {
-    Widened wd(ctx);
-    dsrt_tensor *dw32 = wd.f32(dw, false), *db32 = wd.f32(db, false);
-    linear_grad_weight(ctx, dw32, db32, wd.f32(x, true), wd.f32(dy, true));
-    wd.back(dw, dw32);
-    wd.back(db, db32);
+  const Gemm gemm{ctx, k, productType(k, {x, dy, dw, db})};
+  gemm(true, false, O, K, M, dy->data, O, 0, x->data, K, 0, dw->data, K, 0, 1);
+  if (!db)
     return;
-  }
-  if (M == 0)
-    ctx->device->zero(dw->data, (size_t)dw->numel * sizeof(float));
-  gemm(ctx, k, true, false, O, K, M, (const float *)dy->data, O, 0, (const float *)x->data, K, 0,
-       (float *)dw->data, K, 0, 1);
-  if (db) {
-    dsrt_tensor dy2 = *dy;
-    dy2.rank = 2;
-    dy2.dims[0] = M;
-    dy2.dims[1] = O;
-    reduce(ctx, DSRT_SUM, db, &dy2, 1);
-  }
+  dsrt_tensor dy2 = *dy;
+  dy2.rank = 2;
+  dy2.dims[0] = M;
+  dy2.dims[1] = O;
+  if (dy->dtype == DSRT_F32)
+    return reduce(ctx, DSRT_SUM, db, &dy2, 1);
+  // 16 bits: the column sums in f32 over an f32 copy of dy, rounded once (the sum kernel is
+  // f32's), in stream-ordered memory outside the arena.
+  void *wide = nullptr;
+  check(cudaMallocAsync(&wide, (size_t)(std::max<int64_t>(M, 1) * O + O) * sizeof(float),
+                        stream(ctx)),
+        "cudaMallocAsync");
+  dsrt_tensor dy32 = dy2, db32 = *db;
+  dy32.dtype = db32.dtype = DSRT_F32;
+  dy32.storage = db32.storage = nullptr;
+  dy32.data = wide;
+  db32.data = static_cast<float *>(wide) + std::max<int64_t>(M, 1) * O;
+  convert(ctx, &dy32, &dy2);
+  reduce(ctx, DSRT_SUM, &db32, &dy32, 1);
+  convert(ctx, db, &db32);
+  check(cudaFreeAsync(wide, stream(ctx)), "cudaFreeAsync");
 }

@@ -118,9 +118,12 @@ __global__ void layerNormKernel(S *Y, const S *X, const S *w, const S *b, int64_
   }
 }
 
-__global__ void layerNormDxKernel(float *DX, const float *X, const float *DY, const float *w,
-                                  int64_t N, double eps, double *stats) {
-  const float *xr = X + blockIdx.x * N, *dyr = DY + blockIdx.x * N;
+/// A row of layer norm's backward: its statistics (kept for the weight's gradient) and dx; a
+/// 16-bit row (S, with its weight) computed in f32 and double, dx rounded once.
+template <class S>
+__global__ void layerNormDxKernel(S *DX, const S *X, const S *DY, const S *w, int64_t N,
+                                  double eps, double *stats) {
+  const S *xr = X + blockIdx.x * N, *dyr = DY + blockIdx.x * N;
   double mean, rstd;
   rowMoments(xr, N, eps, mean, rstd);
   if (threadIdx.x == 0) {
@@ -131,36 +134,56 @@ __global__ void layerNormDxKernel(float *DX, const float *X, const float *DY, co
     return;
   double sumG = 0, sumGX = 0;
   for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
-    double xhat = (xr[i] - mean) * rstd;
-    double g = dyr[i] * (w ? w[i] : 1.f);
+    double xhat = ((double)load(xr[i]) - mean) * rstd;
+    double g = (double)load(dyr[i]) * (w ? (double)load(w[i]) : 1.0);
     sumG += g;
     sumGX += g * xhat;
   }
   sumG = blockReduce(sumG, Sum(), 0.0);
   sumGX = blockReduce(sumGX, Sum(), 0.0);
   double invN = 1.0 / N;
-  float *dxr = DX + blockIdx.x * N;
+  S *dxr = DX + blockIdx.x * N;
   for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
-    double xhat = (xr[i] - mean) * rstd;
-    double g = dyr[i] * (w ? w[i] : 1.f);
-    dxr[i] = (float)ops::layerNormGrad(rstd, g, xhat, invN, sumG, sumGX);
+    double xhat = ((double)load(xr[i]) - mean) * rstd;
+    double g = (double)load(dyr[i]) * (w ? (double)load(w[i]) : 1.0);
+    dxr[i] = store<S>((float)ops::layerNormGrad(rstd, g, xhat, invN, sumG, sumGX));
   }
 }
 
-/// dweight and dbias: one thread per column, over the rows in order (double sums).
-__global__ void layerNormDwKernel(float *dW, float *dB, const float *X, const float *DY,
-                                  int64_t rows, int64_t N, const double *stats) {
+/// dweight and dbias, first pass: chunk blockIdx.y of the rows, one thread per column, double
+/// sums into part[chunk][2][N] (coalesced across columns).
+template <class S>
+__global__ void layerNormDwPartKernel(double *part, const S *X, const S *DY, int64_t rows,
+                                      int64_t N, int64_t chunkRows, const double *stats) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= N)
+    return;
+  const int64_t r0 = (int64_t)blockIdx.y * chunkRows, r1 = min(rows, r0 + chunkRows);
+  double sw = 0, sb = 0;
+  for (int64_t r = r0; r < r1; ++r) {
+    double dy = load(DY[r * N + i]);
+    double xhat = ((double)load(X[r * N + i]) - stats[2 * r]) * stats[2 * r + 1];
+    sw += dy * xhat;
+    sb += dy;
+  }
+  part[(2 * (int64_t)blockIdx.y) * N + i] = sw;
+  part[(2 * (int64_t)blockIdx.y + 1) * N + i] = sb;
+}
+
+/// Second pass: the chunks' sums in order per column, rounded once.
+template <class S>
+__global__ void layerNormDwSumKernel(S *dW, S *dB, const double *part, int64_t chunks,
+                                     int64_t N) {
   DSRT_GRID_STRIDE(i, N) {
     double sw = 0, sb = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      double xhat = (X[r * N + i] - stats[2 * r]) * stats[2 * r + 1];
-      sw += (double)DY[r * N + i] * xhat;
-      sb += DY[r * N + i];
+    for (int64_t c = 0; c < chunks; ++c) {
+      sw += part[(2 * c) * N + i];
+      sb += part[(2 * c + 1) * N + i];
     }
     if (dW)
-      dW[i] = (float)sw;
+      dW[i] = store<S>((float)sw);
     if (dB)
-      dB[i] = (float)sb;
+      dB[i] = store<S>((float)sb);
   }
 }
 
@@ -355,11 +378,7 @@ void dsrt::cuda::layer_norm(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tens
         bias ? (const S *)bias->data : nullptr, norm_numel, eps, nullptr);
     launched(k);
   };
-  if (x->dtype == DSRT_BF16)
-    return run(Bf16Bits());
-  if (x->dtype == DSRT_F16)
-    return run(F16Bits());
-  run(float());
+  dispatchFloatOrHalf(k, x->dtype, run);
 }
 
 void dsrt::cuda::layer_norm_grad(dsrt_context *ctx, dsrt_tensor *dx, dsrt_tensor *dweight,
@@ -368,26 +387,39 @@ void dsrt::cuda::layer_norm_grad(dsrt_context *ctx, dsrt_tensor *dx, dsrt_tensor
                                  int64_t norm_numel, double eps) {
   const char *k = "layer_norm_grad";
   checks::layerNormGrad(dx, x, dy, norm_numel);
-  const float *w = checks::optF32(k, weight, norm_numel, "weight");
-  float *dW = (float *)checks::optF32(k, dweight, norm_numel, "dweight");
-  float *dB = (float *)checks::optF32(k, dbias, norm_numel, "dbias");
   int64_t N = norm_numel, rows = x->numel / N;
-  if (!rows) {
-    for (float *p : {dW, dB})
-      if (p)
-        ctx->device->zero(p, N * sizeof(float));
-    return;
-  }
-  auto *stats = (double *)device(ctx).scratch(2 * rows * sizeof(double));
-  layerNormDxKernel<<<rowBlocks(k, rows), kThreads, 0, stream(ctx)>>>(
-      dx ? (float *)dx->data : nullptr, (const float *)x->data, (const float *)dy->data, w, N,
-      eps, stats);
-  launched(k);
-  if (dW || dB) {
-    layerNormDwKernel<<<blocksFor(N), kThreads, 0, stream(ctx)>>>(
-        dW, dB, (const float *)x->data, (const float *)dy->data, rows, N, stats);
+  auto run = [&](auto tag) {
+    using S = decltype(tag);
+    // 16 bits: the weight and its gradients of the input's type (f32: the same checks).
+    for (auto [t, what] : {std::pair{weight, "weight"}, {dweight, "dweight"}, {dbias, "dbias"}})
+      if (t)
+        checks::sized(k, t, x->dtype, N, what);
+    S *dW = dweight ? (S *)dweight->data : nullptr, *dB = dbias ? (S *)dbias->data : nullptr;
+    if (!rows) {
+      for (S *p : {dW, dB})
+        if (p)
+          ctx->device->zero(p, N * sizeof(S));
+      return;
+    }
+    // Row chunks of at least 32 rows, about 256 of them: enough blocks to fill the GPU.
+    const int64_t chunkRows = std::max<int64_t>(32, (rows + 255) / 256);
+    const int64_t chunks = (rows + chunkRows - 1) / chunkRows;
+    auto *stats = (double *)device(ctx).scratch((2 * rows + 2 * chunks * N) * sizeof(double));
+    double *part = stats + 2 * rows;
+    layerNormDxKernel<S><<<rowBlocks(k, rows), kThreads, 0, stream(ctx)>>>(
+        dx ? (S *)dx->data : nullptr, (const S *)x->data, (const S *)dy->data,
+        weight ? (const S *)weight->data : nullptr, N, eps, stats);
     launched(k);
-  }
+    if (dW || dB) {
+      dim3 grid((unsigned)((N + kThreads - 1) / kThreads), (unsigned)chunks);
+      layerNormDwPartKernel<S><<<grid, kThreads, 0, stream(ctx)>>>(
+          part, (const S *)x->data, (const S *)dy->data, rows, N, chunkRows, stats);
+      launched(k);
+      layerNormDwSumKernel<S><<<blocksFor(N), kThreads, 0, stream(ctx)>>>(dW, dB, part, chunks, N);
+      launched(k);
+    }
+  };
+  dispatchFloatOrHalf(k, x->dtype, run);
 }
 
 void dsrt::cuda::embedding(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *weight,

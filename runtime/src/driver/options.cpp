@@ -41,6 +41,8 @@ const char *const kUsage =
     "  --trace FILE             write a Chrome trace (Perfetto, chrome://tracing) of the\n"
     "                           traced steps: every runtime call on its stream, each rank a\n"
     "                           process, named by the ds op and its place in the model\n"
+    "                           (on cuda each traced call waits for the GPU: spans are the\n"
+    "                           kernels' own time, and the traced steps run slower)\n"
     "  --trace-steps LIST       the steps to trace: N, N-M or a comma list (default: the last)\n"
     "  --help                   show this help\n";
 
