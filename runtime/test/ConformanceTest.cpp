@@ -312,6 +312,12 @@ TEST_P(Conformance, Reduce) {
   Both y = out({2});
   run([&](dsrt_context *c, int s) { dsrt_reduce(c, DSRT_SUM, y[s], big[s], 0x2); });
   EXPECT_TRUE(same(y, 1e-5, 1e-6, true));
+  Both rows = randn({1000, 300}); // columns of many rows (a bias gradient): row chunks
+  for (int kind : {DSRT_SUM, DSRT_MEAN, DSRT_AMAX}) {
+    Both col = out({300});
+    run([&](dsrt_context *c, int s) { dsrt_reduce(c, kind, col[s], rows[s], 0x1); });
+    EXPECT_TRUE(same(col, 1e-5, 1e-6, true)) << "column reduce kind " << kind;
+  }
   std::vector<int64_t> iv(24);
   for (int i = 0; i < 24; ++i)
     iv[i] = i * 7 % 11 - 5;

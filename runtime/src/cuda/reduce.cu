@@ -7,6 +7,7 @@
 #include "../kernels/checks.h"
 #include "cuda_device.h"
 
+#include <algorithm>
 #include <type_traits>
 
 using namespace dsrt;
@@ -76,6 +77,33 @@ __global__ void reducePerBlock(O *out, const T *in, Groups kept, Groups red, int
     out[blockIdx.x] = finish<T, O, Acc>(acc, kind, nRed);
 }
 
+/// Sums over the rows of a row-major [rows, cols] (a bias gradient, a column mean): threads
+/// across the columns (coalesced), chunk blockIdx.y of the rows each, double partial sums into
+/// part[chunk][cols]; columnFinish adds the chunks in order.
+template <class T>
+__global__ void columnPartials(double *part, const T *in, int64_t rows, int64_t cols,
+                               int64_t chunkRows) {
+  const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols)
+    return;
+  const int64_t r0 = (int64_t)blockIdx.y * chunkRows, r1 = min(rows, r0 + chunkRows);
+  double acc = 0;
+  for (int64_t r = r0; r < r1; ++r)
+    acc += (double)in[r * cols + c];
+  part[(int64_t)blockIdx.y * cols + c] = acc;
+}
+
+template <class O>
+__global__ void columnFinish(O *out, const double *part, int64_t chunks, int64_t cols,
+                             int64_t rows, int32_t kind) {
+  DSRT_GRID_STRIDE(c, cols) {
+    double acc = 0;
+    for (int64_t k = 0; k < chunks; ++k)
+      acc += part[k * cols + c];
+    out[c] = finish<double, O, double>(acc, kind, rows);
+  }
+}
+
 template <class O> __global__ void fillEmpty(O *out, int64_t n, O v) {
   DSRT_GRID_STRIDE(i, n) out[i] = v;
 }
@@ -112,6 +140,27 @@ void dsrt::cuda::reduce(dsrt_context *ctx, int32_t kind, dsrt_tensor *out, const
         if constexpr (std::is_floating_point_v<O>)
           v = kind == DSRT_MEAN ? O(NAN) : O(init);
         fillEmpty<O><<<blocksFor(nOut), kThreads, 0, stream(ctx)>>>((O *)out->data, nOut, v);
+      } else if constexpr (std::is_floating_point_v<T>) {
+        if (kind != DSRT_AMAX && kept.n == 1 && kept.stride[0] == 1 && red.n == 1 &&
+            red.stride[0] == nOut && nOut >= 32 && nRed > 64) {
+          // Columns of a row-major [nRed, nOut]: row chunks enough for about 128K threads.
+          const int64_t chunks = std::max<int64_t>(
+              1, std::min<int64_t>((nRed + 31) / 32, (131072 + nOut - 1) / nOut));
+          const int64_t chunkRows = (nRed + chunks - 1) / chunks;
+          auto *part = (double *)device(ctx).scratch((size_t)(chunks * nOut) * sizeof(double));
+          dim3 grid((unsigned)((nOut + kThreads - 1) / kThreads), (unsigned)chunks);
+          columnPartials<T><<<grid, kThreads, 0, stream(ctx)>>>(part, (const T *)in->data, nRed,
+                                                                nOut, chunkRows);
+          launched(k);
+          columnFinish<O><<<blocksFor(nOut), kThreads, 0, stream(ctx)>>>(
+              (O *)out->data, part, chunks, nOut, nRed, kind);
+        } else if (nRed <= 64 || nOut > 0x7fffffff) {
+          reducePerThread<T, O, Acc><<<blocksFor(nOut), kThreads, 0, stream(ctx)>>>(
+              (O *)out->data, (const T *)in->data, kept, red, nOut, nRed, kind, init);
+        } else {
+          reducePerBlock<T, O, Acc><<<(unsigned)nOut, kThreads, 0, stream(ctx)>>>(
+              (O *)out->data, (const T *)in->data, kept, red, nRed, kind, init);
+        }
       } else if (nRed <= 64 || nOut > 0x7fffffff) {
         reducePerThread<T, O, Acc><<<blocksFor(nOut), kThreads, 0, stream(ctx)>>>(
             (O *)out->data, (const T *)in->data, kept, red, nOut, nRed, kind, init);
