@@ -140,27 +140,20 @@ void dsrt::cuda::reduce(dsrt_context *ctx, int32_t kind, dsrt_tensor *out, const
         if constexpr (std::is_floating_point_v<O>)
           v = kind == DSRT_MEAN ? O(NAN) : O(init);
         fillEmpty<O><<<blocksFor(nOut), kThreads, 0, stream(ctx)>>>((O *)out->data, nOut, v);
-      } else if constexpr (std::is_floating_point_v<T>) {
-        if (kind != DSRT_AMAX && kept.n == 1 && kept.stride[0] == 1 && red.n == 1 &&
-            red.stride[0] == nOut && nOut >= 32 && nRed > 64) {
-          // Columns of a row-major [nRed, nOut]: row chunks enough for about 128K threads.
-          const int64_t chunks = std::max<int64_t>(
-              1, std::min<int64_t>((nRed + 31) / 32, (131072 + nOut - 1) / nOut));
-          const int64_t chunkRows = (nRed + chunks - 1) / chunks;
-          auto *part = (double *)device(ctx).scratch((size_t)(chunks * nOut) * sizeof(double));
-          dim3 grid((unsigned)((nOut + kThreads - 1) / kThreads), (unsigned)chunks);
-          columnPartials<T><<<grid, kThreads, 0, stream(ctx)>>>(part, (const T *)in->data, nRed,
-                                                                nOut, chunkRows);
-          launched(k);
-          columnFinish<O><<<blocksFor(nOut), kThreads, 0, stream(ctx)>>>(
-              (O *)out->data, part, chunks, nOut, nRed, kind);
-        } else if (nRed <= 64 || nOut > 0x7fffffff) {
-          reducePerThread<T, O, Acc><<<blocksFor(nOut), kThreads, 0, stream(ctx)>>>(
-              (O *)out->data, (const T *)in->data, kept, red, nOut, nRed, kind, init);
-        } else {
-          reducePerBlock<T, O, Acc><<<(unsigned)nOut, kThreads, 0, stream(ctx)>>>(
-              (O *)out->data, (const T *)in->data, kept, red, nRed, kind, init);
-        }
+      } else if (std::is_floating_point_v<T> && kind != DSRT_AMAX && kept.n == 1 &&
+                 kept.stride[0] == 1 && red.n == 1 && red.stride[0] == nOut && nOut >= 32 &&
+                 nRed > 64) {
+        // Columns of a row-major [nRed, nOut]: row chunks enough for about 128K threads.
+        const int64_t chunks = std::max<int64_t>(
+            1, std::min<int64_t>((nRed + 31) / 32, (131072 + nOut - 1) / nOut));
+        const int64_t chunkRows = (nRed + chunks - 1) / chunks;
+        auto *part = (double *)device(ctx).scratch((size_t)(chunks * nOut) * sizeof(double));
+        dim3 grid((unsigned)((nOut + kThreads - 1) / kThreads), (unsigned)chunks);
+        columnPartials<T><<<grid, kThreads, 0, stream(ctx)>>>(part, (const T *)in->data, nRed,
+                                                              nOut, chunkRows);
+        launched(k);
+        columnFinish<O><<<blocksFor(nOut), kThreads, 0, stream(ctx)>>>((O *)out->data, part,
+                                                                       chunks, nOut, nRed, kind);
       } else if (nRed <= 64 || nOut > 0x7fffffff) {
         reducePerThread<T, O, Acc><<<blocksFor(nOut), kThreads, 0, stream(ctx)>>>(
             (O *)out->data, (const T *)in->data, kept, red, nOut, nRed, kind, init);
