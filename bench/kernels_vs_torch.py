@@ -136,8 +136,8 @@ def cases():
         return lambda: F.layer_norm(x, (D,), w, b, 1e-5)
     c['layer_norm'] = layer_norm
 
-    def layer_norm_grad():
-        x, w, b, dy = randn(T, D), randn(D), randn(D), randn(T, D)
+    def layer_norm_grad(make=randn):
+        x, w, b, dy = make(T, D), make(D), make(D), make(T, D)
         _, mean, rstd = aten.native_layer_norm(x, [D], w, b, 1e-5)
         return lambda: aten.native_layer_norm_backward(dy, x, [D], mean, rstd, w, b,
                                                        [True, True, True])
@@ -321,12 +321,7 @@ def cases():
         return lambda: F.layer_norm(x, (D,), w, b, 1e-5)
     c['bf16_layer_norm'] = bf16_layer_norm
 
-    def bf16_layer_norm_grad():
-        x, w, b, dy = bf16(T, D), bf16(D), bf16(D), bf16(T, D)
-        _, mean, rstd = aten.native_layer_norm(x, [D], w, b, 1e-5)
-        return lambda: aten.native_layer_norm_backward(dy, x, [D], mean, rstd, w, b,
-                                                       [True, True, True])
-    c['bf16_layer_norm_grad'] = bf16_layer_norm_grad
+    c['bf16_layer_norm_grad'] = lambda: layer_norm_grad(bf16)
 
     def bf16_linear():
         x, w, b = bf16(T, D), bf16(H, D), bf16(H)
