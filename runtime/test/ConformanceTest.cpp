@@ -451,13 +451,20 @@ TEST_P(Conformance, MatmulAndLinearHalf) {
     Both x = as(randn({51, 40}), dt), w = as(randn({24, 40}), dt), bias = as(randn({24}), dt);
     Both dy = as(randn({51, 24}), dt), lin = out({51, 24}, dt), dw = out({24, 40}, dt),
          db = out({24}, dt);
+    // The strided views of MatmulAndLinear's attention (alpha 1/2, results written transposed
+    // and into the merged heads) in 16 bits.
+    Both qkv = as(randn({2, 5, 36}), dt), att = out({2, 3, 5, 5}, dt), merged = out({2, 5, 12}, dt);
+    const int64_t scores[] = {2, 3, 5, 5, 4, 0, 180, 4, 36, 1, 12, 180, 4, 1, 36, 0, 75, 25, 1, 5};
+    const int64_t values[] = {2, 3, 5, 4, 5, 0, 75, 25, 5, 1, 24, 180, 4, 36, 1, 0, 60, 4, 12, 1};
     run([&](dsrt_context *c, int s) {
       dsrt_matmul(c, y[s], a[s], b[s], 0, 0);  // strided batches
       dsrt_matmul(c, yt[s], a[s], bt[s], 0, 1); // shared rhs, transposed
       dsrt_linear(c, lin[s], x[s], w[s], bias[s]);
       dsrt_linear_grad_weight(c, dw[s], db[s], x[s], dy[s]);
+      dsrt_matmul_view(c, att[s], qkv[s], qkv[s], scores, 0.5);
+      dsrt_matmul_view(c, merged[s], att[s], qkv[s], values, 1.0);
     });
-    for (Both *t : {&y, &yt, &lin, &dw, &db}) {
+    for (Both *t : {&y, &yt, &lin, &dw, &db, &att, &merged}) {
       Both t32 = as(*t, DSRT_F32);
       EXPECT_TRUE(same(t32, 2 * ulp, 2 * ulp * largest(t32)))
           << "dtype " << dt << " result " << (t - &y);

@@ -7,6 +7,7 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -769,60 +770,78 @@ TEST_F(Kernels, LinearAndGrad) {
 // written into a [B, T, H * D] merge or transposed; PyTorch's matmul of the same as_strided
 // views (times alpha) is the answer, and the result's elements outside its view keep what they
 // held. A power-of-two alpha scales each sum exactly: the scaled scores are bit for bit the
-// unscaled ones times 1/8, as PyTorch's (q @ k^T) * (1 / sqrt(64)).
+// unscaled ones times 1/8, as PyTorch's (q @ k^T) * (1 / sqrt(64)). In bf16 and f16 the same
+// views (the 16-bit step's attention) give the f32 product of the 16-bit values, scaled and
+// rounded once, within one 16-bit rounding (the accumulation order differs), and a bf16 alpha
+// of 1/8 is as exact as f32's; the larger shape has heads enough for oneDNN's batched kernel.
 TEST_F(Kernels, MatmulView) {
-  const int64_t B = 2, T = 5, H = 3, D = 4, C = 3 * H * D;
-  Tensor qkv = randn({B, T, C}), att = randn({B, H, T, T});
-  auto view = [](const Tensor &t, std::vector<int64_t> v, int64_t rows, int64_t cols,
-                 int64_t b0, int64_t b1) {
-    return t.flatten().as_strided({b0, b1, rows, cols}, {v[1], v[2], v[3], v[4]}, v[0]);
-  };
-  struct Case {
-    const char *name;
-    Tensor a, b;
-    std::vector<int64_t> sizes, av, bv, cv; // b0 b1 M N K; views {offset, s0, s1, rows, cols}
-    std::vector<int64_t> outShape;
-    double alpha = 1.0;
-  } cases[] = {
-      // q @ k^T: q at column 0, k at column H * D, read transposed (unit row stride).
-      {"q @ k^T", qkv, qkv, {B, H, T, T, D}, {0, T * C, D, C, 1}, {H * D, T * C, D, 1, C},
-       {0, H * T * T, T * T, T, 1}, {B, H, T, T}},
-      // att @ v written straight into the merged heads [B, T, H * D].
-      {"att @ v -> merged", att, qkv, {B, H, T, D, T}, {0, H * T * T, T * T, T, 1},
-       {2 * H * D, T * C, D, C, 1}, {0, T * H * D, D, H * D, 1}, {B, T, H * D}},
-      // A result with unit row stride (its transpose is contiguous): computed as C^T.
-      {"(q @ k^T)^T", qkv, qkv, {B, H, T, T, D}, {0, T * C, D, C, 1}, {H * D, T * C, D, 1, C},
-       {0, H * T * T, T * T, 1, T}, {B, H, T, T}},
-      // The scores scaled by 1/8 (alpha) and by 3 (not a power of two: within rounding).
-      {"q @ k^T / 8", qkv, qkv, {B, H, T, T, D}, {0, T * C, D, C, 1}, {H * D, T * C, D, 1, C},
-       {0, H * T * T, T * T, T, 1}, {B, H, T, T}, 0.125},
-      {"(q @ k^T)^T * 3", qkv, qkv, {B, H, T, T, D}, {0, T * C, D, C, 1},
-       {H * D, T * C, D, 1, C}, {0, H * T * T, T * T, 1, T}, {B, H, T, T}, 3.0},
-      // No batches of dim 0 (a rank-3 product) and a K of 0 (the result's views are zeroed).
-      {"rank 3", att, qkv, {1, H, T, D, T}, {0, 0, T * T, T, 1}, {0, 0, D, C, 1},
-       {0, 0, T * D, D, 1}, {H, T, D}},
-      {"K = 0", att, qkv, {B, H, T, D, 0}, {0, H * T * T, T * T, T, 1}, {0, T * C, D, C, 1},
-       {0, T * H * D, D, H * D, 1}, {B, T, H * D}},
-  };
-  for (auto &c : cases) {
-    std::vector<int64_t> all = c.sizes;
-    for (auto *v : {&c.av, &c.bv, &c.cv})
-      all.insert(all.end(), v->begin(), v->end());
-    const int64_t b0 = c.sizes[0], b1 = c.sizes[1], M = c.sizes[2], N = c.sizes[3],
-                  K = c.sizes[4];
-    Tensor want =
-        torch::matmul(view(c.a, c.av, M, K, b0, b1), view(c.b, c.bv, K, N, b0, b1)) * c.alpha;
-    Tensor before = randn(c.outShape);
-    dsrt_tensor *o = rt(before);
-    dsrt_matmul_view(ctx, o, rt(c.a), rt(c.b), all.data(), c.alpha);
-    Tensor got = tt(o), mask = torch::zeros_like(got, torch::kBool);
-    view(mask, c.cv, M, N, b0, b1).fill_(true);
-    EXPECT_TRUE(closeSum(view(got, c.cv, M, N, b0, b1), want)) << c.name;
-    EXPECT_TRUE(torch::equal(got.masked_select(~mask), before.masked_select(~mask))) << c.name;
-    if (c.alpha == 0.125) {
-      dsrt_tensor *unscaled = rt(before);
-      dsrt_matmul_view(ctx, unscaled, rt(c.a), rt(c.b), all.data(), 1.0);
-      EXPECT_TRUE(torch::equal(got, tt(unscaled) * 0.125)) << c.name;
+  for (auto s : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    const double ulp = s == at::kBFloat16 ? 1.0 / 128 : 1.0 / 1024;
+    for (auto [B, T, H, D] : {std::array<int64_t, 4>{2, 5, 3, 4}, {2, 64, 8, 32}}) {
+      if (s == at::kFloat && T > 5)
+        continue;
+      const int64_t C = 3 * H * D;
+      Tensor qkv = randn({B, T, C}).to(s), att = randn({B, H, T, T}).to(s);
+      auto view = [](const Tensor &t, std::vector<int64_t> v, int64_t rows, int64_t cols,
+                     int64_t b0, int64_t b1) {
+        return t.flatten().as_strided({b0, b1, rows, cols}, {v[1], v[2], v[3], v[4]}, v[0]);
+      };
+      struct Case {
+        const char *name;
+        Tensor a, b;
+        std::vector<int64_t> sizes, av, bv, cv; // b0 b1 M N K; views {offset, s0, s1, rows, cols}
+        std::vector<int64_t> outShape;
+        double alpha = 1.0;
+      } cases[] = {
+          // q @ k^T: q at column 0, k at column H * D, read transposed (unit row stride).
+          {"q @ k^T", qkv, qkv, {B, H, T, T, D}, {0, T * C, D, C, 1}, {H * D, T * C, D, 1, C},
+           {0, H * T * T, T * T, T, 1}, {B, H, T, T}},
+          // att @ v written straight into the merged heads [B, T, H * D].
+          {"att @ v -> merged", att, qkv, {B, H, T, D, T}, {0, H * T * T, T * T, T, 1},
+           {2 * H * D, T * C, D, C, 1}, {0, T * H * D, D, H * D, 1}, {B, T, H * D}},
+          // A result with unit row stride (its transpose is contiguous): computed as C^T.
+          {"(q @ k^T)^T", qkv, qkv, {B, H, T, T, D}, {0, T * C, D, C, 1},
+           {H * D, T * C, D, 1, C}, {0, H * T * T, T * T, 1, T}, {B, H, T, T}},
+          // The scores scaled by 1/8 (alpha) and by 3 (not a power of two: within rounding).
+          {"q @ k^T / 8", qkv, qkv, {B, H, T, T, D}, {0, T * C, D, C, 1},
+           {H * D, T * C, D, 1, C}, {0, H * T * T, T * T, T, 1}, {B, H, T, T}, 0.125},
+          {"(q @ k^T)^T * 3", qkv, qkv, {B, H, T, T, D}, {0, T * C, D, C, 1},
+           {H * D, T * C, D, 1, C}, {0, H * T * T, T * T, 1, T}, {B, H, T, T}, 3.0},
+          // No batches of dim 0 (a rank-3 product) and a K of 0 (the result's views are zeroed).
+          {"rank 3", att, qkv, {1, H, T, D, T}, {0, 0, T * T, T, 1}, {0, 0, D, C, 1},
+           {0, 0, T * D, D, 1}, {H, T, D}},
+          {"K = 0", att, qkv, {B, H, T, D, 0}, {0, H * T * T, T * T, T, 1}, {0, T * C, D, C, 1},
+           {0, T * H * D, D, H * D, 1}, {B, T, H * D}},
+      };
+      for (auto &c : cases) {
+        std::vector<int64_t> all = c.sizes;
+        for (auto *v : {&c.av, &c.bv, &c.cv})
+          all.insert(all.end(), v->begin(), v->end());
+        const int64_t b0 = c.sizes[0], b1 = c.sizes[1], M = c.sizes[2], N = c.sizes[3],
+                      K = c.sizes[4];
+        Tensor want = (torch::matmul(view(c.a, c.av, M, K, b0, b1).to(at::kFloat),
+                                     view(c.b, c.bv, K, N, b0, b1).to(at::kFloat)) *
+                       c.alpha).to(s);
+        Tensor before = randn(c.outShape).to(s);
+        dsrt_tensor *o = rt(before);
+        dsrt_matmul_view(ctx, o, rt(c.a), rt(c.b), all.data(), c.alpha);
+        Tensor got = tt(o), mask = torch::zeros_like(got, torch::kBool);
+        view(mask, c.cv, M, N, b0, b1).fill_(true);
+        Tensor mine = view(got, c.cv, M, N, b0, b1);
+        std::string what = std::string(c.name) + " " + c10::toString(s) + " T " +
+                           std::to_string(T);
+        EXPECT_TRUE(s == at::kFloat ? closeSum(mine, want)
+                                    : close(mine.to(at::kFloat), want.to(at::kFloat), ulp, ulp))
+            << what;
+        EXPECT_TRUE(torch::equal(got.masked_select(~mask), before.masked_select(~mask))) << what;
+        // Exact but for results below the type's normal range, where PyTorch's second rounding
+        // (of the scaled value) differs: f16's starts at 6.1e-5, within these scores' reach.
+        if (c.alpha == 0.125 && s != at::kHalf) {
+          dsrt_tensor *unscaled = rt(before);
+          dsrt_matmul_view(ctx, unscaled, rt(c.a), rt(c.b), all.data(), 1.0);
+          EXPECT_TRUE(torch::equal(got, tt(unscaled) * 0.125)) << what;
+        }
+      }
     }
   }
 }

@@ -148,3 +148,4 @@ module attributes {ds.config = "{\"train_batch_size\":2}"} {
     return
   }
 }
+

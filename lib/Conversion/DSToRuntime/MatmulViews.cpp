@@ -69,12 +69,16 @@ View rootView(Value v) { return {v, 0, contiguous(shapeOf(v)), {}, 1.0}; }
 
 bool onHost(Operation *op) { return op->hasAttr(kOnHostAttrName); }
 
-/// When `op` multiplies `v` (of its result's type) by a splat f32 constant that is a power of
-/// two: that factor, which scales every sum it reaches exactly (short of subnormals); else 0.
+/// When `op` multiplies `v` (of its result's type, f32 or bf16) by a splat constant that is a
+/// power of two: that factor, which scales every sum it reaches exactly (short of subnormals);
+/// else 0. Not f16: its subnormals start at 6.1e-5, where PyTorch's rounding of the scaled
+/// value and the product's one rounding differ.
 double powerOfTwoFactor(Operation *op, Value v) {
   auto mul = dyn_cast_or_null<MulOp>(op);
-  if (!mul || onHost(mul) || v.getType() != mul.getResult().getType() ||
-      !cast<RankedTensorType>(v.getType()).getElementType().isF32())
+  if (!mul || onHost(mul) || v.getType() != mul.getResult().getType())
+    return 0;
+  Type elem = cast<RankedTensorType>(v.getType()).getElementType();
+  if (!elem.isF32() && !elem.isBF16())
     return 0;
   Value other = mul.getLhs() == v ? mul.getRhs() : mul.getLhs();
   auto c = other.getDefiningOp<ConstantOp>();
@@ -174,7 +178,8 @@ MatmulViews mlir::ds::runtime::planMatmulViews(Block &body) {
   for (auto m : body.getOps<MatmulOp>()) {
     auto type = cast<RankedTensorType>(m.getResult().getType());
     int64_t r = type.getRank();
-    if (!type.getElementType().isF32() || (r != 3 && r != 4) || onHost(m) ||
+    Type elem = type.getElementType();
+    if (!(elem.isF32() || elem.isBF16() || elem.isF16()) || (r != 3 && r != 4) || onHost(m) ||
         shapeOf(m.getLhs()).size() != (size_t)r || shapeOf(m.getRhs()).size() != (size_t)r ||
         shapeOf(m.getLhs()).take_front(r - 2) != type.getShape().take_front(r - 2) ||
         shapeOf(m.getRhs()).take_front(r - 2) != type.getShape().take_front(r - 2))

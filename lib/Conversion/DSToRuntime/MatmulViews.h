@@ -1,13 +1,13 @@
 //===- MatmulViews.h - matmuls that read and write strided views ----------===//
 //
-// The slices, reshapes and transposes around a batched f32 matmul (attention's heads split
-// out of a fused QKV projection and merged back) are index arithmetic: the matmul reads its
+// The slices, reshapes and transposes around a batched matmul (f32, bf16 or f16: attention's
+// heads split out of a fused QKV projection and merged back) are index arithmetic: it reads its
 // operands from the tensors they were taken from, and writes its result where the transposes
 // after it would have moved it (dsrt_matmul_view). Those ops are then not lowered at all when
 // every use of theirs is absorbed so; a concatenation of such results (dq, dk, dv into dqkv)
 // is written in place. A multiplication by a power of two on an operand or on the result
 // (attention's 1/sqrt(64), and its gradient's) becomes the product's alpha, which scales each
-// sum exactly.
+// sum exactly (f32 and bf16; not f16, whose subnormals are within attention's reach).
 //
 //===----------------------------------------------------------------------===//
 #ifndef DS_CONVERSION_DSTORUNTIME_MATMULVIEWS_H

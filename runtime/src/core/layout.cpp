@@ -147,9 +147,10 @@ MatmulShape matmulShape(const dsrt_tensor *out, const dsrt_tensor *a, const dsrt
 MatmulViews matmulViews(const dsrt_tensor *out, const dsrt_tensor *a, const dsrt_tensor *b,
                         const int64_t *views) {
   const char *k = "matmul_view";
-  checkDtype(k, a, DSRT_F32, "lhs");
-  checkDtype(k, b, DSRT_F32, "rhs");
-  checkDtype(k, out, DSRT_F32, "result");
+  if (out->dtype != DSRT_F32 && out->dtype != DSRT_BF16 && out->dtype != DSRT_F16)
+    fail(k, "result is %s: expected f32, bf16 or f16", dtypeName(out->dtype));
+  checkDtype(k, a, out->dtype, "lhs");
+  checkDtype(k, b, out->dtype, "rhs");
   MatmulViews v;
   v.b0 = views[0], v.b1 = views[1], v.M = views[2], v.N = views[3], v.K = views[4];
   if (v.b0 < 0 || v.b1 < 0 || v.M < 0 || v.N < 0 || v.K < 0)

@@ -35,30 +35,46 @@ struct Bf16Matmul {
 
 Bf16Matmul &bf16Matmul(dsrt_context *ctx, const HalfGemm &g) {
   const int64_t bA = g.strideA ? g.batch : 1, bB = g.strideB ? g.batch : 1;
+  const int64_t oA = g.strideA0 ? g.batch0 : 1, oB = g.strideB0 ? g.batch0 : 1;
   std::string key = "matmul_bf16/" + std::to_string(g.ta) + std::to_string(g.tb) + "/" +
-                    std::to_string(g.batch) + "x" + std::to_string(g.M) + "x" +
-                    std::to_string(g.N) + "x" + std::to_string(g.K) + "/" +
-                    std::to_string(g.lda) + "," + std::to_string(g.ldb) + "," +
-                    std::to_string(g.ldc) + "/" + std::to_string(g.strideA) + "," +
-                    std::to_string(g.strideB) + "," + std::to_string(g.strideC) +
-                    (g.bias ? "/bias" : "");
+                    std::to_string(g.batch0) + "x" + std::to_string(g.batch) + "x" +
+                    std::to_string(g.M) + "x" + std::to_string(g.N) + "x" +
+                    std::to_string(g.K) + "/" + std::to_string(g.lda) + "," +
+                    std::to_string(g.ldb) + "," + std::to_string(g.ldc) + "/" +
+                    std::to_string(g.strideA) + "," + std::to_string(g.strideB) + "," +
+                    std::to_string(g.strideC) + "/" + std::to_string(g.strideA0) + "," +
+                    std::to_string(g.strideB0) + "," + std::to_string(g.strideC0) +
+                    (g.bias ? "/bias" : "") +
+                    (g.alpha != 1.f ? "/alpha" + std::to_string(g.alpha) : "");
   auto &slot = cpuDevice(ctx).primitives[key];
   if (!slot) {
     auto m = std::make_shared<Bf16Matmul>();
     DnnlState &st = dnnlState(ctx);
     const auto bf16 = memory::data_type::bf16;
-    m->a = memory::desc({bA, g.M, g.K}, bf16,
-                        memory::dims{bA > 1 ? g.strideA : g.M * g.K, g.ta ? 1 : g.lda,
-                                     g.ta ? g.lda : 1});
-    m->b = memory::desc({bB, g.K, g.N}, bf16,
-                        memory::dims{bB > 1 ? g.strideB : g.K * g.N, g.tb ? 1 : g.ldb,
-                                     g.tb ? g.ldb : 1});
-    m->c = memory::desc({g.batch, g.M, g.N}, bf16,
-                        memory::dims{g.batch > 1 ? g.strideC : g.M * g.N, g.ldc, 1});
+    // [batch, rows, cols] with the given strides, led by [batch0] when there are two levels
+    // (the strides of a broadcast level are never read).
+    auto desc = [&](int64_t b0, int64_t s0, int64_t b, int64_t s, int64_t rows, int64_t cols,
+                    int64_t rs, int64_t cs) {
+      if (g.batch0 == 1)
+        return memory::desc({b, rows, cols}, bf16, memory::dims{s, rs, cs});
+      return memory::desc({b0, b, rows, cols}, bf16, memory::dims{s0, s, rs, cs});
+    };
+    m->a = desc(oA, g.strideA0, bA, bA > 1 ? g.strideA : g.M * g.K, g.M, g.K,
+                g.ta ? 1 : g.lda, g.ta ? g.lda : 1);
+    m->b = desc(oB, g.strideB0, bB, bB > 1 ? g.strideB : g.K * g.N, g.K, g.N,
+                g.tb ? 1 : g.ldb, g.tb ? g.ldb : 1);
+    m->c = desc(g.batch0, g.strideC0, g.batch, g.batch > 1 ? g.strideC : g.M * g.N, g.M, g.N,
+                g.ldc, 1);
     if (g.bias)
-      m->bias = memory::desc({1, 1, g.N}, bf16, memory::dims{g.N, g.N, 1});
+      m->bias = desc(1, g.N, 1, g.N, 1, g.N, g.N, 1);
+    dnnl::primitive_attr attr;
+    if (g.alpha != 1.f) { // on the f32 sums, before the rounding to bf16
+      dnnl::post_ops ops;
+      ops.append_eltwise(dnnl::algorithm::eltwise_linear, g.alpha, 0.f);
+      attr.set_post_ops(ops);
+    }
     try {
-      dnnl::matmul::primitive_desc pd(st.engine, m->a, m->b, m->bias, m->c);
+      dnnl::matmul::primitive_desc pd(st.engine, m->a, m->b, m->bias, m->c, attr);
       m->impl = pd.impl_info_str();
       m->prim = std::make_unique<dnnl::primitive>(dnnl::matmul(pd));
     } catch (const dnnl::error &) {
@@ -110,15 +126,16 @@ void widenedProduct(const char *kernel, const HalfGemm &g, int64_t bi, const flo
                     bool threaded) {
   // Scratch per thread, kept between calls: the products of a batch run one per thread.
   thread_local std::vector<float> a, b, c;
-  const uint16_t *A = (const uint16_t *)g.A + bi * g.strideA;
-  const uint16_t *B = (const uint16_t *)g.B + bi * g.strideB;
-  uint16_t *C = (uint16_t *)g.C + bi * g.strideC;
+  const int64_t i0 = bi / g.batch, i1 = bi % g.batch;
+  const uint16_t *A = (const uint16_t *)g.A + i0 * g.strideA0 + i1 * g.strideA;
+  const uint16_t *B = (const uint16_t *)g.B + i0 * g.strideB0 + i1 * g.strideB;
+  uint16_t *C = (uint16_t *)g.C + i0 * g.strideC0 + i1 * g.strideC;
   // The stored matrices: op(A) is A^T when ta.
   widen(g.dtype, A, g.ta ? g.K : g.M, g.ta ? g.M : g.K, g.lda, a, threaded);
   widen(g.dtype, B, g.tb ? g.N : g.K, g.tb ? g.K : g.N, g.ldb, b, threaded);
   c.resize(static_cast<size_t>(g.M * g.N));
   sgemm(kernel, g.ta, g.tb, g.M, g.N, g.K, a.data(), g.ta ? g.M : g.K, b.data(),
-        g.tb ? g.K : g.N, 0.f, c.data(), g.N);
+        g.tb ? g.K : g.N, 0.f, c.data(), g.N, g.alpha);
   const float *c32 = c.data(); // not `c` below: thread_local names another thread's copy
   const int64_t M = g.M, N = g.N, ldc = g.ldc;
   const int32_t dtype = g.dtype;
@@ -138,13 +155,14 @@ void runWidened(const char *kernel, const HalfGemm &g) {
   }
   const float *bv = g.bias ? bias.data() : nullptr;
   const bool inRegion = omp_in_parallel();
-  if (!inRegion && g.batch > 1 && productPerThread(g.batch, g.M, g.N, g.K)) {
+  const int64_t products = g.batch0 * g.batch;
+  if (!inRegion && products > 1 && productPerThread(products, g.M, g.N, g.K)) {
 #pragma omp parallel for schedule(static)
-    for (int64_t bi = 0; bi < g.batch; ++bi)
+    for (int64_t bi = 0; bi < products; ++bi)
       widenedProduct(kernel, g, bi, bv, false);
     return;
   }
-  for (int64_t bi = 0; bi < g.batch; ++bi)
+  for (int64_t bi = 0; bi < products; ++bi)
     widenedProduct(kernel, g, bi, bv, !inRegion);
 }
 
@@ -218,7 +236,7 @@ const Bf16Route &bf16Route() {
 #endif
 
 void dsrt::cpu::gemmHalf(dsrt_context *ctx, const char *kernel, const HalfGemm &g) {
-  if (g.batch == 0 || g.M == 0 || g.N == 0)
+  if (g.batch0 == 0 || g.batch == 0 || g.M == 0 || g.N == 0)
     return;
 #ifdef DSRT_HAVE_DNNL
   if (g.dtype == DSRT_BF16 && g.K > 0 && bf16Route().onednn && runBf16(ctx, g))

@@ -20,13 +20,18 @@ bool productPerThread(int64_t batch, int64_t M, int64_t N, int64_t K);
 /// A 16-bit product: `batch` times C[M,N] = op(A)[M,K] op(B)[K,N] (+ bias[N]), every operand
 /// of `dtype` (bf16 or f16), row-major with leading dimensions lda/ldb/ldc and element strides
 /// between the batches (0: the same matrix for every batch). Accumulated in f32, the bias
-/// added in f32, rounded once, as PyTorch's bf16 CPU matmul and linear (oneDNN) do.
+/// added in f32, rounded once, as PyTorch's bf16 CPU matmul and linear (oneDNN) do. `alpha`
+/// scales the f32 sums before the rounding (a power of two: dsrt_matmul_view's, exact).
+/// `batch0` > 1 leads the batch with an outer level of its own strides (dsrt_matmul_view's
+/// [B, H] heads of strided views: one product call, not one per B).
 struct HalfGemm {
   int32_t dtype;
   bool ta, tb;
   int64_t batch, M, N, K, lda, ldb, ldc, strideA, strideB, strideC;
   const void *A, *B, *bias;
   void *C;
+  float alpha = 1.f;
+  int64_t batch0 = 1, strideA0 = 0, strideB0 = 0, strideC0 = 0;
 };
 /// bf16 through oneDNN's matmul primitive on the CPU's bf16 units where they outrun its f32
 /// FMAs (AMX; AVX512_BF16 on AMD); f16, and bf16 elsewhere (AVX2, where oneDNN has no bf16

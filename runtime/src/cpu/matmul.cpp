@@ -216,9 +216,19 @@ void dsrt::cpu::matmul(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a
 void dsrt::cpu::matmul_view(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a,
                             const dsrt_tensor *b, const int64_t *views, double alpha) {
   DSRT_PROFILE("matmul_view");
-  (void)ctx;
   const char *k = "matmul_view";
   const MatmulViews v = matmulViews(out, a, b, views);
+  if (out->dtype != DSRT_F32) { // 16 bits: one product call over both batch levels
+    const char *A = (const char *)(v.swapped ? b : a)->data;
+    const char *B = (const char *)(v.swapped ? a : b)->data;
+    const int64_t size = 2; // bytes
+    HalfGemm g{out->dtype, v.a.trans, v.b.trans, v.b1, v.M, v.N, v.K, v.a.ld, v.b.ld, v.c.ld,
+               v.a.s1, v.b.s1, v.c.s1, A + v.a.offset * size, B + v.b.offset * size, nullptr,
+               (char *)out->data + v.c.offset * size};
+    g.alpha = (float)alpha;
+    g.batch0 = v.b0, g.strideA0 = v.a.s0, g.strideB0 = v.b.s0, g.strideC0 = v.c.s0;
+    return gemmHalf(ctx, k, g);
+  }
   const float *A = (const float *)(v.swapped ? b : a)->data;
   const float *B = (const float *)(v.swapped ? a : b)->data;
   float *C = (float *)out->data;

@@ -116,25 +116,25 @@ void dsrt::cuda::matmul(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *
 void dsrt::cuda::matmul_view(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *a,
                              const dsrt_tensor *b, const int64_t *views, double alpha) {
   const char *k = "matmul_view";
-  const Gemm gemm{ctx, k, DSRT_F32}; // matmulViews takes f32 alone
-  const MatmulViews v = matmulViews(out, a, b, views);
-  const float *A = (const float *)(v.swapped ? b : a)->data;
-  const float *B = (const float *)(v.swapped ? a : b)->data;
-  float *C = (float *)out->data;
+  const MatmulViews v = matmulViews(out, a, b, views); // one type: f32, bf16 or f16
+  const Gemm gemm{ctx, k, out->dtype};
+  const void *A = (v.swapped ? b : a)->data, *B = (v.swapped ? a : b)->data;
+  void *C = out->data;
   if (v.b0 * v.b1 * v.M * v.N == 0)
     return;
   if (v.K == 0) { // zero the result's views, row by row
     for (int64_t i0 = 0; i0 < v.b0; ++i0)
       for (int64_t i1 = 0; i1 < v.b1; ++i1)
         for (int64_t r = 0; r < v.M; ++r)
-          ctx->device->zero(C + v.c.at(i0, i1) + r * v.c.ld, (size_t)v.N * sizeof(float));
+          ctx->device->zero(gemm.at(C, v.c.at(i0, i1) + r * v.c.ld), (size_t)v.N * gemm.size());
     return;
   }
-  // Batch dim 1 as cuBLAS's strided batch, dim 0 as calls.
+  // Batch dim 1 as cuBLAS's strided batch, dim 0 as calls; alpha scales the f32 sums before
+  // the 16-bit rounding.
   for (int64_t i0 = 0; i0 < v.b0; ++i0)
-    gemm(v.a.trans, v.b.trans, v.M, v.N, v.K, A + v.a.at(i0, 0), v.a.ld, v.a.s1,
-         B + v.b.at(i0, 0), v.b.ld, v.b.s1, C + v.c.at(i0, 0), v.c.ld, v.c.s1, v.b1,
-         (float)alpha);
+    gemm(v.a.trans, v.b.trans, v.M, v.N, v.K, gemm.at(A, v.a.at(i0, 0)), v.a.ld, v.a.s1,
+         gemm.at(B, v.b.at(i0, 0)), v.b.ld, v.b.s1, gemm.at(C, v.c.at(i0, 0)), v.c.ld, v.c.s1,
+         v.b1, (float)alpha);
 }
 
 void dsrt::cuda::linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
