@@ -30,6 +30,9 @@ def run_workers(script, path, args, out, ranks, port, steps, needs='deepspeed', 
         return '%s is not installed in .venv (.venv/bin/pip install %s)' % (
             needs, DEEPSPEED if needs == 'deepspeed' else needs)
     open(path, 'w').write(script)
+    for r in range(ranks):
+        if os.path.exists('%s.%d.json' % (out, r)):
+            os.remove('%s.%d.json' % (out, r))
     procs = []
     for r in range(ranks):
         env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(ranks),
@@ -38,9 +41,22 @@ def run_workers(script, path, args, out, ranks, port, steps, needs='deepspeed', 
         procs.append(subprocess.Popen([py, path] + args, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
     logs = [p.communicate(timeout=1800)[0] for p in procs]
-    if any(p.returncode for p in procs):
-        last = [l for l in logs[0].splitlines() if l.strip()]
-        return 'failed: ' + (last[-1][:160] if last else 'no output')
+    for r, log in enumerate(logs):
+        open('%s.rank%d.log' % (out, r), 'w').write(log)
+    failed = [r for r, p in enumerate(procs) if p.returncode]
+    wrote = all(os.path.exists('%s.%d.json' % (out, r)) for r in range(ranks))
+    if failed and wrote:
+        # Every rank wrote its results and then one died on the way out (seen with DeepSpeed
+        # ZeRO-3 on gloo: 'terminate called without an active exception' at exit): the steps
+        # count, and the table says so.
+        print('  (note: rank %d exited with %d after writing its results; log: %s.rank%d.log)'
+              % (failed[0], procs[failed[0]].returncode, out, failed[0]))
+    elif failed:
+        # The first failing rank's last words (rank 0 may have ended well, killed by the others).
+        r = failed[0]
+        last = [l for l in logs[r].splitlines() if l.strip()]
+        return 'failed: rank %d (exit %d; its log: %s.rank%d.log): %s' % (
+            r, procs[r].returncode, out, r, last[-1][:160] if last else 'no output')
     got = [json.load(open('%s.%d.json' % (out, r))) for r in range(ranks)]
     ms = statistics.median(max(g['ms'][s] for g in got) for s in range(warm, steps))
     return ms, max(g['rss'] for g in got)
