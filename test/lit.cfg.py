@@ -38,4 +38,7 @@ config.substitutions.append(("%cuda_built", "CUDA" if cuda_built else "NOCUDA"))
 import shutil
 if shutil.which("mpirun"):
     config.available_features.add("mpi")
+# QEMU's user-mode emulator (scripts/setup.sh installs qemu-user): other CPUs than this one.
+if shutil.which("qemu-x86_64"):
+    config.available_features.add("qemu")
 config.substitutions.append(("%mpirun", "mpirun --allow-run-as-root --oversubscribe"))

@@ -524,6 +524,11 @@ def main():
     ap.add_argument('--min-move', type=float, default=100,
                     help='every parameter tensor of the reference must move at least this many '
                          'times its tolerance (--param-rtol) from its initial value; 0: no check')
+    ap.add_argument('--emulate', default='',
+                    help='a QEMU CPU model (Haswell: AVX2 and FMA, no AVX-512): the step is '
+                         'compiled here by ds-compile --cpu for that CPU and trained under '
+                         'qemu-x86_64 -cpu MODEL, one rank; the runtime picks its kernels from '
+                         'the emulated CPU')
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     pt, inputs_file = model_path(args)
@@ -616,9 +621,21 @@ def main():
         launch = ['mpirun', '--allow-run-as-root', '--oversubscribe', '-np',
                   str(args.ranks * args.tp * args.sp * args.pp)]
     budget = ['--device-memory', str(args.device_memory)] if args.device_memory else []
-    run(launch + [b('ds-run'), w('step.mlir')] + common + budget +
+    trainer, env = [b('ds-run'), w('step.mlir')], None
+    if args.emulate:
+        if launch:
+            sys.exit('--emulate trains one rank')
+        run([b('ds-compile'), w('step.mlir'), '-o', w('step.exe'), '--cpu',
+             args.emulate.lower()], w('ds-compile.log'))
+        # OMP_WAIT_POLICY set: the executable does not re-exec itself (which would leave QEMU).
+        # oneDNN kept to SSE4.1: QEMU 7.2 runs oneDNN's AVX2 JIT code wrong (its eltwise tanh
+        # gives 63 of 64 values wrong there, and right on real AVX2 with
+        # ONEDNN_MAX_CPU_ISA=AVX2); the runtime's own AVX2 loops are compiled code it runs right.
+        trainer = ['qemu-x86_64', '-cpu', args.emulate, w('step.exe')]
+        env = dict(os.environ, OMP_WAIT_POLICY='PASSIVE', ONEDNN_MAX_CPU_ISA='SSE41')
+    run(launch + trainer + common + budget +
         ['--log', w('ds.jsonl'), '--save-weights', w('ds.safetensors'),
-         '--dump-grads', w('ds_grads.safetensors')], w('ds-run.log'))
+         '--dump-grads', w('ds_grads.safetensors')], w('ds-run.log'), env=env)
     # The 16-bit oracle: LibTorch trains in bf16 with fp32 masters (fp16 waits for LibTorch
     # 2.x's CPU kernels; its reference stays fp32).
     ref_precision = ['--precision', 'bf16'] if args.precision == 'bf16' else []
