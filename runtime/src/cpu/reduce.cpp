@@ -3,6 +3,7 @@
 #include "vector_math.h"
 #include "../kernels/checks.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -45,11 +46,41 @@ DSRT_CPU_CLONES void addColumns4(float *a, const float *p0, const float *p1, con
   for (int64_t i = 0; i < len; ++i)
     a[i] += (p0[i] + p1[i]) + (p2[i] + p3[i]);
 }
-/// The sum of p[0, n) in Acc, vectorized (so reassociated; f32 as cpu::blockSum).
+/// The sum of f32 p[0, n) in AVX-512: blocks of kSumBlock values in four zmm accumulators
+/// (independent chains; GCC's `omp simd` reduction keeps one, and ends each block with 16
+/// serial adds of its lanes through the stack: [2048, 2048] row sums ran at 1.5-1.6x
+/// PyTorch's time), summed as a tree, the blocks added in double as cpu::blockSum.
+__attribute__((target("avx512f"))) double sumRowAvx512(const float *p, int64_t n) {
+  double s = 0;
+  for (int64_t b = 0; b < n; b += cpu::kSumBlock) {
+    const int64_t e = std::min(n, b + cpu::kSumBlock);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = b;
+    for (; i + 64 <= e; i += 64) {
+      a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
+      a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
+      a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
+      a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
+    }
+    for (; i + 16 <= e; i += 16)
+      a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
+    if (i < e) // the tail, masked
+      a1 = _mm512_add_ps(a1, _mm512_maskz_loadu_ps((__mmask16)((1u << (e - i)) - 1), p + i));
+    s += _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  }
+  return s;
+}
+
+/// The sum of p[0, n) in Acc, vectorized (so reassociated; f32 as cpu::blockSum, or
+/// sumRowAvx512 where the CPU has AVX-512).
 template <class T, class Acc> DSRT_CPU_CLONES Acc sumRange(const T *p, int64_t n) {
   Acc s = 0;
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>) {
+    static const bool avx512 = __builtin_cpu_supports("avx512f");
+    if (avx512)
+      return Acc(sumRowAvx512(p, n));
     return Acc(cpu::blockSum(n, [p](int64_t i) { return p[i]; }));
+  }
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i)
     s += Acc(p[i]);
