@@ -676,8 +676,14 @@ TEST_F(Kernels, BatchNorm) {
 /// Training batch norm gives PyTorch's results bit for bit (cpu/batch_norm.cpp follows ATen's
 /// sums and roundings) at 1 and 2 threads: planes of many values, of fewer than a vector's
 /// lanes, with a short last vector, and NC11 (ATen's channels-last kernel, per-thread sums).
+/// Bit for bit where ATen runs its AVX2 kernels; on a CPU without AVX2 (QEMU's Nehalem) ATen
+/// runs its baseline kernel, whose order ds does not follow: there within rounding.
 TEST_F(Kernels, BatchNormAsPyTorch) {
   const int saved = at::get_num_threads();
+  const bool bits = __builtin_cpu_supports("avx2");
+  auto same = [bits](const Tensor &got, const Tensor &want) {
+    return bits ? ::testing::AssertionResult(got.equal(want)) : closeSum(got, want);
+  };
   for (int threads : {1, 2}) {
     at::set_num_threads(threads);
     dsrt_context *c = dsrt_context_create(0, threads, 42);
@@ -695,11 +701,11 @@ TEST_F(Kernels, BatchNormAsPyTorch) {
       dsrt_tensor *dx = emptyLike(x), *dw = empty({C}), *db = empty({C});
       dsrt_batch_norm_grad(c, dx, dw, db, rt(x), rt(w), m, v, rt(dy), eps);
       const std::string where = c10::str(shape, " at ", threads, " thread(s)");
-      EXPECT_TRUE(tt(o).equal(y)) << "y " << where;
-      EXPECT_TRUE(tt(m).equal(mean)) << "mean " << where;
-      EXPECT_TRUE(tt(dx).equal(gx)) << "dx " << where;
-      EXPECT_TRUE(tt(dw).equal(gw)) << "dweight " << where;
-      EXPECT_TRUE(tt(db).equal(gb)) << "dbias " << where;
+      EXPECT_TRUE(same(tt(o), y)) << "y " << where;
+      EXPECT_TRUE(same(tt(m), mean)) << "mean " << where;
+      EXPECT_TRUE(same(tt(dx), gx)) << "dx " << where;
+      EXPECT_TRUE(same(tt(dw), gw)) << "dweight " << where;
+      EXPECT_TRUE(same(tt(db), gb)) << "dbias " << where;
     }
     dsrt_context_destroy(c);
   }
