@@ -871,6 +871,17 @@ TEST_F(Kernels, MatmulViewErrorsAbort) {
   EXPECT_DEATH(call({0, 0, 0, 1, 1}), "lhs view's rows overlap");
   EXPECT_DEATH(call({0, 0, 0, 1, 0}), "lhs view's columns overlap");
   EXPECT_DEATH(call({0, 0, -1, 6, 1}), "lhs view has a negative offset or stride");
+  // A product of f32, bf16 or f16 alone, all three operands of one type.
+  auto typed = [](int32_t lhs, int32_t result) {
+    dsrt_context *c = dsrt_context_create(0, 1, 0);
+    int64_t d[] = {2, 2};
+    int64_t v[20] = {1, 1, 2, 2, 2, 0, 0, 0, 2, 1, 0, 0, 0, 2, 1, 0, 0, 0, 2, 1};
+    dsrt_tensor *a = dsrt_tensor_alloc(c, lhs, 2, d), *o = dsrt_tensor_alloc(c, result, 2, d);
+    dsrt_matmul_view(c, o, a, a, v, 1.0);
+  };
+  EXPECT_DEATH(typed(DSRT_I64, DSRT_I64),
+               "dsrt: matmul_view: result is i64: expected f32, bf16 or f16");
+  EXPECT_DEATH(typed(DSRT_F32, DSRT_BF16), "dsrt: matmul_view: lhs");
   EXPECT_DEATH(call({0, 0, 0, 6, 1}, {1, 1, 2, -2, 2}),
                "negative size in 1 x 1 batches of 2 x -2 x 2");
 }

@@ -629,8 +629,8 @@ def main():
              args.emulate.lower()], w('ds-compile.log'))
         # OMP_WAIT_POLICY set: the executable does not re-exec itself (which would leave QEMU).
         # oneDNN kept to SSE4.1: QEMU 7.2 runs oneDNN's AVX2 JIT code wrong (its eltwise tanh
-        # gives 63 of 64 values wrong there, and right on real AVX2 with
-        # ONEDNN_MAX_CPU_ISA=AVX2); the runtime's own AVX2 loops are compiled code it runs right.
+        # fails the kernel tests there, and passes on real AVX2 with ONEDNN_MAX_CPU_ISA=AVX2);
+        # the runtime's own AVX2 loops are compiled code it runs right.
         trainer = ['qemu-x86_64', '-cpu', args.emulate, w('step.exe')]
         env = dict(os.environ, OMP_WAIT_POLICY='PASSIVE', ONEDNN_MAX_CPU_ISA='SSE41')
     run(launch + trainer + common + budget +

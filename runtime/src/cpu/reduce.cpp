@@ -1,5 +1,6 @@
 // CPU kernels: sum / mean / amax over a set of dimensions.
 #include "cpu_device.h"
+#include "avx512_lanes.h"
 #include "vector_math.h"
 #include "../kernels/checks.h"
 
@@ -76,8 +77,7 @@ __attribute__((target("avx512f"))) double sumRowAvx512(const float *p, int64_t n
 template <class T, class Acc> DSRT_CPU_CLONES Acc sumRange(const T *p, int64_t n) {
   Acc s = 0;
   if constexpr (std::is_same_v<T, float>) {
-    static const bool avx512 = __builtin_cpu_supports("avx512f");
-    if (avx512)
+    if (cpu::avx512Bf16Lanes())
       return Acc(sumRowAvx512(p, n));
     return Acc(cpu::blockSum(n, [p](int64_t i) { return p[i]; }));
   }

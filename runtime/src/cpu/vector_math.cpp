@@ -300,8 +300,7 @@ __attribute__((target("avx512f"))) double expShiftSumAvx512(float *dst, const fl
 double dsrt::cpu::vexpShiftSum(float *dst, const float *x, float shift, int64_t n,
                                 bool flushLow) {
   int outside = 0;
-  static const bool avx512 = avx512Bf16Lanes();
-  double s = avx512 ? expShiftSumAvx512(dst, x, shift, n, outside, flushLow)
+  double s = avx512Bf16Lanes() ? expShiftSumAvx512(dst, x, shift, n, outside, flushLow)
                     : expShiftSumLoop(dst, x, shift, n, outside, flushLow);
   if (!outside)
     return s;

@@ -4,8 +4,8 @@
 // exact form and its gradient in AVX-512 lanes written out (gelu_erf_avx512.cpp, f32 and
 // bf16), exp, log, sine, cosine, sigmoid and, without AVX-512, GELU's exact form in loops of
 // our own (element_functions.h, vectorized per ISA, picked at run time; in one pass on 16-bit
-// values too), GELU's tanh-form gradient on glibc's vector math (gelu_grad.cpp), and oneDNN's JIT
-// eltwise primitives for the rest (tanh, GELU's tanh form). PyTorch vectorizes
+// values too), GELU's tanh-form gradient on glibc's vector math (gelu_grad.cpp), and
+// oneDNN's JIT eltwise primitives for the rest (tanh, GELU's tanh form). PyTorch vectorizes
 // every such function (Sleef); scalar libm calls cost 10-30 ns an element.
 //
 #ifndef DSRT_CPU_VECTOR_MATH_H

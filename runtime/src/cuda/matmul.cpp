@@ -126,7 +126,8 @@ void dsrt::cuda::matmul_view(dsrt_context *ctx, dsrt_tensor *out, const dsrt_ten
     for (int64_t i0 = 0; i0 < v.b0; ++i0)
       for (int64_t i1 = 0; i1 < v.b1; ++i1)
         for (int64_t r = 0; r < v.M; ++r)
-          ctx->device->zero(gemm.at(C, v.c.at(i0, i1) + r * v.c.ld), (size_t)v.N * gemm.size());
+          ctx->device->zero(gemm.at(C, v.c.at(i0, i1) + r * v.c.ld),
+                            (size_t)v.N * gemm.size());
     return;
   }
   // Batch dim 1 as cuBLAS's strided batch, dim 0 as calls; alpha scales the f32 sums before
