@@ -4,11 +4,14 @@
 // arena model, collectives, in-place updates) and hands every other op to a kernel pattern:
 // given the op and its results already allocated, the pattern emits the call(s) of the
 // runtime's kernel(s). The patterns are grouped by op family, one file each, and registered
-// in a KernelPatterns table by op type. The runtime's C API is the same on every device (the
-// device is chosen when the program runs), so one table serves every device today.
+// in a KernelPatterns table by op type. Their calls are typed by dsrt.h (RuntimeABI.h). The
+// runtime's C API is the same on every device (the device is chosen when the program runs),
+// so one table serves every device today.
 //
 #ifndef DS_CONVERSION_DSTORUNTIME_KERNELPATTERNS_H
 #define DS_CONVERSION_DSTORUNTIME_KERNELPATTERNS_H
+
+#include "RuntimeABI.h"
 
 #include "ds/IR/DSOps.h"
 
@@ -27,25 +30,47 @@ public:
   virtual ~KernelEmitter() = default;
   /// The lowered tensor (`dsrt_tensor *`) of `v`; a null pointer for a null value (an absent
   /// optional operand).
-  virtual Value operand(Value v) = 0;
-  /// A call of runtime kernel `fn` with the context first, then `args`.
-  virtual void kernel(StringRef fn, ArrayRef<Value> args) = 0;
-  virtual Value i32(int64_t v) = 0;
-  virtual Value i64(int64_t v) = 0;
-  virtual Value f64(double v) = 0;
-  virtual Value i64Array(ArrayRef<int64_t> values) = 0;
+  virtual Tensor operand(Value v) = 0;
+  /// A call of runtime kernel `f` (a `fn::dsrt_*` of RuntimeABI.h) with this context first,
+  /// then `args`, typed as dsrt.h declares them.
+  template <class F, class... G> void kernel(const F &f, G &&...args) {
+    emitCall(f.name, f.type(mlirContext()), F::arguments(context(), std::forward<G>(args)...));
+  }
+  /// Constants, materialized by the call that takes them.
+  Arg<int32_t> i32(int64_t v) {
+    return Arg<int32_t>(IntegerAttr::get(IntegerType::get(mlirContext(), 32), v));
+  }
+  Arg<int64_t> i64(int64_t v) {
+    return Arg<int64_t>(IntegerAttr::get(IntegerType::get(mlirContext(), 64), v));
+  }
+  Arg<uint64_t> u64(uint64_t v) {
+    return Arg<uint64_t>(
+        IntegerAttr::get(IntegerType::get(mlirContext(), 64), static_cast<int64_t>(v)));
+  }
+  Arg<double> f64(double v) {
+    return Arg<double>(FloatAttr::get(Float64Type::get(mlirContext()), v));
+  }
+  /// An i64 array in a constant global.
+  Arg<const int64_t *> i64Array(ArrayRef<int64_t> values);
+  NullArg null() { return {UnitAttr::get(mlirContext())}; }
   /// A temporary tensor of `type` for `op`'s kernels, counted by the arena model until
   /// releaseTemporary.
-  virtual Value temporary(RankedTensorType type, Operation *op) = 0;
-  virtual void releaseTemporary(Value t) = 0;
+  virtual Tensor temporary(RankedTensorType type, Operation *op) = 0;
+  virtual void releaseTemporary(Tensor t) = 0;
   /// Whether `v` is a transpose of the last two dims folded into its one matmul user.
   virtual bool isFusedTranspose(Value v) = 0;
+
+protected:
+  virtual MLIRContext *mlirContext() = 0;
+  virtual Context context() = 0;
+  virtual Value emitCall(StringRef name, LLVM::LLVMFunctionType type,
+                         ArrayRef<Operand> args) = 0;
 };
 
 /// Lowers `op` whose results are allocated as `outs` (in result order; a null pointer for an
 /// optional result nobody uses) to kernel calls.
 using KernelLowering =
-    std::function<LogicalResult(Operation *op, ArrayRef<Value> outs, KernelEmitter &e)>;
+    std::function<LogicalResult(Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e)>;
 
 class KernelPatterns {
 public:

@@ -34,34 +34,30 @@ using namespace mlir::ds;
 namespace {
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-/// dsrt_dtype codes (runtime/include/dsrt/dsrt.h).
-FailureOr<int32_t> dtypeCode(Type t) {
+/// dsrt.h's code of an element type.
+FailureOr<dsrt_dtype> dtypeCode(Type t) {
   if (t.isF32())
-    return 0;
+    return DSRT_F32;
   if (t.isF64())
-    return 1;
+    return DSRT_F64;
   if (t.isInteger(64))
-    return 2;
+    return DSRT_I64;
   if (t.isInteger(32))
-    return 3;
+    return DSRT_I32;
   if (t.isInteger(1))
-    return 4;
+    return DSRT_I1;
   if (t.isBF16())
-    return 5;
+    return DSRT_BF16;
   if (t.isF16())
-    return 6;
+    return DSRT_F16;
   return failure();
 }
-const char *dtypeName(int32_t code) {
-  static const char *names[] = {"f32", "f64", "i64", "i32", "i1", "bf16", "f16"};
-  return names[code];
-}
-int64_t dtypeBytes(int32_t code) {
-  static const int64_t bytes[] = {4, 8, 8, 4, 1, 2, 2};
-  return bytes[code];
-}
+/// The metadata's name of a dtype (the runtime's io::dtypeFromName reads it).
+const char *dtypeName(dsrt_dtype code) { return dsrt_dtype_name(code); }
+/// Bytes of a tensor as the runtime stores it (DSRT_I1: a byte per element).
 int64_t tensorBytes(RankedTensorType t) {
-  return numElements(t.getShape()) * dtypeBytes(*dtypeCode(t.getElementType()));
+  unsigned bits = t.getElementType().getIntOrFloatBitWidth();
+  return numElements(t.getShape()) * (bits == 1 ? 1 : bits / 8);
 }
 
 /// Simulates the runtime arena: storages with reference counts, exactly as dsrt counts them.
@@ -170,39 +166,42 @@ private:
   LogicalResult collectSlots();
 
   // --- emission helpers ------------------------------------------------------------------
-  LLVM::LLVMFuncOp runtimeFunc(StringRef name, Type result, ArrayRef<Type> args);
-  Value call(StringRef name, ArrayRef<Value> args, Type result = {});
-  Value i32(int64_t v) override {
+  LLVM::LLVMFuncOp runtimeFunc(StringRef name, LLVM::LLVMFunctionType type);
+  /// A call of runtime function `f` (RuntimeABI.h), typed as dsrt.h declares it.
+  template <class F, class... G> runtime::Arg<typename F::Result> call(const F &f, G &&...args) {
+    return runtime::Arg<typename F::Result>(
+        emitCall(f.name, f.type(ctx), F::arguments(std::forward<G>(args)...)));
+  }
+  Value emitCall(StringRef name, LLVM::LLVMFunctionType type,
+                 ArrayRef<runtime::Operand> args) override;
+  /// An i32 constant for the program's own arithmetic (calls take KernelEmitter::i32).
+  Value constantI32(int64_t v) {
     return LLVM::ConstantOp::create(b, loc, i32Ty, b.getI32IntegerAttr(v));
   }
-  Value i64(int64_t v) override {
-    return LLVM::ConstantOp::create(b, loc, i64Ty, b.getI64IntegerAttr(v));
+  /// Materializes a call's constant operand (KernelEmitter's i32, i64, f64, i64Array, null).
+  Value materialize(const runtime::Operand &o);
+  runtime::Context context() override { return runtime::Context(ctxArg); }
+  runtime::Context ctxv() { return runtime::Context(ctxArg); }
+  MLIRContext *mlirContext() override { return ctx; }
+  /// The lowered tensor of `v`.
+  runtime::Tensor get(Value v) {
+    return v ? runtime::Tensor(lowered.lookup(v)) : runtime::Tensor(null());
   }
-  Value f64(double v) override {
-    return LLVM::ConstantOp::create(b, loc, f64Ty, b.getF64FloatAttr(v));
-  }
-  Value null() { return LLVM::ZeroOp::create(b, loc, ptrTy); }
-  Value i64Array(ArrayRef<int64_t> values) override;
 
   // --- the kernel patterns' emitter ---------------------------------------------------------
-  Value operand(Value v) override { return v ? lowered.lookup(v) : null(); }
-  void kernel(StringRef fn, ArrayRef<Value> args) override {
-    SmallVector<Value> all = {ctxArg};
-    all.append(args.begin(), args.end());
-    call(fn, all);
-  }
-  Value temporary(RankedTensorType type, Operation *op) override;
-  void releaseTemporary(Value t) override;
+  runtime::Tensor operand(Value v) override { return get(v); }
+  runtime::Tensor temporary(RankedTensorType type, Operation *op) override;
+  void releaseTemporary(runtime::Tensor t) override;
   bool isFusedTranspose(Value v) override {
     return v.getDefiningOp() && fusedTransposes.contains(v.getDefiningOp());
   }
   runtime::KernelPatterns kernels;
   llvm::DenseMap<Value, int> temporaryStorage;
-  Value alloc(Value result, const std::string &what);
-  Value allocType(RankedTensorType type, const std::string &what, int &storage);
+  runtime::Tensor alloc(Value result, const std::string &what);
+  runtime::Tensor allocType(RankedTensorType type, const std::string &what, int &storage);
   /// For an elementwise op's result: the storage of an operand of the same type that dies at
   /// this op (a view of it, null if none may be taken).
-  Value reuseDying(Operation *op, Value result);
+  runtime::Tensor reuseDying(Operation *op, Value result);
   /// Per function: the op after which each value is dead.
   llvm::DenseMap<Value, Operation *> lastUse;
 
@@ -389,14 +388,13 @@ LogicalResult Lowering::collectSlots() {
   return success();
 }
 
-LLVM::LLVMFuncOp Lowering::runtimeFunc(StringRef name, Type result, ArrayRef<Type> args) {
+LLVM::LLVMFuncOp Lowering::runtimeFunc(StringRef name, LLVM::LLVMFunctionType type) {
   auto it = funcs.find(name);
   if (it != funcs.end())
     return it->second;
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(module.getBody());
-  auto fn = LLVM::LLVMFuncOp::create(b, module.getLoc(), name,
-                                     LLVM::LLVMFunctionType::get(result ? result : voidTy, args));
+  auto fn = LLVM::LLVMFuncOp::create(b, module.getLoc(), name, type);
   fn.setLinkage(LLVM::Linkage::External);
   funcs[name] = fn;
   return fn;
@@ -424,58 +422,61 @@ int Lowering::siteOf(Operation *op) {
   return siteOfOp[op] = it->second;
 }
 
-Value Lowering::call(StringRef name, ArrayRef<Value> args, Type result) {
-  if ((pendingSite || emittedSite >= 0) && name != "dsrt_trace_site") {
-    int site = siteOf(pendingSite);
-    if (site != emittedSite) {
-      emittedSite = site;
-      call("dsrt_trace_site", {ctxArg, i32(site)});
-    }
-  }
-  SmallVector<Type> types;
-  for (Value a : args)
-    types.push_back(a.getType());
-  auto fn = runtimeFunc(name, result, types);
-  auto c = LLVM::CallOp::create(b, loc, fn, args);
-  return result ? c.getResult() : Value();
-}
-
-Value Lowering::i64Array(ArrayRef<int64_t> values) {
-  SmallVector<int64_t> v(values);
-  if (v.empty())
-    v.push_back(0); // a valid pointer for rank 0
-  auto attrType = RankedTensorType::get({(int64_t)v.size()}, i64Ty);
-  auto attr = DenseElementsAttr::get(attrType, ArrayRef<int64_t>(v));
+Value Lowering::materialize(const runtime::Operand &o) {
+  if (o.value)
+    return o.value;
+  if (auto i = dyn_cast<IntegerAttr>(o.constant))
+    return LLVM::ConstantOp::create(b, loc, i.getType(), i);
+  if (auto f = dyn_cast<FloatAttr>(o.constant))
+    return LLVM::ConstantOp::create(b, loc, f.getType(), f);
+  if (isa<UnitAttr>(o.constant))
+    return LLVM::ZeroOp::create(b, loc, ptrTy);
+  auto attr = cast<DenseElementsAttr>(o.constant);
   LLVM::GlobalOp &global = arrayGlobals[attr];
   if (!global) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(module.getBody());
     global = LLVM::GlobalOp::create(b, module.getLoc(),
-                                    LLVM::LLVMArrayType::get(i64Ty, v.size()),
+                                    LLVM::LLVMArrayType::get(i64Ty, attr.getNumElements()),
                                     /*isConstant=*/true, LLVM::Linkage::Internal,
                                     ("__ds_i64_" + Twine(globalCounter++)).str(), attr);
   }
   return LLVM::AddressOfOp::create(b, loc, global);
 }
 
-Value Lowering::allocType(RankedTensorType type, const std::string &what, int &storage) {
+Value Lowering::emitCall(StringRef name, LLVM::LLVMFunctionType type,
+                         ArrayRef<runtime::Operand> operands) {
+  SmallVector<Value> args;
+  for (const runtime::Operand &o : operands)
+    args.push_back(materialize(o));
+  if ((pendingSite || emittedSite >= 0) && name != "dsrt_trace_site") {
+    int site = siteOf(pendingSite);
+    if (site != emittedSite) {
+      emittedSite = site;
+      call(runtime::fn::dsrt_trace_site, ctxv(), i32(site));
+    }
+  }
+  auto c = LLVM::CallOp::create(b, loc, runtimeFunc(name, type), args);
+  return c.getNumResults() ? c.getResult() : Value();
+}
+
+runtime::Tensor Lowering::allocType(RankedTensorType type, const std::string &what,
+                                    int &storage) {
   int32_t code = *dtypeCode(type.getElementType());
   if (onHost) { // the host optimizer's work: host memory, not the arena
     storage = arena.allocIn(1, tensorBytes(type), what);
-    return call("dsrt_tensor_alloc_host", {ctxArg, i32(code), i32(type.getRank()),
-                                           i64Array(type.getShape())},
-                ptrTy);
+    return call(runtime::fn::dsrt_tensor_alloc_host, ctxv(), i32(code), i32(type.getRank()),
+                                           i64Array(type.getShape()));
   }
   storage = arena.alloc(tensorBytes(type), what);
   temporaries.push_back({tensorBytes(type), what});
-  return call("dsrt_tensor_alloc", {ctxArg, i32(code), i32(type.getRank()),
-                                    i64Array(type.getShape())},
-              ptrTy);
+  return call(runtime::fn::dsrt_tensor_alloc, ctxv(), i32(code), i32(type.getRank()),
+                                    i64Array(type.getShape()));
 }
 
-Value Lowering::alloc(Value result, const std::string &what) {
+runtime::Tensor Lowering::alloc(Value result, const std::string &what) {
   int storage;
-  Value t = allocType(typeOf(result), what, storage);
+  runtime::Tensor t = allocType(typeOf(result), what, storage);
   if (isCommBuffer(result)) { // counted by category in the memory report
     ArenaModel::Storage &st = arena.storages[storage];
     st.comm = true;
@@ -497,15 +498,15 @@ std::string describe(Operation *op) {
   return s;
 }
 
-Value Lowering::temporary(RankedTensorType type, Operation *op) {
+runtime::Tensor Lowering::temporary(RankedTensorType type, Operation *op) {
   int storage;
-  Value t = allocType(type, describe(op), storage);
+  runtime::Tensor t = allocType(type, describe(op), storage);
   temporaryStorage[t] = storage;
   return t;
 }
 
-void Lowering::releaseTemporary(Value t) {
-  call("dsrt_tensor_free", {ctxArg, t});
+void Lowering::releaseTemporary(runtime::Tensor t) {
+  call(runtime::fn::dsrt_tensor_free, ctxv(), t);
   arena.release(temporaryStorage.lookup(t));
   temporaryStorage.erase(t);
 }
@@ -528,36 +529,24 @@ bool isLast2Transpose(Value v) {
 LogicalResult Lowering::lowerOp(Operation *op) {
   loc = op->getLoc();
   onHost = op->hasAttr(kOnHostAttrName);
-  auto get = [&](Value v) -> Value {
-    if (!v)
-      return null();
-    return lowered.lookup(v);
-  };
   if (matmulViews.absorbed.contains(op))
     return success(); // read or written through by a matmul on views
   if (auto c = dyn_cast<ConcatOp>(op); c && matmulViews.concatsWritten.contains(op)) {
     // Matmuls wrote some pieces in place (allocating it); copy in the others.
-    Value out = lowered.lookup(c.getResult());
+    runtime::Tensor out = get(c.getResult());
     int64_t offset = 0;
     for (Value in : c.getInputs()) {
-      if (Value v = lowered.lookup(in))
-        call("dsrt_insert_slice", {ctxArg, out, v, i64(c.getDim()), i64(offset), i64(1)});
+      if (lowered.lookup(in))
+        call(runtime::fn::dsrt_insert_slice, ctxv(), out, get(in), i64(c.getDim()), i64(offset), i64(1));
       offset += typeOf(in).getShape()[c.getDim()];
     }
     return success();
   }
   if (isa<shard::AllReduceOp, shard::AllGatherOp, shard::ReduceScatterOp, shard::AllToAllOp>(op))
     return lowerCollective(op);
-  // `result` is a view (made by runtime function `fn`) of `source`'s storage.
-  auto bindView = [&](Value result, Value source, StringRef fn, ArrayRef<Value> leading,
-                      ArrayRef<Value> before = {}) {
-    RankedTensorType type = typeOf(result);
-    SmallVector<Value> args = {ctxArg};
-    args.append(before.begin(), before.end());
-    args.push_back(get(source));
-    args.append(leading.begin(), leading.end());
-    args.append({i32(type.getRank()), i64Array(type.getShape())});
-    lowered[result] = call(fn, args, ptrTy);
+  // `result` is the view `view` of `source`'s storage.
+  auto bindView = [&](Value result, Value source, runtime::Tensor view) {
+    lowered[result] = view;
     int st = storageOf.lookup(source);
     storageOf[result] = st;
     arena.retain(st);
@@ -565,8 +554,12 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   };
   // A contiguous slice of a 1-D tensor (stage 3's parameter views): a view, no copy.
   if (auto sl = dyn_cast<SliceOp>(op);
-      sl && sl.getStep() == 1 && typeOf(sl.getInput()).getRank() == 1)
-    return bindView(sl.getResult(), sl.getInput(), "dsrt_tensor_view_at", {i64(sl.getStart())});
+      sl && sl.getStep() == 1 && typeOf(sl.getInput()).getRank() == 1) {
+    RankedTensorType type = typeOf(sl.getResult());
+    return bindView(sl.getResult(), sl.getInput(),
+                    call(runtime::fn::dsrt_tensor_view_at, ctxv(), get(sl.getInput()),
+                         i64(sl.getStart()), i32(type.getRank()), i64Array(type.getShape())));
+  }
   if (auto sl = dyn_cast<shard::AllSliceOp>(op)) {
     // This rank's chunk along dimension 0: a view, no communication.
     if (sl.getSliceAxis().getZExtValue() != 0)
@@ -574,15 +567,18 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     FailureOr<int32_t> group = groupOf(op);
     if (failed(group))
       return failure();
-    return bindView(sl.getResult(), sl.getInput(), "dsrt_comm_chunk", {}, {i32(*group)});
+    RankedTensorType type = typeOf(sl.getResult());
+    return bindView(sl.getResult(), sl.getInput(),
+                    call(runtime::fn::dsrt_comm_chunk, ctxv(), i32(*group), get(sl.getInput()),
+                         i32(type.getRank()), i64Array(type.getShape())));
   }
 
   if (auto mc = dyn_cast<MeshCoordinateOp>(op)) {
     // This rank's index along the axis (the runtime's mesh mirrors the grid).
-    Value coord = call("dsrt_comm_coordinate",
-                       {ctxArg, i32(static_cast<int64_t>(mc.getGridAxis()))}, i32Ty);
-    Value out = alloc(mc.getResult(), describe(op));
-    call("dsrt_fill", {ctxArg, out, LLVM::SIToFPOp::create(b, loc, f64Ty, coord)});
+    Value coord = call(runtime::fn::dsrt_comm_coordinate, ctxv(), i32(static_cast<int64_t>(mc.getGridAxis())));
+    runtime::Tensor out = alloc(mc.getResult(), describe(op));
+    call(runtime::fn::dsrt_fill, ctxv(), out,
+         runtime::Arg<double>(LLVM::SIToFPOp::create(b, loc, f64Ty, coord)));
     return success();
   }
 
@@ -594,11 +590,10 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       return failure();
     if (!send.getDestinationDynamic().empty() || send.getDestination().size() != 1)
       return op->emitError() << "ds-lower-to-runtime: shard.send needs one static destination";
-    Value event = call("dsrt_send_recv", {ctxArg, i32(*group), null(), i32(-1),
-                                          get(send.getInput()), i32(send.getDestination()[0])},
-                       ptrTy);
-    call("dsrt_event_wait", {ctxArg, event});
-    call("dsrt_event_release", {event});
+    runtime::Event event = call(runtime::fn::dsrt_send_recv, ctxv(), i32(*group), null(), i32(-1),
+                                          get(send.getInput()), i32(send.getDestination()[0]));
+    call(runtime::fn::dsrt_event_wait, ctxv(), event);
+    call(runtime::fn::dsrt_event_release, event);
     return success();
   }
   if (auto recv = dyn_cast<shard::RecvOp>(op)) {
@@ -608,10 +603,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     auto source = recv.getSource();
     if (!recv.getSourceDynamic().empty() || !source || source->size() != 1)
       return op->emitError() << "ds-lower-to-runtime: shard.recv needs one static source";
-    Value out = alloc(recv.getResult(), describe(op));
+    runtime::Tensor out = alloc(recv.getResult(), describe(op));
     pendingEvents[recv.getResult()] =
-        call("dsrt_send_recv", {ctxArg, i32(*group), out, i32((*source)[0]), null(), i32(-1)},
-             ptrTy);
+        call(runtime::fn::dsrt_send_recv, ctxv(), i32(*group), out, i32((*source)[0]), null(), i32(-1));
     return success();
   }
 
@@ -627,12 +621,12 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       // A splat written to a flat buffer (ZeRO's gradient zeroing) fills the buffer itself.
       Value r = c.getResult();
       auto write = r.hasOneUse() ? dyn_cast<AssignOp>(*r.getUsers().begin()) : AssignOp();
-      Value t;
+      runtime::Tensor t;
       if (write && slotIndex.count(write.getName()) &&
           (slots[slotIndex.lookup(write.getName())].pinned ||
            slots[slotIndex.lookup(write.getName())].space == 1)) {
         int idx = slotIndex.lookup(write.getName());
-        t = call("dsrt_slot_get", {ctxArg, i32(idx)}, ptrTy);
+        t = call(runtime::fn::dsrt_slot_get, ctxv(), i32(idx));
         lowered[r] = t;
         storageOf[r] = slotStorage[idx];
         arena.retain(slotStorage[idx]);
@@ -644,7 +638,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                      : (double)attr.getSplatValue<APInt>().getSExtValue();
       if (type.getElementType().isInteger(1))
         v = attr.getSplatValue<bool>() ? 1.0 : 0.0;
-      call("dsrt_fill", {ctxArg, t, f64(v)});
+      call(runtime::fn::dsrt_fill, ctxv(), t, f64(v));
       return success();
     }
     // Non-splat: bytes in a global, borrowed (not counted in the arena).
@@ -670,10 +664,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
                                       true, LLVM::Linkage::Internal,
                                       ("__ds_const_" + Twine(globalCounter++)).str(), data);
     }
-    Value addr = LLVM::AddressOfOp::create(b, loc, global);
-    Value t = call("dsrt_tensor_borrow", {ctxArg, i32(*dtypeCode(type.getElementType())),
-                                          i32(type.getRank()), i64Array(type.getShape()), addr},
-                   ptrTy);
+    runtime::Arg<const void *> addr(LLVM::AddressOfOp::create(b, loc, global));
+    Value t = call(runtime::fn::dsrt_tensor_borrow, ctxv(), i32(*dtypeCode(type.getElementType())),
+                                          i32(type.getRank()), i64Array(type.getShape()), addr);
     lowered[c.getResult()] = t;
     storageOf[c.getResult()] = arena.alloc(tensorBytes(type), "constant", /*counted=*/false);
     return success();
@@ -687,13 +680,13 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       RankedTensorType type = typeOf(g.getResult());
       bool was = onHost;
       onHost = true;
-      Value t = alloc(g.getResult(), "NVMe read of " + slots[idx].name);
+      runtime::Tensor t = alloc(g.getResult(), "NVMe read of " + slots[idx].name);
       onHost = was;
-      pendingEvents[g.getResult()] = call("dsrt_slot_fetch", {ctxArg, i32(idx), t}, ptrTy);
+      pendingEvents[g.getResult()] = call(runtime::fn::dsrt_slot_fetch, ctxv(), i32(idx), t);
       movedNow[3] += tensorBytes(type);
       return success();
     }
-    lowered[g.getResult()] = call("dsrt_slot_get", {ctxArg, i32(idx)}, ptrTy);
+    lowered[g.getResult()] = call(runtime::fn::dsrt_slot_get, ctxv(), i32(idx));
     storageOf[g.getResult()] = slotStorage[idx];
     arena.retain(slotStorage[idx]);
     return success();
@@ -701,9 +694,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (auto m = dyn_cast<MoveOp>(op)) {
     bool toHost = m.getTo() == "host";
     onHost = toHost;
-    Value out = alloc(m.getResult(), describe(op));
+    runtime::Tensor out = alloc(m.getResult(), describe(op));
     onHost = false;
-    pendingEvents[m.getResult()] = call("dsrt_move", {ctxArg, out, get(m.getInput())}, ptrTy);
+    pendingEvents[m.getResult()] = call(runtime::fn::dsrt_move, ctxv(), out, get(m.getInput()));
     movedNow[toHost ? 0 : 1] += tensorBytes(typeOf(m.getResult()));
     return success();
   }
@@ -712,12 +705,12 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     if (slots[idx].space == 2) { // NVMe: written on the transfer stream, the value held
       int s = storageOf.lookup(v);
       arena.retain(s);
-      pendingStores.push_back({call("dsrt_slot_store", {ctxArg, i32(idx), get(v)}, ptrTy), s});
+      pendingStores.push_back({call(runtime::fn::dsrt_slot_store, ctxv(), i32(idx), get(v)), s});
       movedNow[2] += tensorBytes(slots[idx].type);
       waitStores(2); // at most two writes in flight
       return;
     }
-    call("dsrt_slot_set", {ctxArg, i32(idx), get(v)});
+    call(runtime::fn::dsrt_slot_set, ctxv(), i32(idx), get(v));
     // Copied into a flat buffer, or into a slot of another space; the value dies at its
     // last use.
     if (slots[idx].pinned || arena.storages[storageOf.lookup(v)].space != slots[idx].space)
@@ -737,10 +730,9 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   }
   if (auto r = dyn_cast<ReshapeOp>(op)) {
     RankedTensorType type = typeOf(r.getResult());
-    lowered[r.getResult()] = call("dsrt_tensor_view", {ctxArg, get(r.getInput()),
+    lowered[r.getResult()] = call(runtime::fn::dsrt_tensor_view, ctxv(), get(r.getInput()),
                                                        i32(type.getRank()),
-                                                       i64Array(type.getShape())},
-                                  ptrTy);
+                                                       i64Array(type.getShape()));
     int s = storageOf.lookup(r.getInput());
     storageOf[r.getResult()] = s;
     arena.retain(s);
@@ -751,11 +743,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (auto it = matmulViews.plans.find(op); it != matmulViews.plans.end()) {
     const runtime::MatmulViewPlan &plan = it->second;
     Value result = definesOf(op)[0];
-    Value out = lowered.lookup(result); // a concatenation another piece's matmul allocated
+    runtime::Tensor out = get(result); // a concatenation another piece's matmul allocated
     if (!out)
       out = alloc(result, describe(result.getDefiningOp()));
-    call("dsrt_matmul_view", {ctxArg, out, get(plan.lhsRoot), get(plan.rhsRoot),
-                              i64Array(plan.views), f64(plan.alpha)});
+    call(runtime::fn::dsrt_matmul_view, ctxv(), out, get(plan.lhsRoot), get(plan.rhsRoot),
+                              i64Array(plan.views), f64(plan.alpha));
     return success();
   }
 
@@ -763,7 +755,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (auto s = dyn_cast<InsertSliceOp>(op)) {
     Value dest = s.getDest();
     auto destConst = dest.getDefiningOp<ConstantOp>();
-    Value out;
+    runtime::Tensor out;
     bool destIsTemporary =
         dest.hasOneUse() && !isa<BlockArgument>(dest) &&
         arena.storages[storageOf.lookup(dest)].refs == 1 && arena.storages[storageOf.lookup(dest)].counted &&
@@ -772,18 +764,17 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       // Write into a buffer that dies here (a filled splat, an earlier insert) instead of
       // copying it.
       RankedTensorType type = typeOf(s.getResult());
-      out = call("dsrt_tensor_view", {ctxArg, get(dest), i32(type.getRank()),
-                                      i64Array(type.getShape())},
-                 ptrTy);
+      out = call(runtime::fn::dsrt_tensor_view, ctxv(), get(dest), i32(type.getRank()),
+                                      i64Array(type.getShape()));
       lowered[s.getResult()] = out;
       storageOf[s.getResult()] = storageOf.lookup(dest);
       arena.retain(storageOf.lookup(dest));
     } else {
       out = alloc(s.getResult(), describe(op));
-      call("dsrt_copy", {ctxArg, out, get(dest)});
+      call(runtime::fn::dsrt_copy, ctxv(), out, get(dest));
     }
-    call("dsrt_insert_slice", {ctxArg, out, get(s.getSource()), i64(s.getDim()),
-                               i64(s.getStart()), i64(s.getStep())});
+    call(runtime::fn::dsrt_insert_slice, ctxv(), out, get(s.getSource()), i64(s.getDim()),
+                               i64(s.getStart()), i64(s.getStep()));
     return success();
   }
 
@@ -791,7 +782,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     // Update in place when the old value is a slot read used only here and the new one only
     // goes back to that slot: no second copy of the parameter or its moments.
     Value olds[3] = {u.getParam(), u.getExpAvg(), u.getExpAvgSq()};
-    Value outs3[3];
+    runtime::Tensor outs3[3];
     // ZeRO: this rank's shard of a flat buffer (a view) is also updated in place when the new
     // value is only gathered back into that buffer.
     auto inPlace = [&](Value old, Value r) {
@@ -811,9 +802,8 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       Value r = op->getResult(i), old = olds[i];
       if (inPlace(old, r)) {
         RankedTensorType type = typeOf(r);
-        outs3[i] = call("dsrt_tensor_view", {ctxArg, get(old), i32(type.getRank()),
-                                             i64Array(type.getShape())},
-                        ptrTy);
+        outs3[i] = call(runtime::fn::dsrt_tensor_view, ctxv(), get(old), i32(type.getRank()),
+                                             i64Array(type.getShape()));
         lowered[r] = outs3[i];
         storageOf[r] = storageOf.lookup(old);
         arena.retain(storageOf[r]);
@@ -821,12 +811,11 @@ LogicalResult Lowering::lowerOp(Operation *op) {
         outs3[i] = alloc(r, describe(op));
       }
     }
-    call("dsrt_adamw_update",
-         {ctxArg, outs3[0], outs3[1], outs3[2], get(u.getParam()), get(u.getGrad()),
+    call(runtime::fn::dsrt_adamw_update, ctxv(), outs3[0], outs3[1], outs3[2], get(u.getParam()), get(u.getGrad()),
           get(u.getExpAvg()), get(u.getExpAvgSq()), get(u.getStepSize()),
           get(u.getBiasCorrection2Sqrt()), get(u.getDecay()), get(u.getBeta1()),
           f64(u.getBeta2().convertToDouble()),
-          f64(u.getEps().convertToDouble())});
+          f64(u.getEps().convertToDouble()));
     return success();
   }
 
@@ -835,27 +824,27 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   if (!pattern)
     return op->emitError() << "ds-lower-to-runtime: no runtime kernel for '" << op->getName()
                            << "'";
-  SmallVector<Value> outs;
+  SmallVector<runtime::Tensor> outs;
   for (Value r : op->getResults()) {
     if (pattern->optionalResults && r.use_empty() && r != op->getResult(0)) {
       outs.push_back(null()); // the kernel skips an unused optional gradient
       continue;
     }
-    Value reused = pattern->elementwise ? reuseDying(op, r) : Value();
+    runtime::Tensor reused = pattern->elementwise ? reuseDying(op, r) : runtime::Tensor();
     outs.push_back(reused ? reused : alloc(r, describe(op)));
   }
   return pattern->lower(op, outs, *this);
 }
 
-Value Lowering::reuseDying(Operation *op, Value result) {
+runtime::Tensor Lowering::reuseDying(Operation *op, Value result) {
   // Only for elementwise kernels (KernelPatterns::addElementwise): they may write over it.
   if (onHost || isCommBuffer(result))
-    return nullptr;
+    return {};
   for (Value v : op->getOperands()) {
     if (v.getType() != result.getType() || isa<BlockArgument>(v) || lastUse.lookup(v) != op)
       continue;
     auto it = storageOf.find(v);
-    Value handle = lowered.lookup(v);
+    runtime::Tensor handle = get(v);
     if (it == storageOf.end() || !handle)
       continue;
     const int storage = it->second; // (inserting into storageOf below moves its entries)
@@ -864,14 +853,13 @@ Value Lowering::reuseDying(Operation *op, Value result) {
     if (st.refs != 1 || !st.counted || st.comm || st.space != 0)
       continue;
     RankedTensorType type = typeOf(result);
-    Value out = call("dsrt_tensor_view",
-                     {ctxArg, handle, i32(type.getRank()), i64Array(type.getShape())}, ptrTy);
+    runtime::Tensor out = call(runtime::fn::dsrt_tensor_view, ctxv(), handle, i32(type.getRank()), i64Array(type.getShape()));
     lowered[result] = out;
     storageOf[result] = storage;
     arena.retain(storage);
     return out;
   }
-  return nullptr;
+  return {};
 }
 
 LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isMicroStep) {
@@ -998,10 +986,10 @@ LogicalResult Lowering::lowerFunc(func::FuncOp func, StringRef newName, bool isM
       if (func.getBody().front().getTerminator()->getNumOperands() &&
           v == func.getBody().front().getTerminator()->getOperand(0))
         continue;
-      Value h = lowered.lookup(v);
-      if (!h)
+      if (!lowered.lookup(v))
         continue;
-      call("dsrt_tensor_free", {ctxArg, h});
+      runtime::Tensor h = get(v);
+      call(runtime::fn::dsrt_tensor_free, ctxv(), h);
       arena.release(storageOf.lookup(v));
     }
   }
@@ -1017,8 +1005,8 @@ void Lowering::waitStores(size_t keep) {
   while (pendingStores.size() > keep) {
     auto [event, storage] = pendingStores.front();
     pendingStores.pop_front();
-    call("dsrt_event_wait", {ctxArg, event});
-    call("dsrt_event_release", {event});
+    call(runtime::fn::dsrt_event_wait, ctxv(), runtime::Event(event));
+    call(runtime::fn::dsrt_event_release, runtime::Event(event));
     arena.release(storage);
   }
 }
@@ -1037,11 +1025,11 @@ void Lowering::waitFor(Operation *op) {
       llvm::erase(ready, m.getInput());
     }
   for (Value v : ready) {
-    Value event = pendingEvents.lookup(v);
-    call("dsrt_event_wait", {ctxArg, event});
-    call("dsrt_event_release", {event});
+    runtime::Event event(pendingEvents.lookup(v));
+    call(runtime::fn::dsrt_event_wait, ctxv(), event);
+    call(runtime::fn::dsrt_event_release, event);
     for (Value chained : chainedEvents.lookup(v))
-      call("dsrt_event_release", {chained});
+      call(runtime::fn::dsrt_event_release, runtime::Event(chained));
     chainedEvents.erase(v);
     pendingEvents.erase(v);
   }
@@ -1089,7 +1077,7 @@ LogicalResult Lowering::lowerCollective(Operation *op) {
       return failure();
     }
   };
-  Value event;
+  runtime::Event event;
   if (auto ar = dyn_cast<shard::AllReduceOp>(op)) {
     FailureOr<int> red = reduction(ar.getReduction());
     if (failed(red) || typeOf(in) != typeOf(r))
@@ -1099,31 +1087,29 @@ LogicalResult Lowering::lowerCollective(Operation *op) {
     // the gradient buffer itself).
     auto read = in.getDefiningOp<GetParameterOp>();
     auto write = r.hasOneUse() ? dyn_cast<AssignOp>(*r.getUsers().begin()) : AssignOp();
-    Value out;
+    runtime::Tensor out;
     if (read && write && in.hasOneUse() && write.getName() == read.getName()) {
       RankedTensorType type = typeOf(r);
-      out = call("dsrt_tensor_view", {ctxArg, lowered.lookup(in), i32(type.getRank()),
-                                      i64Array(type.getShape())},
-                 ptrTy);
+      out = call(runtime::fn::dsrt_tensor_view, ctxv(), get(in), i32(type.getRank()),
+                                      i64Array(type.getShape()));
       lowered[r] = out;
       storageOf[r] = storageOf.lookup(in);
       arena.retain(storageOf[r]);
     } else {
       out = alloc(r, describe(op));
     }
-    event = call("dsrt_all_reduce", {ctxArg, i32(*group), out, lowered.lookup(in), i32(*red)},
-                 ptrTy);
+    event = call(runtime::fn::dsrt_all_reduce, ctxv(), i32(*group), out, get(in), i32(*red));
   } else if (auto ag = dyn_cast<shard::AllGatherOp>(op)) {
     if (ag.getGatherAxis().getZExtValue() != 0)
       return op->emitError() << "ds-lower-to-runtime: all_gather must gather along dimension 0";
     // In place into a flat buffer whose shard the input already is (ZeRO's updated
     // parameters): the gathered value is the buffer itself.
     auto write = r.hasOneUse() ? dyn_cast<AssignOp>(*r.getUsers().begin()) : AssignOp();
-    Value out;
+    runtime::Tensor out;
     if (write && slotIndex.count(write.getName())) {
       int idx = slotIndex.lookup(write.getName());
       if (slots[idx].pinned && storageOf.lookup(in) == slotStorage[idx]) {
-        out = call("dsrt_slot_get", {ctxArg, i32(idx)}, ptrTy);
+        out = call(runtime::fn::dsrt_slot_get, ctxv(), i32(idx));
         lowered[r] = out;
         storageOf[r] = slotStorage[idx];
         arena.retain(slotStorage[idx]);
@@ -1131,25 +1117,22 @@ LogicalResult Lowering::lowerCollective(Operation *op) {
     }
     if (!out)
       out = alloc(r, describe(op));
-    event = call("dsrt_all_gather", {ctxArg, i32(*group), out, lowered.lookup(in)}, ptrTy);
+    event = call(runtime::fn::dsrt_all_gather, ctxv(), i32(*group), out, get(in));
   } else if (auto a2a = dyn_cast<shard::AllToAllOp>(op)) {
     if (a2a.getSplitAxis().getZExtValue() != 0 || a2a.getConcatAxis().getZExtValue() != 0 ||
         typeOf(in) != typeOf(r))
       return op->emitError() << "ds-lower-to-runtime: all_to_all must split and concatenate "
                                 "along dimension 0 with the input's type (ds-sequence-parallel "
                                 "moves the axes there)";
-    event = call("dsrt_all_to_all", {ctxArg, i32(*group), alloc(r, describe(op)),
-                                     lowered.lookup(in)},
-                 ptrTy);
+    event = call(runtime::fn::dsrt_all_to_all, ctxv(), i32(*group), alloc(r, describe(op)),
+                                     get(in));
   } else {
     auto rs = cast<shard::ReduceScatterOp>(op);
     FailureOr<int> red = reduction(rs.getReduction());
     if (failed(red) || rs.getScatterAxis().getZExtValue() != 0)
       return op->emitError() << "ds-lower-to-runtime: reduce_scatter must be sum, max or min "
                                 "along dimension 0";
-    event = call("dsrt_reduce_scatter",
-                 {ctxArg, i32(*group), alloc(r, describe(op)), lowered.lookup(in), i32(*red)},
-                 ptrTy);
+    event = call(runtime::fn::dsrt_reduce_scatter, ctxv(), i32(*group), alloc(r, describe(op)), get(in), i32(*red));
   }
   pendingEvents[r] = event;
   return success();
@@ -1172,7 +1155,7 @@ void Lowering::emitInitSlots() {
       return define();
     Value held;
     for (int64_t r : s.stages) {
-      Value is = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, coord, i32(r));
+      Value is = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, coord, constantI32(r));
       held = held ? LLVM::OrOp::create(b, loc, held, is).getResult() : is;
     }
     emitIf(held, define);
@@ -1181,20 +1164,19 @@ void Lowering::emitInitSlots() {
     if (s.viewOf < 0 && s.shardOf < 0)
       onItsRanks(s, [&, i = i, &s = s] {
         if (s.space != 0) // ds-offload's: host memory or the swap file
-          call("dsrt_slot_define_in", {ctxArg, i32(i), i32(s.space),
+          call(runtime::fn::dsrt_slot_define_in, ctxv(), i32(i), i32(s.space),
                                        i32(*dtypeCode(s.type.getElementType())),
-                                       i32(s.type.getRank()), i64Array(s.type.getShape())});
+                                       i32(s.type.getRank()), i64Array(s.type.getShape()));
         else
-          call("dsrt_slot_define", {ctxArg, i32(i), i32(*dtypeCode(s.type.getElementType())),
-                                    i32(s.type.getRank()), i64Array(s.type.getShape())});
+          call(runtime::fn::dsrt_slot_define, ctxv(), i32(i), i32(*dtypeCode(s.type.getElementType())),
+                                    i32(s.type.getRank()), i64Array(s.type.getShape()));
       });
   for (auto [i, s] : llvm::enumerate(slots))
     if (s.viewOf >= 0)
       onItsRanks(s, [&, i = i, &s = s] {
-        call("dsrt_slot_define_view",
-             {ctxArg, i32(i), i32(s.viewOf), i64(s.offset),
+        call(runtime::fn::dsrt_slot_define_view, ctxv(), i32(i), i32(s.viewOf), i64(s.offset),
               i32(*dtypeCode(s.type.getElementType())), i32(s.type.getRank()),
-              i64Array(s.type.getShape())});
+              i64Array(s.type.getShape()));
       });
   LLVM::ReturnOp::create(b, loc, ValueRange{});
 }
@@ -1249,7 +1231,7 @@ void Lowering::emitIf(Value cond, llvm::function_ref<void()> body) {
 }
 
 Value Lowering::ppCoordinate() {
-  return call("dsrt_comm_coordinate", {ctxArg, i32(ppAxisIndex)}, i32Ty);
+  return call(runtime::fn::dsrt_comm_coordinate, ctxv(), i32(ppAxisIndex));
 }
 
 LogicalResult Lowering::runPipeline(DictionaryAttr info) {
@@ -1333,7 +1315,7 @@ LogicalResult Lowering::runPipeline(DictionaryAttr info) {
     pendingSite = nullptr, emittedSite = -2;
     Value coord = ppCoordinate();
     for (int64_t r = 0; r < pipelineStages; ++r) {
-      Value is = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, coord, i32(r));
+      Value is = LLVM::ICmpOp::create(b, loc, LLVM::ICmpPredicate::eq, coord, constantI32(r));
       emitIf(is, [&] {
         auto callee = module.lookupSymbol<LLVM::LLVMFuncOp>((target + Twine(r)).str());
         auto c = LLVM::CallOp::create(b, loc, callee, entry->getArguments());
@@ -1344,7 +1326,7 @@ LogicalResult Lowering::runPipeline(DictionaryAttr info) {
       });
     }
     if (returns)
-      LLVM::ReturnOp::create(b, loc, ValueRange{null()});
+      LLVM::ReturnOp::create(b, loc, ValueRange{LLVM::ZeroOp::create(b, loc, ptrTy).getResult()});
     else
       LLVM::ReturnOp::create(b, loc, ValueRange{});
   };

@@ -22,16 +22,37 @@ typedef struct dsrt_context dsrt_context;
  *  borrowed constant memory). Views (reshape, parameter reads) share it. */
 typedef struct dsrt_storage dsrt_storage;
 
-/** Element types. DSRT_I1 is stored as one byte per element (0 or 1). */
-typedef enum dsrt_dtype {
-  DSRT_F32 = 0,
-  DSRT_F64 = 1,
-  DSRT_I64 = 2,
-  DSRT_I32 = 3,
-  DSRT_I1 = 4,
-  DSRT_BF16 = 5,
-  DSRT_F16 = 6,
-} dsrt_dtype;
+/* The contract's enums are each written once, as a list of X(...) entries: the C enum, its
+ * names and (for roles and spaces) the ds dialect's ODS enum are all made from the list, the
+ * ODS one by dialects/ds/IR/CMakeLists.txt, so that adding an entry here reaches every switch
+ * over it in the runtime and in the compiler (both build with -Werror=switch). */
+#define DSRT_ENUM_ENTRY_(prefix, upper, ...) prefix##upper,
+
+/** Element types, as X(ENUM, name, bytes, safetensors name). DSRT_I1 is stored as one byte
+ *  per element (0 or 1). */
+#define DSRT_DTYPES(X)                                                                         \
+  X(F32, f32, 4, F32)                                                                          \
+  X(F64, f64, 8, F64)                                                                          \
+  X(I64, i64, 8, I64)                                                                          \
+  X(I32, i32, 4, I32)                                                                          \
+  X(I1, i1, 1, BOOL)                                                                           \
+  X(BF16, bf16, 2, BF16)                                                                       \
+  X(F16, f16, 2, F16)
+#define DSRT_DTYPE_ENTRY_(upper, ...) DSRT_ENUM_ENTRY_(DSRT_, upper)
+typedef enum dsrt_dtype { DSRT_DTYPES(DSRT_DTYPE_ENTRY_) } dsrt_dtype;
+#undef DSRT_DTYPE_ENTRY_
+
+/** The name of `dtype` ("f32", ...), or NULL for a code that is not one. */
+static inline const char *dsrt_dtype_name(int32_t dtype) {
+  switch (dtype) {
+#define DSRT_DTYPE_NAME_(upper, name, ...)                                                     \
+  case DSRT_##upper:                                                                           \
+    return #name;
+    DSRT_DTYPES(DSRT_DTYPE_NAME_)
+#undef DSRT_DTYPE_NAME_
+  }
+  return NULL;
+}
 
 #define DSRT_MAX_RANK 8
 

@@ -53,24 +53,8 @@ void dsrt::endJob(int code) {
 }
 
 const char *dsrt::dtypeName(int32_t dtype) {
-  switch (dtype) {
-  case DSRT_F32:
-    return "f32";
-  case DSRT_F64:
-    return "f64";
-  case DSRT_I64:
-    return "i64";
-  case DSRT_I32:
-    return "i32";
-  case DSRT_I1:
-    return "i1";
-  case DSRT_BF16:
-    return "bf16";
-  case DSRT_F16:
-    return "f16";
-  default:
-    return "?";
-  }
+  const char *name = dsrt_dtype_name(dtype);
+  return name ? name : "?";
 }
 
 std::string dsrt::shapeString(int32_t rank, const int64_t *dims) {
@@ -263,23 +247,13 @@ void dsrt::stridedCopy(int rank, const int64_t *dims, size_t elemSize, const voi
 
 extern "C" size_t dsrt_dtype_size(int32_t dtype) {
   switch (dtype) {
-  case DSRT_F32:
-    return 4;
-  case DSRT_F64:
-    return 8;
-  case DSRT_I64:
-    return 8;
-  case DSRT_I32:
-    return 4;
-  case DSRT_I1:
-    return 1;
-  case DSRT_BF16:
-    return 2;
-  case DSRT_F16:
-    return 2;
-  default:
-    fail("dtype_size", "unknown dtype %d", dtype);
+#define DSRT_DTYPE_SIZE_(upper, name, bytes, ...)                                              \
+  case DSRT_##upper:                                                                           \
+    return bytes;
+    DSRT_DTYPES(DSRT_DTYPE_SIZE_)
+#undef DSRT_DTYPE_SIZE_
   }
+  fail("dtype_size", "unknown dtype %d", dtype);
 }
 
 namespace {

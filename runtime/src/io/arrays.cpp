@@ -7,32 +7,29 @@
 
 namespace dsrt::io {
 
-size_t elementSize(int32_t dtype) {
-  switch (dtype) {
-  case DSRT_F32: return 4;
-  case DSRT_F64: return 8;
-  case DSRT_I64: return 8;
-  case DSRT_I32: return 4;
-  case DSRT_I1: return 1;
-  case DSRT_BF16: return 2;
-  case DSRT_F16: return 2;
-  case kU8: return 1;
-  default: return 0;
-  }
-}
-
 namespace {
 struct DtypeNames {
   int32_t dtype;
   const char *name;
   const char *safetensors;
+  size_t bytes;
 };
+/// dsrt.h's element types, and numpy's uint8.
 const DtypeNames kNames[] = {
-    {DSRT_F32, "f32", "F32"},   {DSRT_F64, "f64", "F64"}, {DSRT_I64, "i64", "I64"},
-    {DSRT_I32, "i32", "I32"},   {DSRT_I1, "i1", "BOOL"},  {DSRT_BF16, "bf16", "BF16"},
-    {DSRT_F16, "f16", "F16"},   {kU8, "u8", "U8"},
+#define DSRT_DTYPE_NAMES_(upper, name, bytes, safetensors)                                     \
+  {DSRT_##upper, #name, #safetensors, bytes},
+    DSRT_DTYPES(DSRT_DTYPE_NAMES_)
+#undef DSRT_DTYPE_NAMES_
+    {kU8, "u8", "U8", 1},
 };
 } // namespace
+
+size_t elementSize(int32_t dtype) {
+  for (const auto &n : kNames)
+    if (n.dtype == dtype)
+      return n.bytes;
+  return 0;
+}
 
 const char *dtypeName(int32_t dtype) {
   for (const auto &n : kNames)
