@@ -5,6 +5,8 @@
 //
 #include "ds/Pipelines/Pipelines.h"
 
+#include "dsrt/dsrt.h"
+
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Format.h"
@@ -70,17 +72,24 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
                                                                : 4);
       if (s->getString("space")) // offloaded: in host memory or the swap file
         continue;
-      llvm::StringRef kind = *s->getString("kind"), role = s->getString("role").value_or("");
-      // The runtime's categories (the log's ranks entries): fp32 masters are optimizer state;
-      // fp16's loss-scale scalars are none of the three.
-      if (kind == "parameter" || (kind == "flat" && role == "params") || role == "param_shard")
+      // The runtime's categories (the log's ranks entries).
+      int32_t role = dsrt_slot_role_from_name(s->getString("role")->str().c_str());
+      switch (dsrt_slot_role_category(static_cast<dsrt_slot_role>(role))) {
+      case DSRT_CATEGORY_PARAMETERS:
         row.params += bytes;
-      else if (kind == "buffer")
-        row.buffers += bytes; // not model state (ZeRO's formulas count trainable parameters)
-      else if (kind == "gradient" || role == "grads" || role == "grad_shard")
+        break;
+      case DSRT_CATEGORY_GRADIENTS:
         row.grads += bytes;
-      else if (role != "loss_scale" && role != "found_inf")
+        break;
+      case DSRT_CATEGORY_OPTIMIZER_STATE:
         row.optim += bytes;
+        break;
+      case DSRT_CATEGORY_BUFFERS:
+        row.buffers += bytes;
+        break;
+      case DSRT_CATEGORY_NONE:
+        break;
+      }
     }
     const llvm::json::Object *at = plan;
     if (pipe && ppRank >= 0)
@@ -165,10 +174,20 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
       int64_t n = 4;
       for (const llvm::json::Value &d : *s->getArray("dims"))
         n *= *d.getAsInteger();
-      llvm::StringRef kind = *s->getString("kind"), role = s->getString("role").value_or("");
-      (kind == "parameter" || role == "param_shard"  ? offParams
-       : kind == "gradient" || role == "grad_shard" ? offGrads
-                                                    : offOptim) += n;
+      int32_t role = dsrt_slot_role_from_name(s->getString("role")->str().c_str());
+      switch (dsrt_slot_role_category(static_cast<dsrt_slot_role>(role))) {
+      case DSRT_CATEGORY_PARAMETERS:
+        offParams += n;
+        break;
+      case DSRT_CATEGORY_GRADIENTS:
+        offGrads += n;
+        break;
+      case DSRT_CATEGORY_OPTIMIZER_STATE:
+      case DSRT_CATEGORY_BUFFERS:
+      case DSRT_CATEGORY_NONE:
+        offOptim += n;
+        break;
+      }
     }
     os << "offloaded per rank (bytes): parameters " << offParams << ", gradients " << offGrads
        << ", optimizer " << offOptim << "; host peak " << number(plan, "host_peak_bytes")

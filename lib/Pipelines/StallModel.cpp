@@ -68,7 +68,8 @@ int64_t bytesOf(Type t) {
 llvm::StringSet<> nvmeStates(ModuleOp module) {
   llvm::StringSet<> out;
   for (Operation &op : *module.getBody())
-    if (auto sp = op.getAttrOfType<StringAttr>(kMemorySpaceAttrName); sp && sp == "nvme")
+    if (auto sp = op.getAttrOfType<MemorySpaceAttr>(kMemorySpaceAttrName);
+        sp && sp.getValue() == MemorySpace::nvme)
       if (auto sym = op.getAttrOfType<StringAttr>(SymbolTable::getSymbolAttrName()))
         out.insert(sym.getValue());
   return out;
@@ -88,7 +89,7 @@ void replay(func::FuncOp func, const llvm::StringSet<> &nvme, const TierRates &r
     if (isa<func::ReturnOp>(op))
       break;
     if (auto m = dyn_cast<MoveOp>(op)) {
-      double bw = m.getTo() == "host" ? r.d2h : r.h2d;
+      double bw = m.getTo() == MemorySpace::host ? r.d2h : r.h2d;
       ready[m.getResult()] = issue(bytesOf(m.getType()) / bw);
       continue;
     }

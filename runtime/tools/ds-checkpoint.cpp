@@ -101,29 +101,29 @@ int info(const std::string &dir, const std::string &tag) {
     uint64_t b = static_cast<uint64_t>(t.numel) * io::elementSize(t.dtype);
     kinds[t.kind].first += 1;
     kinds[t.kind].second += b;
-    if (t.kind == "parameter")
+    if (t.kind == ckpt::parameterKind())
       paramElements += t.numel;
     if (!t.role.empty())
       roles[t.role] += 1;
   }
   std::printf("  model: %lld parameters (%lld elements), %lld buffers\n",
-              (long long)kinds["parameter"].first, (long long)paramElements,
-              (long long)kinds["buffer"].first);
+              (long long)kinds[ckpt::parameterKind()].first, (long long)paramElements,
+              (long long)kinds[ckpt::bufferKind()].first);
   if (split)
     std::printf("  tensor parallel: %lld tensors held in %lld parts (any layout resumes them)\n",
                 (long long)split, (long long)parts);
   std::string r;
   for (auto &[role, n] : roles)
     r += (r.empty() ? "" : ", ") + role + " " + std::to_string(n);
-  std::printf("  optimizer state: %lld tensors (%s)\n", (long long)kinds["optimizer_state"].first,
+  std::printf("  optimizer state: %lld tensors (%s)\n", (long long)kinds[ckpt::kOptimizerStateKind].first,
               r.empty() ? "none" : r.c_str());
   uint64_t total = 0;
   for (auto &[k, v] : kinds)
     total += v.second;
   std::printf("  sizes: parameters %s, buffers %s, optimizer state %s, total %s\n",
-              bytesText(kinds["parameter"].second).c_str(),
-              bytesText(kinds["buffer"].second).c_str(),
-              bytesText(kinds["optimizer_state"].second).c_str(), bytesText(total).c_str());
+              bytesText(kinds[ckpt::parameterKind()].second).c_str(),
+              bytesText(kinds[ckpt::bufferKind()].second).c_str(),
+              bytesText(kinds[ckpt::kOptimizerStateKind].second).c_str(), bytesText(total).c_str());
   std::printf("  files:");
   for (const std::string &f : x.files) {
     struct stat st;

@@ -33,7 +33,7 @@
 // CHECK: llvm.call @ds_optimizer_step_0(
 // CHECK: llvm.call @ds_optimizer_step_1(
 // CHECK: \22pipeline\22:{\22micro_batches\22:2,\22ranks\22:[{\22optimizer_step_communication_bytes\22:0,\22optimizer_step_peak_bytes\22:{{[0-9]+}},\22peak_bytes\22:{{[0-9]+}},\22persistent_bytes\22:8192,
-// CHECK-SAME: \22l0.weight\22,\22stages\22:[0]}
+// CHECK-SAME: \22l0.weight\22,\22role\22:\22parameter\22,\22stages\22:[0]}
 module {
   ds.parameter @l0.weight trainable : tensor<16x16xf32>
   ds.parameter @l1.weight trainable : tensor<16x16xf32>

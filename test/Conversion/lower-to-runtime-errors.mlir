@@ -107,8 +107,8 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [2]>} {
 module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [2]>} {
   shard.grid @mesh(shape = 2)
   ds.parameter @w trainable : tensor<4xf32>
-  ds.flat_buffer @zero.params.0 role "params_sharded" members [@w] : tensor<32xf32>
-  ds.state @"zero.params.0@shard" of @zero.params.0 role "param_shard" : tensor<16xf32>
+  ds.flat_buffer @zero.params.0 role params_sharded members [@w] : tensor<32xf32>
+  ds.state @"zero.params.0@shard" of @zero.params.0 role param_shard : tensor<16xf32>
   func.func @micro_step(%x: tensor<4xf32>) -> tensor<f32> {
     // expected-error @below {{ds-lower-to-runtime: 'w' is partitioned (ZeRO stage 3) and has no whole value to read}}
     %w = ds.get_parameter @w : tensor<4xf32>

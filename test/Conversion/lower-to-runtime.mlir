@@ -33,7 +33,7 @@
 // CHECK-SAME: \22persistent_bytes\22:48
 module attributes {ds.config = "{\"train_batch_size\":2}"} {
   ds.parameter @w trainable : tensor<2x3xf32>
-  ds.state @"w@grad" of @w role "grad" : tensor<2x3xf32>
+  ds.state @"w@grad" of @w role grad : tensor<2x3xf32>
   func.func @micro_step(%x: tensor<2x3xf32> {ds.input_name = "x"}) -> tensor<f32> {
     %w = ds.get_parameter @w : tensor<2x3xf32>
     %t = ds.transpose %w perm = [1, 0] : tensor<2x3xf32> -> tensor<3x2xf32>

@@ -29,7 +29,7 @@
 // META: \22sites\22:[\22ds.get_parameter model.py:11\22,\22ds.matmul model.py:12\22,\22ds.sum model.py:13\22,\22ds.get_parameter lower-trace-sites.mlir:{{[0-9]+}}\22,\22ds.mul lower-trace-sites.mlir:{{[0-9]+}}\22,\22ds.assign lower-trace-sites.mlir:{{[0-9]+}}\22]
 module attributes {ds.config = "{\"train_batch_size\":2}"} {
   ds.parameter @w trainable : tensor<2x3xf32>
-  ds.state @"w@grad" of @w role "grad" : tensor<2x3xf32>
+  ds.state @"w@grad" of @w role grad : tensor<2x3xf32>
   func.func @micro_step(%x: tensor<2x3xf32> {ds.input_name = "x"}) -> tensor<f32> {
     %w = ds.get_parameter @w : tensor<2x3xf32> loc("/home/user/model.py":11:5)
     %t = ds.transpose %w perm = [1, 0] : tensor<2x3xf32> -> tensor<3x2xf32> loc("/home/user/model.py":12:9)

@@ -9,7 +9,7 @@
 // CHECK-NEXT: 1 64 64 128 {{[0-9]+}} {{[0-9]+}} {{[0-9]+}} {{[0-9]+}} 0
 module attributes {ds.config = "{\"train_batch_size\":8,\"world_size\":2,\"zero_optimization\":{\"stage\":3}}"} {
   ds.parameter @w trainable : tensor<2x3xf32>
-  ds.state @"w@grad" of @w role "grad" : tensor<2x3xf32>
+  ds.state @"w@grad" of @w role grad : tensor<2x3xf32>
   func.func @micro_step(%x: tensor<2x3xf32> {ds.input_name = "x"}) -> tensor<f32> {
     %w = ds.get_parameter @w : tensor<2x3xf32>
     %y = ds.mul %x, %w : tensor<2x3xf32>, tensor<2x3xf32> -> tensor<2x3xf32>

@@ -15,8 +15,8 @@
 module attributes {ds.config = "{\"train_batch_size\":8,\"world_size\":2,\"zero_optimization\":{\"stage\":1}}"} {
   ds.parameter @w trainable : tensor<2x3xf32>
   ds.parameter @b trainable : tensor<3xf32>
-  ds.state @"w@grad" of @w role "grad" : tensor<2x3xf32>
-  ds.state @"b@grad" of @b role "grad" : tensor<3xf32>
+  ds.state @"w@grad" of @w role grad : tensor<2x3xf32>
+  ds.state @"b@grad" of @b role grad : tensor<3xf32>
   func.func @micro_step(%x: tensor<2x3xf32> {ds.input_name = "x"}) -> tensor<f32> {
     %s = ds.sum %x dims = [0, 1] : tensor<2x3xf32> -> tensor<f32>
     return %s : tensor<f32>

@@ -43,12 +43,12 @@
 // forward use and come back before the recomputation that reads them.
 // CPU: %[[R0:.+]] = ds.add %arg0
 // CPU: %[[R1:.+]] = ds.add %[[R0]]
-// CPU-NEXT: %[[H0:.+]] = ds.move %[[R0]] to "host"
-// CPU: %[[H1:.+]] = ds.move %[[R1]] to "host"
+// CPU-NEXT: %[[H0:.+]] = ds.move %[[R0]] to host
+// CPU: %[[H1:.+]] = ds.move %[[R1]] to host
 // CPU: ds.cross_entropy_grad
-// CPU: %[[B1:.+]] = ds.move %[[H1]] to "device"
+// CPU: %[[B1:.+]] = ds.move %[[H1]] to device
 // CPU-NEXT: ds.linear %[[B1]], %{{.+}} {ds.recompute}
-// CPU: %[[B0:.+]] = ds.move %[[H0]] to "device"
+// CPU: %[[B0:.+]] = ds.move %[[H0]] to device
 // CPU-NEXT: ds.linear %[[B0]], %{{.+}} {ds.recompute}
 module {
   ds.parameter @h.0.w trainable : tensor<16x16xf32>

@@ -3,8 +3,8 @@
 // A linear layer, a GELU and a cross-entropy: the backward uses the saved forward values, the
 // seed is 1/2 (two micro-batches), gradients accumulate into ds.state symbols, and the input
 // (not a parameter) gets no gradient.
-// CHECK: ds.state @"fc.weight@grad" of @fc.weight role "grad" : tensor<4x16xf32>
-// CHECK: ds.state @"fc.bias@grad" of @fc.bias role "grad" : tensor<4xf32>
+// CHECK: ds.state @"fc.weight@grad" of @fc.weight role grad : tensor<4x16xf32>
+// CHECK: ds.state @"fc.bias@grad" of @fc.bias role grad : tensor<4xf32>
 // CHECK-NOT: ds.state @buf
 // CHECK-LABEL: func.func @micro_step
 // CHECK: %[[W:.+]] = ds.get_parameter @fc.weight

@@ -30,8 +30,8 @@
 // fp16 with loss scaling: the seed is 1 times the loss-scale state; the backward reads the
 // rounded activations again (rematerialized widenings), and the parameter's gradient state is
 // f16.
-// AD: ds.state @loss_scale role "loss_scale" : tensor<f32>
-// AD: ds.state @"w@grad" of @w role "grad" : tensor<4x8xf16>
+// AD: ds.state @loss_scale role loss_scale : tensor<f32>
+// AD: ds.state @"w@grad" of @w role grad : tensor<4x8xf16>
 // AD-LABEL: func.func @micro_step
 // AD: %[[L:.+]] = ds.cross_entropy
 // AD: %[[SCALE:.+]] = ds.get_parameter @loss_scale : tensor<f32>
@@ -45,8 +45,8 @@
 // After ds-widen-16bit the products and the elementwise ops between roundings run on bf16
 // values (every device computes them in f32 and rounds once), the rest in f32: the optimizer
 // updates the f32 master, which the bf16 parameter rounds.
-// WIDE: ds.state @"w@master" of @w role "master" : tensor<4x8xf32>
-// WIDE: ds.state @"w@exp_avg" of @w role "exp_avg" : tensor<4x8xf32>
+// WIDE: ds.state @"w@master" of @w role master : tensor<4x8xf32>
+// WIDE: ds.state @"w@exp_avg" of @w role exp_avg : tensor<4x8xf32>
 // The products between roundings run on the bf16 values (f32 accumulation, rounded once):
 // no f32 copy of their operands or results.
 // WIDE-LABEL: func.func @micro_step
@@ -71,7 +71,7 @@
 
 // fp16's update: the gradient times 1 / loss_scale; found_inf from the sum of g * 0 (NaN when
 // a gradient is inf or NaN); every written state keeps its old value on overflow.
-// FP16: ds.state @found_inf role "found_inf" : tensor<f32>
+// FP16: ds.state @found_inf role found_inf : tensor<f32>
 // FP16-LABEL: func.func @optimizer_step
 // FP16: %[[S:.+]] = ds.get_parameter @loss_scale
 // FP16: %[[INV:.+]] = ds.div %{{.+}}, %[[S]]

@@ -26,26 +26,33 @@ module attributes {ds.pipeline = {stages = 2 : i64, virtual_stages = 1 : i64}} {
 // -----
 
 // The attributes and ds.move are verified.
-// ATTR: error: 'ds.memory_space' must be "device", "host" or "nvme"
+// ATTR: error: 'ds.memory_space' must be a #ds<memory_space ...> (device, host or nvme)
 module {
-  ds.parameter @w trainable : tensor<4x4xf32> {ds.memory_space = "disk"}
+  ds.parameter @w trainable : tensor<4x4xf32> {ds.memory_space = "host"}
+}
+
+// -----
+
+// ATTR: error: expected ::mlir::ds::MemorySpace to be one of: device, host, nvme
+module {
+  ds.parameter @w trainable : tensor<4x4xf32> {ds.memory_space = #ds<memory_space disk>}
 }
 
 // -----
 
 // ATTR: error: 'ds.memory_space' belongs on a ds.parameter, ds.state or ds.flat_buffer
 module {
-  func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> attributes {ds.memory_space = "host"} {
+  func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> attributes {ds.memory_space = #ds<memory_space host>} {
     return %x : tensor<4xf32>
   }
 }
 
 // -----
 
-// ATTR: error: 'ds.move' op moves to "device" or "host", not "nvme"
+// ATTR: error: 'ds.move' op moves to device or host, not nvme (NVMe is reached through the states that live there)
 module {
   func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
-    %m = ds.move %x to "nvme" : tensor<4xf32>
+    %m = ds.move %x to nvme : tensor<4xf32>
     return %m : tensor<4xf32>
   }
 }

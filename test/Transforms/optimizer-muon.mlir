@@ -4,12 +4,12 @@
 // Muon's selection: the >= 2-D parameters outside the embedding and the LM head take a
 // momentum buffer; the embedding table (read by ds.embedding, whatever its name), the LM head
 // (by name), and the 1-D bias take AdamW's two moments.
-// CHECK: ds.state @"wte@exp_avg" of @wte role "exp_avg"
-// CHECK: ds.state @"h.fc.weight@momentum_buffer" of @h.fc.weight role "momentum_buffer" : tensor<8x4xf32>
+// CHECK: ds.state @"wte@exp_avg" of @wte role exp_avg
+// CHECK: ds.state @"h.fc.weight@momentum_buffer" of @h.fc.weight role momentum_buffer : tensor<8x4xf32>
 // CHECK-NOT: ds.state @"h.fc.weight@exp_avg"
-// CHECK: ds.state @"h.proj.weight@momentum_buffer" of @h.proj.weight role "momentum_buffer" : tensor<4x8xf32>
-// CHECK: ds.state @"lm_head.weight@exp_avg" of @lm_head.weight role "exp_avg"
-// CHECK: ds.state @"ln.bias@exp_avg_sq" of @ln.bias role "exp_avg_sq"
+// CHECK: ds.state @"h.proj.weight@momentum_buffer" of @h.proj.weight role momentum_buffer : tensor<4x8xf32>
+// CHECK: ds.state @"lm_head.weight@exp_avg" of @lm_head.weight role exp_avg
+// CHECK: ds.state @"ln.bias@exp_avg_sq" of @ln.bias role exp_avg_sq
 // CHECK: func.func @optimizer_step(%{{.+}}: tensor<f32>, %{{.+}}: tensor<f32>, %{{.+}}: tensor<f64>, %[[AUXLR:[^:]+]]: tensor<f32>)
 // The tall 8x4 weight: Nesterov momentum by lerp, transposed to 4x8, normalized, 5 quintic
 // iterations of X X^T products, transposed back and scaled by sqrt(8/4).
@@ -48,11 +48,11 @@ module {
   ds.parameter @h.proj.weight trainable : tensor<4x8xf32>
   ds.parameter @lm_head.weight trainable : tensor<10x4xf32>
   ds.parameter @ln.bias trainable : tensor<4xf32>
-  ds.state @"wte@grad" of @wte role "grad" : tensor<10x4xf32>
-  ds.state @"h.fc.weight@grad" of @h.fc.weight role "grad" : tensor<8x4xf32>
-  ds.state @"h.proj.weight@grad" of @h.proj.weight role "grad" : tensor<4x8xf32>
-  ds.state @"lm_head.weight@grad" of @lm_head.weight role "grad" : tensor<10x4xf32>
-  ds.state @"ln.bias@grad" of @ln.bias role "grad" : tensor<4xf32>
+  ds.state @"wte@grad" of @wte role grad : tensor<10x4xf32>
+  ds.state @"h.fc.weight@grad" of @h.fc.weight role grad : tensor<8x4xf32>
+  ds.state @"h.proj.weight@grad" of @h.proj.weight role grad : tensor<4x8xf32>
+  ds.state @"lm_head.weight@grad" of @lm_head.weight role grad : tensor<10x4xf32>
+  ds.state @"ln.bias@grad" of @ln.bias role grad : tensor<4xf32>
   func.func @micro_step(%idx: tensor<2xi64>) -> tensor<f32> {
     %w = ds.get_parameter @wte : tensor<10x4xf32>
     %e = ds.embedding %w[%idx] : (tensor<10x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>

@@ -4,7 +4,7 @@
 // expected-error @below {{ds-optimizer: the module has no 'ds.mesh' attribute, so no dp axis}}
 module attributes {ds.zero_stage = 0 : i64} {
   ds.parameter @w trainable : tensor<3xf32>
-  ds.state @"w@grad" of @w role "grad" : tensor<3xf32>
+  ds.state @"w@grad" of @w role grad : tensor<3xf32>
 }
 
 // -----
@@ -13,7 +13,7 @@ module attributes {ds.zero_stage = 0 : i64} {
 module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [2]>, ds.zero_stage = 1 : i64} {
   shard.grid @mesh(shape = 2)
   ds.parameter @w trainable : tensor<3xf32>
-  ds.state @"w@grad" of @w role "grad" : tensor<3xf32>
+  ds.state @"w@grad" of @w role grad : tensor<3xf32>
 }
 
 // -----
@@ -22,7 +22,7 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [2]>, ds.zero_stage
   shard.grid @mesh(shape = 2)
   ds.parameter @w trainable : tensor<3xf32>
   // expected-error @below {{ds-optimizer: ZeRO stage 2: @zero.params.0 has neither a flat gradient buffer nor a gradient shard}}
-  ds.flat_buffer @zero.params.0 role "params" members [@w] : tensor<32xf32>
+  ds.flat_buffer @zero.params.0 role params members [@w] : tensor<32xf32>
 }
 
 // -----
@@ -31,5 +31,5 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [2]>, ds.zero_stage
 // expected-error @below {{ds-optimizer: the module's mesh tp=2 has no dp axis}}
 module attributes {ds.mesh = #ds.mesh<axes = ["tp"], shape = [2]>, ds.zero_stage = 0 : i64} {
   ds.parameter @w trainable : tensor<3xf32>
-  ds.state @"w@grad" of @w role "grad" : tensor<3xf32>
+  ds.state @"w@grad" of @w role grad : tensor<3xf32>
 }

@@ -3,8 +3,8 @@
 
 // AdamW as IR: moments as ds.state, bias corrections from the step in f64, clipping by the
 // global norm (min(clip / (norm + 1e-6), 1)), decoupled decay, then the gradient is zeroed.
-// CHECK: ds.state @"w@exp_avg" of @w role "exp_avg" : tensor<3xf32>
-// CHECK: ds.state @"w@exp_avg_sq" of @w role "exp_avg_sq" : tensor<3xf32>
+// CHECK: ds.state @"w@exp_avg" of @w role exp_avg : tensor<3xf32>
+// CHECK: ds.state @"w@exp_avg_sq" of @w role exp_avg_sq : tensor<3xf32>
 // CHECK-LABEL: func.func @optimizer_step(%{{.+}}: tensor<f32>, %{{.+}}: tensor<f32>, %{{.+}}: tensor<f64>, %{{.+}}: tensor<f32>)
 // CHECK: ds.pow {{.+}} : tensor<f64>, tensor<f64> -> tensor<f64>
 // CHECK: %[[NORM:.+]] = ds.sqrt
@@ -18,7 +18,7 @@
 // CHECK: ds.assign @"w@grad" = %[[Z]]
 // With type=SGD, a momentum buffer that starts as the first step's gradient (where step ==
 // 1), L2 decay added to the gradient, Nesterov's look-ahead, then p - lr d.
-// SGD: ds.state @"w@momentum_buffer" of @w role "momentum_buffer" : tensor<3xf32>
+// SGD: ds.state @"w@momentum_buffer" of @w role momentum_buffer : tensor<3xf32>
 // SGD-NOT: exp_avg
 // SGD: func.func @optimizer_step(%[[LR:[^:]+]]: tensor<f32>, %[[STEP:[^:]+]]: tensor<f32>, %{{.+}}: tensor<f64>, %{{.+}}: tensor<f32>)
 // SGD: %[[FIRST:.+]] = ds.cmp eq, %[[STEP]]
@@ -30,5 +30,5 @@
 // SGD-NOT: ds.adamw_update
 module {
   ds.parameter @w trainable : tensor<3xf32>
-  ds.state @"w@grad" of @w role "grad" : tensor<3xf32>
+  ds.state @"w@grad" of @w role grad : tensor<3xf32>
 }

@@ -8,8 +8,8 @@
 // CHECK: ds.pipeline = {micro_batches = 3 : i64, phase_flops = array<i64: {{[0-9, ]+}}>, schedule = "1f1b", stages = 2 : i64, virtual_stages = 1 : i64}
 // CHECK: ds.parameter @l0.weight trainable : tensor<16x16xf32> {ds.stages = array<i64: 0>}
 // CHECK: ds.parameter @l3.weight trainable : tensor<4x16xf32> {ds.stages = array<i64: 1>}
-// CHECK: ds.state @"l0.weight@grad" of @l0.weight role "grad" : tensor<16x16xf32> {ds.stages = array<i64: 0>}
-// CHECK: ds.state @"l3.weight@grad" of @l3.weight role "grad" : tensor<4x16xf32> {ds.stages = array<i64: 1>}
+// CHECK: ds.state @"l0.weight@grad" of @l0.weight role grad : tensor<16x16xf32> {ds.stages = array<i64: 0>}
+// CHECK: ds.state @"l3.weight@grad" of @l3.weight role grad : tensor<4x16xf32> {ds.stages = array<i64: 1>}
 // CHECK-NOT: func.func @micro_step
 // CHECK-LABEL: func.func @pipeline_step_0(%arg0: tensor<8x16xf32>, %arg1: tensor<8xi64>, %arg2: tensor<8x16xf32>, %arg3: tensor<8xi64>, %arg4: tensor<8x16xf32>, %arg5: tensor<8xi64>) -> tensor<3xf32>
 // CHECK-SAME: ds.pipeline_rank = 0

@@ -6,8 +6,8 @@ module {
   // expected-error @below {{ds-zero: stage 3 partitions trainable parameters of one float type; 'w' is 'f32' and others are 'f16' (make them one type)}}
   ds.parameter @w trainable : tensor<4xf32>
   ds.parameter @h trainable : tensor<4xf16>
-  ds.state @"w@grad" of @w role "grad" : tensor<4xf32>
-  ds.state @"h@grad" of @h role "grad" : tensor<4xf16>
+  ds.state @"w@grad" of @w role grad : tensor<4xf32>
+  ds.state @"h@grad" of @h role grad : tensor<4xf16>
   func.func @micro_step(%x: tensor<4xf16>) -> tensor<f32> {
     %h = ds.get_parameter @h : tensor<4xf16>
     %g = ds.mul %x, %h : tensor<4xf16>, tensor<4xf16> -> tensor<4xf16>

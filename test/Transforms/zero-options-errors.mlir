@@ -13,5 +13,5 @@
 // MUON: error: ds-optimizer: Muon with ZeRO stage 1 is not implemented yet (Newton-Schulz needs whole matrices); use stage 0
 module {
   ds.parameter @w trainable : tensor<2x3xf32>
-  ds.state @"w@grad" of @w role "grad" : tensor<2x3xf32>
+  ds.state @"w@grad" of @w role grad : tensor<2x3xf32>
 }

@@ -4,14 +4,14 @@
 
 // Stage 1 lays the 9 trainable elements out in one flat buffer padded once to 4 ranks x 16
 // elements (64), and their gradients likewise; each rank owns 16.
-// PART: ds.flat_buffer @zero.params role "params" members [@w, @b] : tensor<64xf32>
-// PART: ds.flat_buffer @zero.grads role "grads" members [@"w@grad", @"b@grad"] : tensor<64xf32>
+// PART: ds.flat_buffer @zero.params role params members [@w, @b] : tensor<64xf32>
+// PART: ds.flat_buffer @zero.grads role grads members [@"w@grad", @"b@grad"] : tensor<64xf32>
 
 // The optimizer keeps shard-sized moments; it reduce-scatters the flat gradients, clips by the
 // norm summed over the ranks, updates this rank's slice of the flat parameters, all-gathers
 // them back and zeroes the flat gradients.
-// CHECK: ds.state @"zero.params@exp_avg" of @zero.params role "exp_avg" : tensor<16xf32>
-// CHECK: ds.state @"zero.params@exp_avg_sq" of @zero.params role "exp_avg_sq" : tensor<16xf32>
+// CHECK: ds.state @"zero.params@exp_avg" of @zero.params role exp_avg : tensor<16xf32>
+// CHECK: ds.state @"zero.params@exp_avg_sq" of @zero.params role exp_avg_sq : tensor<16xf32>
 // CHECK-LABEL: func.func @optimizer_step
 // CHECK: %[[G:.+]] = ds.get_parameter @zero.grads : tensor<64xf32>
 // CHECK: %[[GS:.+]] = shard.reduce_scatter %[[G]] on @mesh grid_axes = [0] scatter_axis = 0 : tensor<64xf32> -> tensor<16xf32>
@@ -39,12 +39,12 @@
 // LOWER: llvm.call @dsrt_all_gather(%{{.+}}, %[[FLAT]], %[[NEW]])
 // LOWER: %[[GRADS:.+]] = llvm.call @dsrt_slot_get
 // LOWER: llvm.call @dsrt_fill(%{{.+}}, %[[GRADS]]
-// LOWER: \22kind\22:\22parameter\22,\22name\22:\22w\22,\22offset\22:0,\22view_of\22:\22zero.params\22
+// LOWER: \22name\22:\22w\22,\22offset\22:0,\22role\22:\22parameter\22,\22view_of\22:\22zero.params\22
 module attributes {ds.config = "{\"train_batch_size\":8}"} {
   ds.parameter @w trainable : tensor<2x3xf32>
   ds.parameter @b trainable : tensor<3xf32>
-  ds.state @"w@grad" of @w role "grad" : tensor<2x3xf32>
-  ds.state @"b@grad" of @b role "grad" : tensor<3xf32>
+  ds.state @"w@grad" of @w role grad : tensor<2x3xf32>
+  ds.state @"b@grad" of @b role grad : tensor<3xf32>
   func.func @micro_step(%x: tensor<2x3xf32> {ds.input_name = "x"}) -> tensor<f32> {
     %s = ds.sum %x dims = [0, 1] : tensor<2x3xf32> -> tensor<f32>
     return %s : tensor<f32>

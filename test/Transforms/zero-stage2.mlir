@@ -5,10 +5,10 @@
 // @w, @v in that order; buckets of >= 6 elements group [@b, @w] and [@v]. Each bucket is a
 // flat parameter buffer padded to 2 ranks x 16 elements with a 16-element gradient shard.
 // CHECK-NOT: ds.state @"w@grad"
-// CHECK: ds.flat_buffer @zero.params.0 role "params" members [@b, @w] : tensor<32xf32>
-// CHECK: ds.state @"zero.params.0@grad" of @zero.params.0 role "grad_shard" : tensor<16xf32>
-// CHECK: ds.flat_buffer @zero.params.1 role "params" members [@v] : tensor<32xf32>
-// CHECK: ds.state @"zero.params.1@grad" of @zero.params.1 role "grad_shard" : tensor<16xf32>
+// CHECK: ds.flat_buffer @zero.params.0 role params members [@b, @w] : tensor<32xf32>
+// CHECK: ds.state @"zero.params.0@grad" of @zero.params.0 role grad_shard : tensor<16xf32>
+// CHECK: ds.flat_buffer @zero.params.1 role params members [@v] : tensor<32xf32>
+// CHECK: ds.state @"zero.params.1@grad" of @zero.params.1 role grad_shard : tensor<16xf32>
 // CHECK-LABEL: func.func @micro_step
 // After @w's gradient: pack [b, w, padding], reduce-scatter; the shard is accumulated only
 // after the next bucket has been issued.
@@ -36,9 +36,9 @@ module {
   ds.parameter @w trainable : tensor<6xf32>
   ds.parameter @b trainable : tensor<3xf32>
   ds.parameter @v trainable : tensor<2xf32>
-  ds.state @"w@grad" of @w role "grad" : tensor<6xf32>
-  ds.state @"b@grad" of @b role "grad" : tensor<3xf32>
-  ds.state @"v@grad" of @v role "grad" : tensor<2xf32>
+  ds.state @"w@grad" of @w role grad : tensor<6xf32>
+  ds.state @"b@grad" of @b role grad : tensor<3xf32>
+  ds.state @"v@grad" of @v role grad : tensor<2xf32>
   func.func @micro_step(%x: tensor<6xf32>, %y: tensor<3xf32>, %z: tensor<2xf32>) -> tensor<f32> {
     // Gradients as backward would produce them: b, then w, then v.
     %gb = ds.mul %y, %y : tensor<3xf32>, tensor<3xf32> -> tensor<3xf32>

@@ -55,9 +55,9 @@ module {
   ds.parameter @a trainable : tensor<8xf32>
   ds.parameter @b trainable : tensor<8xf32>
   ds.parameter @c trainable : tensor<8xf32>
-  ds.state @"a@grad" of @a role "grad" : tensor<8xf32>
-  ds.state @"b@grad" of @b role "grad" : tensor<8xf32>
-  ds.state @"c@grad" of @c role "grad" : tensor<8xf32>
+  ds.state @"a@grad" of @a role grad : tensor<8xf32>
+  ds.state @"b@grad" of @b role grad : tensor<8xf32>
+  ds.state @"c@grad" of @c role grad : tensor<8xf32>
   func.func @micro_step(%x: tensor<8xf32>) -> tensor<f32> {
     %a = ds.get_parameter @a : tensor<8xf32>
     %b = ds.get_parameter @b : tensor<8xf32>

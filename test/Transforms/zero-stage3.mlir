@@ -4,9 +4,9 @@
 
 // Stage 3: @w (6 elements) is partitioned: its bucket keeps only a 16-element shard; @b (3,
 // under the threshold of 4) persists whole in a bucket of its own, as in stage 2.
-// CHECK-DAG: ds.flat_buffer @zero.params.{{[0-9]}} role "params_sharded" members [@w] : tensor<32xf32>
-// CHECK-DAG: ds.state @"zero.params.{{[0-9]}}@shard" of @zero.params.{{[0-9]}} role "param_shard" : tensor<16xf32>
-// CHECK-DAG: ds.flat_buffer @zero.params.{{[0-9]}} role "params" members [@b] : tensor<32xf32>
+// CHECK-DAG: ds.flat_buffer @zero.params.{{[0-9]}} role params_sharded members [@w] : tensor<32xf32>
+// CHECK-DAG: ds.state @"zero.params.{{[0-9]}}@shard" of @zero.params.{{[0-9]}} role param_shard : tensor<16xf32>
+// CHECK-DAG: ds.flat_buffer @zero.params.{{[0-9]}} role params members [@b] : tensor<32xf32>
 // Forward reads @w through a view of the gathered bucket; after the loss, backward gathers it
 // again (marked so that CSE keeps both) instead of keeping it alive across the loss (with
 // max-reuse-distance 0; zero-stage3-prefetch.mlir shows the other cases).
@@ -31,12 +31,12 @@
 
 // Lowered: @w has no slot of its own (only the shard), and its views are offset views.
 // LOWER: llvm.call @dsrt_tensor_view_at
-// LOWER: \22name\22:\22w\22,\22offset\22:0,\22sharded_by\22:\22zero.params.{{[0-9]}}@shard\22
+// LOWER: \22name\22:\22w\22,\22offset\22:0,\22role\22:\22parameter\22,\22sharded_by\22:\22zero.params.{{[0-9]}}@shard\22
 module {
   ds.parameter @w trainable : tensor<6xf32>
   ds.parameter @b trainable : tensor<3xf32>
-  ds.state @"w@grad" of @w role "grad" : tensor<6xf32>
-  ds.state @"b@grad" of @b role "grad" : tensor<3xf32>
+  ds.state @"w@grad" of @w role grad : tensor<6xf32>
+  ds.state @"b@grad" of @b role grad : tensor<3xf32>
   func.func @micro_step(%x: tensor<6xf32>, %y: tensor<3xf32>) -> tensor<f32> {
     %w = ds.get_parameter @w : tensor<6xf32>
     %b = ds.get_parameter @b : tensor<3xf32>

@@ -34,7 +34,7 @@ module {
 // gradient are refused.
 module {
   ds.parameter @w trainable : tensor<3xf32>
-  ds.state @"w@grad" of @w role "grad" : tensor<3xf32>
+  ds.state @"w@grad" of @w role grad : tensor<3xf32>
   func.func @micro_step(%x: tensor<3xf32>) -> tensor<f32> {
     // expected-error @below {{ds-zero: stage 2 expects ds-autodiff's accumulation (get, add, assign) of 'w@grad'}}
     ds.assign @"w@grad" = %x : tensor<3xf32>

@@ -151,7 +151,7 @@ def check_memory(args, cfg, w, b, ds_log):
     n = args.ranks * args.sp
     align = 32 if mixed else 16
     flats = [int(m.group(1)) for m in re.finditer(
-        r'ds.flat_buffer @zero.params\S* role "params(?:_sharded)?" .* : tensor<(\d+)xb?f(?:32|16)>',
+        r'ds.flat_buffer @zero.params\S* role params(?:_sharded)? .* : tensor<(\d+)xb?f(?:32|16)>',
         open(w('step.mlir')).read())]
     shard = sum(flats) // n if flats else -(-psi // n)
     ok = True

@@ -4,6 +4,15 @@
 
 include "ds/IR/DSBase.td"
 include "mlir/IR/EnumAttr.td"
+// DS_SlotRole and DS_MemorySpace, generated from dsrt.h's lists (cmake/DSRuntimeEnums.cmake).
+include "ds/IR/DSRuntimeEnums.td"
+
+/// What a persistent slot holds: `ds.state` and `ds.flat_buffer` say it (`role grad`); a
+/// `ds.parameter` is a `parameter` or a `buffer`. The runtime's dsrt_slot_role.
+def DS_SlotRoleAttr : EnumAttr<DS_Dialect, DS_SlotRole, "slot_role">;
+/// Where a slot lives (`ds.memory_space`) or where `ds.move` copies to. The runtime's
+/// dsrt_space.
+def DS_MemorySpaceAttr : EnumAttr<DS_Dialect, DS_MemorySpace, "memory_space">;
 
 def DS_MeshAxis : I32EnumAttr<"MeshAxis", "the role of a mesh axis", [
     I32EnumAttrCase<"dp", 0>, I32EnumAttrCase<"pp", 1>, I32EnumAttrCase<"tp", 2>,

@@ -88,9 +88,9 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
     return success();
   }
   if (name == kMemorySpaceAttrName) {
-    auto space = dyn_cast<StringAttr>(attr.getValue());
-    if (!space || !llvm::is_contained({"device", "host", "nvme"}, space.getValue()))
-      return op->emitError() << "'" << name << "' must be \"device\", \"host\" or \"nvme\"";
+    if (!isa<MemorySpaceAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a #ds<memory_space ...> (device, "
+                             << "host or nvme)";
     if (!isa<ParameterOp, StateOp, FlatBufferOp>(op))
       return op->emitError() << "'" << name << "' belongs on a ds.parameter, ds.state or "
                              << "ds.flat_buffer";

@@ -43,8 +43,8 @@ inline constexpr llvm::StringLiteral kPipelineRankAttrName = "ds.pipeline_rank";
 inline constexpr llvm::StringLiteral kScheduleAttrName = "ds.schedule";
 
 // Memory spaces (ds-offload): where a state lives and where an op runs.
-/// On a parameter, state or flat buffer: "device" (the default, also when absent), "host" or
-/// "nvme" (DeepSpeed's offload_optimizer / offload_param devices).
+/// On a parameter, state or flat buffer: a MemorySpaceAttr, device (the default, also when
+/// absent), host or nvme (DeepSpeed's offload_optimizer / offload_param devices).
 inline constexpr llvm::StringLiteral kMemorySpaceAttrName = "ds.memory_space";
 /// On an op: it runs on the host, over host tensors (the offloaded optimizer).
 inline constexpr llvm::StringLiteral kOnHostAttrName = "ds.on_host";

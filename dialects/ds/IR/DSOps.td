@@ -55,6 +55,10 @@ def DS_ParameterOp : DS_Op<"parameter", [Symbol, HasParent<"::mlir::ModuleOp">]>
     }
     /// All state_dict keys of this tensor: the symbol name, then the aliases.
     ::llvm::SmallVector<::llvm::StringRef> getNames();
+    /// Its slot's role: a trainable parameter, or a buffer.
+    ::mlir::ds::SlotRole getRole() {
+      return getTrainable() ? ::mlir::ds::SlotRole::parameter : ::mlir::ds::SlotRole::buffer;
+    }
   }];
 }
 
@@ -148,7 +152,7 @@ def DS_GeluOp : DS_Op<"gelu", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInte
                        DefaultValuedAttr<DS_GeluApproximateAttr,
                                          "::mlir::ds::GeluApproximate::none">:$approximate);
   let results = (outs DS_FloatTensor:$result);
-  let assemblyFormat = "$input (`approximate` `=` $approximate^)? attr-dict `:` type($input)";
+  let assemblyFormat = "$input (`approximate` `=` `` $approximate^)? attr-dict `:` type($input)";
 }
 
 class DS_BinaryOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {

@@ -29,14 +29,37 @@ LogicalResult StateOp::verify() {
   if (getSymName().empty())
     return emitOpError() << "needs a name, which cannot be empty";
   auto module = (*this)->getParentOfType<ModuleOp>();
+  bool scalarOfNone = false;
+  switch (getRole()) {
+  case SlotRole::loss_scale:
+  case SlotRole::found_inf:
+    scalarOfNone = true;
+    break;
+  case SlotRole::grad:
+  case SlotRole::exp_avg:
+  case SlotRole::exp_avg_sq:
+  case SlotRole::momentum_buffer:
+  case SlotRole::master:
+  case SlotRole::param_shard:
+  case SlotRole::grad_shard:
+    break;
+  case SlotRole::parameter:
+  case SlotRole::buffer:
+  case SlotRole::params:
+  case SlotRole::grads:
+  case SlotRole::params_sharded:
+    return emitOpError() << "role '" << stringifySlotRole(getRole())
+                         << "' is not a state's (a ds.parameter is a parameter or a buffer; "
+                            "params, grads and params_sharded are ds.flat_buffer roles)";
+  }
   if (!getOfAttr()) {
-    if (getRole() != "loss_scale" && getRole() != "found_inf")
-      return emitOpError() << "role '" << getRole()
+    if (!scalarOfNone)
+      return emitOpError() << "role '" << stringifySlotRole(getRole())
                            << "' needs `of` (only loss_scale and found_inf belong to no "
                               "parameter)";
     if (getTensorType().getRank() != 0 || !getTensorType().getElementType().isF32())
-      return emitOpError() << "'" << getRole() << "' must be a tensor<f32> scalar, not "
-                           << getType();
+      return emitOpError() << "'" << stringifySlotRole(getRole())
+                           << "' must be a tensor<f32> scalar, not " << getType();
     return success();
   }
   if (module && module.lookupSymbol<FlatBufferOp>(getOfAttr()))
@@ -48,14 +71,39 @@ LogicalResult StateOp::verify() {
 }
 
 LogicalResult MoveOp::verify() {
-  if (getTo() != "device" && getTo() != "host")
-    return emitOpError() << "moves to \"device\" or \"host\", not \"" << getTo() << "\"";
-  return success();
+  switch (getTo()) {
+  case MemorySpace::device:
+  case MemorySpace::host:
+    return success();
+  case MemorySpace::nvme:
+    break;
+  }
+  return emitOpError() << "moves to device or host, not " << stringifyMemorySpace(getTo())
+                       << " (NVMe is reached through the states that live there)";
 }
 
 LogicalResult FlatBufferOp::verify() {
   if (getSymName().empty())
     return emitOpError() << "needs a name, which cannot be empty";
+  switch (getRole()) {
+  case SlotRole::params:
+  case SlotRole::grads:
+  case SlotRole::params_sharded:
+    break;
+  case SlotRole::parameter:
+  case SlotRole::buffer:
+  case SlotRole::grad:
+  case SlotRole::exp_avg:
+  case SlotRole::exp_avg_sq:
+  case SlotRole::momentum_buffer:
+  case SlotRole::master:
+  case SlotRole::loss_scale:
+  case SlotRole::found_inf:
+  case SlotRole::param_shard:
+  case SlotRole::grad_shard:
+    return emitOpError() << "role '" << stringifySlotRole(getRole())
+                         << "' is not a flat buffer's (params, grads or params_sharded)";
+  }
   auto module = (*this)->getParentOfType<ModuleOp>();
   int64_t total = 0;
   llvm::SmallDenseSet<Attribute> seen;

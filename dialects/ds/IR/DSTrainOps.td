@@ -13,21 +13,22 @@ def DS_StateOp : DS_Op<"state", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     Created by `ds-autodiff` (the accumulated gradient) and `ds-optimizer` (moments). Starts
     at zero; read with `ds.get_parameter`, written with `ds.assign`. Not in the state_dict.
     ```mlir
-    ds.state @"fc.weight.grad" of @"fc.weight" role "grad" : tensor<32x16xf32>
-    ds.state @loss_scale role "loss_scale" : tensor<f32>
+    ds.state @"fc.weight.grad" of @"fc.weight" role grad : tensor<32x16xf32>
+    ds.state @loss_scale role loss_scale : tensor<f32>
     ```
     A state of no parameter is a scalar of the training loop that the compiled step shares
     with the driver: role `loss_scale` (fp16's dynamic loss scale, set by the driver before a
     step) or `found_inf` (1 when the step's gradients overflowed, set by `@optimizer_step`).
 
-    **Constraints:** the symbol name is not empty; `of` names a trainable `ds.parameter`
-    (or, for a ZeRO shard, the
-    `ds.flat_buffer` it partitions); without `of`, the role is `loss_scale` or `found_inf`
+    **Constraints:** the symbol name is not empty; the role is a state's (`grad`,
+    `exp_avg`, `exp_avg_sq`, `momentum_buffer`, `master`, `loss_scale`, `found_inf`,
+    `param_shard`, `grad_shard`); `of` names a trainable `ds.parameter` (or, for a ZeRO shard,
+    the `ds.flat_buffer` it partitions); without `of`, the role is `loss_scale` or `found_inf`
     and the type a scalar.
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, OptionalAttr<FlatSymbolRefAttr>:$of,
-                       StrAttr:$role, TypeAttrOf<AnyStaticShapeTensor>:$type);
-  let assemblyFormat = "$sym_name (`of` $of^)? `role` $role `:` $type attr-dict";
+                       DS_SlotRoleAttr:$role, TypeAttrOf<AnyStaticShapeTensor>:$type);
+  let assemblyFormat = "$sym_name (`of` $of^)? `role` `` $role `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
@@ -45,14 +46,16 @@ def DS_FlatBufferOp : DS_Op<"flat_buffer", [Symbol, HasParent<"::mlir::ModuleOp"
     contiguous shards (the size is a multiple of the ranks times the alignment), as DeepSpeed
     partitions its flat parameter and gradient buffers. Read and written like a state.
     ```mlir
-    ds.flat_buffer @zero.params role "params" members [@w, @b] : tensor<32xf32>
+    ds.flat_buffer @zero.params role params members [@w, @b] : tensor<32xf32>
     ```
-    **Constraints:** the symbol name is not empty; members exist, are distinct, share the
-    buffer's element type, and their elements fit in the buffer.
+    **Constraints:** the symbol name is not empty; the role is `params`, `grads` or
+    `params_sharded`; members exist, are distinct, share the buffer's element type, and their
+    elements fit in the buffer.
   }];
-  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$role, FlatSymbolRefArrayAttr:$members,
+  let arguments = (ins SymbolNameAttr:$sym_name, DS_SlotRoleAttr:$role,
+                       FlatSymbolRefArrayAttr:$members,
                        TypeAttrOf<AnyStaticShapeTensor>:$type);
-  let assemblyFormat = "$sym_name `role` $role `members` $members `:` $type attr-dict";
+  let assemblyFormat = "$sym_name `role` `` $role `members` $members `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {
@@ -82,16 +85,16 @@ def DS_MoveOp : DS_Op<"move", [SameOperandsAndResultType]> {
     compute stream waits for it at the result's first use, so placing the op early (a
     prefetch) overlaps the copy with the compute in between.
     ```mlir
-    %h = ds.move %g to "host" : tensor<1024xf32>
+    %h = ds.move %g to host : tensor<1024xf32>
     ```
     Not pure: two moves of one value at different points are different transfers (CSE
     must not merge a backward's prefetch into the forward's).
 
     **Constraints:** `to` is `device` or `host` (NVMe is reached through states).
   }];
-  let arguments = (ins AnyStaticShapeTensor:$input, StrAttr:$to);
+  let arguments = (ins AnyStaticShapeTensor:$input, DS_MemorySpaceAttr:$to);
   let results = (outs AnyStaticShapeTensor:$result);
-  let assemblyFormat = "$input `to` $to attr-dict `:` type($result)";
+  let assemblyFormat = "$input `to` `` $to attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 
@@ -115,7 +118,7 @@ def DS_GeluGradOp : DS_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
                                          "::mlir::ds::GeluApproximate::none">:$approximate);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $result_grad (`approximate` `=` $approximate^)? attr-dict `:` type($input)
+    $input `,` $result_grad (`approximate` `=` `` $approximate^)? attr-dict `:` type($input)
   }];
 }
 

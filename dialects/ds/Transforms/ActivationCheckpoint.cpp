@@ -212,10 +212,10 @@ void ActivationCheckpointPass::runOnOperation() {
     if (!lastForward || !firstBackward)
       continue;
     b.setInsertionPointAfter(lastForward);
-    auto host = MoveOp::create(b, v.getLoc(), v.getType(), v, b.getStringAttr("host"));
+    auto host = MoveOp::create(b, v.getLoc(), v.getType(), v, MemorySpaceAttr::get(b.getContext(), MemorySpace::host));
     b.setInsertionPoint(firstBackward);
     auto back = MoveOp::create(b, v.getLoc(), v.getType(), host.getResult(),
-                               b.getStringAttr("device"));
+                               MemorySpaceAttr::get(b.getContext(), MemorySpace::device));
     v.replaceUsesWithIf(back.getResult(), [&](OpOperand &use) {
       return use.getOwner() != host && loss->isBeforeInBlock(use.getOwner()) &&
              use.getOwner() != back;

@@ -23,7 +23,9 @@ namespace {
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
 /// The name of the gradient state of parameter `name`.
-std::string gradName(StringRef name) { return (name + "@grad").str(); }
+std::string gradName(StringRef name) {
+  return (name + "@" + stringifySlotRole(SlotRole::grad)).str();
+}
 
 struct AutodiffPass : mlir::ds::impl::DSAutodiffBase<AutodiffPass> {
   using DSAutodiffBase::DSAutodiffBase;
@@ -235,7 +237,7 @@ void AutodiffPass::runOnOperation() {
   grads[loss] = ConstantOp::create(b, loss.getLoc(), seed);
   // fp16's loss scaling: the seed times the scale the driver sets before the step.
   for (auto state : module.getOps<StateOp>())
-    if (state.getRole() == "loss_scale") {
+    if (state.getRole() == SlotRole::loss_scale) {
       Value s = GetParameterOp::create(
           b, loss.getLoc(), state.getTensorType(),
           FlatSymbolRefAttr::get(state.getSymNameAttr()));
@@ -315,7 +317,7 @@ void AutodiffPass::runOnOperation() {
     if (!param.getTrainable())
       continue;
     std::string name = gradName(param.getSymName());
-    auto state = StateOp::create(mb, param.getLoc(), mb.getStringAttr(name), FlatSymbolRefAttr::get(param.getSymNameAttr()), mb.getStringAttr("grad"), TypeAttr::get(param.getType()));
+    auto state = StateOp::create(mb, param.getLoc(), mb.getStringAttr(name), FlatSymbolRefAttr::get(param.getSymNameAttr()), SlotRoleAttr::get(mb.getContext(), SlotRole::grad), TypeAttr::get(param.getType()));
     (void)state;
     // Unused by the loss: its gradient stays zero.
     for (auto &[key, g] : paramGrads) {

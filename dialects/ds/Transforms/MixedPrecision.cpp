@@ -157,8 +157,9 @@ void MixedPrecisionPass::runOnOperation() {
     for (Operation &op : *module.getBody())
       if (isa<ParameterOp, StateOp>(op))
         mb.setInsertionPointAfter(&op);
-    StateOp::create(mb, module.getLoc(), mb.getStringAttr("loss_scale"), FlatSymbolRefAttr(),
-                    mb.getStringAttr("loss_scale"),
+    StateOp::create(mb, module.getLoc(), mb.getStringAttr(stringifySlotRole(SlotRole::loss_scale)),
+                    FlatSymbolRefAttr(),
+                    SlotRoleAttr::get(mb.getContext(), SlotRole::loss_scale),
                     TypeAttr::get(RankedTensorType::get({}, mb.getF32Type())));
   }
 }

@@ -38,7 +38,7 @@ private:
   /// Where a read of the state `name` yields its value (NVMe reads land in host memory).
   Space stateSpace(StringRef name) {
     auto it = spaces.find(name);
-    return it == spaces.end() || it->second == "device" ? Space::Device : Space::Host;
+    return it == spaces.end() || it->second == MemorySpace::device ? Space::Device : Space::Host;
   }
   Space valueSpace(Value v) {
     Operation *def = v.getDefiningOp();
@@ -49,7 +49,7 @@ private:
     if (auto g = dyn_cast<GetParameterOp>(def))
       return stateSpace(g.getName());
     if (auto m = dyn_cast<MoveOp>(def))
-      return m.getTo() == "host" ? Space::Host : Space::Device;
+      return m.getTo() == MemorySpace::host ? Space::Host : Space::Device;
     return def->hasAttr(kOnHostAttrName) ? Space::Host : Space::Device;
   }
   void placeStates(ModuleOp module);
@@ -57,39 +57,57 @@ private:
   void insertMoves(func::FuncOp func, Operation *loss);
   void prefetchMoves(func::FuncOp func, Operation *loss);
 
-  llvm::StringMap<std::string> spaces; ///< state or parameter -> "host" | "nvme"
+  llvm::StringMap<MemorySpace> spaces; ///< state or parameter -> host | nvme
 };
 
 void OffloadPass::placeStates(ModuleOp module) {
-  StringRef optSpace = optimizer == "cpu" ? "host" : "nvme";
-  StringRef paramSpace = param == "cpu" ? "host" : "nvme";
+  MemorySpace optSpace = optimizer == "cpu" ? MemorySpace::host : MemorySpace::nvme;
+  MemorySpace paramSpace = param == "cpu" ? MemorySpace::host : MemorySpace::nvme;
+  bool offloadOptimizer = optimizer != "none", offloadParams = param != "none";
   llvm::StringSet<> members;
   bool sharded = false;
   for (auto f : module.getOps<FlatBufferOp>()) {
-    sharded |= f.getRole() == "params_sharded";
+    sharded |= f.getRole() == SlotRole::params_sharded;
     for (Attribute a : f.getMembers())
       members.insert(cast<FlatSymbolRefAttr>(a).getValue());
   }
-  auto place = [&](Operation *op, StringRef name, StringRef space) {
-    op->setAttr(kMemorySpaceAttrName, StringAttr::get(op->getContext(), space));
-    spaces[name] = space.str();
+  auto place = [&](Operation *op, StringRef name, MemorySpace space) {
+    op->setAttr(kMemorySpaceAttrName, MemorySpaceAttr::get(op->getContext(), space));
+    spaces[name] = space;
   };
   for (auto st : module.getOps<StateOp>()) {
-    StringRef role = st.getRole(), name = st.getSymName();
-    if (role == "loss_scale" || role == "found_inf" || members.contains(name))
+    StringRef name = st.getSymName();
+    if (members.contains(name))
       continue;
-    if (role == "param_shard") {
-      if (param != "none")
+    switch (st.getRole()) {
+    case SlotRole::param_shard:
+      if (offloadParams)
         place(st, name, paramSpace);
-    } else if (role == "grad" || role == "grad_shard") {
-      if (optimizer != "none") // accumulated on the host, as the optimizer reads them there
-        place(st, name, "host");
-    } else if (optimizer != "none") {
-      place(st, name, optSpace);
+      break;
+    case SlotRole::grad:
+    case SlotRole::grad_shard:
+      if (offloadOptimizer) // accumulated on the host, as the optimizer reads them there
+        place(st, name, MemorySpace::host);
+      break;
+    case SlotRole::exp_avg:
+    case SlotRole::exp_avg_sq:
+    case SlotRole::momentum_buffer:
+    case SlotRole::master:
+      if (offloadOptimizer)
+        place(st, name, optSpace);
+      break;
+    case SlotRole::loss_scale:
+    case SlotRole::found_inf: // the driver's scalars stay on the device
+    case SlotRole::parameter:
+    case SlotRole::buffer:
+    case SlotRole::params:
+    case SlotRole::grads:
+    case SlotRole::params_sharded: // not a state's (StateOp::verify)
+      break;
     }
   }
   // One rank (no ZeRO partitioning): the large trainable parameters themselves.
-  if (param != "none" && !sharded)
+  if (offloadParams && !sharded)
     for (auto p : module.getOps<ParameterOp>())
       if (p.getTrainable() && !members.contains(p.getSymName()) &&
           p.getTensorType().getNumElements() >= persistenceThreshold)
@@ -166,7 +184,8 @@ void OffloadPass::insertMoves(func::FuncOp func, Operation *loss) {
         if (auto g = v.getDefiningOp<GetParameterOp>())
           from = b.clone(*g)->getResult(0);
         m = MoveOp::create(b, op.getLoc(), v.getType(), from,
-                           b.getStringAttr(want == Space::Host ? "host" : "device"));
+                           MemorySpaceAttr::get(b.getContext(), want == Space::Host ? MemorySpace::host
+                                                                           : MemorySpace::device));
       }
       o.set(m);
     }
@@ -201,7 +220,7 @@ void OffloadPass::prefetchMoves(func::FuncOp func, Operation *loss) {
           transfers.push_back({g, m, c});
     } else if (auto g = dyn_cast<GetParameterOp>(op)) {
       auto it = spaces.find(g.getName());
-      if (it != spaces.end() && it->second == "nvme" &&
+      if (it != spaces.end() && it->second == MemorySpace::nvme &&
           llvm::none_of(g->getUsers(), [](Operation *u) { return isa<MoveOp>(u); }))
         if (Operation *c = firstUser(g.getResult()))
           transfers.push_back({g, nullptr, c});

@@ -99,7 +99,7 @@ void OptimizerPass::runOnOperation() {
   // Gradient states by parameter, from ds-autodiff.
   SmallVector<std::pair<ParameterOp, StateOp>> params;
   for (auto state : module.getOps<StateOp>())
-    if (state.getRole() == "grad" && state.getOfAttr())
+    if (state.getRole() == SlotRole::grad && state.getOfAttr())
       params.push_back({module.lookupSymbol<ParameterOp>(state.getOfAttr()), state});
   bool hasFlat = !module.getOps<FlatBufferOp>().empty();
   if (params.empty() && !hasFlat) {
@@ -121,7 +121,7 @@ void OptimizerPass::runOnOperation() {
     mixed |= param.getTrainable() && isHalfType(param.getTensorType().getElementType());
   StateOp lossScaleState;
   for (auto st : module.getOps<StateOp>())
-    if (st.getRole() == "loss_scale")
+    if (st.getRole() == SlotRole::loss_scale)
       lossScaleState = st;
 
   bool isAdam = type == "AdamW" || type == "Adam";
@@ -162,7 +162,7 @@ void OptimizerPass::runOnOperation() {
     ranks = dp.size;
     if (zeroStage >= 1) {
       for (auto f : module.getOps<FlatBufferOp>()) {
-        if (f.getRole() != "params" && f.getRole() != "params_sharded")
+        if (f.getRole() != SlotRole::params && f.getRole() != SlotRole::params_sharded)
           continue;
         Bucket bucket;
         bucket.params = f;
@@ -170,14 +170,14 @@ void OptimizerPass::runOnOperation() {
         if (auto p = module.lookupSymbol<ParameterOp>(firstParam))
           bucket.split = static_cast<bool>(p.getShardingAttr());
         for (auto g : module.getOps<FlatBufferOp>())
-          if (g.getRole() == "grads")
+          if (g.getRole() == SlotRole::grads)
             if (auto st = module.lookupSymbol<StateOp>(cast<FlatSymbolRefAttr>(g.getMembers()[0])))
               if (st.getOfAttr() == firstParam)
                 bucket.grads = g;
         for (auto st : module.getOps<StateOp>())
-          if (st.getOf() == f.getSymName() && st.getRole() == "grad_shard")
+          if (st.getOf() == f.getSymName() && st.getRole() == SlotRole::grad_shard)
             bucket.gradShard = st;
-          else if (st.getOf() == f.getSymName() && st.getRole() == "param_shard")
+          else if (st.getOf() == f.getSymName() && st.getRole() == SlotRole::param_shard)
             bucket.paramShard = st;
         int64_t n = f.getTensorType().getNumElements();
         bucket.shardType = RankedTensorType::get({n / ranks}, f.getTensorType().getElementType());
@@ -270,19 +270,19 @@ void OptimizerPass::runOnOperation() {
   SmallVector<std::pair<std::string, std::string>> moments;
   SmallVector<bool> muonParam;
   // Optimizer state is f32 (the parameters' type, or their masters' in mixed precision).
-  auto newState = [&](ParameterOp param, StringRef role) {
-    std::string name = (param.getSymName() + "@" + role).str();
+  auto newState = [&](ParameterOp param, SlotRole role) {
+    std::string name = (param.getSymName() + "@" + stringifySlotRole(role)).str();
     StateOp::create(mb, param.getLoc(), mb.getStringAttr(name),
-                    FlatSymbolRefAttr::get(param.getSymNameAttr()), mb.getStringAttr(role),
-                    TypeAttr::get(wide(param.getTensorType())));
+                    FlatSymbolRefAttr::get(param.getSymNameAttr()),
+                    SlotRoleAttr::get(ctx, role), TypeAttr::get(wide(param.getTensorType())));
     return name;
   };
   for (Bucket &bucket : buckets) {
-    auto shardState = [&](StringRef role) {
-      std::string name = (bucket.params.getSymName() + "@" + role).str();
+    auto shardState = [&](SlotRole role) {
+      std::string name = (bucket.params.getSymName() + "@" + stringifySlotRole(role)).str();
       StateOp::create(mb, loc, mb.getStringAttr(name),
                       FlatSymbolRefAttr::get(bucket.params.getSymNameAttr()),
-                      mb.getStringAttr(role), TypeAttr::get(wide(bucket.shardType)));
+                      SlotRoleAttr::get(ctx, role), TypeAttr::get(wide(bucket.shardType)));
       return name;
     };
     Operation *last = bucket.paramShard ? bucket.paramShard.getOperation()
@@ -291,31 +291,31 @@ void OptimizerPass::runOnOperation() {
                                        : bucket.params.getOperation();
     mb.setInsertionPointAfter(last);
     if (mixed)
-      bucket.master = shardState("master");
+      bucket.master = shardState(SlotRole::master);
     if (isAdam)
-      bucket.moments = {shardState("exp_avg"), shardState("exp_avg_sq")};
+      bucket.moments = {shardState(SlotRole::exp_avg), shardState(SlotRole::exp_avg_sq)};
     else if (momentum != 0)
-      bucket.moments = {shardState("momentum_buffer"), ""};
+      bucket.moments = {shardState(SlotRole::momentum_buffer), ""};
   }
   SmallVector<std::string> masters;
   for (auto [param, grad] : params) {
-    masters.push_back(mixed ? newState(param, "master") : "");
+    masters.push_back(mixed ? newState(param, SlotRole::master) : "");
     muonParam.push_back(isMuon && usesMuonRule(param));
     if (muonParam.back())
-      moments.push_back({newState(param, "momentum_buffer"), ""});
+      moments.push_back({newState(param, SlotRole::momentum_buffer), ""});
     else if (isAdam || isMuon)
-      moments.push_back({newState(param, "exp_avg"), newState(param, "exp_avg_sq")});
+      moments.push_back({newState(param, SlotRole::exp_avg), newState(param, SlotRole::exp_avg_sq)});
     else if (momentum != 0)
-      moments.push_back({newState(param, "momentum_buffer"), ""});
+      moments.push_back({newState(param, SlotRole::momentum_buffer), ""});
     else
       moments.push_back({"", ""});
   }
 
   std::string foundInfName;
   if (lossScaleState) {
-    foundInfName = "found_inf";
+    foundInfName = stringifySlotRole(SlotRole::found_inf).str();
     StateOp::create(mb, loc, mb.getStringAttr(foundInfName), FlatSymbolRefAttr(),
-                    mb.getStringAttr("found_inf"),
+                    SlotRoleAttr::get(mb.getContext(), SlotRole::found_inf),
                     TypeAttr::get(RankedTensorType::get({}, Float32Type::get(ctx))));
   }
 

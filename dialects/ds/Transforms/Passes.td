@@ -32,7 +32,7 @@ def DSMixedPrecision : Pass<"ds-mixed-precision", "::mlir::ModuleOp"> {
     rounds the backward at the same points, each op's gradient with respect to a 16-bit value
     before the gradients of its several readers are summed (in 16 bits, as PyTorch's autograd
     sums them: a residual stream, a tied weight), and the parameter gradients are 16-bit.
-    With `loss-scaling` (fp16) it declares `ds.state @loss_scale role "loss_scale"`, which
+    With `loss-scaling` (fp16) it declares `ds.state @loss_scale role loss_scale`, which
     `ds-autodiff` multiplies into the loss gradient's seed and `ds-optimizer` divides out.
 
     ```mlir
@@ -106,7 +106,7 @@ def DSAutodiff : Pass<"ds-autodiff", "::mlir::ModuleOp"> {
       ...
     }
     // after
-    ds.state @"fc.weight@grad" of @"fc.weight" role "grad" : tensor<4x16xf32>
+    ds.state @"fc.weight@grad" of @"fc.weight" role grad : tensor<4x16xf32>
     func.func @micro_step(%x: tensor<8x16xf32>) -> tensor<f32> {
       ... forward ...
       %dw, %db = ds.linear_grad_weight %x, %dy : ...

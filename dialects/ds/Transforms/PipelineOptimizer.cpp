@@ -156,7 +156,7 @@ LogicalResult mlir::ds::splitOptimizerForPipeline(ModuleOp module) {
   // Tied gradients: each holder's partial sum, exchanged pair by pair (a < b: a sends first).
   SmallVector<StateOp> tied;
   for (auto state : module.getOps<StateOp>())
-    if (state.getRole() == "grad" && llvm::popcount(holders[state.getSymNameAttr()]) > 1)
+    if (state.getRole() == SlotRole::grad && llvm::popcount(holders[state.getSymNameAttr()]) > 1)
       tied.push_back(state);
 
   OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());

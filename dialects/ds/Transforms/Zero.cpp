@@ -136,7 +136,7 @@ void ZeroPass::runOnOperation() {
   std::map<std::tuple<int64_t, int, int>, Layout> layouts;
   Type elem;
   for (auto state : module.getOps<StateOp>()) {
-    if (state.getRole() != "grad")
+    if (state.getRole() != SlotRole::grad)
       continue;
     auto param = module.lookupSymbol<ParameterOp>(state.getOfAttr());
     RankedTensorType t = param.getTensorType();
@@ -178,12 +178,14 @@ void ZeroPass::runOnOperation() {
       suffix += ".sharded";
     auto params = FlatBufferOp::create(
         b, loc, b.getStringAttr("zero.params" + suffix),
-        b.getStringAttr(partitioned ? "params_sharded" : "params"), b.getArrayAttr(l.params),
+        SlotRoleAttr::get(b.getContext(),
+                          partitioned ? SlotRole::params_sharded : SlotRole::params),
+        b.getArrayAttr(l.params),
         TypeAttr::get(flatType));
     if (partitioned) {
       StateOp::create(b, loc, b.getStringAttr("zero.params" + suffix + "@shard"),
                       FlatSymbolRefAttr::get(params.getSymNameAttr()),
-                      b.getStringAttr("param_shard"),
+                      SlotRoleAttr::get(b.getContext(), SlotRole::param_shard),
                       TypeAttr::get(RankedTensorType::get({padded / dp.size}, elem)));
       if (failed(gatherOncePerStep(module, params)))
         return signalPassFailure();
@@ -196,7 +198,7 @@ void ZeroPass::runOnOperation() {
       continue;
     }
     auto grads = FlatBufferOp::create(b, loc, b.getStringAttr("zero.grads" + suffix),
-                                      b.getStringAttr("grads"), b.getArrayAttr(l.grads),
+                                      SlotRoleAttr::get(b.getContext(), SlotRole::grads), b.getArrayAttr(l.grads),
                                       TypeAttr::get(flatType));
     if (ppStage >= 0)
       grads->setAttr(kStagesAttrName, b.getDenseI64ArrayAttr({ppStage}));
@@ -210,10 +212,10 @@ LogicalResult ZeroPass::reduceOncePerStep(ModuleOp module, FlatBufferOp flat,
   auto shardType = RankedTensorType::get({flatType.getNumElements() / dp.size}, elem);
   OpBuilder mb(flat);
   mb.setInsertionPointAfter(flat);
-  std::string shardName = (flat.getSymName() + "@grad").str();
+  std::string shardName = (flat.getSymName() + "@" + stringifySlotRole(SlotRole::grad)).str();
   auto shardState = StateOp::create(mb, flat.getLoc(), mb.getStringAttr(shardName),
                                     FlatSymbolRefAttr::get(flat.getSymNameAttr()),
-                                    mb.getStringAttr("grad_shard"), TypeAttr::get(shardType));
+                                    SlotRoleAttr::get(mb.getContext(), SlotRole::grad_shard), TypeAttr::get(shardType));
   if (auto st = flat->getAttr(kStagesAttrName))
     shardState->setAttr(kStagesAttrName, st);
   llvm::StringMap<size_t> member;
@@ -351,7 +353,7 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
   Type elem;
   for (auto assign : llvm::make_early_inc_range(body.getOps<AssignOp>())) {
     auto state = module.lookupSymbol<StateOp>(assign.getNameAttr());
-    if (!state || state.getRole() != "grad")
+    if (!state || state.getRole() != SlotRole::grad)
       continue;
     auto add = assign.getValue().getDefiningOp<AddOp>();
     GetParameterOp old;
@@ -468,17 +470,19 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
     std::string name = ("zero.params." + Twine(k)).str();
     auto flat = FlatBufferOp::create(
         mb, loc, mb.getStringAttr(name),
-        mb.getStringAttr(partitioned[k] ? "params_sharded" : "params"), mb.getArrayAttr(members),
+        SlotRoleAttr::get(mb.getContext(),
+                          partitioned[k] ? SlotRole::params_sharded : SlotRole::params),
+        mb.getArrayAttr(members),
         TypeAttr::get(flatType));
     if (partitioned[k]) {
       StateOp::create(mb, loc, mb.getStringAttr(name + "@shard"),
                       FlatSymbolRefAttr::get(flat.getSymNameAttr()),
-                      mb.getStringAttr("param_shard"), TypeAttr::get(shardType));
+                      SlotRoleAttr::get(mb.getContext(), SlotRole::param_shard), TypeAttr::get(shardType));
       shardedBuffers.push_back(flat);
     }
-    std::string shardName = name + "@grad";
+    std::string shardName = name + "@" + stringifySlotRole(SlotRole::grad).str();
     StateOp::create(mb, loc, mb.getStringAttr(shardName),
-                    FlatSymbolRefAttr::get(flat.getSymNameAttr()), mb.getStringAttr("grad_shard"),
+                    FlatSymbolRefAttr::get(flat.getSymNameAttr()), SlotRoleAttr::get(mb.getContext(), SlotRole::grad_shard),
                     TypeAttr::get(shardType));
 
     // Pack the bucket right after its last gradient and reduce-scatter it, after what the

@@ -68,18 +68,18 @@ struct ArenaModel {
     bool counted = true;
     std::string what;
     bool comm = false; ///< a communication buffer (a collective's input or output)
-    int space = 0;     ///< dsrt_space: device (the arena), host or NVMe
+    dsrt_space space = DSRT_SPACE_DEVICE; ///< the arena, host memory or the swap file
   };
   std::vector<Storage> storages;
   int64_t inUse = 0, peak = 0;
   /// Host memory and the swap file (ds-offload's spaces), counted apart from the arena.
   int64_t hostInUse = 0, hostPeak = 0, nvmeInUse = 0, nvmePeak = 0;
-  int allocIn(int space, int64_t bytes, std::string what) {
-    if (space == 0)
+  int allocIn(dsrt_space space, int64_t bytes, std::string what) {
+    if (space == DSRT_SPACE_DEVICE)
       return alloc(bytes, std::move(what));
     storages.push_back({bytes, 1, true, std::move(what), false, space});
-    int64_t &use = space == 1 ? hostInUse : nvmeInUse;
-    int64_t &top = space == 1 ? hostPeak : nvmePeak;
+    int64_t &use = space == DSRT_SPACE_HOST ? hostInUse : nvmeInUse;
+    int64_t &top = space == DSRT_SPACE_HOST ? hostPeak : nvmePeak;
     use += bytes;
     top = std::max(top, use);
     return storages.size() - 1;
@@ -101,8 +101,8 @@ struct ArenaModel {
   }
   void retain(int s) { ++storages[s].refs; }
   void release(int s) {
-    if (--storages[s].refs == 0 && storages[s].counted && storages[s].space != 0) {
-      (storages[s].space == 1 ? hostInUse : nvmeInUse) -= storages[s].bytes;
+    if (--storages[s].refs == 0 && storages[s].counted && storages[s].space != DSRT_SPACE_DEVICE) {
+      (storages[s].space == DSRT_SPACE_HOST ? hostInUse : nvmeInUse) -= storages[s].bytes;
       return;
     }
     if (storages[s].refs == 0 && storages[s].counted) {
@@ -143,10 +143,10 @@ public:
 private:
   // --- slots -----------------------------------------------------------------------------
   struct Slot {
-    std::string name, kind, of;
+    std::string name, of;
+    dsrt_slot_role role = DSRT_ROLE_PARAMETER;
     SmallVector<std::string> aliases;
     RankedTensorType type;
-    std::string role;    ///< a state's or flat buffer's role
     int viewOf = -1;     ///< a member of this flat buffer's slot
     int shardOf = -1;    ///< stage 3: a parameter that exists only as part of this shard slot
     int64_t offset = 0;  ///< elements into it
@@ -158,7 +158,7 @@ private:
     std::string splitAxis;
     /// A pipeline: the pp ranks that hold it (empty: every rank).
     SmallVector<int64_t> stages;
-    int space = 0; ///< dsrt_space (ds.memory_space)
+    dsrt_space space = DSRT_SPACE_DEVICE; ///< ds.memory_space
     bool heldBy(int64_t ppRank) const {
       return stages.empty() || llvm::is_contained(stages, ppRank);
     }
@@ -310,7 +310,7 @@ LogicalResult Lowering::collectSlots() {
     Slot s;
     if (auto p = dyn_cast<ParameterOp>(op)) {
       s.name = p.getSymName().str();
-      s.kind = p.getTrainable() ? "parameter" : "buffer";
+      s.role = runtime::role(p.getRole());
       if (auto aliases = p.getAliases())
         for (Attribute a : *aliases)
           s.aliases.push_back(cast<StringAttr>(a).getValue().str());
@@ -332,17 +332,15 @@ LogicalResult Lowering::collectSlots() {
       }
     } else if (auto st = dyn_cast<StateOp>(op)) {
       s.name = st.getSymName().str();
-      s.kind = st.getRole() == "grad" ? "gradient" : "state";
       s.of = st.getOf().value_or("").str();
       s.type = st.getTensorType();
       s.sharded = st.getOfAttr() && module.lookupSymbol<FlatBufferOp>(st.getOfAttr());
-      s.role = st.getRole().str();
+      s.role = runtime::role(st.getRole());
     } else if (auto f = dyn_cast<FlatBufferOp>(op)) {
-      if (f.getRole() == "params_sharded")
+      if (f.getRole() == SlotRole::params_sharded)
         continue; // only its shard (a ds.state) is stored
       s.name = f.getSymName().str();
-      s.kind = "flat";
-      s.role = f.getRole().str();
+      s.role = runtime::role(f.getRole());
       s.type = f.getTensorType();
       s.pinned = true;
     } else {
@@ -350,8 +348,8 @@ LogicalResult Lowering::collectSlots() {
     }
     if (auto st = op.getAttrOfType<DenseI64ArrayAttr>(kStagesAttrName))
       s.stages.assign(st.asArrayRef().begin(), st.asArrayRef().end());
-    if (auto sp = op.getAttrOfType<StringAttr>(kMemorySpaceAttrName))
-      s.space = sp.getValue() == "host" ? 1 : sp.getValue() == "nvme" ? 2 : 0;
+    if (auto sp = op.getAttrOfType<MemorySpaceAttr>(kMemorySpaceAttrName))
+      s.space = runtime::space(sp.getValue());
     if (failed(dtypeCode(s.type.getElementType())))
       return op.emitError() << "ds-lower-to-runtime: unsupported element type "
                             << s.type.getElementType();
@@ -360,7 +358,7 @@ LogicalResult Lowering::collectSlots() {
   }
   // Members of partitioned buffers exist only in their shard state (stage 3).
   for (auto f : module.getOps<FlatBufferOp>()) {
-    if (f.getRole() != "params_sharded")
+    if (f.getRole() != SlotRole::params_sharded)
       continue;
     int shard = slotIndex.lookup((f.getSymName() + "@shard").str());
     int64_t offset = 0;
@@ -373,7 +371,7 @@ LogicalResult Lowering::collectSlots() {
   }
   // Members of flat buffers are views at their running offsets.
   for (auto f : module.getOps<FlatBufferOp>()) {
-    if (f.getRole() == "params_sharded")
+    if (f.getRole() == SlotRole::params_sharded)
       continue;
     int base = slotIndex.lookup(f.getSymName());
     int64_t offset = 0;
@@ -464,7 +462,7 @@ runtime::Tensor Lowering::allocType(RankedTensorType type, const std::string &wh
                                     int &storage) {
   int32_t code = *dtypeCode(type.getElementType());
   if (onHost) { // the host optimizer's work: host memory, not the arena
-    storage = arena.allocIn(1, tensorBytes(type), what);
+    storage = arena.allocIn(DSRT_SPACE_HOST, tensorBytes(type), what);
     return call(runtime::fn::dsrt_tensor_alloc_host, ctxv(), i32(code), i32(type.getRank()),
                                            i64Array(type.getShape()));
   }
@@ -624,7 +622,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
       runtime::Tensor t;
       if (write && slotIndex.count(write.getName()) &&
           (slots[slotIndex.lookup(write.getName())].pinned ||
-           slots[slotIndex.lookup(write.getName())].space == 1)) {
+           slots[slotIndex.lookup(write.getName())].space == DSRT_SPACE_HOST)) {
         int idx = slotIndex.lookup(write.getName());
         t = call(runtime::fn::dsrt_slot_get, ctxv(), i32(idx));
         lowered[r] = t;
@@ -676,7 +674,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     if (slots[idx].shardOf >= 0)
       return op->emitError() << "ds-lower-to-runtime: '" << g.getName()
                              << "' is partitioned (ZeRO stage 3) and has no whole value to read";
-    if (slots[idx].space == 2) { // NVMe: read into a host buffer on the transfer stream
+    if (slots[idx].space == DSRT_SPACE_NVME) { // NVMe: read into a host buffer on the transfer stream
       RankedTensorType type = typeOf(g.getResult());
       bool was = onHost;
       onHost = true;
@@ -692,7 +690,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
     return success();
   }
   if (auto m = dyn_cast<MoveOp>(op)) {
-    bool toHost = m.getTo() == "host";
+    bool toHost = m.getTo() == MemorySpace::host;
     onHost = toHost;
     runtime::Tensor out = alloc(m.getResult(), describe(op));
     onHost = false;
@@ -702,7 +700,7 @@ LogicalResult Lowering::lowerOp(Operation *op) {
   }
   auto assignSlot = [&](StringRef name, Value v) {
     int idx = slotIndex.lookup(name);
-    if (slots[idx].space == 2) { // NVMe: written on the transfer stream, the value held
+    if (slots[idx].space == DSRT_SPACE_NVME) { // NVMe: written on the transfer stream, the value held
       int s = storageOf.lookup(v);
       arena.retain(s);
       pendingStores.push_back({call(runtime::fn::dsrt_slot_store, ctxv(), i32(idx), get(v)), s});
@@ -850,7 +848,7 @@ runtime::Tensor Lowering::reuseDying(Operation *op, Value result) {
     const int storage = it->second; // (inserting into storageOf below moves its entries)
     const ArenaModel::Storage &st = arena.storages[storage];
     // A temporary of the arena that nothing else holds (no view of it, no pending store).
-    if (st.refs != 1 || !st.counted || st.comm || st.space != 0)
+    if (st.refs != 1 || !st.counted || st.comm || st.space != DSRT_SPACE_DEVICE)
       continue;
     RankedTensorType type = typeOf(result);
     runtime::Tensor out = call(runtime::fn::dsrt_tensor_view, ctxv(), handle, i32(type.getRank()), i64Array(type.getShape()));
@@ -1163,7 +1161,7 @@ void Lowering::emitInitSlots() {
   for (auto [i, s] : llvm::enumerate(slots))
     if (s.viewOf < 0 && s.shardOf < 0)
       onItsRanks(s, [&, i = i, &s = s] {
-        if (s.space != 0) // ds-offload's: host memory or the swap file
+        if (s.space != DSRT_SPACE_DEVICE) // ds-offload's: host memory or the swap file
           call(runtime::fn::dsrt_slot_define_in, ctxv(), i32(i), i32(s.space),
                                        i32(*dtypeCode(s.type.getElementType())),
                                        i32(s.type.getRank()), i64Array(s.type.getShape()));
@@ -1204,10 +1202,10 @@ void Lowering::allocateSlots(int64_t ppRank) {
       continue;
     }
     slotStorage.push_back(arena.allocIn(s.space, tensorBytes(s.type), "slot " + s.name));
-    if (s.space == 0)
+    if (s.space == DSRT_SPACE_DEVICE)
       persistentBytes += tensorBytes(s.type);
     else
-      (s.space == 1 ? hostPersistent : nvmePersistent) += tensorBytes(s.type);
+      (s.space == DSRT_SPACE_HOST ? hostPersistent : nvmePersistent) += tensorBytes(s.type);
   }
   for (auto [i, s] : llvm::enumerate(slots))
     if (s.viewOf >= 0 && slotStorage[s.viewOf] >= 0) {
@@ -1430,7 +1428,7 @@ void Lowering::emitMetadata() {
   std::vector<std::pair<int64_t, std::string>> largest;
   for (Slot &s : slots) {
     llvm::json::Object o{{"name", s.name},
-                         {"kind", s.kind},
+                         {"role", dsrt_slot_role_name(s.role)},
                          {"dtype", dtypeName(*dtypeCode(s.type.getElementType()))},
                          {"dims", llvm::json::Array(s.type.getShape())}};
     if (!s.aliases.empty())
@@ -1452,14 +1450,12 @@ void Lowering::emitMetadata() {
                                       {"segments", s.splitSegments},
                                       {"axis", s.splitAxis},
                                       {"parts", s.splitParts}};
-    if (!s.role.empty())
-      o["role"] = s.role;
     if (!s.stages.empty())
       o["stages"] = llvm::json::Array(s.stages);
-    if (s.space)
-      o["space"] = s.space == 1 ? "host" : "nvme";
+    if (s.space != DSRT_SPACE_DEVICE)
+      o["space"] = dsrt_space_name(s.space);
     slotArray.push_back(std::move(o));
-    largest.push_back({tensorBytes(s.type), s.kind + " " + s.name});
+    largest.push_back({tensorBytes(s.type), dsrt_slot_role_kind(s.role) + (" " + s.name)});
   }
   for (auto &t : temporaries)
     largest.push_back({t.first, "activation: " + t.second});
@@ -1502,19 +1498,35 @@ void Lowering::emitMetadata() {
         threshold = z->getInteger("stage3_param_persistence_threshold").value_or(threshold);
       }
     int64_t optimizerBytes = 0, paramBytes = 0;
-    bool sharded = llvm::any_of(slots, [](const Slot &sl) { return sl.role == "param_shard"; });
+    bool sharded =
+        llvm::any_of(slots, [](const Slot &sl) { return sl.role == DSRT_ROLE_PARAM_SHARD; });
     for (const Slot &sl : slots) {
       if (sl.viewOf >= 0 || sl.shardOf >= 0)
         continue;
       int64_t bytes = tensorBytes(sl.type);
-      if (sl.kind == "parameter") {
+      switch (sl.role) {
+      case DSRT_ROLE_PARAMETER:
         if (!sharded && sl.type.getNumElements() >= threshold)
           paramBytes += bytes;
-      } else if (sl.role == "param_shard") {
+        break;
+      case DSRT_ROLE_PARAM_SHARD:
         paramBytes += bytes;
-      } else if (sl.kind == "gradient" || sl.kind == "state") {
-        if (sl.role != "loss_scale" && sl.role != "found_inf" && !sl.role.empty())
-          optimizerBytes += bytes;
+        break;
+      case DSRT_ROLE_GRAD:
+      case DSRT_ROLE_GRAD_SHARD:
+      case DSRT_ROLE_EXP_AVG:
+      case DSRT_ROLE_EXP_AVG_SQ:
+      case DSRT_ROLE_MOMENTUM_BUFFER:
+      case DSRT_ROLE_MASTER:
+        optimizerBytes += bytes;
+        break;
+      case DSRT_ROLE_BUFFER:
+      case DSRT_ROLE_LOSS_SCALE:
+      case DSRT_ROLE_FOUND_INF:
+      case DSRT_ROLE_PARAMS:
+      case DSRT_ROLE_GRADS:
+      case DSRT_ROLE_PARAMS_SHARDED:
+        break;
       }
     }
     llvm::json::Object off;
@@ -1534,7 +1546,7 @@ void Lowering::emitMetadata() {
     // The swap file holds each NVMe slot at a 4096-byte boundary (O_DIRECT's alignment).
     int64_t file = 0;
     for (const Slot &sl : slots)
-      if (sl.space == 2)
+      if (sl.space == DSRT_SPACE_NVME)
         file += (tensorBytes(sl.type) + 4095) / 4096 * 4096;
     plan["nvme_file_bytes"] = file;
     plan["moved_bytes_per_step"] = llvm::json::Object{{"device_to_host", movedPerStep[0]},

@@ -12,6 +12,7 @@
 
 #include "dsrt/dsrt.h"
 
+#include "ds/IR/DSDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Value.h"
@@ -128,6 +129,11 @@ namespace fn {
 DS_RUNTIME_FUNCTIONS(DS_RUNTIME_FUNCTION)
 #undef DS_RUNTIME_FUNCTION
 } // namespace fn
+
+/// The ds dialect's roles and spaces are generated from dsrt.h's lists (DSRuntimeEnums.td):
+/// the same values.
+inline dsrt_slot_role role(SlotRole r) { return static_cast<dsrt_slot_role>(r); }
+inline dsrt_space space(MemorySpace s) { return static_cast<dsrt_space>(s); }
 
 using Tensor = Arg<dsrt_tensor *>;
 using Context = Arg<dsrt_context *>;

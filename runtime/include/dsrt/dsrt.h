@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,18 +26,19 @@ typedef struct dsrt_storage dsrt_storage;
 /* The contract's enums are each written once, as a list of X(...) entries: the C enum, its
  * names and (for roles and spaces) the ds dialect's ODS enum are all made from the list, the
  * ODS one by dialects/ds/IR/CMakeLists.txt, so that adding an entry here reaches every switch
- * over it in the runtime and in the compiler (both build with -Werror=switch). */
+ * over it in the runtime and in the compiler (both build with -Werror=switch). A description
+ * (the quoted entry) holds no semicolon: CMake reads the lists. */
 #define DSRT_ENUM_ENTRY_(prefix, upper, ...) prefix##upper,
 
 /** Element types, as X(ENUM, name, bytes, safetensors name). DSRT_I1 is stored as one byte
  *  per element (0 or 1). */
 #define DSRT_DTYPES(X)                                                                         \
-  X(F32, f32, 4, F32)                                                                          \
-  X(F64, f64, 8, F64)                                                                          \
-  X(I64, i64, 8, I64)                                                                          \
-  X(I32, i32, 4, I32)                                                                          \
-  X(I1, i1, 1, BOOL)                                                                           \
-  X(BF16, bf16, 2, BF16)                                                                       \
+  X(F32, f32, 4, F32)                                                                              \
+  X(F64, f64, 8, F64)                                                                              \
+  X(I64, i64, 8, I64)                                                                              \
+  X(I32, i32, 4, I32)                                                                              \
+  X(I1, i1, 1, BOOL)                                                                               \
+  X(BF16, bf16, 2, BF16)                                                                           \
   X(F16, f16, 2, F16)
 #define DSRT_DTYPE_ENTRY_(upper, ...) DSRT_ENUM_ENTRY_(DSRT_, upper)
 typedef enum dsrt_dtype { DSRT_DTYPES(DSRT_DTYPE_ENTRY_) } dsrt_dtype;
@@ -244,6 +246,98 @@ dsrt_event *dsrt_comm_broadcast(dsrt_context *ctx, int32_t group, dsrt_tensor *t
  * Persistent slots: parameters, buffers, gradients, optimizer state
  *===--------------------------------------------------------------------===*/
 
+/** What a persistent slot holds, as X(ENUM, name, kind, description): the program declares
+ *  each slot's role (its metadata), the ds dialect's ds.state and ds.flat_buffer carry it
+ *  (`role`), and checkpoints name optimizer state by it. The kind is the word messages use for
+ *  such a slot. */
+#define DSRT_SLOT_ROLES(X)                                                                     \
+  X(PARAMETER, parameter, parameter, "a trainable parameter (a ds.parameter marked trainable)")    \
+  X(BUFFER, buffer, buffer, "a tensor of the state_dict that is not trained (a buffer)")           \
+  X(GRAD, grad, gradient, "a parameter's gradient, accumulated over the micro-batches")            \
+  X(EXP_AVG, exp_avg, state, "Adam's first moment")                                                \
+  X(EXP_AVG_SQ, exp_avg_sq, state, "Adam's second moment")                                         \
+  X(MOMENTUM_BUFFER, momentum_buffer, state, "SGD's or Muon's momentum")                           \
+  X(MASTER, master, state, "the fp32 master copy of a 16-bit parameter (bf16, fp16)")              \
+  X(LOSS_SCALE, loss_scale, state, "fp16's loss scale, set by the driver before each step")        \
+  X(FOUND_INF, found_inf, state, "1 when the step's gradients overflowed, set by the step")        \
+  X(PARAM_SHARD, param_shard, state, "this rank's shard of a flat parameter buffer (ZeRO 3)")      \
+  X(GRAD_SHARD, grad_shard, state, "this rank's shard of a flat buffer's gradients (ZeRO 2, 3)")   \
+  X(PARAMS, params, flat, "a flat, padded buffer of parameters (ZeRO stages 1 and 2)")             \
+  X(GRADS, grads, flat, "a flat, padded buffer of gradients (ZeRO stage 1)")                       \
+  X(PARAMS_SHARDED, params_sharded, flat, "a flat parameter buffer kept as its shards (ZeRO 3)")
+#define DSRT_SLOT_ROLE_ENTRY_(upper, ...) DSRT_ENUM_ENTRY_(DSRT_ROLE_, upper)
+typedef enum dsrt_slot_role { DSRT_SLOT_ROLES(DSRT_SLOT_ROLE_ENTRY_) } dsrt_slot_role;
+#undef DSRT_SLOT_ROLE_ENTRY_
+/** The name of `role` ("grad", ...), or NULL for a code that is not one. */
+static inline const char *dsrt_slot_role_name(int32_t role) {
+  switch (role) {
+#define DSRT_SLOT_ROLE_NAME_(upper, name, ...)                                                 \
+  case DSRT_ROLE_##upper:                                                                      \
+    return #name;
+    DSRT_SLOT_ROLES(DSRT_SLOT_ROLE_NAME_)
+#undef DSRT_SLOT_ROLE_NAME_
+  }
+  return NULL;
+}
+/** The role named `name`, or -1. */
+static inline int32_t dsrt_slot_role_from_name(const char *name) {
+#define DSRT_SLOT_ROLE_FROM_(upper, n, ...)                                                    \
+  if (strcmp(name, #n) == 0)                                                                   \
+    return DSRT_ROLE_##upper;
+  DSRT_SLOT_ROLES(DSRT_SLOT_ROLE_FROM_)
+#undef DSRT_SLOT_ROLE_FROM_
+  return -1;
+}
+/** The kind of a slot of `role` ("parameter", "buffer", "gradient", "state", "flat"), or NULL
+ *  for a code that is not a role. */
+static inline const char *dsrt_slot_role_kind(int32_t role) {
+  switch (role) {
+#define DSRT_SLOT_ROLE_KIND_(upper, name, kind, ...)                                           \
+  case DSRT_ROLE_##upper:                                                                      \
+    return #kind;
+    DSRT_SLOT_ROLES(DSRT_SLOT_ROLE_KIND_)
+#undef DSRT_SLOT_ROLE_KIND_
+  }
+  return NULL;
+}
+
+/** DeepSpeed's categories of a rank's model state (the log's "ranks" entries, ds-opt
+ *  --memory-report): what a slot of each role counts as. */
+typedef enum dsrt_state_category {
+  DSRT_CATEGORY_PARAMETERS = 0,
+  DSRT_CATEGORY_GRADIENTS,
+  /** Moments, momentum and the fp32 masters of mixed precision. */
+  DSRT_CATEGORY_OPTIMIZER_STATE,
+  /** Buffers: not model state (ZeRO's formulas count trainable parameters). */
+  DSRT_CATEGORY_BUFFERS,
+  /** The loss scaler's scalars: none of the above. */
+  DSRT_CATEGORY_NONE,
+} dsrt_state_category;
+static inline dsrt_state_category dsrt_slot_role_category(dsrt_slot_role role) {
+  switch (role) {
+  case DSRT_ROLE_PARAMETER:
+  case DSRT_ROLE_PARAM_SHARD:
+  case DSRT_ROLE_PARAMS:
+  case DSRT_ROLE_PARAMS_SHARDED:
+    return DSRT_CATEGORY_PARAMETERS;
+  case DSRT_ROLE_GRAD:
+  case DSRT_ROLE_GRAD_SHARD:
+  case DSRT_ROLE_GRADS:
+    return DSRT_CATEGORY_GRADIENTS;
+  case DSRT_ROLE_EXP_AVG:
+  case DSRT_ROLE_EXP_AVG_SQ:
+  case DSRT_ROLE_MOMENTUM_BUFFER:
+  case DSRT_ROLE_MASTER:
+    return DSRT_CATEGORY_OPTIMIZER_STATE;
+  case DSRT_ROLE_BUFFER:
+    return DSRT_CATEGORY_BUFFERS;
+  case DSRT_ROLE_LOSS_SCALE:
+  case DSRT_ROLE_FOUND_INF:
+    return DSRT_CATEGORY_NONE;
+  }
+  return DSRT_CATEGORY_NONE;
+}
+
 /** Declares slot `index` (0-based, dense) with its shape; allocates and zero-fills it. */
 void dsrt_slot_define(dsrt_context *ctx, int32_t index, int32_t dtype, int32_t rank,
                       const int64_t *dims);
@@ -269,11 +363,34 @@ void dsrt_slot_set(dsrt_context *ctx, int32_t index, dsrt_tensor *t);
  * storages until it is released. On the CPU backend device and host are both host memory: the
  * budgets, the copies and the stream are real, so the same program runs on a GPU.
  *===--------------------------------------------------------------------===*/
-typedef enum dsrt_space {
-  DSRT_SPACE_DEVICE = 0,
-  DSRT_SPACE_HOST = 1,
-  DSRT_SPACE_NVME = 2,
-} dsrt_space;
+/** Memory spaces, as X(ENUM, name, description); ds.memory_space and ds.move name them. */
+#define DSRT_SPACES(X)                                                                         \
+  X(DEVICE, device, "the device arena, counted against the budget")                                \
+  X(HOST, host, "host memory (ZeRO-Offload's cpu), counted apart")                                 \
+  X(NVME, nvme, "this rank's swap file (ZeRO-Infinity's nvme), for slots only")
+#define DSRT_SPACE_ENTRY_(upper, ...) DSRT_ENUM_ENTRY_(DSRT_SPACE_, upper)
+typedef enum dsrt_space { DSRT_SPACES(DSRT_SPACE_ENTRY_) } dsrt_space;
+#undef DSRT_SPACE_ENTRY_
+/** The name of `space` ("device", "host", "nvme"), or NULL for a code that is not one. */
+static inline const char *dsrt_space_name(int32_t space) {
+  switch (space) {
+#define DSRT_SPACE_NAME_(upper, name, ...)                                                     \
+  case DSRT_SPACE_##upper:                                                                     \
+    return #name;
+    DSRT_SPACES(DSRT_SPACE_NAME_)
+#undef DSRT_SPACE_NAME_
+  }
+  return NULL;
+}
+/** The space named `name`, or -1. */
+static inline int32_t dsrt_space_from_name(const char *name) {
+#define DSRT_SPACE_FROM_(upper, n, ...)                                                        \
+  if (strcmp(name, #n) == 0)                                                                   \
+    return DSRT_SPACE_##upper;
+  DSRT_SPACES(DSRT_SPACE_FROM_)
+#undef DSRT_SPACE_FROM_
+  return -1;
+}
 /** Kinds of move, for dsrt_moved_bytes. */
 typedef enum dsrt_move_kind {
   DSRT_MOVE_DEVICE_TO_HOST = 0,

@@ -15,7 +15,7 @@ bool exportStateDict(const std::string &dir, const Index &index, const std::stri
                      int64_t &tensors, uint64_t &bytes, std::string &err) {
   std::map<std::string, const TensorEntry *> masters;
   for (const TensorEntry &t : index.tensors)
-    if (t.kind == "optimizer_state" && t.role == "master")
+    if (t.kind == kOptimizerStateKind && t.role == dsrt_slot_role_name(DSRT_ROLE_MASTER))
       masters[t.of] = &t;
   struct Item {
     std::string name;
@@ -24,7 +24,7 @@ bool exportStateDict(const std::string &dir, const Index &index, const std::stri
   };
   std::vector<Item> items;
   for (const TensorEntry &t : index.tensors) {
-    if (t.kind != "parameter" && t.kind != "buffer")
+    if (t.kind != parameterKind() && t.kind != bufferKind())
       continue;
     auto m = masters.find(t.name);
     const TensorEntry *src = m != masters.end() ? m->second : &t;

@@ -173,8 +173,8 @@ bool parseIndex(const std::string &text, const std::string &what, Index &out, st
       return bad("a tensor lacks name, kind, dtype, dims or pieces");
     t.name = name->text;
     t.kind = kind->text;
-    if (t.kind != "parameter" && t.kind != "buffer" && t.kind != "optimizer_state" &&
-        t.kind != "loss_scaler")
+    if (t.kind != parameterKind() && t.kind != bufferKind() && t.kind != kOptimizerStateKind &&
+        t.kind != kLossScalerKind)
       return bad("tensor '" + t.name + "' has unknown kind '" + t.kind + "'");
     if (const Json *of = tj.get("of"); of && of->isString())
       t.of = of->text;

@@ -8,6 +8,7 @@
 #ifndef DSRT_CHECKPOINT_INDEX_H
 #define DSRT_CHECKPOINT_INDEX_H
 
+#include "dsrt/dsrt.h"
 #include "dsrt/io.h"
 
 #include <algorithm>
@@ -18,6 +19,14 @@
 namespace dsrt::ckpt {
 
 constexpr const char *kFormat = "ds-checkpoint-4";
+
+/// The index's tensor kinds: a parameter's and a buffer's are their roles' words (dsrt.h's
+/// dsrt_slot_role_kind); optimizer state (named by its role, dsrt_slot_role_name) and the loss
+/// scaler are the checkpoint's own.
+inline const char *parameterKind() { return dsrt_slot_role_kind(DSRT_ROLE_PARAMETER); }
+inline const char *bufferKind() { return dsrt_slot_role_kind(DSRT_ROLE_BUFFER); }
+constexpr const char *kOptimizerStateKind = "optimizer_state";
+constexpr const char *kLossScalerKind = "loss_scaler";
 
 /// How a tensor is split into parts along dimension `dim` (tensor parallelism, Megatron's
 /// layout): the dimension is `segments` equal segments (a fused q/k/v projection's three),

@@ -111,28 +111,51 @@ void Checkpointer::collect() {
   };
   for (size_t i = 0; i < slots.size(); ++i) {
     const SlotSpec &s = slots[i];
-    if (!s.shardedBy.empty()) {
-      ckpt::TensorEntry e = entry(s, s.name, s.kind, "", "", s.dims);
+    const std::string role = dsrt_slot_role_name(s.role);
+    if (!s.shardedBy.empty()) { // a parameter kept only in its flat buffer's shards
+      ckpt::TensorEntry e = entry(s, s.name, s.kind(), "", "", s.dims);
       e.aliases = s.aliases;
       tensors_.push_back(splitAs(sharded(p_.slotNamed(s.shardedBy), s.offset, std::move(e)), s));
-    } else if (s.kind == "parameter" || s.kind == "buffer") {
-      ckpt::TensorEntry e = entry(s, s.name, s.kind, "", "", s.dims);
+      continue;
+    }
+    switch (s.role) {
+    case DSRT_ROLE_PARAMETER:
+    case DSRT_ROLE_BUFFER: {
+      ckpt::TensorEntry e = entry(s, s.name, s.kind(), "", "", s.dims);
       e.aliases = s.aliases;
       tensors_.push_back(splitAs(whole(i, std::move(e)), s));
-    } else if (s.kind == "state" && !s.sharded) {
-      // Of a parameter (its moments), or of nothing (fp16's loss scale, found_inf).
-      int32_t param = p_.slotNamed(s.of);
-      Logical t = whole(i, entry(s, s.name, "optimizer_state", s.of, s.role, s.dims));
-      states.push_back({{slotOf(s.of), s.role},
-                        param >= 0 ? splitAs(std::move(t), slots[param]) : splitAs(std::move(t), s)});
-    } else if (s.kind == "state" && s.role != "grad_shard" && s.role != "param_shard") {
+      break;
+    }
+    case DSRT_ROLE_EXP_AVG:
+    case DSRT_ROLE_EXP_AVG_SQ:
+    case DSRT_ROLE_MOMENTUM_BUFFER:
+    case DSRT_ROLE_MASTER:
+    case DSRT_ROLE_LOSS_SCALE:
+    case DSRT_ROLE_FOUND_INF:
+      if (!s.sharded) {
+        // Of a parameter (its moments), or of nothing (fp16's loss scale, found_inf).
+        int32_t param = p_.slotNamed(s.of);
+        Logical t = whole(i, entry(s, s.name, ckpt::kOptimizerStateKind, s.of, role, s.dims));
+        states.push_back({{slotOf(s.of), role}, param >= 0
+                                                     ? splitAs(std::move(t), slots[param])
+                                                     : splitAs(std::move(t), s)});
+        break;
+      }
       for (const SlotSpec &m : slots) // the members of the flat buffer it partitions
         if (m.viewOf == s.of || (!m.shardedBy.empty() && m.shardedBy == s.of + "@shard")) {
           ckpt::TensorEntry e =
-              entry(s, m.name + "@" + s.role, "optimizer_state", m.name, s.role, m.dims);
-          states.push_back({{slotOf(m.name), s.role},
-                            splitAs(sharded(static_cast<int32_t>(i), m.offset, e), m)});
+              entry(s, m.name + "@" + role, ckpt::kOptimizerStateKind, m.name, role, m.dims);
+          states.push_back(
+              {{slotOf(m.name), role}, splitAs(sharded(static_cast<int32_t>(i), m.offset, e), m)});
         }
+      break;
+    case DSRT_ROLE_GRAD:
+    case DSRT_ROLE_GRAD_SHARD:
+    case DSRT_ROLE_PARAM_SHARD: // (its parameters are recorded by name, above)
+    case DSRT_ROLE_PARAMS:
+    case DSRT_ROLE_GRADS:
+    case DSRT_ROLE_PARAMS_SHARDED: // flat buffers: their members are
+      break;
     }
   }
   std::stable_sort(states.begin(), states.end(),
@@ -141,13 +164,13 @@ void Checkpointer::collect() {
     tensors_.push_back(std::move(st.second));
   if (scaler_) { // fp16: the scaler's scale, hysteresis, last overflow, iteration, applied steps
     Logical t;
-    t.entry.name = "loss_scaler";
-    t.entry.kind = "loss_scaler";
+    t.entry.name = ckpt::kLossScalerKind;
+    t.entry.kind = ckpt::kLossScalerKind;
     t.entry.dtype = DSRT_F64;
     t.entry.dims = {6};
     t.entry.numel = 6;
     t.where = Where::Host;
-    t.storage = "loss_scaler";
+    t.storage = ckpt::kLossScalerKind;
     t.storageTotal = 6;
     t.localNumel = 6;
     tensors_.push_back(std::move(t));

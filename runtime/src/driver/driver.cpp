@@ -201,13 +201,20 @@ ModelStateBytes Driver::modelState() const {
     if (!s.shardedBy.empty() || !s.heldBy(group.indexOn("pp")))
       continue; // no storage of its own (part of a parameter shard), or another stage's
     uint64_t owned = dsrt_slot_storage_bytes(ctx, static_cast<int32_t>(i));
-    if (s.kind == "parameter" || (s.kind == "flat" && s.role == "params") ||
-        s.role == "param_shard")
+    switch (dsrt_slot_role_category(s.role)) {
+    case DSRT_CATEGORY_PARAMETERS:
       m.params += owned;
-    else if (s.kind == "gradient" || s.role == "grads" || s.role == "grad_shard")
+      break;
+    case DSRT_CATEGORY_GRADIENTS:
       m.grads += owned;
-    else if (s.kind == "state" && s.role != "loss_scale" && s.role != "found_inf")
-      m.optim += owned; // the fp32 masters of mixed precision are optimizer state
+      break;
+    case DSRT_CATEGORY_OPTIMIZER_STATE:
+      m.optim += owned;
+      break;
+    case DSRT_CATEGORY_BUFFERS:
+    case DSRT_CATEGORY_NONE:
+      break;
+    }
   }
   return m;
 }
@@ -217,9 +224,9 @@ int Driver::train(uint64_t resumePeak) {
   const int32_t rank = group.rank(), worldSize = group.size();
   int32_t lossScaleSlot = -1, foundInfSlot = -1;
   for (size_t i = 0; i < p.slots.size(); ++i) {
-    if (p.slots[i].role == "loss_scale")
+    if (p.slots[i].role == DSRT_ROLE_LOSS_SCALE)
       lossScaleSlot = static_cast<int32_t>(i);
-    if (p.slots[i].role == "found_inf")
+    if (p.slots[i].role == DSRT_ROLE_FOUND_INF)
       foundInfSlot = static_cast<int32_t>(i);
   }
   bool resumed = firstStep > 1;
@@ -304,7 +311,7 @@ int Driver::train(uint64_t resumePeak) {
     if (stepError.empty() && step == 1 && !opt.dumpGrads.empty()) {
       bool whole = false;
       for (const SlotSpec &s : p.slots)
-        whole = whole || s.kind == "gradient";
+        whole = whole || s.role == DSRT_ROLE_GRAD;
       if (!whole && rank == 0)
         std::fprintf(stderr, "%s: warning: --dump-grads: the gradients are partitioned (ZeRO "
                              "stage 2 or 3) and never whole; '%s' will hold no tensors\n",

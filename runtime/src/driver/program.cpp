@@ -69,17 +69,18 @@ bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
     return bad("no \"slots\" list");
   for (const Json &j : ss->items) {
     SlotSpec s;
-    const Json *n = j.get("name"), *k = j.get("kind"), *dt = j.get("dtype");
-    if (!n || !n->isString() || !k || !k->isString() || !dt || !dt->isString() ||
+    const Json *n = j.get("name"), *ro = j.get("role"), *dt = j.get("dtype");
+    if (!n || !n->isString() || !ro || !ro->isString() || !dt || !dt->isString() ||
         !dimsOf(j.get("dims"), s.dims, s.numel))
-      return bad("a slot lacks name, kind, dtype or dims");
+      return bad("a slot lacks name, role, dtype or dims");
     s.name = n->text;
-    s.kind = k->text;
+    int32_t role = dsrt_slot_role_from_name(ro->text.c_str());
+    if (role < 0)
+      return bad("slot '" + s.name + "' has role " + ro->text);
+    s.role = static_cast<dsrt_slot_role>(role);
     s.dtype = dsrt::io::dtypeFromName(dt->text);
     if (s.dtype < 0)
       return bad("slot '" + s.name + "' has dtype " + dt->text);
-    if (const Json *ro = j.get("role"); ro && ro->isString())
-      s.role = ro->text;
     if (const Json *vo = j.get("view_of"); vo && vo->isString())
       s.viewOf = vo->text;
     if (const Json *sb = j.get("sharded_by"); sb && sb->isString())

@@ -4,6 +4,7 @@
 #ifndef DSRT_DRIVER_PROGRAM_H
 #define DSRT_DRIVER_PROGRAM_H
 
+#include "dsrt/dsrt.h"
 #include "dsrt/io.h"
 
 #include <cstdint>
@@ -19,7 +20,10 @@ struct InputSpec {
 };
 
 struct SlotSpec {
-  std::string name, kind, of, role;
+  std::string name, of;
+  dsrt_slot_role role = DSRT_ROLE_PARAMETER;
+  /// "parameter", "buffer", "gradient", "state" or "flat": the role's word in messages.
+  const char *kind() const { return dsrt_slot_role_kind(role); }
   int32_t dtype = -1;
   std::vector<int64_t> dims;
   std::vector<std::string> aliases;

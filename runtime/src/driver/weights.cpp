@@ -17,15 +17,16 @@ using io::Array;
 
 int32_t masterOf(const ProgramSpec &p, const SlotSpec &s, int64_t &offset) {
   offset = 0;
-  if (!dsrt::isHalfType(s.dtype) || s.kind != "parameter")
+  if (!dsrt::isHalfType(s.dtype) || s.role != DSRT_ROLE_PARAMETER)
     return -1;
   std::string flat = s.viewOf;
   if (!s.shardedBy.empty())
     flat = s.shardedBy.substr(0, s.shardedBy.rfind('@'));
+  const std::string master = std::string("@") + dsrt_slot_role_name(DSRT_ROLE_MASTER);
   if (flat.empty())
-    return p.slotNamed(s.name + "@master");
+    return p.slotNamed(s.name + master);
   offset = s.offset;
-  return p.slotNamed(flat + "@master");
+  return p.slotNamed(flat + master);
 }
 
 void copyElements(void *dst, int32_t to, const void *src, int32_t from, int64_t n) {
@@ -144,7 +145,8 @@ bool loadWeights(const ProgramSpec &p, const Group &g, const std::string &path,
     byName[n.first] = &n.second;
   for (size_t i = 0; i < slots.size(); ++i) {
     const SlotSpec &s = slots[i];
-    if ((s.kind != "parameter" && s.kind != "buffer") || !s.heldBy(g.indexOn("pp")))
+    if ((s.role != DSRT_ROLE_PARAMETER && s.role != DSRT_ROLE_BUFFER) ||
+        !s.heldBy(g.indexOn("pp")))
       continue; // another pipeline stage's
     const Array *a = nullptr;
     std::string key = s.name;
@@ -157,7 +159,7 @@ bool loadWeights(const ProgramSpec &p, const Group &g, const std::string &path,
       }
     }
     if (!a) {
-      err = "weights '" + path + "' have no tensor '" + s.name + "' (" + s.kind + " " +
+      err = "weights '" + path + "' have no tensor '" + s.name + "' (" + s.kind() + " " +
             io::formatDims(s.dims) + " " + io::dtypeName(s.dtype) +
             "); save the model's full state_dict";
       return false;
@@ -167,7 +169,7 @@ bool loadWeights(const ProgramSpec &p, const Group &g, const std::string &path,
     bool widened = dsrt::isHalfType(s.dtype) && a->dtype == DSRT_F32;
     if (a->dims != s.globalDims() || (a->dtype != s.dtype && !widened)) {
       err = "weights '" + path + "': tensor '" + key + "' is " + a->describe() + " but the " +
-            s.kind + " is " + io::formatDims(s.globalDims()) + " " +
+            s.kind() + " is " + io::formatDims(s.globalDims()) + " " +
             io::dtypeName(s.dtype) + "; use the weights of the compiled model";
       return false;
     }
@@ -225,7 +227,7 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
   std::vector<Item> items;
   for (size_t i = 0; i < slots.size(); ++i) {
     const SlotSpec &s = slots[i];
-    if (s.kind != "parameter" && s.kind != "buffer")
+    if (s.role != DSRT_ROLE_PARAMETER && s.role != DSRT_ROLE_BUFFER)
       continue;
     Item it{s.name, s.dtype, s.globalDims(), s.numel, static_cast<int32_t>(i), false, 0,
             s.splitDim >= 0 ? &s : nullptr};
@@ -386,7 +388,7 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
   std::list<std::vector<char>> summed; // gradients (over the dp and sp ranks) on the host
   for (size_t i = 0; i < p.slots.size(); ++i) {
     const SlotSpec &s = p.slots[i];
-    if (s.kind != "gradient")
+    if (s.role != DSRT_ROLE_GRAD)
       continue;
     int32_t of = s.of.empty() ? -1 : p.slotNamed(s.of);
     const SlotSpec *split = of >= 0 && p.slots[of].splitDim >= 0 ? &p.slots[of] : nullptr;

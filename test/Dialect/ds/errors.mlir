@@ -120,13 +120,13 @@ ds.parameter @"" trainable : tensor<4xf32>
 // -----
 
 // expected-error @+1 {{'ds.state' op needs a name, which cannot be empty}}
-ds.state @"" role "loss_scale" : tensor<f32>
+ds.state @"" role loss_scale : tensor<f32>
 
 // -----
 
 ds.parameter @w trainable : tensor<6xf32>
 // expected-error @+1 {{'ds.flat_buffer' op needs a name, which cannot be empty}}
-ds.flat_buffer @"" role "params" members [@w] : tensor<16xf32>
+ds.flat_buffer @"" role params members [@w] : tensor<16xf32>
 
 // -----
 
@@ -1507,7 +1507,7 @@ func.func @padding_idx(%w: tensor<10x4xf32>, %i: tensor<3xi64>) -> tensor<3x4xf3
 
 ds.parameter @buf : tensor<4xf32>
 // expected-error @+1 {{'buf' is not a trainable ds.parameter}}
-ds.state @"buf@grad" of @buf role "grad" : tensor<4xf32>
+ds.state @"buf@grad" of @buf role grad : tensor<4xf32>
 
 // -----
 
@@ -1579,7 +1579,7 @@ func.func @f(%dy: tensor<2x4xf32>, %i: tensor<3xi64>) -> tensor<10x4xf32> {
 module {
   ds.parameter @w trainable : tensor<4xf32>
   // expected-error @+1 {{member @nope is not a ds.parameter or ds.state}}
-  ds.flat_buffer @zero.params role "params" members [@w, @nope] : tensor<16xf32>
+  ds.flat_buffer @zero.params role params members [@w, @nope] : tensor<16xf32>
 }
 
 // -----
@@ -1587,7 +1587,7 @@ module {
 module {
   ds.parameter @w trainable : tensor<4xf32>
   // expected-error @+1 {{member @w is listed twice}}
-  ds.flat_buffer @zero.params role "params" members [@w, @w] : tensor<16xf32>
+  ds.flat_buffer @zero.params role params members [@w, @w] : tensor<16xf32>
 }
 
 // -----
@@ -1595,7 +1595,7 @@ module {
 module {
   ds.parameter @h trainable : tensor<4xf16>
   // expected-error @+1 {{member @h has element type 'f16', the buffer 'f32'}}
-  ds.flat_buffer @zero.params role "params" members [@h] : tensor<16xf32>
+  ds.flat_buffer @zero.params role params members [@h] : tensor<16xf32>
 }
 
 // -----
@@ -1603,7 +1603,7 @@ module {
 module {
   ds.parameter @w trainable : tensor<20xf32>
   // expected-error @+1 {{members hold 20 elements, more than the buffer's 16}}
-  ds.flat_buffer @zero.params role "params" members [@w] : tensor<16xf32>
+  ds.flat_buffer @zero.params role params members [@w] : tensor<16xf32>
 }
 
 // -----
@@ -1615,12 +1615,12 @@ module attributes {ds.zero_stage = 7 : i64} {
 // -----
 
 // expected-error @+1 {{role 'grad' needs `of` (only loss_scale and found_inf belong to no parameter)}}
-ds.state @g role "grad" : tensor<4xf32>
+ds.state @g role grad : tensor<4xf32>
 
 // -----
 
 // expected-error @+1 {{'loss_scale' must be a tensor<f32> scalar, not 'tensor<2xf32>'}}
-ds.state @loss_scale role "loss_scale" : tensor<2xf32>
+ds.state @loss_scale role loss_scale : tensor<2xf32>
 
 // -----
 
@@ -1655,3 +1655,23 @@ module {
     return %r : tensor<i64>
   }
 }
+
+// -----
+
+// Roles are dsrt.h's (DSRT_SLOT_ROLES): a state has a state's, a flat buffer a flat buffer's.
+ds.parameter @w trainable : tensor<4xf32>
+// expected-error @+1 {{role 'params' is not a state's (a ds.parameter is a parameter or a buffer; params, grads and params_sharded are ds.flat_buffer roles)}}
+ds.state @s of @w role params : tensor<4xf32>
+
+// -----
+
+ds.parameter @w trainable : tensor<4xf32>
+// expected-error @+1 {{role 'grad' is not a flat buffer's (params, grads or params_sharded)}}
+ds.flat_buffer @f role grad members [@w] : tensor<16xf32>
+
+// -----
+
+ds.parameter @w trainable : tensor<4xf32>
+// expected-error @+2 {{expected ::mlir::ds::SlotRole to be one of: parameter, buffer, grad, exp_avg, exp_avg_sq, momentum_buffer, master, loss_scale, found_inf, param_shard, grad_shard, params, grads, params_sharded}}
+// expected-error @+1 {{failed to parse DS_SlotRoleAttr parameter 'value'}}
+ds.state @s of @w role moment : tensor<4xf32>

@@ -301,8 +301,8 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [2, 2]>} {
 // -----
 
 // Training state and gradient ops.
-// CHECK: ds.state @"w@grad" of @w role "grad" : tensor<2x3xf32>
-// CHECK: ds.state @loss_scale role "loss_scale" : tensor<f32>
+// CHECK: ds.state @"w@grad" of @w role grad : tensor<2x3xf32>
+// CHECK: ds.state @loss_scale role loss_scale : tensor<f32>
 // CHECK-LABEL: func.func @train_ops
 // CHECK: ds.dropout_mask p = 5.000000e-01 : tensor<2x3xf32>
 // CHECK: ds.gelu_grad %{{.+}}, %{{.+}} approximate = tanh : tensor<2x3xf32>
@@ -312,8 +312,8 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [2, 2]>} {
 // CHECK: ds.insert_slice %{{.+}} into %{{.+}} dim = 1{{ ?}}[0 : 2] : tensor<2x2xf32> into tensor<2x3xf32>
 // CHECK: ds.assign @"w@grad" = %{{.+}} : tensor<2x3xf32>
 ds.parameter @w trainable : tensor<2x3xf32>
-ds.state @"w@grad" of @w role "grad" : tensor<2x3xf32>
-ds.state @loss_scale role "loss_scale" : tensor<f32>
+ds.state @"w@grad" of @w role grad : tensor<2x3xf32>
+ds.state @loss_scale role loss_scale : tensor<f32>
 func.func @train_ops(%x: tensor<2x3xf32>, %lw: tensor<3xf32>, %s: tensor<2x2xf32>) {
   %m = ds.dropout_mask p = 0.5 : tensor<2x3xf32>
   %g = ds.gelu_grad %x, %m approximate = tanh : tensor<2x3xf32>
@@ -326,11 +326,11 @@ func.func @train_ops(%x: tensor<2x3xf32>, %lw: tensor<3xf32>, %s: tensor<2x2xf32
 }
 
 // ZeRO's flat buffers and shard states (ds-zero), in a module of their own.
-// CHECK: ds.flat_buffer @zero.params role "params" members [@w, @b] : tensor<32xf32>
-// CHECK: ds.state @"zero.params@exp_avg" of @zero.params role "exp_avg" : tensor<16xf32>
+// CHECK: ds.flat_buffer @zero.params role params members [@w, @b] : tensor<32xf32>
+// CHECK: ds.state @"zero.params@exp_avg" of @zero.params role exp_avg : tensor<16xf32>
 module attributes {ds.zero_stage = 1 : i64} {
   ds.parameter @w trainable : tensor<6xf32>
   ds.parameter @b trainable : tensor<3xf32>
-  ds.flat_buffer @zero.params role "params" members [@w, @b] : tensor<32xf32>
-  ds.state @"zero.params@exp_avg" of @zero.params role "exp_avg" : tensor<16xf32>
+  ds.flat_buffer @zero.params role params members [@w, @b] : tensor<32xf32>
+  ds.state @"zero.params@exp_avg" of @zero.params role exp_avg : tensor<16xf32>
 }
