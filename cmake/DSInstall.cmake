@@ -10,18 +10,19 @@ include(CMakePackageConfigHelpers)
 set(DS_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/ds)
 
 # Consumers see ds's headers and MLIR's (a system path) through the targets.
-foreach(t DSDialect DSTransforms DSConversion DSInitAll)
+foreach(t DSEnums DSDialect DSTransforms DSConversion DSInitAll)
   target_include_directories(${t} INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
                              ${MLIR_INCLUDE_DIRS})
 endforeach()
 target_include_directories(dsrt INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+set_target_properties(DSEnums PROPERTIES EXPORT_NAME Enums)
 set_target_properties(DSDialect PROPERTIES EXPORT_NAME Dialect)
 set_target_properties(DSTransforms PROPERTIES EXPORT_NAME Transforms)
 set_target_properties(DSConversion PROPERTIES EXPORT_NAME Conversion)
 set_target_properties(DSInitAll PROPERTIES EXPORT_NAME InitAll)
 set_target_properties(dsrt PROPERTIES EXPORT_NAME Runtime)
 
-install(TARGETS DSDialect DSTransforms DSConversion DSInitAll dsrt DSCAPI DSMLIRCAPI
+install(TARGETS DSEnums DSDialect DSTransforms DSConversion DSInitAll dsrt DSCAPI DSMLIRCAPI
         EXPORT dsTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

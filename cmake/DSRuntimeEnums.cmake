@@ -1,5 +1,6 @@
-# The ds dialect's enums that are the runtime's ABI (slot roles, memory spaces) are generated
-# from dsrt.h's lists (DSRT_SLOT_ROLES, DSRT_SPACES: X(ENUM, name, ..., "description")), so
+# The ds dialect's enums that are the runtime's ABI (slot roles, memory spaces, precisions,
+# learning-rate schedules) are generated from dsrt.h's lists (DSRT_SLOT_ROLES, DSRT_SPACES,
+# DSRT_PRECISIONS, DSRT_LR_SCHEDULES: X(ENUMERATOR, name, ..., "description")), so
 # that the IR and the runtime share one definition: a new entry there is a new case of the ODS
 # enum here, with the same value, and every switch over either fails to build until it is
 # handled (-Werror=switch).
@@ -9,11 +10,14 @@
 function(ds_runtime_enums_td header out)
   file(READ ${header} text)
   set(td "// Generated from runtime/include/dsrt/dsrt.h by cmake/DSRuntimeEnums.cmake: do not\n")
-  string(APPEND td "// edit; change the lists in dsrt.h.\n")
+  string(APPEND td "// edit; change the lists in dsrt.h.\n#ifndef DS_RUNTIME_ENUMS_TD\n")
+  string(APPEND td "#define DS_RUNTIME_ENUMS_TD\n")
   # X(ENUM, name, ..., "description"): the name is the second field, the description the last.
   set(entry_re "X\\(([A-Z0-9_]+), ([a-z0-9_]+),[^\"]* \"([^\"]*)\"\\)")
   foreach(spec "DSRT_SLOT_ROLES|SlotRole|what a persistent slot holds"
-               "DSRT_SPACES|MemorySpace|a memory space")
+               "DSRT_SPACES|MemorySpace|a memory space"
+               "DSRT_PRECISIONS|Precision|the precision a program trains in"
+               "DSRT_LR_SCHEDULES|LRSchedule|a learning-rate schedule")
     string(REPLACE "|" ";" spec "${spec}")
     list(GET spec 0 macro)
     list(GET spec 1 enum)
@@ -37,6 +41,7 @@ function(ds_runtime_enums_td header out)
     string(APPEND td "\n// ${macro}\ndef DS_${enum} : I32EnumAttr<\"${enum}\", \"${summary}\", [\n"
            "${joined}\n  ]> {\n  let cppNamespace = \"::mlir::ds\";\n  let genSpecializedAttr = 0;\n}\n")
   endforeach()
+  string(APPEND td "\n#endif // DS_RUNTIME_ENUMS_TD\n")
   file(CONFIGURE OUTPUT ${out} CONTENT "${td}" @ONLY)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${header})
 endfunction()

@@ -102,8 +102,6 @@ const char *const kZeroKeys[] = {
 const char *const kZeroUnimplemented[] = {
     "zenflow", "cpu_offload", "cpu_offload_param", "zero_hpz_partition_size", "zero_quantized_weights", "zero_quantized_nontrainable_weights",
     "zero_quantized_gradients", "mics_shard_size"};
-const char *const kSchedulerTypes[] = {"LRRangeTest", "OneCycle", "WarmupLR", "WarmupDecayLR",
-                                       "WarmupCosineLR"};
 // Each scheduler's parameters (lr_schedules.py); last_batch_iteration is common to all.
 const char *const kWarmupParams[] = {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
                                      "warmup_type", "last_batch_iteration"};
@@ -208,36 +206,31 @@ Error parseOptimizer(const json::Value &v, OptimizerConfig &opt) {
   std::optional<StringRef> type = obj->getString("type");
   if (!type)
     return fail("'optimizer.type' is missing; set it to \"AdamW\"");
-  if (!contains(kOptimizerTypes, *type)) {
-    // DeepSpeed matches optimizer names case-insensitively.
-    std::string lower = type->lower();
-    bool found = false;
-    for (const char *t : kOptimizerTypes)
-      if (StringRef(t).lower() == lower) {
-        opt.type = t;
-        found = true;
-      }
-    if (!found)
-      return fail("'optimizer.type' \"" + *type + "\" is not a DeepSpeed optimizer; did you mean \"" +
-                  nearest(kOptimizerTypes, *type) + "\"?");
-  } else {
-    opt.type = type->str();
-  }
-  bool adam = opt.type == "Adam" || opt.type == "AdamW";
-  bool muon = opt.type == "Muon";
-  if (!adam && !muon && opt.type != "SGD")
-    return fail("'optimizer.type' \"" + opt.type +
+  // DeepSpeed matches optimizer names case-insensitively.
+  StringRef known;
+  for (const char *t : kOptimizerTypes)
+    if (StringRef(t).equals_insensitive(*type))
+      known = t;
+  if (known.empty())
+    return fail("'optimizer.type' \"" + *type + "\" is not a DeepSpeed optimizer; did you mean \"" +
+                nearest(kOptimizerTypes, *type) + "\"?");
+  std::optional<OptimizerKind> kind = mlir::ds::symbolizeOptimizerKind(known);
+  if (!kind)
+    return fail("'optimizer.type' \"" + known +
                 "\" is a DeepSpeed optimizer that ds does not implement yet; use \"AdamW\", "
                 "\"Adam\", \"SGD\" or \"Muon\"");
+  opt.type = *kind;
+  bool adam = opt.type == OptimizerKind::adam || opt.type == OptimizerKind::adamw;
+  bool muon = opt.type == OptimizerKind::muon;
   ArrayRef<const char *> valid = adam   ? ArrayRef<const char *>(kAdamParams)
                                  : muon ? ArrayRef<const char *>(kMuonParams)
                                         : ArrayRef<const char *>(kSgdParams);
   std::optional<double> lr, muonLr, adamLr;
   if (muon) { // MuonWithAuxAdam's defaults
-    opt.momentum = 0.95;
-    opt.beta1 = 0.9;
-    opt.beta2 = 0.95;
-    opt.eps = 1e-10;
+    opt.momentum = defaults::kMuonMomentum;
+    opt.beta1 = defaults::kMuonBeta1;
+    opt.beta2 = defaults::kMuonBeta2;
+    opt.eps = defaults::kMuonEps;
   }
   const json::Value *params = obj->get("params");
   const json::Object *p = params ? params->getAsObject() : nullptr;
@@ -248,7 +241,7 @@ Error parseOptimizer(const json::Value &v, OptimizerConfig &opt) {
     StringRef key = kv.first;
     std::string full = ("optimizer.params." + key).str();
     if (!contains(valid, key))
-      return fail("'" + full + "' is not a parameter of DeepSpeed's " + opt.type +
+      return fail("'" + full + "' is not a parameter of DeepSpeed's " + opt.name() +
                   "; did you mean '" + nearest(valid, key) + "'?");
     auto number = [&](double lo, double hi, double &out) -> Error {
       auto d = getNumber(kv.second, full);
@@ -311,17 +304,17 @@ Error parseOptimizer(const json::Value &v, OptimizerConfig &opt) {
   }
   if (muon) {
     // muon_lr and adam_lr override lr for their group; MuonWithAuxAdam's defaults otherwise.
-    opt.lr = muonLr ? *muonLr : lr ? *lr : 0.02;
-    opt.auxLr = adamLr ? *adamLr : lr ? *lr : 3e-4;
+    opt.lr = muonLr ? *muonLr : lr ? *lr : defaults::kMuonLr;
+    opt.auxLr = adamLr ? *adamLr : lr ? *lr : defaults::kMuonAuxLr;
     if (opt.momentum >= 1)
       return fail("'optimizer.params.momentum' must be in [0, 1) for Muon");
   } else if (lr) {
     opt.lr = *lr;
   }
   // DeepSpeed: the AdamW type is always decoupled; Adam follows adam_w_mode (default true).
-  if (opt.type == "AdamW" || muon)
+  if (opt.type == OptimizerKind::adamw || muon)
     opt.adamWMode = true;
-  if (opt.type == "SGD") {
+  if (opt.type == OptimizerKind::sgd) {
     if (!hasLr)
       return fail("'optimizer.params.lr' is required by SGD (torch.optim.SGD has no default)");
     if (opt.nesterov && (opt.momentum <= 0 || opt.dampening != 0))
@@ -331,16 +324,29 @@ Error parseOptimizer(const json::Value &v, OptimizerConfig &opt) {
   return Error::success();
 }
 
-ArrayRef<const char *> schedulerParams(StringRef type) {
-  if (type == "WarmupLR")
-    return kWarmupParams;
-  if (type == "WarmupDecayLR")
-    return kWarmupDecayParams;
-  if (type == "WarmupCosineLR")
-    return kWarmupCosineParams;
-  if (type == "OneCycle")
-    return kOneCycleParams;
-  return kRangeTestParams;
+/// DeepSpeed's schedulers: the enum of each, its name and its parameters.
+struct SchedulerType {
+  LRSchedule kind;
+  const char *name;
+  ArrayRef<const char *> params;
+};
+const SchedulerType kSchedulerTypes[] = {
+    {LRSchedule::range_test, "LRRangeTest", kRangeTestParams},
+    {LRSchedule::one_cycle, "OneCycle", kOneCycleParams},
+    {LRSchedule::warmup, "WarmupLR", kWarmupParams},
+    {LRSchedule::warmup_decay, "WarmupDecayLR", kWarmupDecayParams},
+    {LRSchedule::warmup_cosine, "WarmupCosineLR", kWarmupCosineParams}};
+const SchedulerType *schedulerType(StringRef name) {
+  for (const SchedulerType &t : kSchedulerTypes)
+    if (name == t.name)
+      return &t;
+  return nullptr;
+}
+std::vector<const char *> schedulerNames() {
+  std::vector<const char *> names;
+  for (const SchedulerType &t : kSchedulerTypes)
+    names.push_back(t.name);
+  return names;
 }
 
 /// `scheduler {type, params}`; `opt` is the parsed optimizer, whose lr is the default of some
@@ -356,16 +362,18 @@ Error parseScheduler(const json::Value &v, OptimizerConfig &opt, SchedulerConfig
   std::optional<StringRef> type = obj->getString("type");
   if (!type)
     return fail("'scheduler.type' is missing; e.g. \"WarmupLR\"");
-  if (!contains(kSchedulerTypes, *type))
+  const SchedulerType *known = schedulerType(*type);
+  if (!known)
     return fail("'scheduler.type' \"" + *type + "\" is not a DeepSpeed scheduler; did you mean \"" +
-                nearest(kSchedulerTypes, *type) + "\"?");
-  sch.type = type->str();
+                nearest(schedulerNames(), *type) + "\"?");
+  sch.type = known->kind;
+  const std::string name = known->name;
   // DeepSpeed's defaults: WarmupLR warms up to the optimizer's lr, WarmupDecayLR to 0.001.
-  sch.warmupMaxLr = sch.type == "WarmupDecayLR" ? 0.001 : opt.lr;
+  sch.warmupMaxLr = sch.type == LRSchedule::warmup_decay ? defaults::kWarmupDecayMaxLr : opt.lr;
   const json::Object *p = obj->getObject("params");
   if (obj->get("params") && !p)
     return fail("'scheduler.params' must be an object");
-  ArrayRef<const char *> valid = schedulerParams(sch.type);
+  ArrayRef<const char *> valid = known->params;
   bool hasTotal = false, hasMin = false, hasMax = false;
   std::optional<double> secondSize;
   std::optional<int64_t> secondStairs;
@@ -377,11 +385,11 @@ Error parseScheduler(const json::Value &v, OptimizerConfig &opt, SchedulerConfig
                   nearest(valid, key) + "'?");
     if (!contains(valid, key)) {
       std::string owner;
-      for (const char *t : kSchedulerTypes)
-        if (contains(schedulerParams(t), key))
-          owner += (owner.empty() ? "" : ", ") + std::string(t);
-      return fail("'" + full + "' is not a parameter of " + sch.type + " (it belongs to " + owner +
-                  "); " + sch.type + " takes: " + join(valid.begin(), valid.end(), ", "));
+      for (const SchedulerType &t : kSchedulerTypes)
+        if (contains(t.params, key))
+          owner += (owner.empty() ? "" : ", ") + std::string(t.name);
+      return fail("'" + full + "' is not a parameter of " + name + " (it belongs to " + owner +
+                  "); " + name + " takes: " + join(valid.begin(), valid.end(), ", "));
     }
     auto flag = [&](bool &out) -> Error {
       std::optional<bool> b = kv.second.getAsBoolean();
@@ -398,9 +406,9 @@ Error parseScheduler(const json::Value &v, OptimizerConfig &opt, SchedulerConfig
         // DeepSpeed warns and uses log.
         warnings.push_back("'" + full + "' \"" + t->str() +
                            "\" is unknown; DeepSpeed and ds use \"log\"");
-        sch.warmupType = "log";
+        sch.warmupLinear = false;
       } else {
-        sch.warmupType = t->str();
+        sch.warmupLinear = *t == "linear";
       }
       continue;
     }
@@ -476,10 +484,11 @@ Error parseScheduler(const json::Value &v, OptimizerConfig &opt, SchedulerConfig
     else if (key == "lr_range_test_step_rate")
       sch.lrRangeTestStepRate = *d;
   }
-  if ((sch.type == "WarmupDecayLR" || sch.type == "WarmupCosineLR") && !hasTotal)
-    return fail("'scheduler.params.total_num_steps' is required by " + sch.type +
+  if ((sch.type == LRSchedule::warmup_decay || sch.type == LRSchedule::warmup_cosine) &&
+      !hasTotal)
+    return fail("'scheduler.params.total_num_steps' is required by " + name +
                 " (the step at which the decay ends)");
-  if (sch.type == "OneCycle") {
+  if (sch.type == LRSchedule::one_cycle) {
     if (!hasMin || !hasMax)
       return fail("'scheduler.params." + std::string(hasMin ? "cycle_max_lr" : "cycle_min_lr") +
                   "' is required by OneCycle (the lr at the cycle's ends and peak)");
@@ -487,20 +496,20 @@ Error parseScheduler(const json::Value &v, OptimizerConfig &opt, SchedulerConfig
     sch.cycleSecondStepSize = secondSize ? *secondSize : sch.cycleFirstStepSize;
     sch.cycleSecondStairCount = secondStairs ? *secondStairs : sch.cycleFirstStairCount;
     if (sch.cycleMomentum) {
-      if (opt.type == "Adam" || opt.type == "AdamW") {
+      if (opt.type == OptimizerKind::adam || opt.type == OptimizerKind::adamw) {
         // DeepSpeed sets each group's betas to (cycled momentum, 0.99).
-        if (opt.beta2 != 0.99) {
+        if (opt.beta2 != defaults::kCycleMomentumBeta2) {
           char b2[32];
           std::snprintf(b2, sizeof b2, "%g", opt.beta2);
           warnings.push_back("OneCycle's cycle_momentum sets Adam's betas to (momentum, 0.99) as "
                              "DeepSpeed does; optimizer.params.betas[1] " + std::string(b2) +
                              " is not used");
         }
-        opt.beta2 = 0.99;
+        opt.beta2 = defaults::kCycleMomentumBeta2;
         opt.beta1 = sch.cycleMinMom;
         opt.scheduledBeta1 = true;
       } else {
-        warnings.push_back("OneCycle's cycle_momentum is disabled because " + opt.type +
+        warnings.push_back("OneCycle's cycle_momentum is disabled because " + opt.name().str() +
                            " has no betas (as DeepSpeed does)");
         sch.cycleMomentum = false;
       }
@@ -565,9 +574,11 @@ Error parsePipeline(const json::Value &v, PipelineConfig &p, std::vector<std::st
       p.partition = s->str();
     } else if (key == "schedule") {
       auto s = val.getAsString();
-      if (!s || (*s != "1f1b" && *s != "interleaved"))
+      std::optional<PipelineSchedule> schedule =
+          s ? mlir::ds::symbolizePipelineSchedule(*s) : std::nullopt;
+      if (!schedule)
         return fail("'pipeline.schedule' (a ds key) must be \"1f1b\" or \"interleaved\"");
-      p.schedule = s->str();
+      p.schedule = *schedule;
     } else if (key == "virtual_stages") {
       auto i = getPositiveInt(val, full);
       if (!i)
@@ -588,10 +599,10 @@ Error parsePipeline(const json::Value &v, PipelineConfig &p, std::vector<std::st
         return fail("'" + full + "' must be true or false");
     }
   }
-  if (p.schedule == "interleaved" && p.virtualStages < 2)
+  if (p.schedule == PipelineSchedule::interleaved && p.virtualStages < 2)
     return fail("'pipeline.schedule' \"interleaved\" needs 'pipeline.virtual_stages' >= 2 "
                 "(model chunks per rank)");
-  if (p.schedule == "1f1b" && p.virtualStages != 1)
+  if (p.schedule == PipelineSchedule::one_f_one_b && p.virtualStages != 1)
     return fail("'pipeline.virtual_stages' " + std::to_string(p.virtualStages) +
                 " needs 'pipeline.schedule': \"interleaved\" (1f1b runs one chunk per rank)");
   return Error::success();
@@ -625,9 +636,10 @@ Error parseOffload(StringRef section, const json::Value &v, OffloadConfig &o) {
     Error e = Error::success();
     if (key == "device") {
       std::optional<StringRef> d = val.getAsString();
-      if (!d || !llvm::is_contained({"none", "cpu", "nvme"}, *d))
+      std::optional<OffloadDevice> device = d ? mlir::ds::symbolizeOffloadDevice(*d) : std::nullopt;
+      if (!device)
         return fail("'" + full + "' must be \"none\", \"cpu\" or \"nvme\"");
-      o.device = d->str();
+      o.device = *device;
     } else if (key == "nvme_path") {
       std::optional<StringRef> p = val.getAsString();
       if (!p && val.kind() != json::Value::Null)
@@ -743,7 +755,7 @@ Error checkOffload(const DeepSpeedConfig &cfg) {
   if (o.on() && stage == 0)
     return fail("'zero_optimization.offload_optimizer' needs ZeRO stage 1, 2 or 3 "
                 "(DeepSpeed's rule); set zero_optimization.stage");
-  if (o.device == "nvme" && stage != 3)
+  if (o.device == OffloadDevice::nvme && stage != 3)
     return fail("'zero_optimization.offload_optimizer.device' \"nvme\" needs ZeRO stage 3 "
                 "(ZeRO-Infinity); set zero_optimization.stage to 3 or use \"cpu\"");
   if (p.on() && stage != 3)
@@ -751,21 +763,24 @@ Error checkOffload(const DeepSpeedConfig &cfg) {
                 "zero_optimization.stage to 3");
   for (auto [name, c] : {std::pair<const char *, const OffloadConfig *>{"offload_optimizer", &o},
                          {"offload_param", &p}})
-    if (c->device == "nvme" && c->nvmePath.empty())
+    if (c->device == OffloadDevice::nvme && c->nvmePath.empty())
       return fail(std::string("'zero_optimization.") + name + "' on \"nvme\" needs "
                   "'nvme_path': the directory of the swap files (on a fast local drive)");
-  if (o.device == "nvme" && p.device == "nvme" && o.nvmePath != p.nvmePath)
+  if (o.device == OffloadDevice::nvme && p.device == OffloadDevice::nvme &&
+      o.nvmePath != p.nvmePath)
     return fail("offload_optimizer.nvme_path and offload_param.nvme_path differ; ds keeps one "
                 "swap file per rank: give both the same directory");
   if (cfg.pipeline.stages > 1 || cfg.tensorParallelSize > 1 || cfg.sequenceParallelSize > 1)
     return fail("zero_optimization.offload_* with pipeline, tensor or sequence parallelism is "
                 "not implemented by ds yet; offload runs with data parallelism alone");
   if (cfg.precision.mixed())
-    return fail("zero_optimization.offload_* with " + cfg.precision.dtype + " is not "
+    return fail("zero_optimization.offload_* with " +
+                mlir::ds::stringifyPrecision(cfg.precision.dtype) + " is not "
                 "implemented by ds yet; offload trains in fp32 for now");
-  if (o.on() && cfg.optimizer.type != "Adam" && cfg.optimizer.type != "AdamW")
+  if (o.on() && cfg.optimizer.type != OptimizerKind::adam &&
+      cfg.optimizer.type != OptimizerKind::adamw)
     return fail("zero_optimization.offload_optimizer runs DeepSpeed's CPU Adam: the optimizer "
-                "must be Adam or AdamW, not " + cfg.optimizer.type);
+                "must be Adam or AdamW, not " + cfg.optimizer.name());
   return Error::success();
 }
 
@@ -918,7 +933,7 @@ Error parsePrecision(StringRef section, const json::Value &v, PrecisionConfig &p
     return fail("'" + section + ".initial_scale_power' must be at most 63");
   if (p.mixed())
     return fail("'fp16' and 'bf16' are both enabled; enable one of them");
-  out.dtype = fp16 ? "fp16" : "bf16";
+  out.dtype = fp16 ? Precision::fp16 : Precision::bf16;
   p = out;
   return Error::success();
 }
@@ -1079,9 +1094,16 @@ Expected<DeepSpeedConfig> loadDeepSpeedConfig(StringRef path, int64_t worldSize)
   return cfg;
 }
 
+StringRef SchedulerConfig::name() const {
+  for (const SchedulerType &t : kSchedulerTypes)
+    if (t.kind == type)
+      return t.name;
+  return "";
+}
+
 std::string DeepSpeedConfig::toJSON() const {
   json::Object optParams{{"lr", optimizer.lr}, {"weight_decay", optimizer.weightDecay}};
-  if (optimizer.type == "SGD") {
+  if (optimizer.type == OptimizerKind::sgd) {
     optParams["momentum"] = optimizer.momentum;
     optParams["dampening"] = optimizer.dampening;
     optParams["nesterov"] = optimizer.nesterov;
@@ -1090,12 +1112,12 @@ std::string DeepSpeedConfig::toJSON() const {
     optParams["eps"] = optimizer.eps;
     optParams["adam_w_mode"] = optimizer.adamWMode;
   }
-  if (optimizer.type == "Muon") {
+  if (optimizer.type == OptimizerKind::muon) {
     optParams["momentum"] = optimizer.momentum;
     optParams["adam_lr"] = optimizer.auxLr;
     optParams["ns_method"] = "standard";
   }
-  json::Object opt{{"type", optimizer.type}, {"params", std::move(optParams)}};
+  json::Object opt{{"type", optimizer.name()}, {"params", std::move(optParams)}};
   json::Object root{{"train_batch_size", trainBatchSize},
                     {"train_micro_batch_size_per_gpu", microBatchSize},
                     {"gradient_accumulation_steps", gradientAccumulationSteps},
@@ -1119,7 +1141,8 @@ std::string DeepSpeedConfig::toJSON() const {
                                   {"stage3_max_live_parameters", zero.maxLiveParameters},
                                   {"stage3_max_reuse_distance", zero.maxReuseDistance}}}};
   auto offloadJSON = [](const OffloadConfig &o, bool isParam) {
-    json::Object j{{"device", o.device}, {"nvme_path", o.nvmePath},
+    json::Object j{{"device", mlir::ds::stringifyOffloadDevice(o.device)},
+                   {"nvme_path", o.nvmePath},
                    {"pin_memory", o.pinMemory}, {"buffer_count", o.bufferCount}};
     if (isParam) {
       j["buffer_size"] = o.bufferSize;
@@ -1147,11 +1170,12 @@ std::string DeepSpeedConfig::toJSON() const {
   if (pipeline.stages > 1)
     root["pipeline"] = json::Object{{"stages", pipeline.stages},
                                     {"partition", pipeline.partition},
-                                    {"schedule", pipeline.schedule},
+                                    {"schedule",
+                                     mlir::ds::stringifyPipelineSchedule(pipeline.schedule)},
                                     {"virtual_stages", pipeline.virtualStages}};
-  if (precision.dtype == "bf16")
+  if (precision.dtype == Precision::bf16)
     root["bf16"] = json::Object{{"enabled", true}};
-  if (precision.dtype == "fp16")
+  if (precision.dtype == Precision::fp16)
     root["fp16"] = json::Object{{"enabled", true},
                                 {"loss_scale", precision.lossScale},
                                 {"initial_scale_power", precision.initialScalePower},
@@ -1159,7 +1183,10 @@ std::string DeepSpeedConfig::toJSON() const {
                                 {"hysteresis", precision.hysteresis},
                                 {"consecutive_hysteresis", precision.consecutiveHysteresis},
                                 {"min_loss_scale", precision.minLossScale}};
-  if (scheduler.type == "OneCycle") {
+  switch (scheduler.type) {
+  case LRSchedule::constant:
+    break;
+  case LRSchedule::one_cycle: {
     json::Object params{{"cycle_min_lr", scheduler.cycleMinLr},
                         {"cycle_max_lr", scheduler.cycleMaxLr},
                         {"decay_lr_rate", scheduler.decayLrRate},
@@ -1172,26 +1199,34 @@ std::string DeepSpeedConfig::toJSON() const {
                         {"cycle_min_mom", scheduler.cycleMinMom},
                         {"cycle_max_mom", scheduler.cycleMaxMom},
                         {"decay_mom_rate", scheduler.decayMomRate}};
-    root["scheduler"] = json::Object{{"type", scheduler.type}, {"params", std::move(params)}};
-  } else if (scheduler.type == "LRRangeTest") {
+    root["scheduler"] = json::Object{{"type", scheduler.name()}, {"params", std::move(params)}};
+    break;
+  }
+  case LRSchedule::range_test: {
     json::Object params{{"lr_range_test_min_lr", scheduler.lrRangeTestMinLr},
                         {"lr_range_test_step_size", scheduler.lrRangeTestStepSize},
                         {"lr_range_test_step_rate", scheduler.lrRangeTestStepRate},
                         {"lr_range_test_staircase", scheduler.lrRangeTestStaircase}};
-    root["scheduler"] = json::Object{{"type", scheduler.type}, {"params", std::move(params)}};
-  } else if (!scheduler.type.empty()) {
+    root["scheduler"] = json::Object{{"type", scheduler.name()}, {"params", std::move(params)}};
+    break;
+  }
+  case LRSchedule::warmup:
+  case LRSchedule::warmup_decay:
+  case LRSchedule::warmup_cosine: {
     json::Object params{{"warmup_num_steps", scheduler.warmupNumSteps},
-                        {"warmup_type", scheduler.warmupType}};
-    if (scheduler.type == "WarmupCosineLR") {
+                        {"warmup_type", scheduler.warmupLinear ? "linear" : "log"}};
+    if (scheduler.type == LRSchedule::warmup_cosine) {
       params["warmup_min_ratio"] = scheduler.warmupMinRatio;
       params["cos_min_ratio"] = scheduler.cosMinRatio;
     } else {
       params["warmup_min_lr"] = scheduler.warmupMinLr;
       params["warmup_max_lr"] = scheduler.warmupMaxLr;
     }
-    if (scheduler.type != "WarmupLR")
+    if (scheduler.type != LRSchedule::warmup)
       params["total_num_steps"] = scheduler.totalNumSteps;
-    root["scheduler"] = json::Object{{"type", scheduler.type}, {"params", std::move(params)}};
+    root["scheduler"] = json::Object{{"type", scheduler.name()}, {"params", std::move(params)}};
+    break;
+  }
   }
   std::string out;
   raw_string_ostream os(out);

@@ -178,11 +178,11 @@ LogicalResult mlir::ds::printPipelineCommReport(ModuleOp module, DictionaryAttr 
     return a ? a.getInt() : 1;
   };
   const int64_t p = intOf("stages"), m = intOf("micro_batches"), v = intOf("virtual_stages");
-  auto schedule = info.getAs<StringAttr>("schedule");
+  auto schedule = info.getAs<PipelineScheduleAttr>("schedule");
   auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
   int64_t ranks = mesh ? mesh.getNumRanks() : p;
   os << "collectives and transfers per rank and step (each pipeline rank's " << m
-     << "-micro-batch " << (schedule ? schedule.getValue() : "") << " program and its update; "
+     << "-micro-batch " << (schedule ? stringifyPipelineSchedule(schedule.getValue()) : "") << " program and its update; "
      << ranks << " ranks, mesh " << (mesh ? mesh.str() : "") << "; bytes are each call's "
      << "tensor)\n";
   for (int64_t r = 0; r < p; ++r) {

@@ -63,9 +63,10 @@ FailureOr<OwningOpRef<ModuleOp>> mlir::ds::fitDeviceMemory(ModuleOp imported,
                                                           ::ds::DeepSpeedConfig &config,
                                                           uint64_t budget,
                                                           llvm::raw_ostream &note) {
-  const bool offloadable = config.precision.dtype == "fp32" && config.pipeline.stages == 1 &&
+  const bool offloadable = !config.precision.mixed() && config.pipeline.stages == 1 &&
                            config.tensorParallelSize == 1 && config.sequenceParallelSize == 1 &&
-                           (config.optimizer.type == "Adam" || config.optimizer.type == "AdamW");
+                           (config.optimizer.type == ::ds::OptimizerKind::adam ||
+                            config.optimizer.type == ::ds::OptimizerKind::adamw);
   const bool recomputable = config.pipeline.stages == 1;
   const Candidate candidates[] = {
       {"as configured", false, false, false},
@@ -85,12 +86,12 @@ FailureOr<OwningOpRef<ModuleOp>> mlir::ds::fitDeviceMemory(ModuleOp imported,
     if (c.optimizer) {
       if (!offloadable || cfg.zero.stage == 0 || cfg.zero.offloadOptimizer.on())
         continue;
-      cfg.zero.offloadOptimizer.device = "cpu";
+      cfg.zero.offloadOptimizer.device = ::ds::OffloadDevice::cpu;
     }
     if (c.param) {
       if (cfg.zero.stage != 3 || cfg.zero.offloadParam.on())
         continue;
-      cfg.zero.offloadParam.device = "cpu";
+      cfg.zero.offloadParam.device = ::ds::OffloadDevice::cpu;
     }
     OwningOpRef<ModuleOp> step = imported.clone();
     if (failed(buildTrainingStep(*step, cfg)))

@@ -29,7 +29,7 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
 }
 
 void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options) {
-  bool mixed = options.precision != "fp32";
+  bool mixed = options.precision != Precision::fp32;
   if (options.tensorParallelSize > 1) {
     DSTensorParallelOptions tp;
     tp.autotpSize = options.tensorParallelSize;
@@ -42,8 +42,8 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   }
   if (mixed) {
     DSMixedPrecisionOptions mp;
-    mp.dtype = options.precision == "fp16" ? "f16" : "bf16";
-    mp.lossScaling = options.precision == "fp16";
+    mp.dtype = options.precision;
+    mp.lossScaling = options.precision == Precision::fp16;
     pm.addPass(createDSMixedPrecision(mp));
   }
   bool pipelined = options.pipeline.stages > 1;

@@ -1,7 +1,7 @@
 // RUN: ds-opt %s --ds-mixed-precision | FileCheck %s
-// RUN: ds-opt %s --ds-mixed-precision="dtype=f16 loss-scaling=true" --ds-autodiff | FileCheck %s --check-prefix=AD
+// RUN: ds-opt %s --ds-mixed-precision="dtype=fp16 loss-scaling=true" --ds-autodiff | FileCheck %s --check-prefix=AD
 // RUN: ds-opt %s --ds-mixed-precision --ds-autodiff --ds-optimizer --canonicalize --cse --ds-widen-16bit | FileCheck %s --check-prefix=WIDE
-// RUN: ds-opt %s --ds-mixed-precision="dtype=f16 loss-scaling=true" --ds-autodiff --ds-optimizer | FileCheck %s --check-prefix=FP16
+// RUN: ds-opt %s --ds-mixed-precision="dtype=fp16 loss-scaling=true" --ds-autodiff --ds-optimizer | FileCheck %s --check-prefix=FP16
 // RUN: not ds-opt %s --ds-mixed-precision="dtype=f8" 2>&1 | FileCheck %s --check-prefix=BADTYPE
 // RUN: not ds-opt %s --ds-autodiff --ds-mixed-precision 2>&1 | FileCheck %s --check-prefix=ORDER
 // RUN: not ds-opt %s --ds-mixed-precision --ds-mixed-precision 2>&1 | FileCheck %s --check-prefix=TWICE
@@ -84,7 +84,7 @@
 // FP16: ds.assign @"w@master" = %[[KEPT]]
 // FP16: ds.assign @w = %{{.+}} : tensor<4x8xf16>
 
-// BADTYPE: ds-mixed-precision: dtype 'f8' is not bf16 or f16
+// BADTYPE: for the --dtype option: Cannot find option named 'f8'!
 // ORDER: ds-mixed-precision runs before ds-autodiff on a func.func @forward
 // TWICE: ds-mixed-precision: trainable parameters must be f32 before the pass; 'w' is 'bf16'
 module {

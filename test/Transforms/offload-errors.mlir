@@ -4,7 +4,7 @@
 
 // The option names DeepSpeed's devices; a pipeline and a module without the training step
 // are refused.
-// DEVICE: error: ds-offload: optimizer and param take none, cpu or nvme (DeepSpeed's offload devices); got 'gpu'
+// DEVICE: for the --optimizer option: Cannot find option named 'gpu'!
 // CPU: error: ds-offload needs @micro_step and @optimizer_step (run ds-autodiff and ds-optimizer first)
 // CPU: error: ds-offload: offloading a pipeline's state is not implemented yet; drop zero_optimization.offload_* or pipeline.stages
 module {

@@ -5,7 +5,7 @@
 
 // ZeRO-3 at 2 ranks with both offloads on the CPU: the parameter shards, the moments and the
 // gradient shards live in host memory.
-// CHECK: module attributes {{.*}}ds.offload = {optimizer = "cpu", param = "cpu"}
+// CHECK: module attributes {{.*}}ds.offload = {optimizer = #ds<offload_device cpu>, param = #ds<offload_device cpu>}
 // CHECK: ds.state @"zero.params.0@shard" of @zero.params.0 role param_shard : tensor<160xf32> {ds.memory_space = #ds<memory_space host>}
 // CHECK: ds.state @"zero.params.0@exp_avg" of @zero.params.0 role exp_avg : tensor<160xf32> {ds.memory_space = #ds<memory_space host>}
 // CHECK: ds.state @"zero.params.0@grad" of @zero.params.0 role grad_shard : tensor<160xf32> {ds.memory_space = #ds<memory_space host>}

@@ -4,7 +4,7 @@
 // RUN: not ds-opt %s --ds-autodiff --ds-pipeline 2>&1 | FileCheck %s --check-prefix=UNCUT
 // COUNT: error: ds-pipeline: the interleaved schedule needs the micro-batches per step (gradient_accumulation_steps, 3) to be a multiple of the pipeline stages (2); use 2 or 4, or schedule 1f1b
 // CHUNKS: error: ds-pipeline: schedule 'interleaved' with 1 chunks per rank; interleaved needs virtual_stages >= 2 and 1f1b one chunk per rank
-// NAME: error: ds-pipeline: schedule 'gpipe' is not 1f1b or interleaved
+// NAME: for the --schedule option: Cannot find option named 'gpipe'!
 // UNCUT: error: ds-pipeline needs a module cut by ds-pipeline-partition and a func.func @micro_step (run ds-pipeline-partition, then ds-autodiff)
 module {
   ds.parameter @l0.weight trainable : tensor<16x16xf32>

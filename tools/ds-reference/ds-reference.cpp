@@ -8,6 +8,7 @@
 #include "dsrt/dsrt.h"
 #include "dsrt/io.h"
 #include "ds/Config/DeepSpeedConfig.h"
+#include "ds/Transforms/MuonRule.h"
 #include "ds/Importer/ModelFile.h"
 
 #include <torch/csrc/jit/passes/inliner.h>
@@ -270,7 +271,7 @@ struct ModelState {
 
 /// The parameters that aten::embedding reads in forward (after inlining), and the weight of the
 /// aten::linear whose output, through views, is the cross-entropy's input (the LM head), by
-/// attribute path: Muon leaves them to its AdamW whatever their names (ds::usesMuon).
+/// attribute path: Muon leaves them to its AdamW whatever their names (mlir::ds::usesMuon).
 std::set<std::string> embeddingTablesAndHead(torch::jit::Module &m) {
   std::shared_ptr<torch::jit::Graph> g = m.get_method("forward").graph()->copy();
   torch::jit::Inline(*g);
@@ -521,10 +522,6 @@ int run(int argc, char **argv) {
   const ds::DeepSpeedConfig &cfg = *cfgOr;
   for (const std::string &w : cfg.warnings)
     std::fprintf(stderr, "ds-reference: warning: %s\n", w.c_str());
-  if (cfg.optimizer.type != "AdamW" && cfg.optimizer.type != "Adam" &&
-      cfg.optimizer.type != "SGD" && cfg.optimizer.type != "Muon")
-    die("optimizer type '" + cfg.optimizer.type +
-        "' is not yet supported by ds-reference (use AdamW, Adam, SGD or Muon)");
   const int64_t G = cfg.trainBatchSize, mb = cfg.microBatchSize,
                 gas = cfg.gradientAccumulationSteps, dp = cfg.worldSize;
 
@@ -646,7 +643,7 @@ int run(int argc, char **argv) {
   const ::ds::OptimizerConfig &oc = cfg.optimizer;
   std::unique_ptr<torch::optim::Optimizer> optimizerPtr;
   std::unique_ptr<MuonWithAuxAdam> muon;
-  if (oc.type == "Muon") {
+  if (oc.type == ds::OptimizerKind::muon) {
     std::set<std::string> tables = embeddingTablesAndHead(module);
     std::vector<bool> useMuon;
     for (size_t i = 0; i < s.params.size(); ++i) {
@@ -658,12 +655,12 @@ int run(int argc, char **argv) {
           names.push_back(np.first);
           table = table || tables.count(np.first);
         }
-      useMuon.push_back(::ds::usesMuon(names, s.params[i].dim(), table));
+      useMuon.push_back(mlir::ds::usesMuon(names, s.params[i].dim(), table));
     }
     muon = std::make_unique<MuonWithAuxAdam>(updated, useMuon, oc);
     // torch::optim needs an optimizer object for the code below; Muon never steps it.
     optimizerPtr = std::make_unique<torch::optim::SGD>(updated, torch::optim::SGDOptions(0));
-  } else if (oc.type == "SGD")
+  } else if (oc.type == ds::OptimizerKind::sgd)
     optimizerPtr = std::make_unique<torch::optim::SGD>(
         updated, torch::optim::SGDOptions(oc.lr)
                       .momentum(oc.momentum)
@@ -718,7 +715,7 @@ int run(int argc, char **argv) {
   // element that ds holds in fp16, scaled, reaches 65520 (the first value fp16 rounds to
   // infinity). ds holds each micro-batch's gradient, each rank's running sum and the sum over
   // the ranks; all are scaled by the loss scale over dp x gas, as is the loss.
-  const bool fp16 = cfg.precision.dtype == "fp16";
+  const bool fp16 = cfg.precision.dtype == ds::Precision::fp16;
   std::unique_ptr<DeepSpeedLossScale> scaler;
   if (fp16)
     scaler = std::make_unique<DeepSpeedLossScale>(cfg.precision, cfg.zeroStage);

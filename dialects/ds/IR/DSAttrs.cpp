@@ -1,7 +1,8 @@
-//===- DSAttrs.cpp - verifiers of the mesh and sharding attributes ---------===//
+//===- DSAttrs.cpp - verifiers of the mesh, sharding and run attributes ----===//
 #include "ds/IR/DSDialect.h"
 
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/JSON.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -76,6 +77,56 @@ LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
         return emitError() << "mesh axis '" << name.getValue()
                            << "' shards more than one dimension";
     }
+  }
+  return success();
+}
+
+LogicalResult LossScalerAttr::verify(function_ref<InFlightDiagnostic()> emitError, bool dynamic,
+                                     APFloat scale, int64_t window, int64_t hysteresis,
+                                     bool consecutiveHysteresis, APFloat minScale) {
+  if (!(scale.convertToDouble() > 0) || !(minScale.convertToDouble() > 0))
+    return emitError() << "the loss scale and its minimum must be positive";
+  if (window < 1 || hysteresis < 1)
+    return emitError() << "the loss scale window and hysteresis must be >= 1";
+  return success();
+}
+
+LogicalResult NvmeAttr::verify(function_ref<InFlightDiagnostic()> emitError, StringRef path,
+                               int64_t blockSize, int64_t queueDepth, bool singleSubmit) {
+  if (path.empty())
+    return emitError() << "the NVMe tier needs a directory (nvme_path)";
+  if (blockSize < 4096 || queueDepth < 1)
+    return emitError() << "the NVMe tier's block_size must be >= 4096 and queue_depth >= 1";
+  return success();
+}
+
+LogicalResult RunAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                              int64_t trainBatchSize, int64_t microBatchSize,
+                              int64_t gradientAccumulationSteps, int64_t dataParallelSize,
+                              int64_t stepsPerPrint, int64_t seed, Precision precision,
+                              OptimizerKind optimizer, APFloat lr, APFloat auxLr, APFloat beta1,
+                              LRScheduleAttr schedule, LossScalerAttr lossScaler, NvmeAttr nvme,
+                              StringRef deepspeed, StringRef numbers) {
+  if (microBatchSize < 1 || gradientAccumulationSteps < 1 || dataParallelSize < 1 ||
+      trainBatchSize != microBatchSize * gradientAccumulationSteps * dataParallelSize)
+    return emitError() << "train_batch_size " << trainBatchSize << " must be micro_batch_size "
+                       << microBatchSize << " x gradient_accumulation_steps "
+                       << gradientAccumulationSteps << " x data_parallel_size "
+                       << dataParallelSize << " (all >= 1)";
+  if (stepsPerPrint < 0 || seed < 0)
+    return emitError() << "steps_per_print and seed must be >= 0";
+  if (!schedule)
+    return emitError() << "needs a schedule (kind = constant without a scheduler)";
+  if (static_cast<bool>(lossScaler) != (precision == Precision::fp16))
+    return emitError() << "has a loss scaler exactly when the precision is fp16";
+  for (auto [what, text] : {std::pair{"deepspeed", deepspeed}, std::pair{"numbers", numbers}}) {
+    llvm::Expected<llvm::json::Value> v = llvm::json::parse(text);
+    if (!v) {
+      llvm::consumeError(v.takeError());
+      return emitError() << "'" << what << "' is not JSON";
+    }
+    if (!v->getAsObject())
+      return emitError() << "'" << what << "' must be a JSON object";
   }
   return success();
 }

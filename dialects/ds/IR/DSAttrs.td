@@ -13,6 +13,8 @@ def DS_SlotRoleAttr : EnumAttr<DS_Dialect, DS_SlotRole, "slot_role">;
 /// Where a slot lives (`ds.memory_space`) or where `ds.move` copies to. The runtime's
 /// dsrt_space.
 def DS_MemorySpaceAttr : EnumAttr<DS_Dialect, DS_MemorySpace, "memory_space">;
+// How a training step runs (#ds.run and its parts).
+include "ds/IR/DSRunAttrs.td"
 
 def DS_MeshAxis : I32EnumAttr<"MeshAxis", "the role of a mesh axis", [
     I32EnumAttrCase<"dp", 0>, I32EnumAttrCase<"pp", 1>, I32EnumAttrCase<"tp", 2>,

@@ -10,7 +10,6 @@ using namespace mlir;
 using namespace mlir::ds;
 
 #include "ds/IR/DSDialect.cpp.inc"
-#include "ds/IR/DSEnums.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "ds/IR/DSAttrs.cpp.inc"

@@ -5,8 +5,23 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Dialect.h"
 
+#include "mlir/IR/DialectImplementation.h"
+
 #include "ds/IR/DSDialect.h.inc"
-#include "ds/IR/DSEnums.h.inc"
+#include "ds/IR/DSEnums.h"
+
+namespace mlir {
+/// The doubles of ds's attributes (#ds.run, #ds.lr_schedule), read back from
+/// AsmPrinter::printFloat.
+template <> struct FieldParser<llvm::APFloat> {
+  static FailureOr<llvm::APFloat> parse(AsmParser &parser) {
+    llvm::APFloat value(0.0);
+    if (parser.parseFloat(llvm::APFloat::IEEEdouble(), value))
+      return failure();
+    return value;
+  }
+};
+} // namespace mlir
 
 #define GET_ATTRDEF_CLASSES
 #include "ds/IR/DSAttrs.h.inc"

@@ -42,12 +42,15 @@ void MixedPrecisionPass::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *ctx = &getContext();
   Type half;
-  if (dtype == "bf16")
+  switch (dtype) {
+  case Precision::bf16:
     half = BFloat16Type::get(ctx);
-  else if (dtype == "f16")
+    break;
+  case Precision::fp16:
     half = Float16Type::get(ctx);
-  else {
-    module.emitError() << "ds-mixed-precision: dtype '" << dtype << "' is not bf16 or f16";
+    break;
+  case Precision::fp32:
+    module.emitError() << "ds-mixed-precision: dtype fp32 has no 16-bit model; use bf16 or fp16";
     return signalPassFailure();
   }
   auto func = module.lookupSymbol<func::FuncOp>("forward");

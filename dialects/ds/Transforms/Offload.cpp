@@ -30,6 +30,19 @@ enum class Space { Device, Host, Any };
 
 bool isCollective(Operation *op) { return isa<shard::ShardDialect>(op->getDialect()); }
 
+/// Where DeepSpeed's offload device puts a state.
+MemorySpace spaceOf(OffloadDevice d) {
+  switch (d) {
+  case OffloadDevice::none:
+    return MemorySpace::device;
+  case OffloadDevice::cpu:
+    return MemorySpace::host;
+  case OffloadDevice::nvme:
+    return MemorySpace::nvme;
+  }
+  llvm_unreachable("an OffloadDevice without a space");
+}
+
 struct OffloadPass : mlir::ds::impl::DSOffloadBase<OffloadPass> {
   using DSOffloadBase::DSOffloadBase;
   void runOnOperation() override;
@@ -61,9 +74,9 @@ private:
 };
 
 void OffloadPass::placeStates(ModuleOp module) {
-  MemorySpace optSpace = optimizer == "cpu" ? MemorySpace::host : MemorySpace::nvme;
-  MemorySpace paramSpace = param == "cpu" ? MemorySpace::host : MemorySpace::nvme;
-  bool offloadOptimizer = optimizer != "none", offloadParams = param != "none";
+  MemorySpace optSpace = spaceOf(optimizer), paramSpace = spaceOf(param);
+  bool offloadOptimizer = optimizer != OffloadDevice::none;
+  bool offloadParams = param != OffloadDevice::none;
   llvm::StringSet<> members;
   bool sharded = false;
   for (auto f : module.getOps<FlatBufferOp>()) {
@@ -117,7 +130,7 @@ void OffloadPass::placeStates(ModuleOp module) {
 void OffloadPass::placeOps(func::FuncOp micro, func::FuncOp opt) {
   MLIRContext *ctx = micro.getContext();
   // The update: every op but the collectives, reads and writes runs on the host.
-  if (optimizer != "none")
+  if (optimizer != OffloadDevice::none)
     opt.walk([&](Operation *op) {
       if (op == opt || isa<GetParameterOp, AssignOp, MoveOp, ConstantOp, func::ReturnOp>(op) ||
           isCollective(op))
@@ -261,14 +274,7 @@ void OffloadPass::prefetchMoves(func::FuncOp func, Operation *loss) {
 
 void OffloadPass::runOnOperation() {
   ModuleOp module = getOperation();
-  for (StringRef d : {StringRef(optimizer), StringRef(param)})
-    if (d != "none" && d != "cpu" && d != "nvme") {
-      module.emitError() << "ds-offload: optimizer and param take none, cpu or nvme (DeepSpeed's "
-                            "offload devices); got '"
-                         << d << "'";
-      return signalPassFailure();
-    }
-  if (optimizer == "none" && param == "none")
+  if (optimizer == OffloadDevice::none && param == OffloadDevice::none)
     return;
   if (module->hasAttr(kPipelineAttrName)) {
     module.emitError() << "ds-offload: offloading a pipeline's state is not implemented yet; "
@@ -294,9 +300,10 @@ void OffloadPass::runOnOperation() {
   prefetchMoves(opt, nullptr);
   MLIRContext *ctx = module.getContext();
   module->setAttr(kOffloadAttrName,
-                  DictionaryAttr::get(ctx, {NamedAttribute(StringAttr::get(ctx, "optimizer"),
-                                                           StringAttr::get(ctx, optimizer)),
-                                            NamedAttribute(StringAttr::get(ctx, "param"),
-                                                           StringAttr::get(ctx, param))}));
+                  DictionaryAttr::get(
+                      ctx, {NamedAttribute(StringAttr::get(ctx, "optimizer"),
+                                           OffloadDeviceAttr::get(ctx, optimizer)),
+                            NamedAttribute(StringAttr::get(ctx, "param"),
+                                           OffloadDeviceAttr::get(ctx, param))}));
 }
 } // namespace

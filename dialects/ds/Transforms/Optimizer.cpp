@@ -4,7 +4,7 @@
 #include "Mesh.h"
 #include "PipelineOptimizer.h"
 
-#include "ds/Config/DeepSpeedConfig.h"
+#include "ds/Transforms/MuonRule.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
@@ -124,16 +124,21 @@ void OptimizerPass::runOnOperation() {
     if (st.getRole() == SlotRole::loss_scale)
       lossScaleState = st;
 
-  bool isAdam = type == "AdamW" || type == "Adam";
-  bool isSgd = type == "SGD";
-  bool isMuon = type == "Muon";
-  if (!isAdam && !isSgd && !isMuon) {
-    module.emitError() << "ds-optimizer: type '" << type
-                       << "' is not implemented yet; use AdamW, Adam, SGD or Muon";
-    return signalPassFailure();
+  bool isAdam = false, isSgd = false, isMuon = false;
+  switch (type) {
+  case OptimizerKind::adamw:
+  case OptimizerKind::adam:
+    isAdam = true;
+    break;
+  case OptimizerKind::sgd:
+    isSgd = true;
+    break;
+  case OptimizerKind::muon:
+    isMuon = true;
+    break;
   }
   // AdamW is always decoupled (DeepSpeed); Adam follows adam-w-mode.
-  bool decoupled = type == "AdamW" || adamWMode;
+  bool decoupled = type == OptimizerKind::adamw || adamWMode;
 
   // ds-zero's decision: the stage, the ranks that hold replicas (the mesh's dp axis, and sp)
   // and (stage >= 1) the flat buffers.
@@ -258,7 +263,7 @@ void OptimizerPass::runOnOperation() {
     if (auto aliases = param.getAliases())
       for (Attribute a : *aliases)
         names.push_back(cast<StringAttr>(a).str());
-    return ::ds::usesMuon(names, param.getTensorType().getRank(),
+    return usesMuon(names, param.getTensorType().getRank(),
                           embeddingTables.contains(param.getSymName()));
   };
 

@@ -3,6 +3,8 @@
 #define DS_TRANSFORMS_PASSES_H
 
 #include "ds/IR/DSOps.h"
+#include "ds/Transforms/DeepSpeedDefaults.h"
+#include "ds/Transforms/EnumOption.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"

@@ -51,7 +51,9 @@ def DSMixedPrecision : Pass<"ds-mixed-precision", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::ds::DSDialect"];
   let options = [
-    Option<"dtype", "dtype", "std::string", "\"bf16\"", "The 16-bit type: bf16 or f16">,
+    Option<"dtype", "dtype", "::mlir::ds::Precision", "::mlir::ds::Precision::bf16",
+           "The 16-bit precision: bf16 or fp16 (DeepSpeed's bf16 / fp16 sections)",
+           [{::mlir::ds::EnumOptionValues<::mlir::ds::Precision, ::mlir::ds::getMaxEnumValForPrecision, ::mlir::ds::symbolizePrecision>()}]>,
     Option<"lossScaling", "loss-scaling", "bool", "false",
            "Declare the loss-scale state (fp16's dynamic or static loss scaling)">,
   ];
@@ -153,10 +155,14 @@ def DSOptimizer : Pass<"ds-optimizer", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::func::FuncDialect"];
   let options = [
-    Option<"type", "type", "std::string", "\"AdamW\"", "Optimizer (DeepSpeed's optimizer.type)">,
-    Option<"beta1", "beta1", "double", "0.9", "First-moment decay">,
-    Option<"beta2", "beta2", "double", "0.999", "Second-moment decay">,
-    Option<"eps", "eps", "double", "1e-8", "Denominator term">,
+    Option<"type", "type", "::mlir::ds::OptimizerKind", "::mlir::ds::OptimizerKind::adamw",
+           "Optimizer (DeepSpeed's optimizer.type): AdamW, Adam, SGD or Muon",
+           [{::mlir::ds::EnumOptionValues<::mlir::ds::OptimizerKind, ::mlir::ds::getMaxEnumValForOptimizerKind, ::mlir::ds::symbolizeOptimizerKind>()}]>,
+    Option<"beta1", "beta1", "double", "::mlir::ds::deepspeed::kAdamBeta1",
+           "First-moment decay">,
+    Option<"beta2", "beta2", "double", "::mlir::ds::deepspeed::kAdamBeta2",
+           "Second-moment decay">,
+    Option<"eps", "eps", "double", "::mlir::ds::deepspeed::kAdamEps", "Denominator term">,
     Option<"weightDecay", "weight-decay", "double", "0.0", "Decoupled weight decay">,
     Option<"gradientClipping", "gradient-clipping", "double", "0.0",
            "Global gradient-norm limit; 0 = off (DeepSpeed's gradient_clipping)">,
@@ -244,19 +250,24 @@ def DSZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
     Option<"dataParallelSize", "data-parallel-size", "int64_t", "1",
            "Number of data-parallel ranks when the module has no ds.mesh (with one, the mesh "
            "decides and a different value is refused)">,
-    Option<"reduceBucketSize", "reduce-bucket-size", "int64_t", "500000000",
+    Option<"reduceBucketSize", "reduce-bucket-size", "int64_t",
+           "::mlir::ds::deepspeed::kReduceBucketSize",
            "Stages 2-3: elements per gradient (and stage-3 parameter) bucket (DeepSpeed's "
            "reduce_bucket_size)">,
-    Option<"prefetchBucketSize", "prefetch-bucket-size", "int64_t", "50000000",
+    Option<"prefetchBucketSize", "prefetch-bucket-size", "int64_t",
+           "::mlir::ds::deepspeed::kPrefetchBucketSize",
            "Stage 3: elements of buckets gathered ahead of the compute (DeepSpeed's "
            "stage3_prefetch_bucket_size; 0 = each bucket at its first use)">,
-    Option<"maxLiveParameters", "max-live-parameters", "int64_t", "1000000000",
+    Option<"maxLiveParameters", "max-live-parameters", "int64_t",
+           "::mlir::ds::deepspeed::kMaxLiveParameters",
            "Stage 3: at most this many gathered elements in flight ahead of and at the "
            "compute (DeepSpeed's stage3_max_live_parameters)">,
-    Option<"maxReuseDistance", "max-reuse-distance", "int64_t", "1000000000",
+    Option<"maxReuseDistance", "max-reuse-distance", "int64_t",
+           "::mlir::ds::deepspeed::kMaxReuseDistance",
            "Stage 3: a bucket whose backward reuse follows its last forward use within "
            "fewer gathered elements stays gathered (DeepSpeed's stage3_max_reuse_distance)">,
-    Option<"persistenceThreshold", "param-persistence-threshold", "int64_t", "100000",
+    Option<"persistenceThreshold", "param-persistence-threshold", "int64_t",
+           "::mlir::ds::deepspeed::kParamPersistenceThreshold",
            "Stage 3: parameters with fewer elements stay whole (DeepSpeed's "
            "stage3_param_persistence_threshold)">,
   ];
@@ -404,7 +415,9 @@ def DSPipeline : Pass<"ds-pipeline", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::shard::ShardDialect",
                            "::mlir::func::FuncDialect"];
   let options = [
-    Option<"schedule", "schedule", "std::string", "\"1f1b\"", "1f1b | interleaved">,
+    Option<"schedule", "schedule", "::mlir::ds::PipelineSchedule",
+           "::mlir::ds::PipelineSchedule::one_f_one_b", "1f1b | interleaved",
+           [{::mlir::ds::EnumOptionValues<::mlir::ds::PipelineSchedule, ::mlir::ds::getMaxEnumValForPipelineSchedule, ::mlir::ds::symbolizePipelineSchedule>()}]>,
     Option<"microBatches", "micro-batches", "int64_t", "2",
            "Micro-batches per step (gradient_accumulation_steps)">,
   ];
@@ -437,9 +450,13 @@ def DSOffload : Pass<"ds-offload", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::func::FuncDialect"];
   let options = [
-    Option<"optimizer", "optimizer", "std::string", "\"none\"", "none | cpu | nvme">,
-    Option<"param", "param", "std::string", "\"none\"", "none | cpu | nvme">,
-    Option<"persistenceThreshold", "persistence-threshold", "int64_t", "100000",
+    Option<"optimizer", "optimizer", "::mlir::ds::OffloadDevice",
+           "::mlir::ds::OffloadDevice::none", "none | cpu | nvme",
+           [{::mlir::ds::EnumOptionValues<::mlir::ds::OffloadDevice, ::mlir::ds::getMaxEnumValForOffloadDevice, ::mlir::ds::symbolizeOffloadDevice>()}]>,
+    Option<"param", "param", "::mlir::ds::OffloadDevice", "::mlir::ds::OffloadDevice::none",
+           "none | cpu | nvme", [{::mlir::ds::EnumOptionValues<::mlir::ds::OffloadDevice, ::mlir::ds::getMaxEnumValForOffloadDevice, ::mlir::ds::symbolizeOffloadDevice>()}]>,
+    Option<"persistenceThreshold", "persistence-threshold", "int64_t",
+           "::mlir::ds::deepspeed::kParamPersistenceThreshold",
            "With one rank: parameters under this many elements stay on the device (DeepSpeed's stage3_param_persistence_threshold)">,
     Option<"prefetch", "prefetch", "int64_t", "1",
            "Consumers ahead that a state's move is issued (0: at its use)">,

@@ -73,14 +73,10 @@ void PipelinePass::runOnOperation() {
     module.emitError() << "ds-pipeline: micro-batches must be >= 1";
     return signalPassFailure();
   }
-  bool interleaved = schedule == "interleaved";
-  if (!interleaved && schedule != "1f1b") {
-    module.emitError() << "ds-pipeline: schedule '" << schedule
-                       << "' is not 1f1b or interleaved";
-    return signalPassFailure();
-  }
+  bool interleaved = schedule == PipelineSchedule::interleaved;
   if (interleaved != (v > 1)) {
-    module.emitError() << "ds-pipeline: schedule '" << schedule << "' with " << v
+    module.emitError() << "ds-pipeline: schedule '" << stringifyPipelineSchedule(schedule)
+                       << "' with " << v
                        << " chunks per rank; interleaved needs virtual_stages >= 2 and 1f1b "
                           "one chunk per rank";
     return signalPassFailure();
@@ -274,7 +270,7 @@ void PipelinePass::runOnOperation() {
     // contradicts the data flow; the built-in ones never do).
     if (done < all && llvm::none_of(llvm::seq<int64_t>(0, p), ready)) {
       InFlightDiagnostic d = module.emitError()
-                             << "ds-pipeline: the " << schedule
+                             << "ds-pipeline: the " << stringifyPipelineSchedule(schedule)
                              << " schedule cannot finish: every rank waits for a value that "
                                 "no rank can send yet;";
       for (int64_t r = 0; r < p; ++r)
@@ -412,7 +408,7 @@ void PipelinePass::runOnOperation() {
   }
   micro.erase();
   SmallVector<NamedAttribute> attrs(info.getValue());
-  attrs.push_back(ab.getNamedAttr("schedule", ab.getStringAttr(schedule)));
+  attrs.push_back(ab.getNamedAttr("schedule", PipelineScheduleAttr::get(ab.getContext(), schedule)));
   attrs.push_back(ab.getNamedAttr("micro_batches", ab.getI64IntegerAttr(m)));
   // The cost model's work per phase (F of chunk c at c, B at 2C - 1 - c): what
   // --comm-report's predicted bubble simulates.

@@ -2,6 +2,8 @@
 #ifndef DS_CONFIG_DEEPSPEEDCONFIG_H
 #define DS_CONFIG_DEEPSPEEDCONFIG_H
 
+#include "ds/IR/DSEnums.h"
+#include "ds/Transforms/DeepSpeedDefaults.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -10,13 +12,19 @@
 #include <vector>
 
 namespace ds {
+namespace defaults = mlir::ds::deepspeed;
+using mlir::ds::LRSchedule;
+using mlir::ds::OffloadDevice;
+using mlir::ds::OptimizerKind;
+using mlir::ds::PipelineSchedule;
+using mlir::ds::Precision;
 
 /// `optimizer {type, params}` with DeepSpeed's defaults for its type.
 struct OptimizerConfig {
-  std::string type = "AdamW";
-  double lr = 1e-3;
-  double beta1 = 0.9, beta2 = 0.999;
-  double eps = 1e-8;
+  OptimizerKind type = OptimizerKind::adamw;
+  double lr = defaults::kLr;
+  double beta1 = defaults::kAdamBeta1, beta2 = defaults::kAdamBeta2;
+  double eps = defaults::kAdamEps;
   double weightDecay = 0.0;
   bool adamWMode = true;   ///< Adam: decoupled weight decay (true) or L2 on the gradient
   double momentum = 0.0;   ///< SGD; Muon (default 0.95)
@@ -27,62 +35,54 @@ struct OptimizerConfig {
   double auxLr = 0.0;
   /// Adam's beta1 comes from the schedule at every step (OneCycle's cycle_momentum).
   bool scheduledBeta1 = false;
+  /// DeepSpeed's name of the type ("AdamW").
+  llvm::StringRef name() const { return mlir::ds::stringifyOptimizerKind(type); }
 };
 
-/// Whether DeepSpeed's Muon updates a parameter with Newton-Schulz rather than its auxiliary
-/// AdamW: `set_optimizer_flags` takes every >= 2-D parameter whose lower-cased name contains
-/// neither "embed" nor "lm_head". ds also leaves out, whatever their names, the embedding
-/// tables (what an embedding lookup reads: nanoGPT's `wte`, `wpe`) and the LM head (the
-/// weight of the linear layer whose output, through reshapes, is the cross-entropy's logits),
-/// and parameters tied to an excluded name. `names` are the parameter's name and its aliases.
-inline bool usesMuon(llvm::ArrayRef<std::string> names, int64_t rank, bool embeddingOrHead) {
-  if (rank < 2 || embeddingOrHead)
-    return false;
-  for (const std::string &n : names) {
-    std::string lower = llvm::StringRef(n).lower();
-    if (lower.find("embed") != std::string::npos || lower.find("lm_head") != std::string::npos)
-      return false;
-  }
-  return true;
-}
-
 /// `scheduler {type, params}` (DeepSpeed's lr_schedules.py), resolved: every parameter has
-/// its value, defaults included. `type` is empty without a scheduler.
+/// its value, defaults included. `type` is `constant` without a scheduler.
 struct SchedulerConfig {
-  std::string type;
+  LRSchedule type = LRSchedule::constant;
   double warmupMinLr = 0.0, warmupMaxLr = 0.0;
-  int64_t warmupNumSteps = 1000;
-  std::string warmupType = "log";
+  int64_t warmupNumSteps = defaults::kWarmupNumSteps;
+  bool warmupLinear = false; ///< warmup_type "linear" (else DeepSpeed's default, "log")
   int64_t totalNumSteps = 0;
-  double warmupMinRatio = 0.0, cosMinRatio = 0.0001;
+  double warmupMinRatio = 0.0, cosMinRatio = defaults::kCosMinRatio;
   // OneCycle (cycle_min_lr and cycle_max_lr are required; second sizes default to the first).
   double cycleMinLr = 0.0, cycleMaxLr = 0.0, decayLrRate = 0.0;
-  double cycleFirstStepSize = 2000, cycleSecondStepSize = 2000;
+  double cycleFirstStepSize = defaults::kCycleStepSize;
+  double cycleSecondStepSize = defaults::kCycleStepSize;
   int64_t cycleFirstStairCount = 0, cycleSecondStairCount = 0;
   double decayStepSize = 0;
   bool cycleMomentum = true; ///< false when the optimizer has no betas (SGD, Muon)
-  double cycleMinMom = 0.8, cycleMaxMom = 0.9, decayMomRate = 0.0;
+  double cycleMinMom = defaults::kCycleMinMom, cycleMaxMom = defaults::kCycleMaxMom;
+  double decayMomRate = 0.0;
   // LRRangeTest.
-  double lrRangeTestMinLr = 1e-3, lrRangeTestStepSize = 2000, lrRangeTestStepRate = 1.0;
+  double lrRangeTestMinLr = defaults::kRangeTestMinLr;
+  double lrRangeTestStepSize = defaults::kRangeTestStepSize;
+  double lrRangeTestStepRate = defaults::kRangeTestStepRate;
   bool lrRangeTestStaircase = false;
+  /// DeepSpeed's name of the type ("WarmupLR"; "" for constant).
+  llvm::StringRef name() const;
 };
 
 /// `zero_optimization` with DeepSpeed's defaults (deepspeed/runtime/zero/config.py). Keys of
 /// other stages are accepted and ignored, as in DeepSpeed.
 /// zero_optimization.offload_optimizer / offload_param (DeepSpeed's offload_config.py).
 struct OffloadConfig {
-  std::string device = "none"; ///< none | cpu | nvme
-  std::string nvmePath;        ///< nvme: the directory of the swap files
+  OffloadDevice device = OffloadDevice::none;
+  std::string nvmePath; ///< nvme: the directory of the swap files
   bool pinMemory = true;
-  int64_t bufferCount = 4;    ///< optimizer 4, param 5
-  int64_t bufferSize = 100000000; ///< param: elements per staging buffer
-  int64_t maxInCpu = 1000000000;  ///< param
-  bool on() const { return device != "none"; }
+  int64_t bufferCount = defaults::kOptimizerBufferCount; ///< optimizer's; param's below
+  int64_t bufferSize = defaults::kParamBufferSize;       ///< param: elements per staging buffer
+  int64_t maxInCpu = defaults::kParamMaxInCpu;           ///< param
+  bool on() const { return device != OffloadDevice::none; }
 };
 
 /// The `aio` block: the NVMe tier's asynchronous I/O (DeepSpeed's aio config).
 struct AioConfig {
-  int64_t blockSize = 1048576, queueDepth = 8, intraOpParallelism = 1;
+  int64_t blockSize = defaults::kAioBlockSize, queueDepth = defaults::kAioQueueDepth;
+  int64_t intraOpParallelism = defaults::kAioIntraOpParallelism;
   bool singleSubmit = false, overlapEvents = true;
 };
 
@@ -95,30 +95,35 @@ struct CheckpointingConfig {
 
 struct ZeroConfig {
   int64_t stage = 0;
-  int64_t reduceBucketSize = 500000000, allgatherBucketSize = 500000000;
+  int64_t reduceBucketSize = defaults::kReduceBucketSize;
+  int64_t allgatherBucketSize = defaults::kAllgatherBucketSize;
   bool overlapComm = false, reduceScatter = true, contiguousGradients = true;
-  int64_t prefetchBucketSize = 50000000, paramPersistenceThreshold = 100000;
-  int64_t maxLiveParameters = 1000000000, maxReuseDistance = 1000000000;
-  OffloadConfig offloadOptimizer, offloadParam{"none", "", true, 5};
+  int64_t prefetchBucketSize = defaults::kPrefetchBucketSize;
+  int64_t paramPersistenceThreshold = defaults::kParamPersistenceThreshold;
+  int64_t maxLiveParameters = defaults::kMaxLiveParameters;
+  int64_t maxReuseDistance = defaults::kMaxReuseDistance;
+  OffloadConfig offloadOptimizer,
+      offloadParam{OffloadDevice::none, "", true, defaults::kParamBufferCount};
 };
 
 /// `fp16` / `bf16` (deepspeed/runtime/precision_config.py) with DeepSpeed's defaults: 16-bit
 /// parameters, gradients and activations with fp32 master weights and optimizer state; fp16
 /// adds dynamic loss scaling (loss_scale 0) or a static scale.
 struct PrecisionConfig {
-  std::string dtype = "fp32"; ///< "fp32", "bf16" or "fp16"
-  double lossScale = 0;       ///< fp16: 0 = dynamic
-  int64_t initialScalePower = 16, lossScaleWindow = 1000, hysteresis = 2;
+  Precision dtype = Precision::fp32;
+  double lossScale = 0; ///< fp16: 0 = dynamic
+  int64_t initialScalePower = defaults::kInitialScalePower;
+  int64_t lossScaleWindow = defaults::kLossScaleWindow, hysteresis = defaults::kHysteresis;
   bool consecutiveHysteresis = false;
-  double minLossScale = 1;
-  bool mixed() const { return dtype != "fp32"; }
+  double minLossScale = defaults::kMinLossScale;
+  bool mixed() const { return dtype != Precision::fp32; }
 };
 
 /// DeepSpeed's `pipeline` block (runtime/config.py, get_pipeline_config), and ds's own keys.
 struct PipelineConfig {
   int64_t stages = 1;             ///< pipeline stages (pp ranks); DeepSpeed's "auto" is 1
   std::string partition = "best"; ///< best | parameters | uniform | type:REGEX
-  std::string schedule = "1f1b";  ///< ds: 1f1b | interleaved
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b; ///< ds: 1f1b | interleaved
   int64_t virtualStages = 1;      ///< ds: model chunks per rank (interleaved)
 };
 
@@ -141,8 +146,8 @@ struct DeepSpeedConfig {
   PrecisionConfig precision;
   AioConfig aio;
   CheckpointingConfig checkpointing;
-  int64_t stepsPerPrint = 10;
-  uint64_t seed = 1234;
+  int64_t stepsPerPrint = defaults::kStepsPerPrint;
+  uint64_t seed = defaults::kSeed;
   std::vector<std::string> warnings; ///< keys ignored because they don't affect the numbers
 
   /// The normalized config as JSON (all resolved values), as embedded in STEP.mlir.

@@ -20,8 +20,8 @@ struct TrainingOptions {
   int64_t zeroStage = 0;
   ::ds::ZeroConfig zero; ///< buckets, persistence and stage 3's gather schedule
   ::ds::CheckpointingConfig checkpointing; ///< ds-activation-checkpoint
-  /// "fp32", "bf16" or "fp16" (DeepSpeed's bf16 / fp16 sections).
-  std::string precision = "fp32";
+  /// DeepSpeed's bf16 / fp16 sections.
+  Precision precision = Precision::fp32;
 
   static TrainingOptions fromConfig(const ::ds::DeepSpeedConfig &config);
 };

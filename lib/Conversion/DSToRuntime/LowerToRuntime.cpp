@@ -1239,13 +1239,13 @@ LogicalResult Lowering::runPipeline(DictionaryAttr info) {
   };
   pipelineStages = intOf("stages");
   pipelineMicroBatches = intOf("micro_batches");
-  auto sched = info.getAs<StringAttr>("schedule");
+  auto sched = info.getAs<PipelineScheduleAttr>("schedule");
   auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
   if (pipelineMicroBatches < 1 || !sched || !mesh || mesh.findAxis(MeshAxis::pp) < 0)
     return module.emitError() << "ds-lower-to-runtime: a pipeline module needs ds-pipeline's "
                                  "per-rank programs (ds.pipeline with micro_batches and "
                                  "schedule) and a mesh with a pp axis";
-  pipelineSchedule = sched.getValue().str();
+  pipelineSchedule = stringifyPipelineSchedule(sched.getValue()).str();
   ppAxisIndex = mesh.findAxis(MeshAxis::pp);
   SmallVector<func::FuncOp> steps, opts;
   for (int64_t r = 0; r < pipelineStages; ++r) {

@@ -23,38 +23,44 @@ typedef struct dsrt_context dsrt_context;
  *  borrowed constant memory). Views (reshape, parameter reads) share it. */
 typedef struct dsrt_storage dsrt_storage;
 
-/* The contract's enums are each written once, as a list of X(...) entries: the C enum, its
- * names and (for roles and spaces) the ds dialect's ODS enum are all made from the list, the
- * ODS one by dialects/ds/IR/CMakeLists.txt, so that adding an entry here reaches every switch
- * over it in the runtime and in the compiler (both build with -Werror=switch). A description
- * (the quoted entry) holds no semicolon: CMake reads the lists. */
-#define DSRT_ENUM_ENTRY_(prefix, upper, ...) prefix##upper,
+/* The contract's enums are each written once, as a list of X(ENUMERATOR, name, ...) entries:
+ * the C enum, its names and (for roles, spaces, precisions and schedules) the ds dialect's ODS
+ * enum are all made from the list, the ODS one by cmake/DSRuntimeEnums.cmake, so that adding
+ * an entry here reaches every switch over it in the runtime and in the compiler (both build
+ * with -Werror=switch). A description (the last, quoted field) holds no semicolon: CMake reads
+ * the lists. */
+#define DSRT_ENUMERATOR_(e, ...) e,
+#define DSRT_NAME_CASE_(e, name, ...)                                                          \
+  case e:                                                                                      \
+    return #name;
+#define DSRT_FROM_NAME_(e, name, ...)                                                          \
+  if (strcmp(text, #name) == 0)                                                                \
+    return e;
+/* `name_fn(value)`: the name of a value of the enum of list LIST, or NULL; `from_fn(text)`:
+ * the value named `text`, or -1. */
+#define DSRT_ENUM_NAMES_(LIST, name_fn, from_fn)                                               \
+  static inline const char *name_fn(int32_t value) {                                           \
+    switch (value) { LIST(DSRT_NAME_CASE_) }                                                   \
+    return NULL;                                                                               \
+  }                                                                                            \
+  static inline int32_t from_fn(const char *text) {                                            \
+    LIST(DSRT_FROM_NAME_)                                                                      \
+    return -1;                                                                                 \
+  }
 
-/** Element types, as X(ENUM, name, bytes, safetensors name). DSRT_I1 is stored as one byte
+/** Element types, as X(ENUMERATOR, name, bytes, safetensors name). DSRT_I1 is stored as one byte
  *  per element (0 or 1). */
 #define DSRT_DTYPES(X)                                                                         \
-  X(F32, f32, 4, F32)                                                                              \
-  X(F64, f64, 8, F64)                                                                              \
-  X(I64, i64, 8, I64)                                                                              \
-  X(I32, i32, 4, I32)                                                                              \
-  X(I1, i1, 1, BOOL)                                                                               \
-  X(BF16, bf16, 2, BF16)                                                                           \
-  X(F16, f16, 2, F16)
-#define DSRT_DTYPE_ENTRY_(upper, ...) DSRT_ENUM_ENTRY_(DSRT_, upper)
-typedef enum dsrt_dtype { DSRT_DTYPES(DSRT_DTYPE_ENTRY_) } dsrt_dtype;
-#undef DSRT_DTYPE_ENTRY_
-
-/** The name of `dtype` ("f32", ...), or NULL for a code that is not one. */
-static inline const char *dsrt_dtype_name(int32_t dtype) {
-  switch (dtype) {
-#define DSRT_DTYPE_NAME_(upper, name, ...)                                                     \
-  case DSRT_##upper:                                                                           \
-    return #name;
-    DSRT_DTYPES(DSRT_DTYPE_NAME_)
-#undef DSRT_DTYPE_NAME_
-  }
-  return NULL;
-}
+  X(DSRT_F32, f32, 4, F32)                                                                     \
+  X(DSRT_F64, f64, 8, F64)                                                                     \
+  X(DSRT_I64, i64, 8, I64)                                                                     \
+  X(DSRT_I32, i32, 4, I32)                                                                     \
+  X(DSRT_I1, i1, 1, BOOL)                                                                      \
+  X(DSRT_BF16, bf16, 2, BF16)                                                                  \
+  X(DSRT_F16, f16, 2, F16)
+typedef enum dsrt_dtype { DSRT_DTYPES(DSRT_ENUMERATOR_) } dsrt_dtype;
+/* dsrt_dtype_name (NULL for a code that is not one) and dsrt_dtype_from_name (-1). */
+DSRT_ENUM_NAMES_(DSRT_DTYPES, dsrt_dtype_name, dsrt_dtype_from_name)
 
 #define DSRT_MAX_RANK 8
 
@@ -246,54 +252,47 @@ dsrt_event *dsrt_comm_broadcast(dsrt_context *ctx, int32_t group, dsrt_tensor *t
  * Persistent slots: parameters, buffers, gradients, optimizer state
  *===--------------------------------------------------------------------===*/
 
-/** What a persistent slot holds, as X(ENUM, name, kind, description): the program declares
+/** What a persistent slot holds, as X(ENUMERATOR, name, kind, description): the program declares
  *  each slot's role (its metadata), the ds dialect's ds.state and ds.flat_buffer carry it
  *  (`role`), and checkpoints name optimizer state by it. The kind is the word messages use for
  *  such a slot. */
 #define DSRT_SLOT_ROLES(X)                                                                     \
-  X(PARAMETER, parameter, parameter, "a trainable parameter (a ds.parameter marked trainable)")    \
-  X(BUFFER, buffer, buffer, "a tensor of the state_dict that is not trained (a buffer)")           \
-  X(GRAD, grad, gradient, "a parameter's gradient, accumulated over the micro-batches")            \
-  X(EXP_AVG, exp_avg, state, "Adam's first moment")                                                \
-  X(EXP_AVG_SQ, exp_avg_sq, state, "Adam's second moment")                                         \
-  X(MOMENTUM_BUFFER, momentum_buffer, state, "SGD's or Muon's momentum")                           \
-  X(MASTER, master, state, "the fp32 master copy of a 16-bit parameter (bf16, fp16)")              \
-  X(LOSS_SCALE, loss_scale, state, "fp16's loss scale, set by the driver before each step")        \
-  X(FOUND_INF, found_inf, state, "1 when the step's gradients overflowed, set by the step")        \
-  X(PARAM_SHARD, param_shard, state, "this rank's shard of a flat parameter buffer (ZeRO 3)")      \
-  X(GRAD_SHARD, grad_shard, state, "this rank's shard of a flat buffer's gradients (ZeRO 2, 3)")   \
-  X(PARAMS, params, flat, "a flat, padded buffer of parameters (ZeRO stages 1 and 2)")             \
-  X(GRADS, grads, flat, "a flat, padded buffer of gradients (ZeRO stage 1)")                       \
-  X(PARAMS_SHARDED, params_sharded, flat, "a flat parameter buffer kept as its shards (ZeRO 3)")
-#define DSRT_SLOT_ROLE_ENTRY_(upper, ...) DSRT_ENUM_ENTRY_(DSRT_ROLE_, upper)
-typedef enum dsrt_slot_role { DSRT_SLOT_ROLES(DSRT_SLOT_ROLE_ENTRY_) } dsrt_slot_role;
-#undef DSRT_SLOT_ROLE_ENTRY_
-/** The name of `role` ("grad", ...), or NULL for a code that is not one. */
-static inline const char *dsrt_slot_role_name(int32_t role) {
-  switch (role) {
-#define DSRT_SLOT_ROLE_NAME_(upper, name, ...)                                                 \
-  case DSRT_ROLE_##upper:                                                                      \
-    return #name;
-    DSRT_SLOT_ROLES(DSRT_SLOT_ROLE_NAME_)
-#undef DSRT_SLOT_ROLE_NAME_
-  }
-  return NULL;
-}
-/** The role named `name`, or -1. */
-static inline int32_t dsrt_slot_role_from_name(const char *name) {
-#define DSRT_SLOT_ROLE_FROM_(upper, n, ...)                                                    \
-  if (strcmp(name, #n) == 0)                                                                   \
-    return DSRT_ROLE_##upper;
-  DSRT_SLOT_ROLES(DSRT_SLOT_ROLE_FROM_)
-#undef DSRT_SLOT_ROLE_FROM_
-  return -1;
-}
+  X(DSRT_ROLE_PARAMETER, parameter, parameter,                                                 \
+    "a trainable parameter (a ds.parameter marked trainable)")                                 \
+  X(DSRT_ROLE_BUFFER, buffer, buffer,                                                          \
+    "a tensor of the state_dict that is not trained (a buffer)")                               \
+  X(DSRT_ROLE_GRAD, grad, gradient,                                                            \
+    "a parameter's gradient, accumulated over the micro-batches")                              \
+  X(DSRT_ROLE_EXP_AVG, exp_avg, state,                                                         \
+    "Adam's first moment")                                                                     \
+  X(DSRT_ROLE_EXP_AVG_SQ, exp_avg_sq, state,                                                   \
+    "Adam's second moment")                                                                    \
+  X(DSRT_ROLE_MOMENTUM_BUFFER, momentum_buffer, state,                                         \
+    "SGD's or Muon's momentum")                                                                \
+  X(DSRT_ROLE_MASTER, master, state,                                                           \
+    "the fp32 master copy of a 16-bit parameter (bf16, fp16)")                                 \
+  X(DSRT_ROLE_LOSS_SCALE, loss_scale, state,                                                   \
+    "fp16's loss scale, set by the driver before each step")                                   \
+  X(DSRT_ROLE_FOUND_INF, found_inf, state,                                                     \
+    "1 when the step's gradients overflowed, set by the step")                                 \
+  X(DSRT_ROLE_PARAM_SHARD, param_shard, state,                                                 \
+    "this rank's shard of a flat parameter buffer (ZeRO 3)")                                   \
+  X(DSRT_ROLE_GRAD_SHARD, grad_shard, state,                                                   \
+    "this rank's shard of a flat buffer's gradients (ZeRO 2, 3)")                              \
+  X(DSRT_ROLE_PARAMS, params, flat,                                                            \
+    "a flat, padded buffer of parameters (ZeRO stages 1 and 2)")                               \
+  X(DSRT_ROLE_GRADS, grads, flat,                                                              \
+    "a flat, padded buffer of gradients (ZeRO stage 1)")                                       \
+  X(DSRT_ROLE_PARAMS_SHARDED, params_sharded, flat,                                            \
+    "a flat parameter buffer kept as its shards (ZeRO 3)")
+typedef enum dsrt_slot_role { DSRT_SLOT_ROLES(DSRT_ENUMERATOR_) } dsrt_slot_role;
+DSRT_ENUM_NAMES_(DSRT_SLOT_ROLES, dsrt_slot_role_name, dsrt_slot_role_from_name)
 /** The kind of a slot of `role` ("parameter", "buffer", "gradient", "state", "flat"), or NULL
  *  for a code that is not a role. */
 static inline const char *dsrt_slot_role_kind(int32_t role) {
   switch (role) {
-#define DSRT_SLOT_ROLE_KIND_(upper, name, kind, ...)                                           \
-  case DSRT_ROLE_##upper:                                                                      \
+#define DSRT_SLOT_ROLE_KIND_(e, name, kind, ...)                                               \
+  case e:                                                                                      \
     return #kind;
     DSRT_SLOT_ROLES(DSRT_SLOT_ROLE_KIND_)
 #undef DSRT_SLOT_ROLE_KIND_
@@ -363,34 +362,13 @@ void dsrt_slot_set(dsrt_context *ctx, int32_t index, dsrt_tensor *t);
  * storages until it is released. On the CPU backend device and host are both host memory: the
  * budgets, the copies and the stream are real, so the same program runs on a GPU.
  *===--------------------------------------------------------------------===*/
-/** Memory spaces, as X(ENUM, name, description); ds.memory_space and ds.move name them. */
+/** Memory spaces, as X(ENUMERATOR, name, description); ds.memory_space and ds.move name them. */
 #define DSRT_SPACES(X)                                                                         \
-  X(DEVICE, device, "the device arena, counted against the budget")                                \
-  X(HOST, host, "host memory (ZeRO-Offload's cpu), counted apart")                                 \
-  X(NVME, nvme, "this rank's swap file (ZeRO-Infinity's nvme), for slots only")
-#define DSRT_SPACE_ENTRY_(upper, ...) DSRT_ENUM_ENTRY_(DSRT_SPACE_, upper)
-typedef enum dsrt_space { DSRT_SPACES(DSRT_SPACE_ENTRY_) } dsrt_space;
-#undef DSRT_SPACE_ENTRY_
-/** The name of `space` ("device", "host", "nvme"), or NULL for a code that is not one. */
-static inline const char *dsrt_space_name(int32_t space) {
-  switch (space) {
-#define DSRT_SPACE_NAME_(upper, name, ...)                                                     \
-  case DSRT_SPACE_##upper:                                                                     \
-    return #name;
-    DSRT_SPACES(DSRT_SPACE_NAME_)
-#undef DSRT_SPACE_NAME_
-  }
-  return NULL;
-}
-/** The space named `name`, or -1. */
-static inline int32_t dsrt_space_from_name(const char *name) {
-#define DSRT_SPACE_FROM_(upper, n, ...)                                                        \
-  if (strcmp(name, #n) == 0)                                                                   \
-    return DSRT_SPACE_##upper;
-  DSRT_SPACES(DSRT_SPACE_FROM_)
-#undef DSRT_SPACE_FROM_
-  return -1;
-}
+  X(DSRT_SPACE_DEVICE, device, "the device arena, counted against the budget")                 \
+  X(DSRT_SPACE_HOST, host, "host memory (ZeRO-Offload's cpu), counted apart")                  \
+  X(DSRT_SPACE_NVME, nvme, "this rank's swap file (ZeRO-Infinity's nvme), for slots only")
+typedef enum dsrt_space { DSRT_SPACES(DSRT_ENUMERATOR_) } dsrt_space;
+DSRT_ENUM_NAMES_(DSRT_SPACES, dsrt_space_name, dsrt_space_from_name)
 /** Kinds of move, for dsrt_moved_bytes. */
 typedef enum dsrt_move_kind {
   DSRT_MOVE_DEVICE_TO_HOST = 0,
@@ -610,6 +588,27 @@ void dsrt_adamw_update(dsrt_context *ctx, dsrt_tensor *param_out, dsrt_tensor *e
 /*===--------------------------------------------------------------------===*
  * The training driver shared by ds-run (JIT) and compiled executables
  *===--------------------------------------------------------------------===*/
+
+/** The precision a program trains in (its descriptor's "precision"), as X(ENUMERATOR, name,
+ *  description). */
+#define DSRT_PRECISIONS(X)                                                                     \
+  X(DSRT_PRECISION_FP32, fp32, "fp32 parameters, gradients and optimizer state")              \
+  X(DSRT_PRECISION_BF16, bf16, "bf16 parameters and activations with fp32 masters")           \
+  X(DSRT_PRECISION_FP16, fp16, "fp16 with fp32 masters and a dynamic or static loss scale")
+typedef enum dsrt_precision { DSRT_PRECISIONS(DSRT_ENUMERATOR_) } dsrt_precision;
+DSRT_ENUM_NAMES_(DSRT_PRECISIONS, dsrt_precision_name, dsrt_precision_from_name)
+
+/** The learning-rate schedule of a program (its descriptor's "lr.schedule"): DeepSpeed's
+ *  schedules (deepspeed/runtime/lr_schedules.py), as X(ENUMERATOR, name, description). */
+#define DSRT_LR_SCHEDULES(X)                                                                   \
+  X(DSRT_LR_CONSTANT, constant, "no scheduler: the optimizer's lr at every step")             \
+  X(DSRT_LR_WARMUP, warmup, "WarmupLR: warm-up from a minimum to a maximum, then flat")       \
+  X(DSRT_LR_WARMUP_DECAY, warmup_decay, "WarmupDecayLR: warm-up, then linear decay to 0")     \
+  X(DSRT_LR_WARMUP_COSINE, warmup_cosine, "WarmupCosineLR: warm-up, then a cosine decay")     \
+  X(DSRT_LR_ONE_CYCLE, one_cycle, "OneCycle: lr up and down once (momentum the other way)")   \
+  X(DSRT_LR_RANGE_TEST, range_test, "LRRangeTest: lr growing linearly or in stairs")
+typedef enum dsrt_lr_schedule { DSRT_LR_SCHEDULES(DSRT_ENUMERATOR_) } dsrt_lr_schedule;
+DSRT_ENUM_NAMES_(DSRT_LR_SCHEDULES, dsrt_lr_schedule_name, dsrt_lr_schedule_from_name)
 
 /** The entry points and description of one compiled training step. */
 typedef struct dsrt_program {

@@ -247,8 +247,8 @@ void dsrt::stridedCopy(int rank, const int64_t *dims, size_t elemSize, const voi
 
 extern "C" size_t dsrt_dtype_size(int32_t dtype) {
   switch (dtype) {
-#define DSRT_DTYPE_SIZE_(upper, name, bytes, ...)                                              \
-  case DSRT_##upper:                                                                           \
+#define DSRT_DTYPE_SIZE_(e, name, bytes, ...)                                                  \
+  case e:                                                                                      \
     return bytes;
     DSRT_DTYPES(DSRT_DTYPE_SIZE_)
 #undef DSRT_DTYPE_SIZE_

@@ -16,8 +16,7 @@ struct DtypeNames {
 };
 /// dsrt.h's element types, and numpy's uint8.
 const DtypeNames kNames[] = {
-#define DSRT_DTYPE_NAMES_(upper, name, bytes, safetensors)                                     \
-  {DSRT_##upper, #name, #safetensors, bytes},
+#define DSRT_DTYPE_NAMES_(e, name, bytes, safetensors) {e, #name, #safetensors, bytes},
     DSRT_DTYPES(DSRT_DTYPE_NAMES_)
 #undef DSRT_DTYPE_NAMES_
     {kU8, "u8", "U8", 1},
