@@ -1101,7 +1101,7 @@ StringRef SchedulerConfig::name() const {
   return "";
 }
 
-std::string DeepSpeedConfig::toJSON() const {
+json::Object DeepSpeedConfig::toObject() const {
   json::Object optParams{{"lr", optimizer.lr}, {"weight_decay", optimizer.weightDecay}};
   if (optimizer.type == OptimizerKind::sgd) {
     optParams["momentum"] = optimizer.momentum;
@@ -1228,10 +1228,44 @@ std::string DeepSpeedConfig::toJSON() const {
     break;
   }
   }
+  return root;
+}
+
+namespace {
+std::string text(json::Object o) {
   std::string out;
   raw_string_ostream os(out);
-  os << json::Value(std::move(root));
+  os << json::Value(std::move(o));
   return out;
 }
+} // namespace
+
+std::string DeepSpeedConfig::toJSON() const { return text(toObject()); }
+
+std::string DeepSpeedConfig::checkJSON() const {
+  json::Object root = toObject();
+  for (const char *section : {"fp16", "bf16"})
+    if (!root.get(section))
+      root[section] = json::Object{{"enabled", false}};
+  root["bfloat16"] = *root.get("bf16");
+  return text(std::move(root));
+}
+
+std::string DeepSpeedConfig::numericJSON() const {
+  json::Object root = toObject();
+  json::Object numbers;
+  for (const char *key : {"optimizer", "scheduler", "train_batch_size", "gradient_clipping",
+                          "seed"}) {
+    json::Value *v = root.get(key);
+    numbers[key] = v ? std::move(*v) : json::Value(nullptr);
+  }
+  // fp16's settings (the loss scaler's) change the numbers.
+  if (json::Value *fp16 = root.get("fp16"))
+    numbers["precision"] = json::Object{{"fp16", std::move(*fp16)}};
+  else
+    numbers["precision"] = mlir::ds::stringifyPrecision(precision.dtype);
+  return text(std::move(numbers));
+}
+
 
 } // namespace ds

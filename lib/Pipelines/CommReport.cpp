@@ -60,16 +60,8 @@ std::string axesName(MeshAttr mesh, Operation *op) {
 } // namespace
 
 int64_t mlir::ds::gradientAccumulationSteps(ModuleOp module) {
-  int64_t gas = 1;
-  if (auto cfg = module->getAttrOfType<StringAttr>("ds.config")) {
-    if (auto parsed = llvm::json::parse(cfg.getValue())) {
-      if (auto *o = parsed->getAsObject())
-        gas = o->getInteger("gradient_accumulation_steps").value_or(1);
-    } else {
-      llvm::consumeError(parsed.takeError());
-    }
-  }
-  return gas;
+  auto run = module->getAttrOfType<RunAttr>(kRunAttrName);
+  return run ? run.getGradientAccumulationSteps() : 1;
 }
 
 namespace {

@@ -110,10 +110,8 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
   };
   Row whole = rowOf(-1);
 
-  int64_t stage = 0;
-  if (const llvm::json::Object *cfg = root->getObject("config"))
-    if (const llvm::json::Object *z = cfg->getObject("zero_optimization"))
-      stage = number(z, "stage");
+  auto run = module->getAttrOfType<RunAttr>(kRunAttrName);
+  int64_t stage = run ? run.getZeroStage() : 0;
   // The mesh: every rank and its coordinate (row-major, the last axis fastest).
   SmallVector<std::string> axes;
   SmallVector<int64_t> shape;
@@ -209,12 +207,12 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
     } else {
       os << "(pass --rates to predict the stall; ds-run --probe-bandwidth DIR measures them)\n";
     }
-  } else if (const llvm::json::Object *off = plan->getObject("offloadable_bytes")) {
+  } else if (const llvm::json::Object *off = plan->getObject("offloadable")) {
     bool any = false;
-    for (const char *key : {"offload_optimizer", "offload_param"})
-      if (number(off, key)) {
-        os << (any ? ", " : "offloadable per rank (bytes): ") << key << " "
-           << number(off, key);
+    for (auto [key, label] : {std::pair{"optimizer", "offload_optimizer"},
+                              std::pair{"param", "offload_param"}})
+      if (int64_t bytes = number(off->getObject(key), "bytes")) {
+        os << (any ? ", " : "offloadable per rank (bytes): ") << label << " " << bytes;
         any = true;
       }
     if (any)

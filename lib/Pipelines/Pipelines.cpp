@@ -124,7 +124,7 @@ LogicalResult mlir::ds::buildTrainingStep(ModuleOp module, const ::ds::DeepSpeed
              << "; its leading dimension must be the micro-batch size (fix --input or the "
                 "config)";
   }
-  module->setAttr("ds.config", StringAttr::get(module.getContext(), config.toJSON()));
+  module->setAttr(kRunAttrName, runAttrOf(module.getContext(), config));
   module->setAttr(kMeshAttrName, buildMesh(module.getContext(), config.worldSize,
                                            config.tensorParallelSize,
                                            config.sequenceParallelSize,

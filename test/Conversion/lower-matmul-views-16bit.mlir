@@ -19,7 +19,7 @@
 // CHECK-NOT: @dsrt_transpose
 // CHECK: llvm.call @dsrt_reduce
 // CHECK: \22micro_step_peak_bytes\22:384,
-module attributes {ds.config = "{\"train_batch_size\":2}"} {
+module attributes {ds.run = #ds.run<train_batch_size = 2, micro_batch_size = 2, gradient_accumulation_steps = 1, data_parallel_size = 1, steps_per_print = 10, seed = 1234, precision = fp32, zero_stage = 0, param_persistence_threshold = 100000, optimizer = AdamW, lr = 1.0e-3, aux_lr = 1.0e-3, beta1 = 0.9, schedule = <kind = constant>, deepspeed = "{}", numbers = "{}">} {
   func.func @micro_step(%qkv: tensor<2x4x12xbf16> {ds.input_name = "qkv"}) -> tensor<bf16> {
     %q0 = ds.slice %qkv dim = 2[0 : 4] : tensor<2x4x12xbf16> -> tensor<2x4x4xbf16>
     %k0 = ds.slice %qkv dim = 2[4 : 8] : tensor<2x4x12xbf16> -> tensor<2x4x4xbf16>
@@ -60,7 +60,7 @@ module attributes {ds.config = "{\"train_batch_size\":2}"} {
 // CHECK: llvm.call @dsrt_binary(
 // CHECK-NOT: @dsrt_transpose
 // CHECK: llvm.call @dsrt_reduce
-module attributes {ds.config = "{\"train_batch_size\":2}"} {
+module attributes {ds.run = #ds.run<train_batch_size = 2, micro_batch_size = 2, gradient_accumulation_steps = 1, data_parallel_size = 1, steps_per_print = 10, seed = 1234, precision = fp32, zero_stage = 0, param_persistence_threshold = 100000, optimizer = AdamW, lr = 1.0e-3, aux_lr = 1.0e-3, beta1 = 0.9, schedule = <kind = constant>, deepspeed = "{}", numbers = "{}">} {
   func.func @micro_step(%q: tensor<2x2x4x2xf16> {ds.input_name = "q"},
                         %k: tensor<2x2x4x2xf16> {ds.input_name = "k"}) -> tensor<f16> {
     %kt = ds.transpose %k perm = [0, 1, 3, 2] : tensor<2x2x4x2xf16> -> tensor<2x2x2x4xf16>

@@ -58,7 +58,7 @@
 // GRAD-NOT: @dsrt_transpose
 // GRAD-NOT: @dsrt_insert_slice
 // GRAD: llvm.call @dsrt_reduce(%{{.+}}, %{{.+}}, %{{.+}}, %[[G]],
-module attributes {ds.config = "{\"train_batch_size\":2}"} {
+module attributes {ds.run = #ds.run<train_batch_size = 2, micro_batch_size = 2, gradient_accumulation_steps = 1, data_parallel_size = 1, steps_per_print = 10, seed = 1234, precision = fp32, zero_stage = 0, param_persistence_threshold = 100000, optimizer = AdamW, lr = 1.0e-3, aux_lr = 1.0e-3, beta1 = 0.9, schedule = <kind = constant>, deepspeed = "{}", numbers = "{}">} {
   func.func @micro_step(%qkv: tensor<2x4x12xf32> {ds.input_name = "qkv"}) -> tensor<f32> {
     %q0 = ds.slice %qkv dim = 2[0 : 4] : tensor<2x4x12xf32> -> tensor<2x4x4xf32>
     %k0 = ds.slice %qkv dim = 2[4 : 8] : tensor<2x4x12xf32> -> tensor<2x4x4xf32>
@@ -87,7 +87,7 @@ module attributes {ds.config = "{\"train_batch_size\":2}"} {
 
 // -----
 
-module attributes {ds.config = "{\"train_batch_size\":2}"} {
+module attributes {ds.run = #ds.run<train_batch_size = 2, micro_batch_size = 2, gradient_accumulation_steps = 1, data_parallel_size = 1, steps_per_print = 10, seed = 1234, precision = fp32, zero_stage = 0, param_persistence_threshold = 100000, optimizer = AdamW, lr = 1.0e-3, aux_lr = 1.0e-3, beta1 = 0.9, schedule = <kind = constant>, deepspeed = "{}", numbers = "{}">} {
   // The way back: three head products merged and inserted into the zeros of a [2, 4, 12]
   // gradient, which canonicalize makes a concatenation that the products write in place.
   func.func @micro_step(%att: tensor<2x2x4x4xf32> {ds.input_name = "att"},
@@ -128,7 +128,7 @@ module attributes {ds.config = "{\"train_batch_size\":2}"} {
 // CHECK: llvm.call @dsrt_binary(
 // CHECK: %[[HALF:.+]] = llvm.mlir.constant(5.000000e-01 : f64) : f64
 // CHECK-NEXT: llvm.call @dsrt_matmul_view({{.+}}, %[[HALF]])
-module attributes {ds.config = "{\"train_batch_size\":2}"} {
+module attributes {ds.run = #ds.run<train_batch_size = 2, micro_batch_size = 2, gradient_accumulation_steps = 1, data_parallel_size = 1, steps_per_print = 10, seed = 1234, precision = fp32, zero_stage = 0, param_persistence_threshold = 100000, optimizer = AdamW, lr = 1.0e-3, aux_lr = 1.0e-3, beta1 = 0.9, schedule = <kind = constant>, deepspeed = "{}", numbers = "{}">} {
   func.func @micro_step(%q: tensor<2x2x4x2xf32> {ds.input_name = "q"},
                         %k: tensor<2x2x4x2xf32> {ds.input_name = "k"}) -> tensor<f32> {
     %tenth = ds.constant dense<0.1> : tensor<f32>

@@ -31,7 +31,7 @@
 // CHECK-SAME: \22input_bytes\22:24
 // CHECK-SAME: \22micro_step_communication_bytes\22:0,\22micro_step_peak_bytes\22:92,\22optimizer_step_communication_bytes\22:0,\22optimizer_step_peak_bytes\22:92,\22peak_bytes\22:92,
 // CHECK-SAME: \22persistent_bytes\22:48
-module attributes {ds.config = "{\"train_batch_size\":2}"} {
+module attributes {ds.run = #ds.run<train_batch_size = 2, micro_batch_size = 2, gradient_accumulation_steps = 1, data_parallel_size = 1, steps_per_print = 10, seed = 1234, precision = fp32, zero_stage = 0, param_persistence_threshold = 100000, optimizer = AdamW, lr = 1.0e-3, aux_lr = 1.0e-3, beta1 = 0.9, schedule = <kind = constant>, deepspeed = "{}", numbers = "{}">} {
   ds.parameter @w trainable : tensor<2x3xf32>
   ds.state @"w@grad" of @w role grad : tensor<2x3xf32>
   func.func @micro_step(%x: tensor<2x3xf32> {ds.input_name = "x"}) -> tensor<f32> {

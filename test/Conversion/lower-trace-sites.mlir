@@ -27,7 +27,7 @@
 // CHECK-NEXT: call ptr @dsrt_tensor_alloc
 // CHECK-NEXT: call void @dsrt_binary
 // META: \22sites\22:[\22ds.get_parameter model.py:11\22,\22ds.matmul model.py:12\22,\22ds.sum model.py:13\22,\22ds.get_parameter lower-trace-sites.mlir:{{[0-9]+}}\22,\22ds.mul lower-trace-sites.mlir:{{[0-9]+}}\22,\22ds.assign lower-trace-sites.mlir:{{[0-9]+}}\22]
-module attributes {ds.config = "{\"train_batch_size\":2}"} {
+module attributes {ds.run = #ds.run<train_batch_size = 2, micro_batch_size = 2, gradient_accumulation_steps = 1, data_parallel_size = 1, steps_per_print = 10, seed = 1234, precision = fp32, zero_stage = 0, param_persistence_threshold = 100000, optimizer = AdamW, lr = 1.0e-3, aux_lr = 1.0e-3, beta1 = 0.9, schedule = <kind = constant>, deepspeed = "{}", numbers = "{}">} {
   ds.parameter @w trainable : tensor<2x3xf32>
   ds.state @"w@grad" of @w role grad : tensor<2x3xf32>
   func.func @micro_step(%x: tensor<2x3xf32> {ds.input_name = "x"}) -> tensor<f32> {

@@ -20,7 +20,7 @@
 // CHECK-NEXT: ds.tanh 2 128 4.0% 1024
 // CHECK-NEXT: ds.mul 1 16 0.5% 192
 // CHECK-NOT: ds.reshape
-module attributes {ds.config = "{\"gradient_accumulation_steps\":2}"} {
+module attributes {ds.run = #ds.run<train_batch_size = 2, micro_batch_size = 1, gradient_accumulation_steps = 2, data_parallel_size = 1, steps_per_print = 10, seed = 1234, precision = fp32, zero_stage = 0, param_persistence_threshold = 100000, optimizer = AdamW, lr = 1.0e-3, aux_lr = 1.0e-3, beta1 = 0.9, schedule = <kind = constant>, deepspeed = "{}", numbers = "{}">} {
   func.func @micro_step(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %b: tensor<16xf32>,
                         %m: tensor<2x4x8xf32>, %n: tensor<2x8x3xf32>) -> tensor<f32> {
     %y = ds.linear %x, %w, %b : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>

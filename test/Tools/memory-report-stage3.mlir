@@ -7,7 +7,7 @@
 // CHECK-NEXT: rank parameters gradients optimizer activations inputs communication peak buffers
 // CHECK-NEXT: 0 64 64 128 {{[0-9]+}} {{[0-9]+}} {{[0-9]+}} {{[0-9]+}} 0
 // CHECK-NEXT: 1 64 64 128 {{[0-9]+}} {{[0-9]+}} {{[0-9]+}} {{[0-9]+}} 0
-module attributes {ds.config = "{\"train_batch_size\":8,\"world_size\":2,\"zero_optimization\":{\"stage\":3}}"} {
+module attributes {ds.run = #ds.run<train_batch_size = 8, micro_batch_size = 4, gradient_accumulation_steps = 1, data_parallel_size = 2, steps_per_print = 10, seed = 1234, precision = fp32, zero_stage = 3, param_persistence_threshold = 100000, optimizer = AdamW, lr = 1.0e-3, aux_lr = 1.0e-3, beta1 = 0.9, schedule = <kind = constant>, deepspeed = "{}", numbers = "{}">} {
   ds.parameter @w trainable : tensor<2x3xf32>
   ds.state @"w@grad" of @w role grad : tensor<2x3xf32>
   func.func @micro_step(%x: tensor<2x3xf32> {ds.input_name = "x"}) -> tensor<f32> {

@@ -12,7 +12,7 @@
 // CHECK-NEXT: 1 128 128 128 52 0 64 500 0
 
 // NOSTEP: --memory-report needs a training step (@micro_step and @optimizer_step): pass --config to a TorchScript input
-module attributes {ds.config = "{\"train_batch_size\":8,\"world_size\":2,\"zero_optimization\":{\"stage\":1}}"} {
+module attributes {ds.run = #ds.run<train_batch_size = 8, micro_batch_size = 4, gradient_accumulation_steps = 1, data_parallel_size = 2, steps_per_print = 10, seed = 1234, precision = fp32, zero_stage = 1, param_persistence_threshold = 100000, optimizer = AdamW, lr = 1.0e-3, aux_lr = 1.0e-3, beta1 = 0.9, schedule = <kind = constant>, deepspeed = "{}", numbers = "{}">} {
   ds.parameter @w trainable : tensor<2x3xf32>
   ds.parameter @b trainable : tensor<3xf32>
   ds.state @"w@grad" of @w role grad : tensor<2x3xf32>

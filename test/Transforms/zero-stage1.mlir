@@ -40,7 +40,7 @@
 // LOWER: %[[GRADS:.+]] = llvm.call @dsrt_slot_get
 // LOWER: llvm.call @dsrt_fill(%{{.+}}, %[[GRADS]]
 // LOWER: \22name\22:\22w\22,\22offset\22:0,\22role\22:\22parameter\22,\22view_of\22:\22zero.params\22
-module attributes {ds.config = "{\"train_batch_size\":8}"} {
+module attributes {ds.run = #ds.run<train_batch_size = 8, micro_batch_size = 8, gradient_accumulation_steps = 1, data_parallel_size = 1, steps_per_print = 10, seed = 1234, precision = fp32, zero_stage = 0, param_persistence_threshold = 100000, optimizer = AdamW, lr = 1.0e-3, aux_lr = 1.0e-3, beta1 = 0.9, schedule = <kind = constant>, deepspeed = "{}", numbers = "{}">} {
   ds.parameter @w trainable : tensor<2x3xf32>
   ds.parameter @b trainable : tensor<3xf32>
   ds.state @"w@grad" of @w role grad : tensor<2x3xf32>

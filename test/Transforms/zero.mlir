@@ -33,7 +33,7 @@
 // LOWER: llvm.call @dsrt_event_wait(%{{.+}}, %[[E1]])
 // LOWER-NEXT: llvm.call @dsrt_event_release(%[[E1]])
 // LOWER: llvm.call @dsrt_event_wait(%{{.+}}, %[[E2]])
-module attributes {ds.config = "{\"train_batch_size\":8}"} {
+module attributes {ds.run = #ds.run<train_batch_size = 8, micro_batch_size = 8, gradient_accumulation_steps = 1, data_parallel_size = 1, steps_per_print = 10, seed = 1234, precision = fp32, zero_stage = 0, param_persistence_threshold = 100000, optimizer = AdamW, lr = 1.0e-3, aux_lr = 1.0e-3, beta1 = 0.9, schedule = <kind = constant>, deepspeed = "{}", numbers = "{}">} {
   ds.parameter @w trainable : tensor<2x3xf32>
   ds.parameter @b trainable : tensor<3xf32>
   ds.state @"w@grad" of @w role grad : tensor<2x3xf32>

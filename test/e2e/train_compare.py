@@ -197,7 +197,10 @@ def lowered_plan(b, mlir):
     out = subprocess.run([b('ds-opt'), mlir, '--ds-lower-to-runtime'], capture_output=True,
                          text=True, check=True).stdout
     m = re.search(r'__ds_metadata\("(.*)\\00"\)', out)
-    return json.loads(m.group(1).replace('\\22', '"').replace('\\5C', '\\'))['plan']
+    # MLIR's string escapes: \\ for a backslash, \XX (hex) for other bytes.
+    text = re.sub(r'\\(\\|[0-9A-Fa-f]{2})',
+                  lambda e: '\\' if e.group(1) == '\\' else chr(int(e.group(1), 16)), m.group(1))
+    return json.loads(text)['plan']
 
 
 def check_offload(w, b, ds_log, cfg):

@@ -10,6 +10,7 @@
 #include "ds/Config/DeepSpeedConfig.h"
 #include "ds/Transforms/MuonRule.h"
 #include "ds/Importer/ModelFile.h"
+#include "ds/Pipelines/Pipelines.h"
 
 #include <torch/csrc/jit/passes/inliner.h>
 #include <torch/script.h>
@@ -632,11 +633,14 @@ int run(int argc, char **argv) {
   // What the optimizer updates: the parameters, or their f32 masters.
   std::vector<at::Tensor> &updated = bf16 ? masters : s.params;
 
-  dsrt::io::Json configJson;
+  // The schedule as the compiled program carries it (the descriptor's run.lr).
+  dsrt::io::LrSchedule schedule;
   {
+    dsrt::io::Json run;
     std::string err;
-    if (!dsrt::io::parseJson(cfg.toJSON(), configJson, err))
-      die("internal: the normalized config is not JSON: " + err);
+    if (!dsrt::io::parseJson(mlir::ds::describeRun(cfg), run, err) || !run.get("lr") ||
+        !dsrt::io::readLrSchedule(*run.get("lr"), schedule, err))
+      die("internal: the run descriptor is malformed: " + err);
   }
   // DeepSpeed's optimizers in torch::optim terms: AdamW, and Adam with adam_w_mode, are
   // torch's AdamW; Adam without it is torch's Adam (L2); SGD is torch's SGD.
@@ -822,7 +826,7 @@ int run(int argc, char **argv) {
       torch::nn::utils::clip_grad_norm_(updated, cfg.gradientClipping);
     // DeepSpeed's schedule, the same function the driver uses (no LibTorch equivalent); it
     // advances with the steps taken, as Adam's step count does.
-    dsrt::io::StepScalars hyper = dsrt::io::scheduled(configJson, applied + 1);
+    dsrt::io::StepScalars hyper = dsrt::io::scheduled(schedule, applied + 1);
     double lrStep = hyper.lr;
     if (overflow) {
       // skipped

@@ -104,6 +104,7 @@ LogicalResult RunAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                               int64_t trainBatchSize, int64_t microBatchSize,
                               int64_t gradientAccumulationSteps, int64_t dataParallelSize,
                               int64_t stepsPerPrint, int64_t seed, Precision precision,
+                              int64_t zeroStage, int64_t persistenceThreshold,
                               OptimizerKind optimizer, APFloat lr, APFloat auxLr, APFloat beta1,
                               LRScheduleAttr schedule, LossScalerAttr lossScaler, NvmeAttr nvme,
                               StringRef deepspeed, StringRef numbers) {
@@ -113,8 +114,10 @@ LogicalResult RunAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << microBatchSize << " x gradient_accumulation_steps "
                        << gradientAccumulationSteps << " x data_parallel_size "
                        << dataParallelSize << " (all >= 1)";
-  if (stepsPerPrint < 0 || seed < 0)
-    return emitError() << "steps_per_print and seed must be >= 0";
+  if (stepsPerPrint < 0 || seed < 0 || persistenceThreshold < 0)
+    return emitError() << "steps_per_print, seed and param_persistence_threshold must be >= 0";
+  if (zeroStage < 0 || zeroStage > 3)
+    return emitError() << "zero_stage must be 0, 1, 2 or 3";
   if (!schedule)
     return emitError() << "needs a schedule (kind = constant without a scheduler)";
   if (static_cast<bool>(lossScaler) != (precision == Precision::fp16))

@@ -49,8 +49,13 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
       return op->emitError() << "'" << kFusedAttrName << "' is a unit attribute";
     return success();
   }
-  // The DeepSpeed config (JSON) and the initial weights' path that ds-opt records in a step.
-  if (attr.getName() == "ds.config" || attr.getName() == "ds.weights") {
+  if (attr.getName() == kRunAttrName) {
+    if (!isa<ModuleOp>(op) || !isa<RunAttr>(attr.getValue()))
+      return op->emitError() << "'" << kRunAttrName << "' must be a #ds.run on a builtin.module";
+    return success();
+  }
+  // The initial weights' path that ds-opt records in a step.
+  if (attr.getName() == "ds.weights") {
     if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
       return op->emitError() << "'" << attr.getName().getValue()
                              << "' must be a string on a builtin.module";

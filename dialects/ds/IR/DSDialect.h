@@ -40,6 +40,8 @@ void registerShardCosts(DialectRegistry &registry);
 inline constexpr llvm::StringLiteral kFusedAttrName = "ds.fused";
 /// Name of the module attribute that holds the device mesh (`#ds.mesh`).
 inline constexpr llvm::StringLiteral kMeshAttrName = "ds.mesh";
+/// Name of the module attribute of a training step that says how it runs (`#ds.run`).
+inline constexpr llvm::StringLiteral kRunAttrName = "ds.run";
 
 // Pipeline parallelism: ds-pipeline-partition marks each op of @forward with its chunk,
 // ds-autodiff carries the mark to the backward, ds-pipeline turns the marked step into each

@@ -119,10 +119,11 @@ def DS_RunAttr : DS_Attr<"Run", "run"> {
   let description = [{
     The module attribute `ds.run` of a training step, made by ds-opt from the DeepSpeed
     config: the batch (train_batch_size = micro_batch_size x gradient_accumulation_steps x
-    data_parallel_size), steps_per_print, seed, the precision, the optimizer's base lr (and
-    Muon's AdamW group's, aux_lr) and beta1, the schedule, fp16's loss scaler and the NVMe
-    tier. `deepspeed` is the normalized config as JSON, with every precision section
-    explicit (what `ds-run --config` compares a user's config with), and `numbers` the part
+    data_parallel_size), steps_per_print, seed, the precision, the configured ZeRO stage (fp16's
+    loss scaler follows DeepSpeed's optimizer of that stage) and persistence threshold (what
+    offload would move, for a plan over the budget), the optimizer's base lr (and Muon's AdamW
+    group's, aux_lr) and beta1, the schedule, fp16's loss scaler and the NVMe tier.
+    `deepspeed` is the normalized config as JSON, with every precision section explicit (what `ds-run --config` compares a user's config with), and `numbers` the part
     of it that changes the numbers (what a checkpoint records): the runtime compares both
     without reading their keys.
 
@@ -132,7 +133,8 @@ def DS_RunAttr : DS_Attr<"Run", "run"> {
   let parameters = (ins "int64_t":$train_batch_size, "int64_t":$micro_batch_size,
                         "int64_t":$gradient_accumulation_steps, "int64_t":$data_parallel_size,
                         "int64_t":$steps_per_print, "int64_t":$seed,
-                        EnumParameter<DS_Precision>:$precision,
+                        EnumParameter<DS_Precision>:$precision, "int64_t":$zero_stage,
+                        "int64_t":$param_persistence_threshold,
                         EnumParameter<DS_OptimizerKind>:$optimizer, DS_F64<>:$lr, DS_F64<>:$aux_lr,
                         DS_F64<>:$beta1,
                         "LRScheduleAttr":$schedule,

@@ -7,6 +7,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -150,9 +151,32 @@ struct DeepSpeedConfig {
   uint64_t seed = defaults::kSeed;
   std::vector<std::string> warnings; ///< keys ignored because they don't affect the numbers
 
-  /// The normalized config as JSON (all resolved values), as embedded in STEP.mlir.
+  /// The normalized config as JSON (all resolved values).
   std::string toJSON() const;
+  llvm::json::Object toObject() const;
+  /// What a user's config is checked against (ds-run --config): toJSON() with every precision
+  /// section explicit ({"enabled": false} when off; "bfloat16" as "bf16"), so that the
+  /// runtime compares the keys both set without knowing any.
+  std::string checkJSON() const;
+  /// The keys that change the numbers of a run, as JSON (what a checkpoint records and a
+  /// resume compares): optimizer, scheduler, train_batch_size, gradient_clipping, seed and
+  /// the precision ("fp32", "bf16" or {"fp16": its section}).
+  std::string numericJSON() const;
 };
+
+/// The config keys that offload (what a plan over --device-memory can name).
+inline constexpr const char *kOffloadOptimizerKeys =
+    "zero_optimization.offload_optimizer {\"device\": \"cpu\"} (or \"nvme\" with stage 3)";
+inline constexpr const char *kOffloadParamKeys =
+    "zero_optimization.offload_param {\"device\": \"cpu\"} (or \"nvme\")";
+
+/// How a DeepSpeed config chooses its precision, for the runtime's --config check (the program
+/// descriptor's "config_precision"): the first key path that is true names the precision; none
+/// is fp32.
+inline constexpr const char *kPrecisionKeys =
+    R"([{"key": ["fp16", "enabled"], "precision": "fp16"},)"
+    R"( {"key": ["bf16", "enabled"], "precision": "bf16"},)"
+    R"( {"key": ["bfloat16", "enabled"], "precision": "bf16"}])";
 
 /// Parses and validates `text`. `worldSize` is the data-parallel size from the command line
 /// (0 = not given: derive it from the batch keys, else 1). Errors name the key, the cause and

@@ -3,6 +3,7 @@
 #define DS_PIPELINES_PIPELINES_H
 
 #include "ds/Config/DeepSpeedConfig.h"
+#include "ds/IR/DSDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -33,7 +34,14 @@ struct TrainingOptions {
 /// that ranks agree (ds-verify-collectives).
 void buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options);
 
-/// Builds the training step of an imported module and records `config` in it (`ds.config`)
+/// What the training loop needs from `config`, resolved: the step's `ds.run` (RunConfig.cpp).
+RunAttr runAttrOf(MLIRContext *ctx, const ::ds::DeepSpeedConfig &config);
+/// The program descriptor's "run" of a step built with `config` (what ds-lower-to-runtime
+/// writes and the runtime reads), as JSON text: ds-reference and the contract tests read it
+/// with the runtime's own reader.
+std::string describeRun(const ::ds::DeepSpeedConfig &config);
+
+/// Builds the training step of an imported module and records how it runs in it (`ds.run`)
 /// and its mesh (`ds.mesh`: dp x tp from the config). Checks that every input's leading
 /// dimension is the micro-batch size.
 LogicalResult buildTrainingStep(ModuleOp module, const ::ds::DeepSpeedConfig &config);
@@ -75,7 +83,7 @@ int64_t recomputedFlops(ModuleOp step);
 LogicalResult printMemoryReport(ModuleOp module, llvm::raw_ostream &os,
                                 const TierRates *rates = nullptr);
 
-/// The micro-steps per optimizer step of a training step: its embedded config's
+/// The micro-steps per optimizer step of a training step: its `ds.run`'s
 /// gradient_accumulation_steps (1 without one).
 int64_t gradientAccumulationSteps(ModuleOp module);
 

@@ -11,6 +11,9 @@
 
 #include "KernelPatterns.h"
 #include "MatmulViews.h"
+#include "RunDescriptor.h"
+
+#include "ds/Config/DeepSpeedConfig.h"
 
 #include "ds/IR/DSShapes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -1335,7 +1338,8 @@ LogicalResult Lowering::runPipeline(DictionaryAttr info) {
   for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
     if (isa<func::FuncOp, ParameterOp, StateOp, FlatBufferOp, shard::GridOp>(op))
       op.erase();
-  for (StringRef attr : {"ds.config", "ds.weights", "ds.mesh", "ds.pipeline"})
+  for (StringRef attr : {StringRef(kRunAttrName), StringRef("ds.weights"), StringRef(kMeshAttrName),
+                         StringRef(kPipelineAttrName)})
     module->removeAttr(attr);
   return success();
 }
@@ -1371,14 +1375,8 @@ LogicalResult Lowering::run() {
   arena.peak = arena.inUse;
   temporaries.clear();
   // Bytes moved between spaces: the micro-step's once per micro-batch.
-  int64_t gas = 1;
-  if (auto cfg = module->getAttrOfType<StringAttr>("ds.config"))
-    if (auto parsed = llvm::json::parse(cfg.getValue())) {
-      if (auto *o = parsed->getAsObject())
-        gas = o->getInteger("gradient_accumulation_steps").value_or(1);
-    } else {
-      llvm::consumeError(parsed.takeError());
-    }
+  auto run = module->getAttrOfType<RunAttr>(kRunAttrName);
+  int64_t gas = run ? run.getGradientAccumulationSteps() : 1;
   std::fill(std::begin(movedNow), std::end(movedNow), 0);
   if (failed(lowerFunc(micro, "ds_micro_step", true)))
     return failure();
@@ -1406,7 +1404,7 @@ LogicalResult Lowering::run() {
   for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
     if (isa<func::FuncOp, ParameterOp, StateOp, FlatBufferOp, shard::GridOp>(op))
       op.erase();
-  for (StringRef attr : {"ds.config", "ds.weights", "ds.mesh"})
+  for (StringRef attr : {StringRef(kRunAttrName), StringRef("ds.weights"), StringRef(kMeshAttrName)})
     module->removeAttr(attr);
   return success();
 }
@@ -1465,13 +1463,6 @@ void Lowering::emitMetadata() {
   for (size_t i = 0; i < largest.size() && i < 8; ++i)
     buffers.push_back(llvm::json::Object{{"name", largest[i].second}, {"bytes", largest[i].first}});
 
-  llvm::json::Value config = llvm::json::Object{};
-  if (auto cfg = module->getAttrOfType<StringAttr>("ds.config")) {
-    if (auto parsed = llvm::json::parse(cfg.getValue()))
-      config = std::move(*parsed);
-    else
-      llvm::consumeError(parsed.takeError());
-  }
   llvm::json::Array sites;
   for (const std::string &site : siteNames)
     sites.push_back(site);
@@ -1479,7 +1470,6 @@ void Lowering::emitMetadata() {
       {"inputs", std::move(inputs)},
       {"sites", std::move(sites)},
       {"slots", std::move(slotArray)},
-      {"config", std::move(config)},
       {"plan", llvm::json::Object{{"peak_bytes", std::max(microPeak, optimizerPeak)},
                                   {"persistent_bytes", persistentBytes},
                                   {"input_bytes", inputBytes},
@@ -1490,13 +1480,13 @@ void Lowering::emitMetadata() {
                                   {"buffers", std::move(buffers)}}}};
   // Without offload: the persistent bytes that DeepSpeed's offload keys would move off the
   // device (ds-offload's rules), so that a plan over --device-memory can name the keys.
+  auto run = module->getAttrOfType<RunAttr>(kRunAttrName);
+  if (run)
+    runtime::describeRun(run, root);
   if (!module->hasAttr(kOffloadAttrName)) {
-    int64_t stage = 0, threshold = 100000;
-    if (auto *cfg = root.getObject("config"))
-      if (auto *z = cfg->getObject("zero_optimization")) {
-        stage = z->getInteger("stage").value_or(0);
-        threshold = z->getInteger("stage3_param_persistence_threshold").value_or(threshold);
-      }
+    int64_t stage = run ? run.getZeroStage() : 0;
+    int64_t threshold =
+        run ? run.getParamPersistenceThreshold() : deepspeed::kParamPersistenceThreshold;
     int64_t optimizerBytes = 0, paramBytes = 0;
     bool sharded =
         llvm::any_of(slots, [](const Slot &sl) { return sl.role == DSRT_ROLE_PARAM_SHARD; });
@@ -1531,11 +1521,12 @@ void Lowering::emitMetadata() {
     }
     llvm::json::Object off;
     if (stage >= 1)
-      off["offload_optimizer"] = optimizerBytes;
+      off["optimizer"] =
+          llvm::json::Object{{"bytes", optimizerBytes}, {"keys", ::ds::kOffloadOptimizerKeys}};
     if (stage == 3)
-      off["offload_param"] = paramBytes;
+      off["param"] = llvm::json::Object{{"bytes", paramBytes}, {"keys", ::ds::kOffloadParamKeys}};
     if (!off.empty())
-      root.getObject("plan")->insert({"offloadable_bytes", std::move(off)});
+      root.getObject("plan")->insert({"offloadable", std::move(off)});
   }
   // ds-offload's spaces: host memory and the swap file, and what moves between the tiers.
   if (arena.hostPeak || nvmePersistent) {

@@ -8,6 +8,8 @@
 #ifndef DSRT_IO_H
 #define DSRT_IO_H
 
+#include "dsrt/dsrt.h"
+
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -245,11 +247,33 @@ struct StepScalars {
   double beta1 = 0; ///< Adam's beta1 (cycled by OneCycle's cycle_momentum)
 };
 
-/// The scalars applied at optimizer step `step` (from 1) under the normalized config's
-/// `scheduler` (as ds-opt embeds it), or the optimizer's own without one. DeepSpeed's
+/// A learning-rate schedule with every parameter resolved (the program descriptor's "run.lr";
+/// ds-opt applies DeepSpeed's defaults): the optimizer's base lr (and Muon's AdamW group's),
+/// its beta1, and the schedule's kind and parameters as DeepSpeed names them.
+struct LrSchedule {
+  double base = 0, auxBase = 0, beta1 = 0;
+  dsrt_lr_schedule kind = DSRT_LR_CONSTANT;
+  double warmupMinLr = 0, warmupMaxLr = 0;
+  int64_t warmupNumSteps = 0;
+  bool warmupLinear = false; ///< else log
+  int64_t totalNumSteps = 0;
+  double warmupMinRatio = 0, cosMinRatio = 0;
+  double cycleMinLr = 0, cycleMaxLr = 0, decayLrRate = 0;
+  double cycleFirstStepSize = 0, cycleSecondStepSize = 0;
+  int64_t cycleFirstStairCount = 0, cycleSecondStairCount = 0;
+  double decayStepSize = 0;
+  bool cycleMomentum = false;
+  double cycleMinMom = 0, cycleMaxMom = 0, decayMomRate = 0;
+  double rangeTestMinLr = 0, rangeTestStepSize = 0, rangeTestStepRate = 0;
+  bool rangeTestStaircase = false;
+};
+/// Reads a descriptor's "lr" object; false with `err` naming the field when malformed.
+bool readLrSchedule(const Json &j, LrSchedule &out, std::string &err);
+
+/// The scalars applied at optimizer step `step` (from 1) under `schedule`. DeepSpeed's
 /// semantics: a scheduler starts at its initial value and steps after each optimizer step, so
 /// step s uses the schedule at batch iteration s - 2 (step 1 its value before starting).
-StepScalars scheduled(const Json &config, int64_t step);
+StepScalars scheduled(const LrSchedule &schedule, int64_t step);
 
 /// A flat token file as nanoGPT writes it (uint16 or uint32 tokens), memory-mapped. Sample j
 /// of a language-model input is tokens [j T, j T + T); its target is the same window shifted

@@ -17,29 +17,6 @@
 namespace dsrt::driver {
 
 namespace {
-// The config keys whose values change the numbers of a run (the parallel layout may differ).
-const char *const kNumericKeys[] = {"optimizer", "scheduler", "train_batch_size",
-                                    "gradient_clipping", "seed", "precision"};
-} // namespace
-
-std::string numericConfig(const io::Json &config) {
-  std::string out = "{";
-  bool first = true;
-  for (const char *key : kNumericKeys) {
-    const io::Json *v = config.get(key);
-    std::string text = v ? v->dump() : "null";
-    if (std::string(key) == "precision") // the normalized config has a section when enabled;
-      // fp16's settings (the loss scaler's) are part of it
-      text = config.get("fp16")   ? "{\"fp16\":" + config.get("fp16")->dump() + "}"
-             : config.get("bf16") ? "\"bf16\""
-                                  : "\"fp32\"";
-    out += (first ? "" : ",") + io::jsonQuote(key) + ":" + text;
-    first = false;
-  }
-  return out + "}";
-}
-
-namespace {
 /// For tests of atomicity: DSRT_TEST_SAVE_DELAY_MS widens the windows a kill can hit.
 void testDelay() {
   if (const char *ms = std::getenv("DSRT_TEST_SAVE_DELAY_MS"))
@@ -322,12 +299,12 @@ bool Checkpointer::save(const std::string &dir, int64_t step, uint64_t &hostPeak
     x.worldSize = g_.size();
     x.mesh = g_.meshString();
     x.zeroStage = p_.zeroStage;
-    x.precision = p_.precision();
+    x.precision = p_.precisionName();
     std::string rng(dsrt_rng_get(g_.ctx(), nullptr, 0) + 1, '\0');
     dsrt_rng_get(g_.ctx(), rng.data(), rng.size());
     rng.pop_back();
     x.rng = rng;
-    x.numericConfig = numericConfig(p_.config());
+    x.numericConfig = p_.numericConfig();
     for (int32_t r = 0; r < g_.size(); ++r)
       x.files.push_back(ckpt::rankFileName(r, g_.size()));
     for (const Logical &t : tensors_) {
@@ -363,12 +340,18 @@ bool Checkpointer::save(const std::string &dir, int64_t step, uint64_t &hostPeak
 }
 
 std::string Checkpointer::compatible(const ckpt::Index &x, const std::string &where) const {
-  // The config keys that change the numbers.
+  // The config's values that change the numbers (the compiler chose the keys; a checkpoint of
+  // today's format recorded the same ones): every key either side has.
   io::Json saved, mine;
   std::string perr;
-  io::parseJson(numericConfig(p_.config()), mine, perr);
+  io::parseJson(p_.numericConfig(), mine, perr);
   io::parseJson(x.numericConfig, saved, perr);
-  for (const char *key : kNumericKeys) {
+  std::vector<std::string> keys;
+  for (const io::Json *side : {&mine, &saved})
+    for (const auto &m : side->members)
+      if (std::find(keys.begin(), keys.end(), m.first) == keys.end())
+        keys.push_back(m.first);
+  for (const std::string &key : keys) {
     const io::Json *a = saved.get(key), *b = mine.get(key);
     std::string as = a ? a->dump() : "null", bs = b ? b->dump() : "null";
     if (as != bs)

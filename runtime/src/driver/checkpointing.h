@@ -92,10 +92,6 @@ private:
   std::string readTensors(const std::string &dir, const ckpt::Index &x) const;
 };
 
-/// The config keys whose values change the numbers of a run, as JSON (the parallel layout may
-/// differ between a save and its resume).
-std::string numericConfig(const io::Json &config);
-
 } // namespace dsrt::driver
 
 #endif

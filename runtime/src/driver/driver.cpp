@@ -155,31 +155,12 @@ std::string Driver::openSwap() {
   const io::Json *bytes = plan ? plan->get("nvme_file_bytes") : nullptr;
   if (!bytes || !bytes->isNumber() || bytes->number <= 0)
     return "";
-  // The directory: offload_param's or offload_optimizer's nvme_path (the config makes them
-  // agree when both are on NVMe).
-  std::string dir;
-  const io::Json *zero = p.config().get("zero_optimization");
-  for (const char *section : {"offload_param", "offload_optimizer"}) {
-    const io::Json *o = zero ? zero->get(section) : nullptr;
-    const io::Json *dev = o ? o->get("device") : nullptr;
-    const io::Json *path = o ? o->get("nvme_path") : nullptr;
-    if (dir.empty() && dev && dev->isString() && dev->text == "nvme" && path && path->isString())
-      dir = path->text;
-  }
-  int64_t blockSize = 1048576, queueDepth = 8;
-  bool singleSubmit = false;
-  if (const io::Json *aio = p.config().get("aio")) {
-    if (const io::Json *v = aio->get("block_size"); v && v->isNumber())
-      blockSize = static_cast<int64_t>(v->number);
-    if (const io::Json *v = aio->get("queue_depth"); v && v->isNumber())
-      queueDepth = static_cast<int64_t>(v->number);
-    if (const io::Json *v = aio->get("single_submit"))
-      singleSubmit = v->kind == io::Json::Bool && v->boolean;
-  }
+  if (!p.hasNvme)
+    return "the program has NVMe slots but no NVMe tier (its swap directory); recompile it";
   char err[1024] = {0};
-  if (dsrt_nvme_open(ctx, dir.c_str(), static_cast<uint64_t>(bytes->number), blockSize,
-                     static_cast<int32_t>(queueDepth), singleSubmit ? 1 : 0, err,
-                     sizeof err) != 0)
+  if (dsrt_nvme_open(ctx, p.nvme.path.c_str(), static_cast<uint64_t>(bytes->number),
+                     p.nvme.blockSize, static_cast<int32_t>(p.nvme.queueDepth),
+                     p.nvme.singleSubmit ? 1 : 0, err, sizeof err) != 0)
     return err;
   return "";
 }
@@ -329,7 +310,7 @@ int Driver::train(uint64_t resumePeak) {
     auto tOptimizer = std::chrono::steady_clock::now();
     // The schedule and Adam's step count advance with the applied steps (all of them unless
     // fp16 skips one on overflow).
-    io::StepScalars hyper = io::scheduled(p.config(), applied + 1);
+    io::StepScalars hyper = io::scheduled(p.lr, applied + 1);
     double lrStep = hyper.lr;
     dsrt_tensor *lrT = scalarTensor(ctx, static_cast<float>(hyper.lr));
     dsrt_tensor *stepT = scalarTensor(ctx, static_cast<float>(applied + 1));
@@ -474,9 +455,9 @@ int Driver::run() {
   if (opt.weights.empty())
     if (const io::Json *w = p.meta.get("weights"); w && w->isString())
       opt.weights = w->text;
-  if (const io::Json *fp16 = p.config().get("fp16"); fp16 && fp16->kind == io::Json::Object) {
+  if (p.lossScaling) {
     lossScaling = true;
-    scaler.configure(*fp16, p.zeroStage);
+    scaler.configure(p.lossScaler, p.zeroStage);
   }
 
   char why[512] = {0};

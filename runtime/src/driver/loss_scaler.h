@@ -6,7 +6,7 @@
 #ifndef DSRT_DRIVER_LOSS_SCALER_H
 #define DSRT_DRIVER_LOSS_SCALER_H
 
-#include "dsrt/io.h"
+#include "program.h"
 
 #include <algorithm>
 #include <cmath>
@@ -26,21 +26,15 @@ struct LossScaler {
   // Progress (checkpointed).
   int64_t curHysteresis = 2, lastOverflowIter = -1, curIter = 0;
 
-  /// From the compiled config's "fp16" section and its ZeRO stage.
-  void configure(const dsrt::io::Json &fp16, int64_t zeroStage) {
-    auto num = [&](const char *k, double d) {
-      const dsrt::io::Json *j = fp16.get(k);
-      return j && j->kind == dsrt::io::Json::Number ? j->number : d;
-    };
-    double fixed = num("loss_scale", 0);
-    dynamic = fixed == 0;
+  /// From the program's compiled scaler and its configured ZeRO stage.
+  void configure(const LossScalerSpec &spec, int64_t zeroStage) {
+    dynamic = spec.dynamic;
     fused = zeroStage == 0;
-    scale = dynamic ? std::ldexp(1.0, static_cast<int>(num("initial_scale_power", 16))) : fixed;
-    window = static_cast<int64_t>(num("loss_scale_window", 1000));
-    delayedShift = curHysteresis = static_cast<int64_t>(num("hysteresis", 2));
-    minScale = num("min_loss_scale", 1);
-    const dsrt::io::Json *c = fp16.get("consecutive_hysteresis");
-    consecutiveHysteresis = c && c->kind == dsrt::io::Json::Bool && c->boolean;
+    scale = spec.scale;
+    window = spec.window;
+    delayedShift = curHysteresis = spec.hysteresis;
+    minScale = spec.minScale;
+    consecutiveHysteresis = spec.consecutiveHysteresis;
   }
   /// The scale after a step that did (or did not) overflow. Returns false when a ZeRO run
   /// overflows at the minimum scale (DeepSpeed raises then).

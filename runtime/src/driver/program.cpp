@@ -15,11 +15,6 @@ int32_t ProgramSpec::slotNamed(const std::string &name) const {
   return -1;
 }
 
-std::string ProgramSpec::precision() const {
-  const Json &c = config();
-  return c.get("fp16") ? "fp16" : c.get("bf16") ? "bf16" : "fp32";
-}
-
 namespace {
 bool dimsOf(const Json *j, std::vector<int64_t> &dims, int64_t &numel) {
   if (!j || !j->isArray() || j->items.size() > 8)
@@ -35,6 +30,68 @@ bool dimsOf(const Json *j, std::vector<int64_t> &dims, int64_t &numel) {
 }
 
 } // namespace
+
+/// The descriptor's "run": batch, seed, precision, schedule, loss scaler, NVMe tier.
+bool readRun(const Json &run, ProgramSpec &p, std::string &err) {
+  auto bad = [&](const std::string &what) {
+    err = "the program's metadata is malformed: " + what + "; recompile it";
+    return false;
+  };
+  auto integer = [&](const char *key, int64_t lo, int64_t &out) {
+    const Json *v = run.get(key);
+    return v && v->asInt(lo, INT64_MAX, out);
+  };
+  int64_t seed = 0;
+  if (!integer("global_batch", 1, p.G) || !integer("micro_batch", 1, p.mb) ||
+      !integer("accumulation", 1, p.gas) ||
+      !integer("replicas", 1, p.dp) || !integer("log_every", 0, p.stepsPerPrint) ||
+      !integer("rng_seed", 0, seed) || !integer("zero_stage", 0, p.zeroStage))
+    return bad("\"run\" lacks the batch sizes, steps_per_print, seed or zero_stage");
+  p.seed = static_cast<uint64_t>(seed);
+  const Json *prec = run.get("precision");
+  int32_t precision = prec && prec->isString() ? dsrt_precision_from_name(prec->text.c_str()) : -1;
+  if (precision < 0)
+    return bad("\"run.precision\" is not a precision");
+  p.precision = static_cast<dsrt_precision>(precision);
+  std::string field;
+  const Json *lr = run.get("lr");
+  if (!lr || !io::readLrSchedule(*lr, p.lr, field))
+    return bad("\"run." + (field.empty() ? std::string("lr") : field) + "\" is missing or wrong");
+  if (const Json *s = run.get("loss_scaler")) {
+    const Json *dyn = s->get("dynamic"), *sc = s->get("scale"), *ms = s->get("min_scale"),
+               *ch = s->get("consecutive");
+    LossScalerSpec &l = p.lossScaler;
+    if (!dyn || dyn->kind != Json::Bool || !sc || !sc->isNumber() || !ms || !ms->isNumber() ||
+        !ch || ch->kind != Json::Bool || !s->get("window") ||
+        !s->get("window")->asInt(1, INT64_MAX, l.window) || !s->get("absorbed_overflows") ||
+        !s->get("absorbed_overflows")->asInt(1, INT64_MAX, l.hysteresis))
+      return bad("\"run.loss_scaler\" is malformed");
+    l.dynamic = dyn->boolean;
+    l.scale = sc->number;
+    l.minScale = ms->number;
+    l.consecutiveHysteresis = ch->boolean;
+    p.lossScaling = true;
+  }
+  if (const Json *n = run.get("nvme")) {
+    const Json *path = n->get("path"), *ss = n->get("submit_singly");
+    const Json *bytes = n->get("request_bytes"), *depth = n->get("requests_in_flight");
+    NvmeSpec &v = p.nvme;
+    if (!path || !path->isString() || !ss || ss->kind != Json::Bool || !bytes ||
+        !bytes->asInt(1, INT64_MAX, v.blockSize) || !depth ||
+        !depth->asInt(1, INT32_MAX, v.queueDepth))
+      return bad("\"run.nvme\" is malformed");
+    v.path = path->text;
+    v.singleSubmit = ss->boolean;
+    p.hasNvme = true;
+  }
+  int64_t product = 0;
+  if (!io::checkedMul(p.mb, p.gas, product) || !io::checkedMul(product, p.dp, product) ||
+      p.G != product)
+    return bad("train_batch_size " + std::to_string(p.G) + " != micro-batch " +
+               std::to_string(p.mb) + " x accumulation " + std::to_string(p.gas) + " x world " +
+               std::to_string(p.dp));
+  return true;
+}
 
 bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
   std::string jerr;
@@ -113,42 +170,15 @@ bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
           s.aliases.push_back(a.text);
     slots.push_back(std::move(s));
   }
-  const Json *cfg = meta.get("config");
-  if (!cfg || !cfg->isObject())
-    return bad("no \"config\" object");
-  auto num = [&](const char *key, double &out) {
-    const Json *v = cfg->get(key);
-    if (!v || !v->isNumber())
-      return false;
-    out = v->number;
-    return true;
-  };
-  double g, m, a, w = 1, spp = 10, sd = 1234;
-  if (!num("train_batch_size", g) || !num("train_micro_batch_size_per_gpu", m) ||
-      !num("gradient_accumulation_steps", a))
-    return bad("the config lacks the batch sizes");
-  num("world_size", w);
-  num("steps_per_print", spp);
-  num("seed", sd);
-  auto integral = [](double v) { return std::floor(v) == v && v > 0 && v < 9.0e15; };
-  if (!integral(g) || !integral(m) || !integral(a) || !integral(w) || !integral(spp) ||
-      !(sd >= 0 && sd < 1.8e19))
-    return bad("the config's batch sizes, world size, steps_per_print or seed are out of range");
-  int64_t &G = p.G, &mb = p.mb, &gas = p.gas, &dp = p.dp;
-  G = static_cast<int64_t>(g);
-  mb = static_cast<int64_t>(m);
-  gas = static_cast<int64_t>(a);
-  dp = static_cast<int64_t>(w);
-  p.stepsPerPrint = static_cast<int64_t>(spp);
-  p.seed = static_cast<uint64_t>(sd);
-  if (const Json *z = cfg->get("zero_optimization"))
-    if (const Json *st = z->get("stage"))
-      st->asInt(0, 3, p.zeroStage);
-  int64_t product = 0;
-  if (!io::checkedMul(mb, gas, product) || !io::checkedMul(product, dp, product) || G != product)
-    return bad("train_batch_size " + std::to_string(G) + " != micro-batch " +
-               std::to_string(mb) + " x accumulation " + std::to_string(gas) + " x world " +
-               std::to_string(dp));
+  if (!meta.get("config") || !meta.get("config")->isObject() || !meta.get("numeric_config") ||
+      !meta.get("numeric_config")->isObject())
+    return bad("no \"config\" or \"numeric_config\" object");
+  const Json *run = meta.get("run");
+  if (!run || !run->isObject())
+    return bad("no \"run\" object (was it compiled with ds-opt --config?)");
+  if (!readRun(*run, p, err))
+    return false;
+  const int64_t mb = p.mb, gas = p.gas, dp = p.dp;
   p.meshAxes = {"dp"};
   p.meshShape = {dp};
   if (const Json *mesh = p.meta.get("mesh")) {
@@ -186,12 +216,6 @@ bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
       return bad("the mesh's pp axis has " + std::to_string(ppSize) + " ranks but the "
                  "pipeline has " + std::to_string(p.pipelineStages) + " stages");
   }
-  const Json *optim = cfg->get("optimizer");
-  const Json *params = optim ? optim->get("params") : nullptr;
-  const Json *lrj = params ? params->get("lr") : nullptr;
-  if (!lrj || !lrj->isNumber())
-    return bad("the config has no optimizer.params.lr");
-  p.lr = lrj->number;
   for (const InputSpec &in : inputs)
     if (in.dims[0] != mb)
       return bad("input '" + in.name + "' has batch dimension " + std::to_string(in.dims[0]) +
@@ -250,17 +274,19 @@ bool checkConfigFile(const std::string &path, const ProgramSpec &p, std::string 
     err = "--config '" + path + "' is not a JSON object" + (e.empty() ? "" : ": " + e);
     return false;
   }
-  // A user config may carry a section with "enabled": false; the compiled one has a section
-  // only when enabled (ProgramSpec::precision).
-  auto precision = [](const Json &c) -> std::string {
-    auto enabled = [&](const char *key) {
-      const Json *s = c.get(key);
-      const Json *e = s ? s->get("enabled") : nullptr;
-      return e && e->kind == Json::Bool && e->boolean;
-    };
-    return enabled("fp16") ? "fp16" : enabled("bf16") || enabled("bfloat16") ? "bf16" : "fp32";
-  };
-  std::string want = precision(user), have = p.precision();
+  // The precision the user's config trains in, by the compiler's rules (key paths).
+  std::string want = dsrt_precision_name(DSRT_PRECISION_FP32), have = p.precisionName();
+  if (const Json *rules = p.meta.get("config_precision"); rules && rules->isArray())
+    for (const Json &rule : rules->items) {
+      const Json *key = rule.get("key"), *name = rule.get("precision");
+      const Json *at = &user;
+      for (size_t i = 0; at && key && key->isArray() && i < key->items.size(); ++i)
+        at = key->items[i].isString() ? at->get(key->items[i].text) : nullptr;
+      if (at && at->kind == Json::Bool && at->boolean && name && name->isString()) {
+        want = name->text;
+        break;
+      }
+    }
   if (want != have) {
     err = "--config '" + path + "' trains in " + want + " but the program was compiled " +
           "for " + have + "; recompile with this config or drop --config";
@@ -275,19 +301,23 @@ bool checkConfigFile(const std::string &path, const ProgramSpec &p, std::string 
   return true;
 }
 
-/// What DeepSpeed's offload keys would move off the device, against the shortfall (the
-/// compiler's offloadable_bytes of a program compiled without offload).
+/// What the offload keys would move off the device, against the shortfall (the compiler's
+/// "offloadable" of a program compiled without offload: the bytes and the keys that move
+/// them, of the optimizer state and gradients and of the parameters).
 static std::string offloadAdvice(const Json &plan, uint64_t shortBy) {
-  const Json *off = plan.get("offloadable_bytes");
+  const Json *off = plan.get("offloadable");
   if (!off)
     return "";
-  const Json *opt = off->get("offload_optimizer"), *par = off->get("offload_param");
-  uint64_t o = opt && opt->isNumber() ? static_cast<uint64_t>(opt->number) : 0;
-  uint64_t q = par && par->isNumber() ? static_cast<uint64_t>(par->number) : 0;
-  const std::string optKey = "zero_optimization.offload_optimizer {\"device\": \"cpu\"} (or "
-                             "\"nvme\" with stage 3)";
-  const std::string paramKey = "zero_optimization.offload_param {\"device\": \"cpu\"} (or "
-                               "\"nvme\")";
+  auto part = [&](const char *what, uint64_t &bytes, std::string &keys) {
+    const Json *o = off->get(what);
+    const Json *b = o ? o->get("bytes") : nullptr, *k = o ? o->get("keys") : nullptr;
+    bytes = b && b->isNumber() ? static_cast<uint64_t>(b->number) : 0;
+    keys = k && k->isString() ? k->text : "";
+  };
+  uint64_t o = 0, q = 0;
+  std::string optKey, paramKey;
+  part("optimizer", o, optKey);
+  part("param", q, paramKey);
   auto bytes = [](uint64_t b) {
     return std::to_string(b) + " bytes (" + dsrt::io::formatBytes(b) + ")";
   };

@@ -57,24 +57,52 @@ struct SlotSpec {
   }
 };
 
+/// fp16's loss scaler as compiled (the descriptor's "run.loss_scaler").
+struct LossScalerSpec {
+  bool dynamic = true;
+  double scale = 0; ///< the initial (or static) scale
+  int64_t window = 0, hysteresis = 0;
+  bool consecutiveHysteresis = false;
+  double minScale = 0;
+};
+/// The NVMe tier (the descriptor's "run.nvme"): the swap directory and its asynchronous I/O.
+struct NvmeSpec {
+  std::string path;
+  int64_t blockSize = 0, queueDepth = 0;
+  bool singleSubmit = false;
+};
+
+/// A compiled step's descriptor: what ds-lower-to-runtime wrote for the driver, under its own
+/// field names (no DeepSpeed key is read here).
 struct ProgramSpec {
   io::Json meta;
   std::vector<InputSpec> inputs;
   std::vector<SlotSpec> slots;
-  int64_t G = 0, mb = 0, gas = 0, dp = 1, stepsPerPrint = 10, zeroStage = 0;
+  /// The batch: G = mb x gas x dp (run.train_batch_size ...).
+  int64_t G = 0, mb = 0, gas = 0, dp = 1, stepsPerPrint = 0;
+  /// The configured ZeRO stage (fp16's loss scaler follows DeepSpeed's optimizer of it).
+  int64_t zeroStage = 0;
   /// The mesh the program was compiled for (metadata "mesh"; one dp axis when absent).
   std::vector<std::string> meshAxes;
   std::vector<int64_t> meshShape;
-  uint64_t seed = 1234;
-  double lr = 0;
+  uint64_t seed = 0;
+  dsrt_precision precision = DSRT_PRECISION_FP32;
+  io::LrSchedule lr;
+  bool lossScaling = false; ///< fp16: `lossScaler` holds the scaler
+  LossScalerSpec lossScaler;
+  bool hasNvme = false; ///< an NVMe tier: `nvme` holds it
+  NvmeSpec nvme;
   /// A pipeline (metadata "pipeline"): its stages, and the micro-batches that one call of
   /// micro_step runs (all gas of the step); 1 and 1 otherwise.
   int64_t pipelineStages = 1, microBatchesPerCall = 1;
+  /// The normalized config a user's --config is checked against (keys compared, not read).
   const io::Json &config() const { return *meta.get("config"); }
+  /// The config's values that change the numbers, as JSON text (what checkpoints record).
+  std::string numericConfig() const { return meta.get("numeric_config")->dump(); }
   /// The index of the slot named `name`, or -1.
   int32_t slotNamed(const std::string &name) const;
   /// "fp32", "bf16" or "fp16".
-  std::string precision() const;
+  std::string precisionName() const { return dsrt_precision_name(precision); }
 };
 
 /// Parses the program's metadata JSON; `err` says it is malformed and to recompile.

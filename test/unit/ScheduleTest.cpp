@@ -1,5 +1,10 @@
-// DeepSpeed's schedules (dsrt::io::scheduled) at chosen steps, against values worked out by
-// hand from deepspeed/runtime/lr_schedules.py: step s runs at last_batch_iteration s - 2.
+// DeepSpeed's schedules at chosen steps, against values worked out by hand from
+// deepspeed/runtime/lr_schedules.py (step s runs at last_batch_iteration s - 2), through the
+// whole contract: the config parser resolves the scheduler (DeepSpeed's defaults), ds-opt
+// records it in #ds.run, the lowering writes it into the program descriptor, and the runtime
+// reads it back and schedules.
+#include "ds/Config/DeepSpeedConfig.h"
+#include "ds/Pipelines/Pipelines.h"
 #include "dsrt/io.h"
 
 #include <gtest/gtest.h>
@@ -10,10 +15,20 @@
 namespace {
 
 dsrt::io::StepScalars at(const std::string &config, int64_t step) {
-  dsrt::io::Json j;
+  // The batch keys the parser needs, before the schedule's.
+  std::string text = R"({"train_batch_size": 1, "train_micro_batch_size_per_gpu": 1, )" +
+                     config.substr(1);
+  auto cfg = ds::parseDeepSpeedConfig(text, 0);
+  if (!cfg) {
+    ADD_FAILURE() << llvm::toString(cfg.takeError());
+    return {};
+  }
+  dsrt::io::Json run;
+  dsrt::io::LrSchedule schedule;
   std::string err;
-  EXPECT_TRUE(dsrt::io::parseJson(config, j, err)) << err;
-  return dsrt::io::scheduled(j, step);
+  EXPECT_TRUE(dsrt::io::parseJson(mlir::ds::describeRun(*cfg), run, err)) << err;
+  EXPECT_TRUE(run.get("lr") && dsrt::io::readLrSchedule(*run.get("lr"), schedule, err)) << err;
+  return dsrt::io::scheduled(schedule, step);
 }
 
 // Equal up to the rounding of the schedule's own arithmetic.
