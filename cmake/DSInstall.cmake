@@ -1,16 +1,17 @@
 # `cmake --install build --prefix P`: the tools, the libraries, the public headers (with the
 # generated .inc files) and P/lib/cmake/ds/dsConfig.cmake, whose imported targets are
-# ds::Dialect, ds::Transforms, ds::Conversion, ds::InitAll (the dialect and passes, static, over
-# Debian's libMLIR.so), ds::Runtime (the C-ABI runtime alone, libdsrt.so, no LLVM) and ds::CAPI
-# (libdsCAPI.so: ds's C API, which brings ds::MLIRCAPI, libdsMLIRCAPI.so, MLIR's). Installed tools find the installed libraries
-# ($ORIGIN/../lib) and LibTorch and MLIR where the build found them.
+# ds::Dialect, ds::Transforms, ds::Analysis, ds::Conversion, ds::InitAll (the dialect, its
+# analyses and passes, static, over Debian's libMLIR.so), ds::Runtime (the C-ABI runtime alone,
+# libdsrt.so, no LLVM) and ds::CAPI (libdsCAPI.so: ds's C API, which brings ds::MLIRCAPI,
+# libdsMLIRCAPI.so, MLIR's). Installed tools find the installed libraries ($ORIGIN/../lib) and
+# LibTorch and MLIR where the build found them.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(DS_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/ds)
 
 # Consumers see ds's headers and MLIR's (a system path) through the targets.
-foreach(t DSEnums DSDialect DSTransforms DSConversion DSInitAll)
+foreach(t DSEnums DSDialect DSTransforms DSAnalysis DSConversion DSInitAll)
   target_include_directories(${t} INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
                              ${MLIR_INCLUDE_DIRS})
 endforeach()
@@ -18,11 +19,13 @@ target_include_directories(dsrt INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_IN
 set_target_properties(DSEnums PROPERTIES EXPORT_NAME Enums)
 set_target_properties(DSDialect PROPERTIES EXPORT_NAME Dialect)
 set_target_properties(DSTransforms PROPERTIES EXPORT_NAME Transforms)
+set_target_properties(DSAnalysis PROPERTIES EXPORT_NAME Analysis)
 set_target_properties(DSConversion PROPERTIES EXPORT_NAME Conversion)
 set_target_properties(DSInitAll PROPERTIES EXPORT_NAME InitAll)
 set_target_properties(dsrt PROPERTIES EXPORT_NAME Runtime)
 
-install(TARGETS DSEnums DSDialect DSTransforms DSConversion DSInitAll dsrt DSCAPI DSMLIRCAPI
+install(TARGETS DSEnums DSDialect DSTransforms DSAnalysis DSConversion DSInitAll dsrt DSCAPI
+        DSMLIRCAPI
         EXPORT dsTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -68,8 +68,8 @@ namespace {
 /// The bubble of each pipeline rank that the cost model predicts: the ranks' programs
 /// (`ds.schedule`) simulated with each phase taking its FLOPs (`phase_flops`) and transfers
 /// taking no time; a rank's bubble is the part of the step it is not computing.
-SmallVector<double> predictBubbles(ModuleOp module, DictionaryAttr info, int64_t p) {
-  auto flops = info.getAs<DenseI64ArrayAttr>("phase_flops");
+SmallVector<double> predictBubbles(ModuleOp module, PipelineAttr info, int64_t p) {
+  DenseI64ArrayAttr flops = info.getPhaseFlops();
   if (!flops)
     return {};
   const int64_t chunks = static_cast<int64_t>(flops.size()) / 2;
@@ -125,8 +125,7 @@ SmallVector<double> predictBubbles(ModuleOp module, DictionaryAttr info, int64_t
 } // namespace
 
 LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os) {
-  if (auto info = module->getAttrOfType<DictionaryAttr>(kPipelineAttrName);
-      info && module.lookupSymbol("pipeline_step_0"))
+  if (PipelineAttr info = getPipeline(module); info && info.isScheduled())
     return printPipelineCommReport(module, info, os);
   auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
   auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
@@ -163,18 +162,14 @@ LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os) 
   return success();
 }
 
-LogicalResult mlir::ds::printPipelineCommReport(ModuleOp module, DictionaryAttr info,
+LogicalResult mlir::ds::printPipelineCommReport(ModuleOp module, PipelineAttr info,
                                                 llvm::raw_ostream &os) {
-  auto intOf = [&](StringRef key) {
-    auto a = info.getAs<IntegerAttr>(key);
-    return a ? a.getInt() : 1;
-  };
-  const int64_t p = intOf("stages"), m = intOf("micro_batches"), v = intOf("virtual_stages");
-  auto schedule = info.getAs<PipelineScheduleAttr>("schedule");
+  const int64_t p = info.getStages(), m = info.getMicroBatches(), v = info.getVirtualStages();
+  PipelineSchedule schedule = info.getSchedule().getValue();
   auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
   int64_t ranks = mesh ? mesh.getNumRanks() : p;
   os << "collectives and transfers per rank and step (each pipeline rank's " << m
-     << "-micro-batch " << (schedule ? stringifyPipelineSchedule(schedule.getValue()) : "") << " program and its update; "
+     << "-micro-batch " << stringifyPipelineSchedule(schedule) << " program and its update; "
      << ranks << " ranks, mesh " << (mesh ? mesh.str() : "") << "; bytes are each call's "
      << "tensor)\n";
   for (int64_t r = 0; r < p; ++r) {

@@ -11,9 +11,7 @@
 #include "ds/IR/DSDialect.h"
 #include "ds/IR/DSOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/Support/JSON.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -26,24 +24,14 @@ struct Candidate {
 
 /// The device peak, and the bytes moved per step, of a built step's plan.
 FailureOr<std::pair<int64_t, int64_t>> planOf(ModuleOp step) {
-  OwningOpRef<ModuleOp> copy = step.clone();
-  if (failed(lowerStepToLLVM(*copy)))
+  FailureOr<PlannedStep> planned = planStep(step);
+  if (failed(planned))
     return failure();
-  auto global = copy->lookupSymbol<LLVM::GlobalOp>("__ds_metadata");
-  auto text = global ? dyn_cast_or_null<StringAttr>(global.getValueOrNull()) : StringAttr();
-  if (!text)
-    return failure();
-  llvm::Expected<llvm::json::Value> meta = llvm::json::parse(text.getValue().drop_back());
-  if (!meta) {
-    llvm::consumeError(meta.takeError());
-    return failure();
-  }
-  const llvm::json::Object *plan = meta->getAsObject()->getObject("plan");
+  const MemoryPlan &plan = planned->plan;
   int64_t moved = 0;
-  if (const llvm::json::Object *m = plan->getObject("moved_bytes_per_step"))
-    for (const auto &kv : *m)
-      moved += kv.second.getAsInteger().value_or(0);
-  return std::make_pair(plan->getInteger("peak_bytes").value_or(0), moved);
+  for (int64_t bytes : plan.movedPerStep)
+    moved += bytes;
+  return std::make_pair(plan.peakBytes(), moved);
 }
 } // namespace
 

@@ -23,9 +23,8 @@ LogicalResult mlir::ds::printFlopsReport(ModuleOp module, llvm::raw_ostream &os)
   const int64_t gas = gradientAccumulationSteps(module);
   // The functions of a step, with their calls per step.
   SmallVector<std::pair<func::FuncOp, int64_t>> functions;
-  auto info = module->getAttrOfType<DictionaryAttr>(kPipelineAttrName);
-  auto stagesAttr = info ? info.getAs<IntegerAttr>("stages") : IntegerAttr();
-  const int64_t stages = stagesAttr ? stagesAttr.getInt() : 1;
+  PipelineAttr info = getPipeline(module);
+  const int64_t stages = info ? info.getStages() : 1;
   if (module.lookupSymbol("pipeline_step_0")) {
     for (int64_t r = 0; r < stages; ++r)
       for (StringRef name : {"pipeline_step_", "optimizer_step_"})

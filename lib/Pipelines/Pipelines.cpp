@@ -110,34 +110,125 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   pm.addPass(createDSVerifyCollectives());
 }
 
-LogicalResult mlir::ds::buildTrainingStep(ModuleOp module, const ::ds::DeepSpeedConfig &config) {
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
-  if (!forward)
-    return module.emitError() << "no func.func @forward to train";
-  for (auto [i, type] : llvm::enumerate(forward.getArgumentTypes())) {
-    auto rt = dyn_cast<RankedTensorType>(type);
-    auto name = forward.getArgAttrOfType<StringAttr>(i, kInputNameAttrName);
-    if (!rt || rt.getRank() == 0 || rt.getShape()[0] != config.microBatchSize)
-      return forward.emitError()
-             << "input '" << (name ? name.getValue() : StringRef("?")) << "' has type " << type
-             << " but train_micro_batch_size_per_gpu is " << config.microBatchSize
-             << "; its leading dimension must be the micro-batch size (fix --input or the "
-                "config)";
+namespace {
+/// The first pass of a training step's pipeline: checks that every input's leading dimension
+/// is the micro-batch size and records how the step runs (`ds.run`) and its mesh (`ds.mesh`).
+struct ConfigureStepPass : PassWrapper<ConfigureStepPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(ConfigureStepPass)
+  explicit ConfigureStepPass(const ::ds::DeepSpeedConfig &config) : config(config) {}
+  StringRef getArgument() const override { return "ds-configure-step"; }
+  StringRef getDescription() const override {
+    return "Records the DeepSpeed config's run and mesh in a module to train";
   }
-  module->setAttr(kRunAttrName, runAttrOf(module.getContext(), config));
-  module->setAttr(kMeshAttrName, buildMesh(module.getContext(), config.worldSize,
-                                           config.tensorParallelSize,
-                                           config.sequenceParallelSize,
-                                           config.pipeline.stages));
-  PassManager pm(module.getContext());
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (module->hasAttr(kRunAttrName)) {
+      module.emitError() << "this module is already a training step (it has " << kRunAttrName
+                         << "): build one from the imported model (ds-opt MODEL.pt or its "
+                            "imported .mlir with --config)";
+      return signalPassFailure();
+    }
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    if (!forward) {
+      module.emitError() << "no func.func @forward to train";
+      return signalPassFailure();
+    }
+    for (auto [i, type] : llvm::enumerate(forward.getArgumentTypes())) {
+      auto rt = dyn_cast<RankedTensorType>(type);
+      auto name = forward.getArgAttrOfType<StringAttr>(i, kInputNameAttrName);
+      if (!rt || rt.getRank() == 0 || rt.getShape()[0] != config.microBatchSize) {
+        forward.emitError() << "input '" << (name ? name.getValue() : StringRef("?"))
+                            << "' has type " << type << " but train_micro_batch_size_per_gpu is "
+                            << config.microBatchSize
+                            << "; its leading dimension must be the micro-batch size (fix "
+                               "--input or the config)";
+        return signalPassFailure();
+      }
+    }
+    module->setAttr(kRunAttrName, runAttrOf(module.getContext(), config));
+    module->setAttr(kMeshAttrName,
+                    buildMesh(module.getContext(), config.worldSize, config.tensorParallelSize,
+                              config.sequenceParallelSize, config.pipeline.stages));
+  }
+  ::ds::DeepSpeedConfig config;
+};
+
+/// ds-train-step's options.
+struct TrainStepOptions : PassPipelineOptions<TrainStepOptions> {
+  Option<std::string> config{*this, "config", llvm::cl::desc("the DeepSpeed JSON config")};
+  Option<int64_t> worldSize{*this, "world-size",
+                            llvm::cl::desc("data-parallel size (default: from the config's "
+                                           "batch keys, else 1)"),
+                            llvm::cl::init(0)};
+};
+} // namespace
+
+void mlir::ds::buildTrainingStepPipeline(OpPassManager &pm,
+                                         const ::ds::DeepSpeedConfig &config) {
+  pm.addPass(std::make_unique<ConfigureStepPass>(config));
   buildTrainingPipeline(pm, TrainingOptions::fromConfig(config));
+}
+
+LogicalResult mlir::ds::buildTrainingStep(ModuleOp module, const ::ds::DeepSpeedConfig &config) {
+  PassManager pm(module.getContext());
+  buildTrainingStepPipeline(pm, config);
   return pm.run(module);
 }
 
-void mlir::ds::buildRuntimeLoweringPipeline(OpPassManager &pm) {
+void mlir::ds::registerPipelines() {
+  registerPassPipeline(
+      "ds-train-step",
+      "The training step of an imported module (forward, backward, ZeRO, the optimizer, "
+      "parallelism, offload) as a DeepSpeed config asks: ds-opt --config runs it",
+      [](OpPassManager &pm, StringRef text,
+         function_ref<LogicalResult(const Twine &)> errorHandler) {
+        TrainStepOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        if (options.config.empty())
+          return errorHandler("ds-train-step needs config=PATH (a DeepSpeed JSON config)");
+        auto config = ::ds::loadDeepSpeedConfig(options.config, options.worldSize);
+        if (!config)
+          return errorHandler(llvm::toString(config.takeError()));
+        for (const std::string &w : config->warnings)
+          llvm::errs() << "warning: " << options.config << ": " << w << "\n";
+        buildTrainingStepPipeline(pm, *config);
+        return success();
+      },
+      [](function_ref<void(const ::mlir::detail::PassOptions &)> handler) {
+        handler(TrainStepOptions());
+      });
+  PassPipelineRegistration<>(
+      "ds-lower-step",
+      "A training step (STEP.mlir) as LLVM-dialect calls of the runtime, as ds-run and "
+      "ds-compile lower it: clean-ups, then ds-lower-to-runtime",
+      [](OpPassManager &pm) { buildRuntimeLoweringPipeline(pm); });
+}
+
+namespace {
+/// What the lowering pipeline runs before ds-lower-to-runtime plans the step.
+void addCleanups(OpPassManager &pm) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+}
+} // namespace
+
+void mlir::ds::buildRuntimeLoweringPipeline(OpPassManager &pm) {
+  addCleanups(pm);
   pm.addPass(createDSLowerToRuntime());
+}
+
+FailureOr<PlannedStep> mlir::ds::planStep(ModuleOp module) {
+  OwningOpRef<ModuleOp> step = module.clone();
+  PassManager pm(module.getContext());
+  addCleanups(pm);
+  if (failed(pm.run(*step)))
+    return failure();
+  prepareForPlanning(*step);
+  FailureOr<MemoryPlan> plan = MemoryPlan::compute(*step);
+  if (failed(plan))
+    return failure();
+  return PlannedStep{std::move(step), std::move(*plan)};
 }
 
 LogicalResult mlir::ds::lowerStepToLLVM(ModuleOp module) {

@@ -19,7 +19,7 @@ module {
 
 // -----
 
-module attributes {ds.pipeline = {stages = 2 : i64, virtual_stages = 1 : i64}} {
+module attributes {ds.pipeline = #ds.pipeline<stages = 2, virtual_stages = 1>} {
   ds.parameter @w trainable : tensor<4x4xf32>
 }
 

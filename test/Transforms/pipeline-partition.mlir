@@ -7,7 +7,7 @@
 // Four linears (4096, 4096, 4096 and 1024 FLOPs; a GELU 128) and a cross-entropy.
 // best: the smallest heaviest chunk is l0 + gelu + l1 (8320 FLOPs) against the rest (about
 // 5400): the cut falls inside a layer, between l1's linear and its GELU.
-// BEST: ds.mesh = #ds.mesh<axes = ["pp", "dp"], shape = [2, 1]>, ds.pipeline = {stages = 2 : i64, virtual_stages = 1 : i64}
+// BEST: ds.mesh = #ds.mesh<axes = ["pp", "dp"], shape = [2, 1]>, ds.pipeline = #ds.pipeline<stages = 2, virtual_stages = 1>
 // BEST: ds.get_parameter @l0.weight {ds.stage = 0 : i64}
 // BEST: ds.linear %arg0, %{{.+}} {ds.stage = 0 : i64}
 // BEST: ds.gelu %{{.+}} {ds.stage = 0 : i64}

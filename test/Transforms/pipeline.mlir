@@ -5,7 +5,7 @@
 // 1F1B on 2 ranks, 3 micro-batches (PipeDream-Flush): rank 0 warms up with one forward, rank
 // 1 with none; each forward sends its activation (>1), each backward of rank 1 its input's
 // gradient (>0). F0.1 is chunk 0's forward of micro-batch 1.
-// CHECK: ds.pipeline = {micro_batches = 3 : i64, phase_flops = array<i64: {{[0-9, ]+}}>, schedule = #ds<pipeline_schedule "1f1b">, stages = 2 : i64, virtual_stages = 1 : i64}
+// CHECK: ds.pipeline = #ds.pipeline<stages = 2, virtual_stages = 1, schedule = "1f1b", micro_batches = 3, phase_flops = [{{[0-9, ]+}}]>
 // CHECK: ds.parameter @l0.weight trainable : tensor<16x16xf32> {ds.stages = array<i64: 0>}
 // CHECK: ds.parameter @l3.weight trainable : tensor<4x16xf32> {ds.stages = array<i64: 1>}
 // CHECK: ds.state @"l0.weight@grad" of @l0.weight role grad : tensor<16x16xf32> {ds.stages = array<i64: 0>}

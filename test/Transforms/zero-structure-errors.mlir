@@ -1,8 +1,8 @@
 // RUN: ds-opt %s --ds-zero="stage=2 data-parallel-size=2" --split-input-file --verify-diagnostics
 
 // ds-zero runs once.
-// expected-error @below {{ds-zero: the module is already partitioned (ds.zero_stage = 2); run ds-zero once}}
-module attributes {ds.zero_stage = 2 : i64} {
+// expected-error @below {{ds-zero: the module is already partitioned (ZeRO stage 2); run ds-zero once}}
+module attributes {ds.zero = #ds.zero<stage = 2>} {
 }
 
 // -----

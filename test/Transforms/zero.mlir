@@ -4,7 +4,7 @@
 // RUN: ds-opt %s --ds-zero="stage=0 data-parallel-size=4" --ds-optimizer --ds-lower-to-runtime | FileCheck %s --check-prefix=LOWER
 
 // ds-zero records the stage and the grid of the 4 ranks.
-// PART0: module attributes {{{.*}}ds.zero_stage = 0 : i64} {
+// PART0: module attributes {{{.*}}ds.zero = #ds.zero<stage = 0>} {
 // PART0-NEXT: shard.grid @mesh(shape = 4)
 // PART0-NOT: ds.flat_buffer
 

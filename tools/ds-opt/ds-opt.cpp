@@ -2,8 +2,9 @@
 //
 // `ds-opt in.mlir [passes]` behaves as mlir-opt. With a PyTorch model as input (a TorchScript
 // archive or a torch.export program), `ds-opt MODEL.pt[2] --input NAME=TYPE ... -o OUT.mlir`
-// imports it first, writes the weights to
-// OUT.safetensors, and then runs the requested passes on the imported module.
+// imports it first, writes the weights to OUT.safetensors, and then runs the requested passes
+// on the imported module. `--config cfg.json` builds the training step (the pipeline
+// ds-train-step) of either, before the requested passes.
 //
 #include "ds/Tools/CommandLine.h"
 #include "ds/InitAll.h"
@@ -19,6 +20,8 @@
 #include "llvm/Support/SourceMgr.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/Support/CommandLine.h"
@@ -27,6 +30,8 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <optional>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -47,7 +52,8 @@ static cl::opt<bool> listTorchOps("list-torch-ops",
 static cl::OptionCategory trainCategory("Training step options");
 static cl::opt<std::string> configPath(
     "config", cl::desc("DeepSpeed JSON config: build the training step (forward, backward, "
-                       "optimizer) of the imported model and embed the config in it"),
+                       "optimizer) of the model (a .pt/.pt2, or the .mlir ds-opt imported from "
+                       "one) and embed the config in it, before any other pass"),
     cl::value_desc("ds_config.json"), cl::cat(trainCategory));
 static cl::opt<bool> memoryReport(
     "memory-report",
@@ -111,6 +117,57 @@ static int fail(const llvm::Twine &message) {
   return 1;
 }
 
+/// Prints the reports the flags ask for of `module`.
+static LogicalResult printReports(ModuleOp module) {
+  mlir::ds::TierRates tierRates;
+  std::string ratesError;
+  if (!rates.empty() && !tierRates.parse(rates, ratesError)) {
+    fail(ratesError);
+    return failure();
+  }
+  if (memoryReport && failed(mlir::ds::printMemoryReport(module, llvm::outs(),
+                                                         rates.empty() ? nullptr : &tierRates)))
+    return failure();
+  if (commReport && failed(mlir::ds::printCommReport(module, llvm::outs())))
+    return failure();
+  if (flopsReport && failed(mlir::ds::printFlopsReport(module, llvm::outs())))
+    return failure();
+  return success();
+}
+
+/// A PyTorch model imported into `context`, its weights written beside `outputFile`.
+static OwningOpRef<ModuleOp> importModel(llvm::StringRef inputFile, llvm::StringRef outputFile,
+                                         MLIRContext &context) {
+#ifdef DS_ENABLE_TORCH
+  if (outputFile == "-") {
+    fail("-o OUT.mlir is required for a PyTorch model input: the weights are written beside it "
+         "as OUT.safetensors");
+    return nullptr;
+  }
+  if (!llvm::sys::fs::exists(inputFile)) {
+    fail("cannot open '" + inputFile + "': no such file");
+    return nullptr;
+  }
+  mlir::ds::TorchScriptImportOptions options;
+  for (const std::string &spec : inputSpecs) {
+    auto parsed = mlir::ds::parseInputSpec(spec, &context);
+    if (failed(parsed))
+      return nullptr;
+    options.inputs.push_back(*parsed);
+  }
+  if (lossIndex >= 0)
+    options.lossIndex = lossIndex;
+  llvm::SmallString<256> weights(outputFile);
+  llvm::sys::path::replace_extension(weights, ".safetensors");
+  options.weightsPath = weights.str().str();
+  return mlir::ds::importTorchScript(inputFile, options, &context);
+#else
+  fail("'" + inputFile + "' is a PyTorch model but this ds-opt was built without the "
+       "TorchScript importer (run scripts/setup.sh and rebuild)");
+  return nullptr;
+#endif
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   // LLVM's own options (codegen, targets), registered when libLLVM loads, stay out of --help
@@ -119,6 +176,7 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   mlir::ds::registerAllDialects(registry);
   mlir::ds::registerAllPasses();
+  mlir::ds::registerPipelines();
 
   auto [inputFile, outputFile] =
       registerAndParseCLIOptions(argc, argv, "ds optimizer driver\n", registry);
@@ -135,108 +193,96 @@ int main(int argc, char **argv) {
     return fail("this ds-opt was built without the TorchScript importer "
                 "(LibTorch was not found; run scripts/setup.sh and rebuild)");
 #endif
+  const bool model = isPyTorchModelInput(inputFile);
+  if (!model && (!inputSpecs.empty() || lossIndex >= 0))
+    return fail("--input and --loss-index apply only to a PyTorch model input (.pt or .pt2)");
 
-  std::unique_ptr<llvm::MemoryBuffer> buffer;
-  if (isPyTorchModelInput(inputFile)) {
-#ifdef DS_ENABLE_TORCH
-    if (outputFile == "-")
-      return fail("-o OUT.mlir is required for a PyTorch model input: the weights are written "
-                  "beside it as OUT.safetensors");
-    if (!llvm::sys::fs::exists(inputFile))
-      return fail("cannot open '" + inputFile + "': no such file");
-    MLIRContext context(registry);
-    context.loadAllAvailableDialects();
-    mlir::ds::TorchScriptImportOptions options;
-    for (const std::string &spec : inputSpecs) {
-      auto parsed = mlir::ds::parseInputSpec(spec, &context);
-      if (failed(parsed))
-        return 1;
-      options.inputs.push_back(*parsed);
-    }
-    if (lossIndex >= 0)
-      options.lossIndex = lossIndex;
-    llvm::SmallString<256> weights(outputFile);
-    llvm::sys::path::replace_extension(weights, ".safetensors");
-    options.weightsPath = weights.str().str();
-    OwningOpRef<ModuleOp> module = mlir::ds::importTorchScript(inputFile, options, &context);
-    if (!module)
-      return 1;
-    if (!configPath.empty()) {
-      auto cfg = ::ds::loadDeepSpeedConfig(configPath, worldSize);
-      if (!cfg)
-        return fail(llvm::toString(cfg.takeError()));
-      for (const std::string &w : cfg->warnings)
-        llvm::errs() << "ds-opt: warning: " << configPath << ": " << w << "\n";
-      if (!deviceMemory.empty()) {
-        uint64_t budget = 0;
-        if (!parseByteCount(deviceMemory, budget))
-          return fail("--device-memory takes a byte count such as 1073741824, 512M, 2GiB; got '" +
-                      deviceMemory + "'");
-        auto fitted = mlir::ds::fitDeviceMemory(*module, *cfg, budget, llvm::errs());
-        if (failed(fitted))
-          return 1;
-        module = std::move(*fitted);
-      } else if (failed(mlir::ds::buildTrainingStep(*module, *cfg))) {
-        return 1;
-      }
-    } else if (worldSize != 0) {
-      return fail("--world-size needs --config");
-    }
-    // Hand the imported module to the normal mlir-opt flow (passes, verification, printing);
-    // debug info keeps the Python source locations through the round trip.
-    std::string text;
-    llvm::raw_string_ostream os(text);
-    module->print(os, OpPrintingFlags().enableDebugInfo());
-    buffer = llvm::MemoryBuffer::getMemBufferCopy(text, inputFile);
-    // A training step (STEP.mlir) keeps them too: ds-run --trace names the model's lines.
-    if (!configPath.empty())
-      if (auto *o = llvm::cl::getRegisteredOptions().lookup("mlir-print-debuginfo"))
-        static_cast<llvm::cl::opt<bool> *>(o)->setValue(true);
-#else
-    return fail("'" + inputFile + "' is a PyTorch model but this ds-opt was built "
-                "without the TorchScript importer (run scripts/setup.sh and rebuild)");
-#endif
-  } else {
-    if (!inputSpecs.empty() || lossIndex >= 0)
-      return fail("--input and --loss-index apply only to a PyTorch model input (.pt or .pt2)");
-    if (!configPath.empty() || worldSize != 0)
-      return fail("--config and --world-size apply to a PyTorch model input (.pt or .pt2); for an "
-                  "imported .mlir run --ds-autodiff and --ds-optimizer instead");
+  // The DeepSpeed config: the training step to build (the pipeline ds-train-step).
+  std::optional<::ds::DeepSpeedConfig> step;
+  if (!configPath.empty()) {
+    auto cfg = ::ds::loadDeepSpeedConfig(configPath, worldSize);
+    if (!cfg)
+      return fail(llvm::toString(cfg.takeError()));
+    for (const std::string &w : cfg->warnings)
+      llvm::errs() << "ds-opt: warning: " << configPath << ": " << w << "\n";
+    step = std::move(*cfg);
+    // A training step (STEP.mlir) keeps the model's source locations: ds-run --trace names its
+    // lines.
+    if (auto *o = llvm::cl::getRegisteredOptions().lookup("mlir-print-debuginfo"))
+      static_cast<llvm::cl::opt<bool> *>(o)->setValue(true);
+  } else if (worldSize != 0) {
+    return fail("--world-size needs --config");
+  }
+  uint64_t budget = 0;
+  if (!deviceMemory.empty() && !parseByteCount(deviceMemory, budget))
+    return fail("--device-memory takes a byte count such as 1073741824, 512M, 2GiB; got '" +
+                deviceMemory + "'");
+  if (budget && !step)
+    return fail("--device-memory needs --config (the budget of the training step it builds)");
+  const bool reports = memoryReport || commReport || flopsReport;
+
+  // An MLIR input is mlir-opt's, the training step's pipeline first when --config asks for
+  // one.
+  if (!model && !reports && !budget) {
+    if (step)
+      config.setPassPipelineSetupFn([cli = config, &step](PassManager &pm) {
+        mlir::ds::buildTrainingStepPipeline(pm, *step);
+        return cli.setupPassPipeline(pm);
+      });
     std::string message;
-    buffer = openInputFile(inputFile, &message);
+    std::unique_ptr<llvm::MemoryBuffer> buffer = openInputFile(inputFile, &message);
     if (!buffer)
       return fail(message);
-  }
-
-  if (memoryReport || commReport || flopsReport) {
-    MLIRContext context(registry);
-    context.loadAllAvailableDialects();
-    llvm::SourceMgr sourceMgr;
-    sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(buffer->getBuffer(),
-                                                                       buffer->getBufferIdentifier()),
-                                 llvm::SMLoc());
-    SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-    OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
-    mlir::ds::TierRates tierRates;
-    std::string ratesError;
-    if (!rates.empty() && !tierRates.parse(rates, ratesError))
-      return fail(ratesError);
-    if (!module ||
-        (memoryReport && failed(mlir::ds::printMemoryReport(
-                             *module, llvm::outs(), rates.empty() ? nullptr : &tierRates))) ||
-        (commReport && failed(mlir::ds::printCommReport(*module, llvm::outs()))) ||
-        (flopsReport && failed(mlir::ds::printFlopsReport(*module, llvm::outs()))))
+    auto output = openOutputFile(outputFile, &message);
+    if (!output)
+      return fail(message);
+    if (failed(MlirOptMain(output->os(), std::move(buffer), registry, config)))
       return 1;
-    if (!isPyTorchModelInput(inputFile))
-      return 0;
+    output->keep();
+    return 0;
   }
 
+  // A PyTorch model (or an MLIR input to report on): the module, its training step, the
+  // reports, then the command line's passes.
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  // The importer's errors print their Python locations as they always have (MLIR's default
+  // handler); from here on, as MlirOptMain prints them (with the source line).
+  OwningOpRef<ModuleOp> module;
+  if (model)
+    module = importModel(inputFile, outputFile, context);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  if (!model)
+    module = parseSourceFile<ModuleOp>(inputFile, sourceMgr, &context);
+  if (!module)
+    return 1;
+  if (step && budget) {
+    auto fitted = mlir::ds::fitDeviceMemory(*module, *step, budget, llvm::errs());
+    if (failed(fitted))
+      return 1;
+    module = std::move(*fitted);
+  } else if (step && failed(mlir::ds::buildTrainingStep(*module, *step))) {
+    return 1;
+  }
+  if (reports) {
+    if (failed(printReports(*module)))
+      return 1;
+    if (!model)
+      return 0; // an MLIR input: the reports alone
+  }
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)) || failed(config.setupPassPipeline(pm)))
+    return 1;
+  pm.enableVerifier(config.shouldVerifyPasses());
+  if (failed(pm.run(*module)) || failed(verify(*module)))
+    return 1;
   std::string message;
   auto output = openOutputFile(outputFile, &message);
   if (!output)
     return fail(message);
-  if (failed(MlirOptMain(output->os(), std::move(buffer), registry, config)))
-    return 1;
+  module->print(output->os(), OpPrintingFlags());
+  output->os() << "\n";
   output->keep();
   return 0;
 }

@@ -100,6 +100,32 @@ LogicalResult NvmeAttr::verify(function_ref<InFlightDiagnostic()> emitError, Str
   return success();
 }
 
+LogicalResult ZeroAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t stage) {
+  if (stage < 0 || stage > 3)
+    return emitError() << "ZeRO stage " << stage << " is not 0, 1, 2 or 3";
+  return success();
+}
+
+LogicalResult PipelineAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t stages,
+                                   int64_t virtualStages, PipelineScheduleAttr schedule,
+                                   int64_t microBatches, DenseI64ArrayAttr phaseFlops) {
+  if (stages < 1 || virtualStages < 1)
+    return emitError() << "pipeline stages (" << stages << ") and virtual_stages ("
+                       << virtualStages << ") must be >= 1";
+  if (!schedule) {
+    if (microBatches != 0 || phaseFlops)
+      return emitError() << "micro_batches and phase_flops come with the schedule (ds-pipeline "
+                            "sets them together)";
+    return success();
+  }
+  if (microBatches < 1)
+    return emitError() << "a scheduled pipeline needs micro_batches >= 1";
+  if (!phaseFlops || phaseFlops.size() != 2 * stages * virtualStages)
+    return emitError() << "phase_flops needs " << 2 * stages * virtualStages
+                       << " entries (a forward and a backward per chunk)";
+  return success();
+}
+
 LogicalResult RunAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                               int64_t trainBatchSize, int64_t microBatchSize,
                               int64_t gradientAccumulationSteps, int64_t dataParallelSize,

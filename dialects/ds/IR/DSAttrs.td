@@ -54,6 +54,49 @@ def DS_MeshAttr : DS_Attr<"Mesh", "mesh"> {
   }];
 }
 
+def DS_ZeroAttr : DS_Attr<"Zero", "zero"> {
+  let summary = "ds-zero's decision: the ZeRO stage the module is partitioned for.";
+  let description = [{
+    `ds-zero` sets it on the module (`ds.zero = #ds.zero<stage = 2>`) and `ds-optimizer` reads
+    it: the stage decides which collectives the update makes (stage 0 all-reduces the
+    gradients; stages 1-3 update this rank's shard of ds-zero's flat buffers).
+
+    **Constraints:** the stage is 0, 1, 2 or 3; the attribute belongs on a builtin.module.
+  }];
+  let parameters = (ins "int64_t":$stage);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def DS_PipelineAttr : DS_Attr<"Pipeline", "pipeline"> {
+  let summary = "How the model is cut into pipeline stages, and how the step runs them.";
+  let description = [{
+    `ds-pipeline-partition` sets `ds.pipeline = #ds.pipeline<stages = 2, virtual_stages = 1>`
+    on the module (each pipeline rank holds `virtual_stages` chunks); `ds-pipeline` adds the
+    schedule, the micro-batches per step and the cost model's work per phase (the forward of
+    chunk c at index c, its backward at 2C - 1 - c), which `--comm-report`'s predicted bubble
+    simulates:
+    `#ds.pipeline<stages = 2, virtual_stages = 1, schedule = "1f1b", micro_batches = 4,
+    phase_flops = [10, 10, 20, 20]>`.
+
+    **Constraints:** stages and virtual_stages >= 1; the schedule, micro_batches (>= 1) and
+    phase_flops (2 x stages x virtual_stages entries) come together; the attribute belongs on
+    a builtin.module.
+  }];
+  let parameters = (ins "int64_t":$stages, "int64_t":$virtual_stages,
+      OptionalParameter<"PipelineScheduleAttr">:$schedule,
+      DefaultValuedParameter<"int64_t", "0">:$micro_batches,
+      OptionalParameter<"::mlir::DenseI64ArrayAttr">:$phase_flops);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// Chunks of the model: stages x virtual_stages.
+    int64_t getChunks() const { return getStages() * getVirtualStages(); }
+    /// Whether ds-pipeline has turned the step into each pipeline rank's program.
+    bool isScheduled() const { return static_cast<bool>(getSchedule()); }
+  }];
+}
+
 def DS_ShardingAttr : DS_Attr<"Sharding", "sharding"> {
   let summary = "How each dimension of a tensor is split over mesh axes.";
   let description = [{

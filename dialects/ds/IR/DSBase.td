@@ -23,6 +23,18 @@ def DS_Dialect : Dialect {
 }
 
 class DS_Op<string mnemonic, list<Trait> traits = []> : Op<DS_Dialect, mnemonic, traits>;
+
+// What the memory plan may assume of an op's kernels on every device.
+// The kernel reads each element of an operand before it writes that element of the result:
+// the result may take the storage of an operand of its type that dies there.
+def DS_WritesOverOperand : NativeOpTrait<"WritesOverOperand"> {
+  let cppNamespace = "::mlir::OpTrait::ds";
+}
+// The results after the first are gradients that the kernel skips when nobody uses them (a
+// null tensor, no storage).
+def DS_OptionalGradients : NativeOpTrait<"OptionalGradients"> {
+  let cppNamespace = "::mlir::OpTrait::ds";
+}
 class DS_Attr<string name, string attrMnemonic, list<Trait> traits = []>
     : AttrDef<DS_Dialect, name, traits> {
   let mnemonic = attrMnemonic;

@@ -54,25 +54,18 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
       return op->emitError() << "'" << kRunAttrName << "' must be a #ds.run on a builtin.module";
     return success();
   }
-  // The initial weights' path that ds-opt records in a step.
-  if (attr.getName() == "ds.weights") {
-    if (!isa<ModuleOp>(op) || !isa<StringAttr>(attr.getValue()))
-      return op->emitError() << "'" << attr.getName().getValue()
-                             << "' must be a string on a builtin.module";
-    return success();
-  }
   // ds-zero's stage, which ds-optimizer reads.
-  if (attr.getName() == "ds.zero_stage") {
-    auto stage = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!isa<ModuleOp>(op) || !stage || stage.getInt() < 0 || stage.getInt() > 3)
-      return op->emitError() << "'ds.zero_stage' must be an integer 0-3 on a builtin.module";
+  if (attr.getName() == kZeroAttrName) {
+    if (!isa<ModuleOp>(op) || !isa<ZeroAttr>(attr.getValue()))
+      return op->emitError() << "'" << kZeroAttrName
+                             << "' must be a #ds.zero on a builtin.module";
     return success();
   }
   // Pipeline parallelism (ds-pipeline-partition, ds-autodiff, ds-pipeline).
   StringRef name = attr.getName().getValue();
   if (name == kPipelineAttrName) {
-    if (!isa<ModuleOp>(op) || !isa<DictionaryAttr>(attr.getValue()))
-      return op->emitError() << "'" << name << "' must be a dictionary on a builtin.module";
+    if (!isa<ModuleOp>(op) || !isa<PipelineAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a #ds.pipeline on a builtin.module";
     return success();
   }
   if (name == kStageAttrName || name == kPipelineRankAttrName) {

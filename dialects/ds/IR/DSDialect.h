@@ -4,6 +4,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Dialect.h"
+#include "mlir/IR/Operation.h"
 
 #include "mlir/IR/DialectImplementation.h"
 
@@ -42,12 +43,14 @@ inline constexpr llvm::StringLiteral kFusedAttrName = "ds.fused";
 inline constexpr llvm::StringLiteral kMeshAttrName = "ds.mesh";
 /// Name of the module attribute of a training step that says how it runs (`#ds.run`).
 inline constexpr llvm::StringLiteral kRunAttrName = "ds.run";
+/// Name of the module attribute by which ds-zero hands its stage to ds-optimizer (`#ds.zero`).
+inline constexpr llvm::StringLiteral kZeroAttrName = "ds.zero";
 
 // Pipeline parallelism: ds-pipeline-partition marks each op of @forward with its chunk,
 // ds-autodiff carries the mark to the backward, ds-pipeline turns the marked step into each
 // pipeline rank's program, and the lowering and reports read what it leaves.
-/// On the module: {stages, virtual_stages} (ds-pipeline-partition), then also {schedule,
-/// micro_batches} (ds-pipeline).
+/// On the module: a #ds.pipeline, {stages, virtual_stages} (ds-pipeline-partition), then also
+/// the schedule, micro-batches and work per phase (ds-pipeline).
 inline constexpr llvm::StringLiteral kPipelineAttrName = "ds.pipeline";
 /// On an op: its chunk (i64); chunk c runs on pipeline rank c mod stages.
 inline constexpr llvm::StringLiteral kStageAttrName = "ds.stage";
@@ -73,6 +76,15 @@ inline constexpr llvm::StringLiteral kOffloadAttrName = "ds.offload";
 
 /// Name of the function-argument attribute that holds the PyTorch input name.
 inline constexpr llvm::StringLiteral kInputNameAttrName = "ds.input_name";
+
+/// The module's #ds.pipeline (null when it is not cut into pipeline stages).
+inline PipelineAttr getPipeline(Operation *module) {
+  return module->getAttrOfType<PipelineAttr>(kPipelineAttrName);
+}
+/// The module's #ds.zero (null before ds-zero).
+inline ZeroAttr getZero(Operation *module) {
+  return module->getAttrOfType<ZeroAttr>(kZeroAttrName);
+}
 } // namespace mlir::ds
 
 #endif // DS_IR_DSDIALECT_H

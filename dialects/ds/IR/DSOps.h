@@ -13,6 +13,15 @@
 
 #include "ds/IR/DSInterfaces.h.inc"
 
+namespace mlir::OpTrait::ds {
+/// DS_WritesOverOperand (DSBase.td): the result may take a dying operand's storage.
+template <typename ConcreteType>
+class WritesOverOperand : public mlir::OpTrait::TraitBase<ConcreteType, WritesOverOperand> {};
+/// DS_OptionalGradients (DSBase.td): results after the first may go unmade when unused.
+template <typename ConcreteType>
+class OptionalGradients : public mlir::OpTrait::TraitBase<ConcreteType, OptionalGradients> {};
+} // namespace mlir::OpTrait::ds
+
 namespace mlir::ds {
 /// Shared verifiers of the op classes in DSOps.td.
 LogicalResult verifyBroadcastBinary(Operation *op);

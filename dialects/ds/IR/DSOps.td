@@ -128,7 +128,7 @@ def DS_ConvertOp : DS_Op<"convert", [Pure, DeclareOpInterfaceMethods<DS_Gradient
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-class DS_UnaryOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, SameOperandsAndResultType]> {
+class DS_UnaryOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, SameOperandsAndResultType, DS_WritesOverOperand]> {
   let summary = "Elementwise " # what # ".";
   let arguments = (ins DS_FloatTensor:$input);
   let results = (outs DS_FloatTensor:$result);
@@ -146,7 +146,7 @@ def DS_CosOp : DS_UnaryOp<"cos", "cosine">;
 def DS_SinOp : DS_UnaryOp<"sin", "sine">;
 def DS_ReluOp : DS_UnaryOp<"relu", "max(x, 0)">;
 
-def DS_GeluOp : DS_Op<"gelu", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, SameOperandsAndResultType]> {
+def DS_GeluOp : DS_Op<"gelu", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, SameOperandsAndResultType, DS_WritesOverOperand]> {
   let summary = "Elementwise GELU, exact (erf) or with PyTorch's tanh approximation.";
   let arguments = (ins DS_FloatTensor:$input,
                        DefaultValuedAttr<DS_GeluApproximateAttr,
@@ -155,7 +155,7 @@ def DS_GeluOp : DS_Op<"gelu", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInte
   let assemblyFormat = "$input (`approximate` `=` `` $approximate^)? attr-dict `:` type($input)";
 }
 
-class DS_BinaryOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
+class DS_BinaryOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, DS_WritesOverOperand]> {
   let summary = "Elementwise " # what # " with PyTorch broadcasting.";
   let description = [{
     **Constraints:** both operands have the result's element type; the result shape is the
@@ -196,7 +196,7 @@ def DS_CmpOp : DS_Op<"cmp", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_WhereOp : DS_Op<"where", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
+def DS_WhereOp : DS_Op<"where", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, DS_WritesOverOperand]> {
   let summary = "Elementwise select: `cond ? on_true : on_false`, with broadcasting.";
   let description = [{
     PyTorch's `torch.where`; `x.masked_fill(mask, v)` imports as `where(mask, v, x)`.

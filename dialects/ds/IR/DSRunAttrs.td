@@ -123,9 +123,10 @@ def DS_RunAttr : DS_Attr<"Run", "run"> {
     loss scaler follows DeepSpeed's optimizer of that stage) and persistence threshold (what
     offload would move, for a plan over the budget), the optimizer's base lr (and Muon's AdamW
     group's, aux_lr) and beta1, the schedule, fp16's loss scaler and the NVMe tier.
-    `deepspeed` is the normalized config as JSON, with every precision section explicit (what `ds-run --config` compares a user's config with), and `numbers` the part
-    of it that changes the numbers (what a checkpoint records): the runtime compares both
-    without reading their keys.
+    `deepspeed` is the normalized config as JSON, with every precision section explicit (what
+    `ds-run --config` compares a user's config with), and `numbers` the part of it that changes
+    the numbers (what a checkpoint records): the runtime compares both without reading their
+    keys.
 
     **Constraints:** sizes >= 1 and the batch rule; a loss scaler exactly when the precision
     is fp16; `deepspeed` and `numbers` are JSON objects.

@@ -111,7 +111,7 @@ def DS_DropoutMaskOp : DS_Op<"dropout_mask", []> {
   let hasVerifier = 1;
 }
 
-def DS_GeluGradOp : DS_Op<"gelu_grad", [Pure, SameOperandsAndResultType]> {
+def DS_GeluGradOp : DS_Op<"gelu_grad", [Pure, SameOperandsAndResultType, DS_WritesOverOperand]> {
   let summary = "`dy * gelu'(x)`.";
   let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$result_grad,
                        DefaultValuedAttr<DS_GeluApproximateAttr,
@@ -137,7 +137,7 @@ def DS_SoftmaxGradOp : DS_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> 
   let hasVerifier = 1;
 }
 
-def DS_LayerNormGradOp : DS_Op<"layer_norm_grad", [Pure]> {
+def DS_LayerNormGradOp : DS_Op<"layer_norm_grad", [Pure, DS_OptionalGradients]> {
   let summary = "Gradients of layer norm (input, weight, bias), recomputing its statistics.";
   let description = [{
     **Constraints:** `dx` has the input's type; `dweight` and `dbias` have `normalized_shape`;
@@ -171,7 +171,7 @@ def DS_BatchNormGradOp : DS_Op<"batch_norm_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_LinearGradWeightOp : DS_Op<"linear_grad_weight", [Pure]> {
+def DS_LinearGradWeightOp : DS_Op<"linear_grad_weight", [Pure, DS_OptionalGradients]> {
   let summary = "Weight and bias gradients of `ds.linear`: `dy^T x` and the sums of `dy`.";
   let description = [{
     **Constraints:** `x` is `[..., in]`, `dy` is `[..., out]` with the same leading dims;
@@ -247,7 +247,7 @@ def DS_Conv2dGradInputOp : DS_Op<"conv2d_grad_input", [Pure]> {
   let hasVerifier = 1;
 }
 
-def DS_Conv2dGradWeightOp : DS_Op<"conv2d_grad_weight", [Pure]> {
+def DS_Conv2dGradWeightOp : DS_Op<"conv2d_grad_weight", [Pure, DS_OptionalGradients]> {
   let summary = "Weight and bias gradients of `ds.conv2d`.";
   let description = [{
     **Constraints:** as `ds.conv2d` with `dweight` as its weight; `dbias` is `[O]`.

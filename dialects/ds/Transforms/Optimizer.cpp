@@ -158,8 +158,8 @@ void OptimizerPass::runOnOperation() {
     bool split = false; ///< its members are tensor-parallel parts (distinct on the tp ranks)
   };
   SmallVector<Bucket> buckets;
-  if (auto attr = module->getAttrOfType<IntegerAttr>("ds.zero_stage")) {
-    zeroStage = attr.getInt();
+  if (ZeroAttr attr = getZero(module)) {
+    zeroStage = attr.getStage();
     FailureOr<MeshAxisRef> axis = getReplicaGroup(module, "ds-optimizer");
     if (failed(axis))
       return signalPassFailure();

@@ -207,7 +207,8 @@ def DSZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
     Runs between `ds-autodiff` and `ds-optimizer`. With N > 1 data-parallel ranks (the `dp`
     axis of the module's `ds.mesh`; without a mesh it sets one of `data-parallel-size` ranks)
     it declares the grid `shard.grid @mesh` that mirrors the mesh and records the stage as the
-    module attribute `ds.zero_stage`; `ds-optimizer` then emits the update with the stage's collectives:
+    module attribute `ds.zero` (`#ds.zero<stage = N>`); `ds-optimizer` then emits the update
+    with the stage's collectives:
     - stage 0 (plain data parallelism): every accumulated gradient is summed over the ranks
       (`shard.all_reduce`) at the start of `@optimizer_step`; ds-autodiff already scaled the
       loss by `1 / (gas x N)`, so the sum is DeepSpeed's average.

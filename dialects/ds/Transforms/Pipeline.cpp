@@ -56,18 +56,14 @@ struct Transfer {
 void PipelinePass::runOnOperation() {
   ModuleOp module = getOperation();
   MLIRContext *ctx = &getContext();
-  auto info = module->getAttrOfType<DictionaryAttr>(kPipelineAttrName);
+  PipelineAttr info = getPipeline(module);
   auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
   if (!info || !micro) {
     module.emitError() << "ds-pipeline needs a module cut by ds-pipeline-partition and a "
                           "func.func @micro_step (run ds-pipeline-partition, then ds-autodiff)";
     return signalPassFailure();
   }
-  auto intOf = [&](StringRef key) {
-    auto a = info.getAs<IntegerAttr>(key);
-    return a ? a.getInt() : 1;
-  };
-  const int64_t p = intOf("stages"), v = intOf("virtual_stages"), chunks = p * v;
+  const int64_t p = info.getStages(), v = info.getVirtualStages(), chunks = p * v;
   const int64_t m = microBatches;
   if (m < 1) {
     module.emitError() << "ds-pipeline: micro-batches must be >= 1";
@@ -407,11 +403,10 @@ void PipelinePass::runOnOperation() {
                                                              : of.getAttr());
   }
   micro.erase();
-  SmallVector<NamedAttribute> attrs(info.getValue());
-  attrs.push_back(ab.getNamedAttr("schedule", PipelineScheduleAttr::get(ab.getContext(), schedule)));
-  attrs.push_back(ab.getNamedAttr("micro_batches", ab.getI64IntegerAttr(m)));
   // The cost model's work per phase (F of chunk c at c, B at 2C - 1 - c): what
   // --comm-report's predicted bubble simulates.
-  attrs.push_back(ab.getNamedAttr("phase_flops", ab.getDenseI64ArrayAttr(phaseFlops)));
-  module->setAttr(kPipelineAttrName, ab.getDictionaryAttr(attrs));
+  module->setAttr(kPipelineAttrName,
+                  PipelineAttr::get(ab.getContext(), p, v,
+                                    PipelineScheduleAttr::get(ab.getContext(), schedule), m,
+                                    ab.getDenseI64ArrayAttr(phaseFlops)));
 }

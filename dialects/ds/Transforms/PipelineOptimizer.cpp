@@ -69,12 +69,11 @@ Value mlir::ds::emitPipelineRecv(OpBuilder &b, const MeshAxisRef &pp, Type type,
 }
 
 LogicalResult mlir::ds::splitOptimizerForPipeline(ModuleOp module) {
-  auto info = module->getAttrOfType<DictionaryAttr>(kPipelineAttrName);
+  PipelineAttr info = getPipeline(module);
   auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
-  if (!info || !opt || !info.get("micro_batches"))
+  if (!info || !opt || !info.isScheduled())
     return success(); // not (yet) made into per-rank programs by ds-pipeline
-  auto stagesAttr = info.getAs<IntegerAttr>("stages");
-  const int64_t p = stagesAttr ? stagesAttr.getInt() : 1;
+  const int64_t p = info.getStages();
   if (p < 2)
     return success();
   if (p > 64)

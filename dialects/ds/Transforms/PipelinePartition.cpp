@@ -262,8 +262,7 @@ void PipelinePartitionPass::runOnOperation() {
       first = false;
     }
   }
-  module->setAttr(kPipelineAttrName,
-                  b.getDictionaryAttr({b.getNamedAttr("stages", b.getI64IntegerAttr(stages)),
-                                       b.getNamedAttr("virtual_stages",
-                                                      b.getI64IntegerAttr(virtualStages))}));
+  module->setAttr(kPipelineAttrName, PipelineAttr::get(b.getContext(), stages, virtualStages,
+                                                       PipelineScheduleAttr(), 0,
+                                                       DenseI64ArrayAttr()));
 }

@@ -44,7 +44,7 @@ void PrintParameterTablePass::runOnOperation() {
     row.name = param.getSymName().str();
     row.shape = formatShape(type.getShape());
     row.dtype = typeName(type.getElementType());
-    row.kind = param.getTrainable() ? "parameter" : "buffer";
+    row.kind = stringifySlotRole(param.getRole()).str();
     row.elements = type.getNumElements();
     row.bytes = row.elements * std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
     SmallVector<StringRef> names = param.getNames();

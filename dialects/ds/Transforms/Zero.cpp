@@ -3,7 +3,7 @@
 // Runs between ds-autodiff and ds-optimizer. Partitions over the ranks that hold replicas of
 // the parameters: the mesh's data-parallel axis, with its sequence-parallel axis (a one-axis
 // mesh of data-parallel-size ranks when the module has none; its grid `@mesh` is the upstream
-// `shard` dialect's) and records the stage in the module (`ds.zero_stage`); ds-optimizer then
+// `shard` dialect's) and records the stage in the module (`ds.zero`); ds-optimizer then
 // emits the update with the communication that the stage needs. For stages 1-3 it lays the
 // trainable parameters out in one flat buffer, padded once so that it splits into equal
 // shards (as DeepSpeed's flat partitions), and (stage 1) the gradients in another.
@@ -90,9 +90,9 @@ void ZeroPass::runOnOperation() {
                           "before ds-optimizer";
     return signalPassFailure();
   }
-  if (auto done = module->getAttrOfType<IntegerAttr>("ds.zero_stage")) {
-    module.emitError() << "ds-zero: the module is already partitioned (ds.zero_stage = "
-                       << done.getInt() << "); run ds-zero once";
+  if (ZeroAttr done = getZero(module)) {
+    module.emitError() << "ds-zero: the module is already partitioned (ZeRO stage "
+                       << done.getStage() << "); run ds-zero once";
     return signalPassFailure();
   }
   if (failed(ensureDataParallelMesh(module, dataParallelSize, "ds-zero")))
@@ -110,7 +110,7 @@ void ZeroPass::runOnOperation() {
   dp = *group;
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
   Location loc = module.getLoc();
-  module->setAttr("ds.zero_stage", b.getI64IntegerAttr(stage));
+  module->setAttr(kZeroAttrName, ZeroAttr::get(b.getContext(), stage));
   if (stage == 0)
     return;
   if (stage >= 2 && !pipelined) {

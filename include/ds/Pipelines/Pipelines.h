@@ -2,6 +2,7 @@
 #ifndef DS_PIPELINES_PIPELINES_H
 #define DS_PIPELINES_PIPELINES_H
 
+#include "ds/Analysis/MemoryPlan.h"
 #include "ds/Config/DeepSpeedConfig.h"
 #include "ds/IR/DSDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -41,17 +42,31 @@ RunAttr runAttrOf(MLIRContext *ctx, const ::ds::DeepSpeedConfig &config);
 /// with the runtime's own reader.
 std::string describeRun(const ::ds::DeepSpeedConfig &config);
 
-/// Builds the training step of an imported module and records how it runs in it (`ds.run`)
-/// and its mesh (`ds.mesh`: dp x tp from the config). Checks that every input's leading
-/// dimension is the micro-batch size.
+/// The training step of an imported module as `config` asks: a first pass records how it runs
+/// (`ds.run`) and its mesh (`ds.mesh`) and checks that every input's leading dimension is the
+/// micro-batch size, then buildTrainingPipeline. The pipeline `ds-train-step{config=PATH}`.
+void buildTrainingStepPipeline(OpPassManager &pm, const ::ds::DeepSpeedConfig &config);
 LogicalResult buildTrainingStep(ModuleOp module, const ::ds::DeepSpeedConfig &config);
+
+/// Registers ds's pass pipelines: ds-train-step{config=PATH world-size=N} (the training step)
+/// and ds-lower-step (buildRuntimeLoweringPipeline).
+void registerPipelines();
 
 /// STEP.mlir -> LLVM dialect calls of the runtime (ds-lower-to-runtime and clean-ups), as
 /// ds-run and ds-compile use it.
 void buildRuntimeLoweringPipeline(OpPassManager &pm);
 LogicalResult lowerStepToLLVM(ModuleOp module);
 
-/// Prints each rank's memory from the compiler's buffer plan (a lowered copy of `module`):
+/// The memory plan of a training step, as ds-lower-to-runtime makes it: computed on a copy of
+/// `module` cleaned up as the lowering pipeline cleans it up and prepared for planning. What
+/// --memory-report and --device-memory read; nothing is lowered.
+struct PlannedStep {
+  OwningOpRef<ModuleOp> step;
+  MemoryPlan plan;
+};
+FailureOr<PlannedStep> planStep(ModuleOp module);
+
+/// Prints each rank's memory from the compiler's buffer plan (planStep):
 /// parameters, gradients, optimizer state, activations, inputs and communication buffers at
 /// the peak, and the peak itself (ds-opt --memory-report).
 /// The tiers' bandwidths and the compute rates of one rank, in bytes (FLOP) per second, for
@@ -92,7 +107,7 @@ int64_t gradientAccumulationSteps(ModuleOp module);
 LogicalResult printCommReport(ModuleOp module, llvm::raw_ostream &os);
 /// --comm-report of a pipeline (ds-pipeline's per-rank programs): each pipeline rank's
 /// collectives, sends and receives per step, and the predicted bubble.
-LogicalResult printPipelineCommReport(ModuleOp module, DictionaryAttr info,
+LogicalResult printPipelineCommReport(ModuleOp module, PipelineAttr info,
                                       llvm::raw_ostream &os);
 
 /// Prints each rank's floating-point operations per optimizer step, per function, with those

@@ -1,5 +1,5 @@
 //===- Convolution.cpp - kernel patterns: 2-D convolution and pooling ------------===//
-#include "KernelPatterns.h"
+#include "RuntimeLowering.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -36,8 +36,7 @@ void mlir::ds::runtime::populateConvolutionKernels(KernelPatterns &p) {
                  e.operand(o.getResultGrad()), s.h, s.w, pad.h, pad.w, d.h, d.w,
                  e.i64(o.getGroups()));
         return success();
-      },
-      /*optionalResults=*/true);
+      });
   p.add<MaxPool2dOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
     auto o = cast<MaxPool2dOp>(op);
     HW k(e, o.getKernelSize()), s(e, o.getStride()), pad(e, o.getPadding()),

@@ -1,11 +1,9 @@
-//===- DataMovement.cpp - kernel patterns: transpose, broadcast, slices, concat
-//--===//
+//===- DataMovement.cpp - kernel patterns: transpose, broadcast, slices, concat ---===//
 //
-// (Reshapes, contiguous 1-D slices and parameter reads are views, lowered with
-// the step's structure in LowerToRuntime.cpp; insert_slice writes in place when
-// it can, likewise.)
+// (Reshapes, contiguous 1-D slices and parameter reads are views, and insert_slice writes in
+// place when it can: MemoryPatterns.cpp.)
 //
-#include "KernelPatterns.h"
+#include "RuntimeLowering.h"
 
 using namespace mlir;
 using namespace mlir::ds;

@@ -1,5 +1,5 @@
 //===- Elementwise.cpp - kernel patterns: elementwise ops, conversions, dropout ---===//
-#include "KernelPatterns.h"
+#include "RuntimeLowering.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -52,30 +52,30 @@ std::pair<dsrt_unary_op, dsrt_binary_op> geluCodes(GeluApproximate a) {
 } // namespace
 
 void mlir::ds::runtime::populateElementwiseKernels(KernelPatterns &p) {
-  p.addElementwise<NegOp>(unary(DSRT_NEG));
-  p.addElementwise<ExpOp>(unary(DSRT_EXP));
-  p.addElementwise<LogOp>(unary(DSRT_LOG));
-  p.addElementwise<SqrtOp>(unary(DSRT_SQRT));
-  p.addElementwise<RsqrtOp>(unary(DSRT_RSQRT));
-  p.addElementwise<TanhOp>(unary(DSRT_TANH));
-  p.addElementwise<SigmoidOp>(unary(DSRT_SIGMOID));
-  p.addElementwise<ReluOp>(unary(DSRT_RELU));
-  p.addElementwise<CosOp>(unary(DSRT_COS));
-  p.addElementwise<SinOp>(unary(DSRT_SIN));
-  p.addElementwise<AddOp>(binary(DSRT_ADD));
-  p.addElementwise<SubOp>(binary(DSRT_SUB));
-  p.addElementwise<MulOp>(binary(DSRT_MUL));
-  p.addElementwise<DivOp>(binary(DSRT_DIV));
-  p.addElementwise<PowOp>(binary(DSRT_POW));
-  p.addElementwise<MaximumOp>(binary(DSRT_MAX));
-  p.addElementwise<MinimumOp>(binary(DSRT_MIN));
-  p.addElementwise<GeluOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+  p.add<NegOp>(unary(DSRT_NEG));
+  p.add<ExpOp>(unary(DSRT_EXP));
+  p.add<LogOp>(unary(DSRT_LOG));
+  p.add<SqrtOp>(unary(DSRT_SQRT));
+  p.add<RsqrtOp>(unary(DSRT_RSQRT));
+  p.add<TanhOp>(unary(DSRT_TANH));
+  p.add<SigmoidOp>(unary(DSRT_SIGMOID));
+  p.add<ReluOp>(unary(DSRT_RELU));
+  p.add<CosOp>(unary(DSRT_COS));
+  p.add<SinOp>(unary(DSRT_SIN));
+  p.add<AddOp>(binary(DSRT_ADD));
+  p.add<SubOp>(binary(DSRT_SUB));
+  p.add<MulOp>(binary(DSRT_MUL));
+  p.add<DivOp>(binary(DSRT_DIV));
+  p.add<PowOp>(binary(DSRT_POW));
+  p.add<MaximumOp>(binary(DSRT_MAX));
+  p.add<MinimumOp>(binary(DSRT_MIN));
+  p.add<GeluOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
     auto o = cast<GeluOp>(op);
     e.kernel(fn::dsrt_unary, e.i32(geluCodes(o.getApproximate()).first), outs[0],
              e.operand(o.getInput()));
     return success();
   });
-  p.addElementwise<GeluGradOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+  p.add<GeluGradOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
     auto o = cast<GeluGradOp>(op);
     e.kernel(fn::dsrt_binary, e.i32(geluCodes(o.getApproximate()).second), outs[0],
              e.operand(o.getInput()), e.operand(o.getResultGrad()));
@@ -91,7 +91,7 @@ void mlir::ds::runtime::populateElementwiseKernels(KernelPatterns &p) {
              e.operand(o.getRhs()));
     return success();
   });
-  p.addElementwise<WhereOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+  p.add<WhereOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
     auto o = cast<WhereOp>(op);
     e.kernel(fn::dsrt_where, outs[0], e.operand(o.getCond()), e.operand(o.getOnTrue()),
              e.operand(o.getOnFalse()));

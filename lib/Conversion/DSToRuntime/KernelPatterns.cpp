@@ -1,5 +1,5 @@
-//===- KernelPatterns.cpp - the kernel pattern table ----------------------------===//
-#include "KernelPatterns.h"
+//===- KernelPatterns.cpp - every family's kernel patterns -----------------------===//
+#include "RuntimeLowering.h"
 
 using namespace mlir;
 using namespace mlir::ds::runtime;
@@ -11,19 +11,6 @@ Arg<const int64_t *> KernelEmitter::i64Array(ArrayRef<int64_t> values) {
   auto type = RankedTensorType::get({static_cast<int64_t>(v.size())},
                                     IntegerType::get(mlirContext(), 64));
   return Arg<const int64_t *>(DenseElementsAttr::get(type, ArrayRef<int64_t>(v)));
-}
-
-void KernelPatterns::insert(TypeID id, KernelLowering lower, bool optionalResults,
-                            bool elementwise) {
-  table[id] = Entry{std::move(lower), optionalResults, elementwise};
-}
-
-const KernelPatterns::Entry *KernelPatterns::lookup(Operation *op) const {
-  std::optional<RegisteredOperationName> name = op->getRegisteredInfo();
-  if (!name)
-    return nullptr;
-  auto it = table.find(name->getTypeID());
-  return it == table.end() ? nullptr : &it->second;
 }
 
 void mlir::ds::runtime::populateKernelPatterns(KernelPatterns &patterns) {

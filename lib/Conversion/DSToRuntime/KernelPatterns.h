@@ -1,10 +1,8 @@
 //===- KernelPatterns.h - ds ops to runtime kernel calls, one file per family -===//
 //
-// ds-lower-to-runtime lowers the structure of a step itself (slots, views, constants, the
-// arena model, collectives, in-place updates) and hands every other op to a kernel pattern:
-// given the op and its results already allocated, the pattern emits the call(s) of the
-// runtime's kernel(s). The patterns are grouped by op family, one file each, and registered
-// in a KernelPatterns table by op type. Their calls are typed by dsrt.h (RuntimeABI.h). The
+// Every op that is a kernel of the runtime is lowered by a conversion pattern of its family
+// (one file each): given the op and its results already placed by the memory plan, it emits
+// the call(s) of the runtime's kernel(s). Their calls are typed by dsrt.h (RuntimeABI.h). The
 // runtime's C API is the same on every device (the device is chosen when the program runs),
 // so one table serves every device today.
 //
@@ -17,14 +15,14 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
-#include "mlir/Support/TypeID.h"
-#include "llvm/ADT/DenseMap.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/DialectConversion.h"
 
 #include <functional>
 
 namespace mlir::ds::runtime {
 
-/// What a kernel pattern emits with: implemented by the lowering (LowerToRuntime.cpp).
+/// What a kernel pattern emits with: implemented by CallEmitter (RuntimeLowering.h).
 class KernelEmitter {
 public:
   virtual ~KernelEmitter() = default;
@@ -72,30 +70,21 @@ protected:
 using KernelLowering =
     std::function<LogicalResult(Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e)>;
 
+class RuntimeLowering;
+
+/// Registers the kernel patterns of op types: each lowers its op, its results placed by the
+/// memory plan, with its family's KernelLowering (KernelOpPattern, RuntimeLowering.h).
 class KernelPatterns {
 public:
-  /// Registers `lower` for each of `Ops`. `optionalResults`: results after the first that
-  /// nobody uses are not allocated (the kernel skips them: a gradient nobody needs).
-  template <class... Ops> void add(KernelLowering lower, bool optionalResults = false) {
-    (insert(TypeID::get<Ops>(), lower, optionalResults, false), ...);
-  }
-  /// Registers an elementwise kernel (every device's reads each element of an operand before
-  /// writing that element of the result): the lowering may give the result the storage of an
-  /// operand of its type that dies there.
-  template <class... Ops> void addElementwise(KernelLowering lower) {
-    (insert(TypeID::get<Ops>(), lower, false, true), ...);
-  }
-  struct Entry {
-    KernelLowering lower;
-    bool optionalResults = false;
-    bool elementwise = false;
-  };
-  /// The pattern of `op`'s type, or null.
-  const Entry *lookup(Operation *op) const;
+  KernelPatterns(const TypeConverter &types, RewritePatternSet &set, RuntimeLowering &lowering)
+      : types(types), set(set), lowering(lowering) {}
+  template <class... Ops> void add(KernelLowering lower) { (addOne<Ops>(lower), ...); }
 
 private:
-  void insert(TypeID id, KernelLowering lower, bool optionalResults, bool elementwise);
-  llvm::DenseMap<TypeID, Entry> table;
+  template <class Op> void addOne(KernelLowering lower);
+  const TypeConverter &types;
+  RewritePatternSet &set;
+  RuntimeLowering &lowering;
 };
 
 /// Every family's patterns.

@@ -1,6 +1,6 @@
 //===- LinearAlgebra.cpp - kernel patterns: matmul, linear layers, embeddings
 //----===//
-#include "KernelPatterns.h"
+#include "RuntimeLowering.h"
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -32,8 +32,7 @@ void mlir::ds::runtime::populateLinearAlgebraKernels(KernelPatterns &p) {
         e.kernel(fn::dsrt_linear_grad_weight, outs[0], outs[1],
                  e.operand(o.getInput()), e.operand(o.getResultGrad()));
         return success();
-      },
-      /*optionalResults=*/true);
+      });
   p.add<EmbeddingOp>(
       [](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
         auto o = cast<EmbeddingOp>(op);

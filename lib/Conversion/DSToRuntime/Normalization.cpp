@@ -1,6 +1,6 @@
 //===- Normalization.cpp - kernel patterns: layer norm and batch norm
 //------------===//
-#include "KernelPatterns.h"
+#include "RuntimeLowering.h"
 
 #include "ds/IR/DSShapes.h"
 
@@ -27,8 +27,7 @@ void mlir::ds::runtime::populateNormalizationKernels(KernelPatterns &p) {
                  e.i64(numElements(o.getNormalizedShape())),
                  e.f64(o.getEps().convertToDouble()));
         return success();
-      },
-      /*optionalResults=*/true);
+      });
   p.add<BatchNormOp>(
       [](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
         auto o = cast<BatchNormOp>(op);

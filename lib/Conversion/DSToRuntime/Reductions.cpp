@@ -1,5 +1,5 @@
 //===- Reductions.cpp - kernel patterns: reductions, softmax, cross-entropy ------===//
-#include "KernelPatterns.h"
+#include "RuntimeLowering.h"
 
 using namespace mlir;
 using namespace mlir::ds;

@@ -452,9 +452,6 @@ int Driver::run() {
     return fail("--steps N is required (the number of optimizer steps to run)");
   if (!program || !readProgram(program->metadata, p, err))
     return fail(err);
-  if (opt.weights.empty())
-    if (const io::Json *w = p.meta.get("weights"); w && w->isString())
-      opt.weights = w->text;
   if (p.lossScaling) {
     lossScaling = true;
     scaler.configure(p.lossScaler, p.zeroStage);

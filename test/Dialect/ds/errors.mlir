@@ -1608,8 +1608,32 @@ module {
 
 // -----
 
-// expected-error @+1 {{'ds.zero_stage' must be an integer 0-3 on a builtin.module}}
-module attributes {ds.zero_stage = 7 : i64} {
+// expected-error @+1 {{ZeRO stage 7 is not 0, 1, 2 or 3}}
+module attributes {ds.zero = #ds.zero<stage = 7>} {
+}
+
+// -----
+
+// expected-error @+1 {{'ds.zero' must be a #ds.zero on a builtin.module}}
+module attributes {ds.zero = 2 : i64} {
+}
+
+// -----
+
+// expected-error @+1 {{'ds.pipeline' must be a #ds.pipeline on a builtin.module}}
+module attributes {ds.pipeline = {stages = 2 : i64}} {
+}
+
+// -----
+
+// expected-error @+1 {{micro_batches and phase_flops come with the schedule (ds-pipeline sets them together)}}
+module attributes {ds.pipeline = #ds.pipeline<stages = 2, virtual_stages = 1, micro_batches = 4>} {
+}
+
+// -----
+
+// expected-error @+1 {{phase_flops needs 4 entries (a forward and a backward per chunk)}}
+module attributes {ds.pipeline = #ds.pipeline<stages = 2, virtual_stages = 1, schedule = "1f1b", micro_batches = 4, phase_flops = [1, 2]>} {
 }
 
 // -----

@@ -328,7 +328,7 @@ func.func @train_ops(%x: tensor<2x3xf32>, %lw: tensor<3xf32>, %s: tensor<2x2xf32
 // ZeRO's flat buffers and shard states (ds-zero), in a module of their own.
 // CHECK: ds.flat_buffer @zero.params role params members [@w, @b] : tensor<32xf32>
 // CHECK: ds.state @"zero.params@exp_avg" of @zero.params role exp_avg : tensor<16xf32>
-module attributes {ds.zero_stage = 1 : i64} {
+module attributes {ds.zero = #ds.zero<stage = 1>} {
   ds.parameter @w trainable : tensor<6xf32>
   ds.parameter @b trainable : tensor<3xf32>
   ds.flat_buffer @zero.params role params members [@w, @b] : tensor<32xf32>

@@ -1,5 +1,5 @@
 //===- MatmulViews.cpp - matmuls that read and write strided views --------===//
-#include "MatmulViews.h"
+#include "ds/Analysis/MatmulViews.h"
 
 #include "ds/IR/DSDialect.h"
 #include "ds/IR/DSOps.h"
@@ -11,7 +11,6 @@
 
 using namespace mlir;
 using namespace mlir::ds;
-using namespace mlir::ds::runtime;
 
 namespace {
 
@@ -172,7 +171,7 @@ bool plainFlag(ArrayRef<Operation *> chain) {
 
 } // namespace
 
-MatmulViews mlir::ds::runtime::planMatmulViews(Block &body) {
+MatmulViews mlir::ds::planMatmulViews(Block &body) {
   MatmulViews out;
   llvm::DenseMap<Operation *, std::pair<View, View>> operandViews;
   for (auto m : body.getOps<MatmulOp>()) {

@@ -10,15 +10,15 @@
 // sum exactly (f32 and bf16; not f16, whose subnormals are within attention's reach).
 //
 //===----------------------------------------------------------------------===//
-#ifndef DS_CONVERSION_DSTORUNTIME_MATMULVIEWS_H
-#define DS_CONVERSION_DSTORUNTIME_MATMULVIEWS_H
+#ifndef DS_ANALYSIS_MATMULVIEWS_H
+#define DS_ANALYSIS_MATMULVIEWS_H
 
 #include "mlir/IR/Block.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SmallVector.h"
 
-namespace mlir::ds::runtime {
+namespace mlir::ds {
 
 /// One matmul's lowering onto dsrt_matmul_view.
 struct MatmulViewPlan {
@@ -45,6 +45,6 @@ struct MatmulViews {
 /// beyond a single transpose of the last two dims (which dsrt_matmul's flags already take).
 MatmulViews planMatmulViews(Block &body);
 
-} // namespace mlir::ds::runtime
+} // namespace mlir::ds
 
 #endif

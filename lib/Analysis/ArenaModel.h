@@ -1,0 +1,77 @@
+//===- ArenaModel.h - the runtime's storages, counted as dsrt counts them ---===//
+#ifndef DS_ANALYSIS_ARENAMODEL_H
+#define DS_ANALYSIS_ARENAMODEL_H
+
+#include "ds/IR/DSDialect.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir::ds {
+
+/// Storages with reference counts, exactly as dsrt counts them: the device arena (counted
+/// against the budget, with its running peak) and, apart, host memory and the swap file.
+struct ArenaModel {
+  struct Storage {
+    int64_t bytes = 0;
+    int refs = 0;
+    bool counted = true;
+    std::string what;
+    bool comm = false; ///< a communication buffer (a collective's input or output)
+    MemorySpace space = MemorySpace::device;
+  };
+  std::vector<Storage> storages;
+  int64_t inUse = 0, peak = 0;
+  int64_t hostInUse = 0, hostPeak = 0, nvmeInUse = 0, nvmePeak = 0;
+  /// Communication buffers live now, and at the last peak.
+  int64_t commInUse = 0, commAtPeak = 0;
+
+  int alloc(int64_t bytes, std::string what, bool counted = true, bool comm = false) {
+    storages.push_back({bytes, 1, counted, std::move(what), comm});
+    if (counted) {
+      inUse += bytes;
+      commInUse += comm ? bytes : 0;
+      if (inUse > peak) {
+        peak = inUse;
+        commAtPeak = commInUse;
+      }
+    }
+    return static_cast<int>(storages.size()) - 1;
+  }
+  int allocIn(MemorySpace space, int64_t bytes, std::string what) {
+    if (space == MemorySpace::device)
+      return alloc(bytes, std::move(what));
+    storages.push_back({bytes, 1, true, std::move(what), false, space});
+    int64_t &use = space == MemorySpace::host ? hostInUse : nvmeInUse;
+    int64_t &top = space == MemorySpace::host ? hostPeak : nvmePeak;
+    use += bytes;
+    top = std::max(top, use);
+    return static_cast<int>(storages.size()) - 1;
+  }
+  /// Counts storage `s` as a communication buffer from now on.
+  void markComm(int s) {
+    Storage &st = storages[s];
+    st.comm = true;
+    commInUse += st.bytes;
+    if (peak == inUse)
+      commAtPeak = commInUse;
+  }
+  void retain(int s) { ++storages[s].refs; }
+  void release(int s) {
+    Storage &st = storages[s];
+    if (--st.refs == 0 && st.counted && st.space != MemorySpace::device) {
+      (st.space == MemorySpace::host ? hostInUse : nvmeInUse) -= st.bytes;
+      return;
+    }
+    if (st.refs == 0 && st.counted) {
+      inUse -= st.bytes;
+      commInUse -= st.comm ? st.bytes : 0;
+    }
+  }
+};
+
+} // namespace mlir::ds
+
+#endif // DS_ANALYSIS_ARENAMODEL_H
