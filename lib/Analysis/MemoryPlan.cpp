@@ -293,7 +293,8 @@ void MemoryPlanner::computeOffloadable() {
 void MemoryPlanner::collectBuffers() {
   for (const PlannedSlot &s : plan.slots_.slots())
     plan.buffers_.push_back(
-        {storedBytes(s.type), std::string(dsrt_slot_role_kind(static_cast<int32_t>(s.role))) + " " + s.name});
+        {storedBytes(s.type),
+         std::string(dsrt_slot_role_kind(static_cast<int32_t>(s.role))) + " " + s.name});
   for (auto &t : temporaries)
     plan.buffers_.push_back({t.first, "activation: " + t.second});
 }

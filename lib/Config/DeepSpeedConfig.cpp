@@ -349,6 +349,152 @@ std::vector<const char *> schedulerNames() {
   return names;
 }
 
+/// What a scheduler's params said, for the checks after them.
+struct SchedulerParamsSeen {
+  bool hasTotal = false, hasMin = false, hasMax = false;
+  std::optional<double> secondSize;
+  std::optional<int64_t> secondStairs;
+};
+
+/// One of `scheduler.params` (`full` is its path), a valid key of the scheduler.
+Error parseSchedulerParam(StringRef key, const json::Value &value, const std::string &full,
+                          SchedulerConfig &sch, SchedulerParamsSeen &seen,
+                          std::vector<std::string> &warnings) {
+  auto flag = [&](bool &out) -> Error {
+    std::optional<bool> b = value.getAsBoolean();
+    if (!b)
+      return fail("'" + full + "' must be true or false");
+    out = *b;
+    return Error::success();
+  };
+  if (key == "warmup_type") {
+    std::optional<StringRef> t = value.getAsString();
+    if (!t)
+      return fail("'" + full + "' must be \"log\" or \"linear\"");
+    if (*t != "log" && *t != "linear") {
+      // DeepSpeed warns and uses log.
+      warnings.push_back("'" + full + "' \"" + t->str() +
+                         "\" is unknown; DeepSpeed and ds use \"log\"");
+      sch.warmupLinear = false;
+    } else {
+      sch.warmupLinear = *t == "linear";
+    }
+    return Error::success();
+  }
+  if (key == "cycle_momentum" || key == "lr_range_test_staircase") {
+    if (Error e = flag(key == "cycle_momentum" ? sch.cycleMomentum : sch.lrRangeTestStaircase))
+      return e;
+    return Error::success();
+  }
+  if (key == "last_batch_iteration") {
+    if (value.getAsInteger() != std::optional<int64_t>(-1))
+      return fail("'" + full + "': only -1 (a fresh start) is supported; resume restores "
+                  "the schedule's position");
+    return Error::success();
+  }
+  if (key == "warmup_num_steps" || key == "total_num_steps" || key.ends_with("_stair_count")) {
+    std::optional<int64_t> i = value.getAsInteger();
+    bool stairs = key.ends_with("_stair_count");
+    if (!i || *i < (stairs ? 0 : 1))
+      return fail("'" + full + "' must be a " + (stairs ? "non-negative" : "positive") +
+                  " integer");
+    if (key == "warmup_num_steps")
+      sch.warmupNumSteps = *i;
+    else if (key == "total_num_steps") {
+      sch.totalNumSteps = *i;
+      seen.hasTotal = true;
+    } else if (key == "cycle_first_stair_count")
+      sch.cycleFirstStairCount = *i;
+    else
+      seen.secondStairs = *i;
+    return Error::success();
+  }
+  auto d = getNumber(value, full);
+  if (!d)
+    return d.takeError();
+  // Sizes divide the batch position: they must be positive.
+  bool size = key.ends_with("_step_size");
+  if (size && *d <= 0)
+    return fail("'" + full + "' must be > 0 (it divides the step count)");
+  if (*d < 0)
+    return fail("'" + full + "' must be >= 0");
+  if ((key == "cycle_min_mom" || key == "cycle_max_mom") && *d >= 1)
+    return fail("'" + full + "' must be in [0, 1): it becomes Adam's beta1");
+  if (key == "warmup_min_lr")
+    sch.warmupMinLr = *d;
+  else if (key == "warmup_max_lr")
+    sch.warmupMaxLr = *d;
+  else if (key == "warmup_min_ratio")
+    sch.warmupMinRatio = *d;
+  else if (key == "cos_min_ratio")
+    sch.cosMinRatio = *d;
+  else if (key == "cycle_min_lr")
+    sch.cycleMinLr = *d, seen.hasMin = true;
+  else if (key == "cycle_max_lr")
+    sch.cycleMaxLr = *d, seen.hasMax = true;
+  else if (key == "decay_lr_rate")
+    sch.decayLrRate = *d;
+  else if (key == "cycle_first_step_size")
+    sch.cycleFirstStepSize = *d;
+  else if (key == "cycle_second_step_size")
+    seen.secondSize = *d;
+  else if (key == "decay_step_size")
+    sch.decayStepSize = *d;
+  else if (key == "cycle_min_mom")
+    sch.cycleMinMom = *d;
+  else if (key == "cycle_max_mom")
+    sch.cycleMaxMom = *d;
+  else if (key == "decay_mom_rate")
+    sch.decayMomRate = *d;
+  else if (key == "lr_range_test_min_lr")
+    sch.lrRangeTestMinLr = *d;
+  else if (key == "lr_range_test_step_size")
+    sch.lrRangeTestStepSize = *d;
+  else if (key == "lr_range_test_step_rate")
+    sch.lrRangeTestStepRate = *d;
+  return Error::success();
+}
+
+/// The checks and defaults after the params: required keys, OneCycle's second half and
+/// cycle_momentum's hold on the optimizer's betas.
+Error finishScheduler(const std::string &name, OptimizerConfig &opt, SchedulerConfig &sch,
+                      const SchedulerParamsSeen &seen, std::vector<std::string> &warnings) {
+  if ((sch.type == LRSchedule::warmup_decay || sch.type == LRSchedule::warmup_cosine) &&
+      !seen.hasTotal)
+    return fail("'scheduler.params.total_num_steps' is required by " + name +
+                " (the step at which the decay ends)");
+  if (sch.type == LRSchedule::one_cycle) {
+    if (!seen.hasMin || !seen.hasMax)
+      return fail("'scheduler.params." +
+                  std::string(seen.hasMin ? "cycle_max_lr" : "cycle_min_lr") +
+                  "' is required by OneCycle (the lr at the cycle's ends and peak)");
+    // The second half and its stairs default to the first's.
+    sch.cycleSecondStepSize = seen.secondSize ? *seen.secondSize : sch.cycleFirstStepSize;
+    sch.cycleSecondStairCount =
+        seen.secondStairs ? *seen.secondStairs : sch.cycleFirstStairCount;
+    if (sch.cycleMomentum) {
+      if (opt.type == OptimizerKind::adam || opt.type == OptimizerKind::adamw) {
+        // DeepSpeed sets each group's betas to (cycled momentum, 0.99).
+        if (opt.beta2 != defaults::kCycleMomentumBeta2) {
+          char b2[32];
+          std::snprintf(b2, sizeof b2, "%g", opt.beta2);
+          warnings.push_back("OneCycle's cycle_momentum sets Adam's betas to (momentum, 0.99) as "
+                             "DeepSpeed does; optimizer.params.betas[1] " + std::string(b2) +
+                             " is not used");
+        }
+        opt.beta2 = defaults::kCycleMomentumBeta2;
+        opt.beta1 = sch.cycleMinMom;
+        opt.scheduledBeta1 = true;
+      } else {
+        warnings.push_back("OneCycle's cycle_momentum is disabled because " + opt.name().str() +
+                           " has no betas (as DeepSpeed does)");
+        sch.cycleMomentum = false;
+      }
+    }
+  }
+  return Error::success();
+}
+
 /// `scheduler {type, params}`; `opt` is the parsed optimizer, whose lr is the default of some
 /// maxima and whose betas OneCycle's cycle_momentum takes over.
 Error parseScheduler(const json::Value &v, OptimizerConfig &opt, SchedulerConfig &sch,
@@ -374,9 +520,7 @@ Error parseScheduler(const json::Value &v, OptimizerConfig &opt, SchedulerConfig
   if (obj->get("params") && !p)
     return fail("'scheduler.params' must be an object");
   ArrayRef<const char *> valid = known->params;
-  bool hasTotal = false, hasMin = false, hasMax = false;
-  std::optional<double> secondSize;
-  std::optional<int64_t> secondStairs;
+  SchedulerParamsSeen seen;
   for (const auto &kv : p ? *p : json::Object()) {
     StringRef key = kv.first;
     std::string full = ("scheduler.params." + key).str();
@@ -391,131 +535,10 @@ Error parseScheduler(const json::Value &v, OptimizerConfig &opt, SchedulerConfig
       return fail("'" + full + "' is not a parameter of " + name + " (it belongs to " + owner +
                   "); " + name + " takes: " + join(valid.begin(), valid.end(), ", "));
     }
-    auto flag = [&](bool &out) -> Error {
-      std::optional<bool> b = kv.second.getAsBoolean();
-      if (!b)
-        return fail("'" + full + "' must be true or false");
-      out = *b;
-      return Error::success();
-    };
-    if (key == "warmup_type") {
-      std::optional<StringRef> t = kv.second.getAsString();
-      if (!t)
-        return fail("'" + full + "' must be \"log\" or \"linear\"");
-      if (*t != "log" && *t != "linear") {
-        // DeepSpeed warns and uses log.
-        warnings.push_back("'" + full + "' \"" + t->str() +
-                           "\" is unknown; DeepSpeed and ds use \"log\"");
-        sch.warmupLinear = false;
-      } else {
-        sch.warmupLinear = *t == "linear";
-      }
-      continue;
-    }
-    if (key == "cycle_momentum" || key == "lr_range_test_staircase") {
-      if (Error e = flag(key == "cycle_momentum" ? sch.cycleMomentum : sch.lrRangeTestStaircase))
-        return e;
-      continue;
-    }
-    if (key == "last_batch_iteration") {
-      if (kv.second.getAsInteger() != std::optional<int64_t>(-1))
-        return fail("'" + full + "': only -1 (a fresh start) is supported; resume restores "
-                    "the schedule's position");
-      continue;
-    }
-    if (key == "warmup_num_steps" || key == "total_num_steps" || key.ends_with("_stair_count")) {
-      std::optional<int64_t> i = kv.second.getAsInteger();
-      bool stairs = key.ends_with("_stair_count");
-      if (!i || *i < (stairs ? 0 : 1))
-        return fail("'" + full + "' must be a " + (stairs ? "non-negative" : "positive") +
-                    " integer");
-      if (key == "warmup_num_steps")
-        sch.warmupNumSteps = *i;
-      else if (key == "total_num_steps") {
-        sch.totalNumSteps = *i;
-        hasTotal = true;
-      } else if (key == "cycle_first_stair_count")
-        sch.cycleFirstStairCount = *i;
-      else
-        secondStairs = *i;
-      continue;
-    }
-    auto d = getNumber(kv.second, full);
-    if (!d)
-      return d.takeError();
-    // Sizes divide the batch position: they must be positive.
-    bool size = key.ends_with("_step_size");
-    if (size && *d <= 0)
-      return fail("'" + full + "' must be > 0 (it divides the step count)");
-    if (*d < 0)
-      return fail("'" + full + "' must be >= 0");
-    if ((key == "cycle_min_mom" || key == "cycle_max_mom") && *d >= 1)
-      return fail("'" + full + "' must be in [0, 1): it becomes Adam's beta1");
-    if (key == "warmup_min_lr")
-      sch.warmupMinLr = *d;
-    else if (key == "warmup_max_lr")
-      sch.warmupMaxLr = *d;
-    else if (key == "warmup_min_ratio")
-      sch.warmupMinRatio = *d;
-    else if (key == "cos_min_ratio")
-      sch.cosMinRatio = *d;
-    else if (key == "cycle_min_lr")
-      sch.cycleMinLr = *d, hasMin = true;
-    else if (key == "cycle_max_lr")
-      sch.cycleMaxLr = *d, hasMax = true;
-    else if (key == "decay_lr_rate")
-      sch.decayLrRate = *d;
-    else if (key == "cycle_first_step_size")
-      sch.cycleFirstStepSize = *d;
-    else if (key == "cycle_second_step_size")
-      secondSize = *d;
-    else if (key == "decay_step_size")
-      sch.decayStepSize = *d;
-    else if (key == "cycle_min_mom")
-      sch.cycleMinMom = *d;
-    else if (key == "cycle_max_mom")
-      sch.cycleMaxMom = *d;
-    else if (key == "decay_mom_rate")
-      sch.decayMomRate = *d;
-    else if (key == "lr_range_test_min_lr")
-      sch.lrRangeTestMinLr = *d;
-    else if (key == "lr_range_test_step_size")
-      sch.lrRangeTestStepSize = *d;
-    else if (key == "lr_range_test_step_rate")
-      sch.lrRangeTestStepRate = *d;
+    if (Error e = parseSchedulerParam(key, kv.second, full, sch, seen, warnings))
+      return e;
   }
-  if ((sch.type == LRSchedule::warmup_decay || sch.type == LRSchedule::warmup_cosine) &&
-      !hasTotal)
-    return fail("'scheduler.params.total_num_steps' is required by " + name +
-                " (the step at which the decay ends)");
-  if (sch.type == LRSchedule::one_cycle) {
-    if (!hasMin || !hasMax)
-      return fail("'scheduler.params." + std::string(hasMin ? "cycle_max_lr" : "cycle_min_lr") +
-                  "' is required by OneCycle (the lr at the cycle's ends and peak)");
-    // The second half and its stairs default to the first's.
-    sch.cycleSecondStepSize = secondSize ? *secondSize : sch.cycleFirstStepSize;
-    sch.cycleSecondStairCount = secondStairs ? *secondStairs : sch.cycleFirstStairCount;
-    if (sch.cycleMomentum) {
-      if (opt.type == OptimizerKind::adam || opt.type == OptimizerKind::adamw) {
-        // DeepSpeed sets each group's betas to (cycled momentum, 0.99).
-        if (opt.beta2 != defaults::kCycleMomentumBeta2) {
-          char b2[32];
-          std::snprintf(b2, sizeof b2, "%g", opt.beta2);
-          warnings.push_back("OneCycle's cycle_momentum sets Adam's betas to (momentum, 0.99) as "
-                             "DeepSpeed does; optimizer.params.betas[1] " + std::string(b2) +
-                             " is not used");
-        }
-        opt.beta2 = defaults::kCycleMomentumBeta2;
-        opt.beta1 = sch.cycleMinMom;
-        opt.scheduledBeta1 = true;
-      } else {
-        warnings.push_back("OneCycle's cycle_momentum is disabled because " + opt.name().str() +
-                           " has no betas (as DeepSpeed does)");
-        sch.cycleMomentum = false;
-      }
-    }
-  }
-  return Error::success();
+  return finishScheduler(name, opt, sch, seen, warnings);
 }
 
 /// `zero_optimization`. Only stage 0 runs in this build; every key is checked.

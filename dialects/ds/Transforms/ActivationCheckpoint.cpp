@@ -40,40 +40,22 @@ struct ActivationCheckpointPass
   void runOnOperation() override;
 };
 
-void ActivationCheckpointPass::runOnOperation() {
-  ModuleOp module = getOperation();
-  if (segments < 0) {
-    module.emitError() << "ds-activation-checkpoint: segments must be >= 0 (0: one per block)";
-    return signalPassFailure();
-  }
-  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
-  if (!micro) {
-    module.emitError() << "ds-activation-checkpoint needs @micro_step (run ds-autodiff first)";
-    return signalPassFailure();
-  }
-  if (module->hasAttr(kPipelineAttrName)) {
-    module.emitError() << "ds-activation-checkpoint: recomputation in a pipeline is not "
-                          "implemented yet; drop activation_checkpointing or pipeline.stages";
-    return signalPassFailure();
-  }
-  Block &body = micro.getBody().front();
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
-  Operation *loss = ret.getNumOperands() ? ret.getOperand(0).getDefiningOp() : nullptr;
-  if (!loss)
-    return;
+/// The block index of a parameter read named PREFIX.N.NAME (and its PREFIX), or -1.
+int64_t blockOf(GetParameterOp g, std::string &prefix) {
+  static const llvm::Regex blockName("^(.+)\\.([0-9]+)\\.");
+  SmallVector<StringRef> m;
+  if (!blockName.match(g.getName(), &m))
+    return -1;
+  prefix = m[1].str();
+  int64_t i = -1;
+  m[2].getAsInteger(10, i);
+  return i;
+}
 
-  // The repeated blocks: the parameter-name prefix with the most distinct indices.
-  llvm::Regex blockName("^(.+)\\.([0-9]+)\\.");
+/// The repeated blocks before `loss`: the parameter-name prefix with the most distinct
+/// indices, and its indices in order.
+std::pair<std::string, SmallVector<int64_t>> findRepeatedBlocks(Block &body, Operation *loss) {
   llvm::StringMap<std::set<int64_t>> indices;
-  auto blockOf = [&](GetParameterOp g, std::string &prefix) -> int64_t {
-    SmallVector<StringRef> m;
-    if (!blockName.match(g.getName(), &m))
-      return -1;
-    prefix = m[1].str();
-    int64_t i = -1;
-    m[2].getAsInteger(10, i);
-    return i;
-  };
   for (Operation &op : body) {
     if (&op == loss)
       break;
@@ -91,17 +73,18 @@ void ActivationCheckpointPass::runOnOperation() {
       most = set.size();
       prefix = p.str();
     }
-  if (most < 2) {
-    module.emitWarning() << "ds-activation-checkpoint: no repeated blocks (parameters named "
-                            "PREFIX.N.NAME for two or more N) in @micro_step; nothing is "
-                            "recomputed";
-    return;
-  }
-  SmallVector<int64_t> blocks(indices[prefix].begin(), indices[prefix].end());
+  if (most < 2)
+    return {};
+  return {prefix, SmallVector<int64_t>(indices[prefix].begin(), indices[prefix].end())};
+}
 
+/// Each forward op's segment (the blocks of `prefix` grouped into `segments` runs of
+/// consecutive blocks; 0: one per block), without the segments' outputs, which are kept.
+llvm::DenseMap<Operation *, int64_t> assignSegments(Block &body, Operation *loss,
+                                                    StringRef prefix, ArrayRef<int64_t> blocks,
+                                                    int64_t segments, int64_t &groups) {
   // Each forward op's block: the one of the first block parameter it reads; a block starts
   // at its first such op.
-  llvm::DenseMap<Operation *, int64_t> blockOfOp;
   std::map<int64_t, Operation *> firstOp, lastOp;
   for (Operation &op : body) {
     if (&op == loss)
@@ -120,7 +103,7 @@ void ActivationCheckpointPass::runOnOperation() {
   }
   // Blocks grouped into segments: one per block, or `segments` groups of consecutive blocks.
   int64_t n = static_cast<int64_t>(blocks.size());
-  int64_t groups = segments > 0 ? std::min<int64_t>(segments, n) : n;
+  groups = segments > 0 ? std::min<int64_t>(segments, n) : n;
   SmallVector<Operation *> starts;
   for (int64_t s = 0; s < groups; ++s)
     starts.push_back(firstOp[blocks[s * n / groups]]);
@@ -157,12 +140,17 @@ void ActivationCheckpointPass::runOnOperation() {
       outputs.push_back(op);
   for (Operation *op : outputs)
     segmentOf.erase(op);
+  return segmentOf;
+}
 
-  // The backward: each use of a segment's value gets a recomputed one, cloned (with what it
-  // needs from the same segment) right before the first backward op that reads it.
-  OpBuilder b(module.getContext());
+/// The backward: each use of a segment's value gets a recomputed one, cloned (with what it
+/// needs from the same segment) right before the first backward op that reads it. Returns
+/// the checkpoints the recomputation reads: segment inputs that other segments computed.
+llvm::SetVector<Value> recomputeInBackward(Block &body, Operation *loss,
+                                           const llvm::DenseMap<Operation *, int64_t> &segmentOf,
+                                           int64_t groups) {
+  OpBuilder b(loss->getContext());
   std::vector<IRMapping> maps(groups);
-  // Checkpoints read by the recomputation: segment inputs that other segments computed.
   llvm::SetVector<Value> checkpoints;
   std::function<Value(Value, int64_t)> recompute = [&](Value v, int64_t s) -> Value {
     if (Value m = maps[s].lookupOrNull(v))
@@ -176,7 +164,7 @@ void ActivationCheckpointPass::runOnOperation() {
         checkpoints.insert(u); // a kept forward value the recomputation reads
     }
     Operation *clone = b.clone(*def, maps[s]);
-    clone->setAttr(kRecomputeAttrName, UnitAttr::get(module.getContext()));
+    clone->setAttr(kRecomputeAttrName, UnitAttr::get(b.getContext()));
     return maps[s].lookup(v);
   };
   bool backward = false;
@@ -195,11 +183,13 @@ void ActivationCheckpointPass::runOnOperation() {
       o.set(recompute(o.get(), segmentOf.lookup(d)));
     }
   }
+  return checkpoints;
+}
 
-  // cpu_checkpointing: a checkpoint leaves the device after its last forward use and comes
-  // back before its first recomputing use.
-  if (!cpu)
-    return;
+/// cpu_checkpointing: a checkpoint leaves the device after its last forward use and comes
+/// back before its first recomputing use.
+void offloadCheckpoints(const llvm::SetVector<Value> &checkpoints, Operation *loss) {
+  OpBuilder b(loss->getContext());
   for (Value v : checkpoints) {
     Operation *lastForward = nullptr, *firstBackward = nullptr;
     for (Operation *u : v.getUsers()) {
@@ -212,7 +202,8 @@ void ActivationCheckpointPass::runOnOperation() {
     if (!lastForward || !firstBackward)
       continue;
     b.setInsertionPointAfter(lastForward);
-    auto host = MoveOp::create(b, v.getLoc(), v.getType(), v, MemorySpaceAttr::get(b.getContext(), MemorySpace::host));
+    auto host = MoveOp::create(b, v.getLoc(), v.getType(), v,
+                               MemorySpaceAttr::get(b.getContext(), MemorySpace::host));
     b.setInsertionPoint(firstBackward);
     auto back = MoveOp::create(b, v.getLoc(), v.getType(), host.getResult(),
                                MemorySpaceAttr::get(b.getContext(), MemorySpace::device));
@@ -221,5 +212,42 @@ void ActivationCheckpointPass::runOnOperation() {
              use.getOwner() != back;
     });
   }
+}
+
+void ActivationCheckpointPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (segments < 0) {
+    module.emitError() << "ds-activation-checkpoint: segments must be >= 0 (0: one per block)";
+    return signalPassFailure();
+  }
+  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+  if (!micro) {
+    module.emitError() << "ds-activation-checkpoint needs @micro_step (run ds-autodiff first)";
+    return signalPassFailure();
+  }
+  if (module->hasAttr(kPipelineAttrName)) {
+    module.emitError() << "ds-activation-checkpoint: recomputation in a pipeline is not "
+                          "implemented yet; drop activation_checkpointing or pipeline.stages";
+    return signalPassFailure();
+  }
+  Block &body = micro.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Operation *loss = ret.getNumOperands() ? ret.getOperand(0).getDefiningOp() : nullptr;
+  if (!loss)
+    return;
+
+  auto [prefix, blocks] = findRepeatedBlocks(body, loss);
+  if (blocks.empty()) {
+    module.emitWarning() << "ds-activation-checkpoint: no repeated blocks (parameters named "
+                            "PREFIX.N.NAME for two or more N) in @micro_step; nothing is "
+                            "recomputed";
+    return;
+  }
+  int64_t groups = 0;
+  llvm::DenseMap<Operation *, int64_t> segmentOf =
+      assignSegments(body, loss, prefix, blocks, segments, groups);
+  llvm::SetVector<Value> checkpoints = recomputeInBackward(body, loss, segmentOf, groups);
+  if (cpu)
+    offloadCheckpoints(checkpoints, loss);
 }
 } // namespace

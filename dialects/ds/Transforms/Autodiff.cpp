@@ -159,41 +159,123 @@ void expandDropout(func::FuncOp func) {
     op.erase();
   });
 }
+/// The ends of tensor-parallel regions, forward and backward: parallel_copy is the identity,
+/// parallel_sum and parallel_max all-reduces over their grid axes (the gradients are built).
+void lowerParallelRegionEnds(func::FuncOp func) {
+  func.walk([&](Operation *op) {
+    if (auto copy = dyn_cast<ParallelCopyOp>(op)) {
+      copy.getResult().replaceAllUsesWith(copy.getInput());
+      copy.erase();
+    } else if (isa<ParallelSumOp, ParallelMaxOp>(op)) {
+      OpBuilder ob(op);
+      auto grid = op->getAttrOfType<FlatSymbolRefAttr>("grid");
+      auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+      Value r = shard::AllReduceOp::create(
+          ob, op->getLoc(), op->getResult(0).getType(), grid.getValue(), axes.asArrayRef(),
+          op->getOperand(0),
+          isa<ParallelMaxOp>(op) ? shard::ReductionKind::Max : shard::ReductionKind::Sum);
+      op->getResult(0).replaceAllUsesWith(r);
+      op->erase();
+    }
+  });
+}
+
+/// A pipeline's chunk of an op (ds-pipeline-partition), or -1.
+int64_t chunkOf(Operation *op) {
+  auto a = op->getAttrOfType<IntegerAttr>(kStageAttrName);
+  return a ? a.getInt() : -1;
+}
+
+/// ds-autodiff on one module: @forward's backward by a reverse sweep, into @micro_step with
+/// the gradient states it accumulates into.
+class Differentiator {
+public:
+  Differentiator(ModuleOp module, int64_t gas, int64_t dataParallelSize)
+      : module(module), gas(gas), dataParallelSize(dataParallelSize), b(module.getContext()) {}
+  LogicalResult build() {
+    if (failed(check()) || failed(findActive()))
+      return failure();
+    b.setInsertionPoint(ret);
+    seedLoss();
+    if (failed(sweep()))
+      return failure();
+    rematerializeWidenings(forwardOps);
+    declareGradientStates();
+    func.setSymName("micro_step");
+    lowerParallelRegionEnds(func);
+    return success();
+  }
+
+private:
+  /// @forward returns a float scalar; the options and the mesh agree.
+  LogicalResult check();
+  /// Activity: values that depend on a trainable parameter.
+  LogicalResult findActive();
+  /// The loss's gradient: 1 / (gas x dp), times fp16's loss scale.
+  void seedLoss();
+  /// The reverse sweep, inserting the backward before the return.
+  LogicalResult sweep();
+  /// Gradient states, accumulated across micro-batches.
+  void declareGradientStates();
+  void accumulate(Value v, Value g, Location loc);
+  /// Marks the ops after `after` as chunk `chunk`'s backward (a pipeline's chunks).
+  void markBackward(Operation *after, int64_t chunk);
+
+  ModuleOp module;
+  const int64_t gas, dataParallelSize;
+  OpBuilder b;
+  func::FuncOp func;
+  int64_t dataParallelRanks = 1;
+  Block *body = nullptr;
+  Operation *ret = nullptr;
+  Value loss;
+  llvm::DenseSet<Value> active;
+  llvm::DenseMap<Value, Value> grads;
+  llvm::MapVector<std::pair<StringAttr, int64_t>, Value> paramGrads;
+  SmallVector<Operation *> forwardOps;
+};
+
 } // namespace
 
 void AutodiffPass::runOnOperation() {
-  ModuleOp module = getOperation();
-  auto func = module.lookupSymbol<func::FuncOp>("forward");
+  if (failed(Differentiator(getOperation(), gradientAccumulationSteps, dataParallelSize)
+                 .build()))
+    signalPassFailure();
+}
+
+LogicalResult Differentiator::check() {
+  func = module.lookupSymbol<func::FuncOp>("forward");
   if (!func) {
     module.emitError() << "ds-autodiff needs a func.func @forward (import a model with ds-opt "
                           "MODEL.pt first)";
-    return signalPassFailure();
+    return failure();
   }
   auto lossTy = func.getNumResults() == 1
                     ? dyn_cast<RankedTensorType>(func.getResultTypes()[0])
                     : RankedTensorType();
   if (!lossTy || lossTy.getRank() != 0 || !isa<FloatType>(lossTy.getElementType())) {
     func.emitError() << "ds-autodiff needs @forward to return one float scalar (the loss)";
-    return signalPassFailure();
+    return failure();
   }
-  if (gradientAccumulationSteps < 1 || dataParallelSize < 1) {
+  if (gas < 1 || dataParallelSize < 1) {
     module.emitError() << "gradient-accumulation-steps and data-parallel-size must be >= 1";
-    return signalPassFailure();
+    return failure();
   }
   // The mesh (when the module has one) decides how many data-parallel ranks average.
   if (failed(ensureDataParallelMesh(module, dataParallelSize, "ds-autodiff")))
-    return signalPassFailure();
+    return failure();
   MeshAttr mesh = getMesh(module);
-  const int64_t dataParallelRanks = mesh ? mesh.getSize(MeshAxis::dp) : 1;
+  dataParallelRanks = mesh ? mesh.getSize(MeshAxis::dp) : 1;
   expandDropout(func);
+  body = &func.getBody().front();
+  ret = body->getTerminator();
+  loss = ret->getOperand(0);
+  return success();
+}
 
-  Block &body = func.getBody().front();
-  Operation *ret = body.getTerminator();
-  Value loss = ret->getOperand(0);
-
+LogicalResult Differentiator::findActive() {
   // Activity: values that depend on a trainable parameter.
-  llvm::DenseSet<Value> active;
-  for (Operation &op : body.without_terminator()) {
+  for (Operation &op : body->without_terminator()) {
     bool isActive = false;
     if (auto get = dyn_cast<GetParameterOp>(op)) {
       auto param = module.lookupSymbol<ParameterOp>(get.getNameAttr());
@@ -210,27 +292,40 @@ void AutodiffPass::runOnOperation() {
   }
   if (!active.contains(loss)) {
     func.emitError() << "the loss does not depend on any trainable parameter; nothing to train";
-    return signalPassFailure();
+    return failure();
   }
+  return success();
+}
 
-  // Reverse sweep, inserting the backward before the return.
-  OpBuilder b(ret);
-  llvm::DenseMap<Value, Value> grads;
-  auto accumulate = [&](Value v, Value g, Location loc) {
-    auto it = grads.find(v);
-    if (it == grads.end()) {
-      grads[v] = g;
-      return;
-    }
-    // Gradients of disjoint slices of one value (q, k, v of a fused projection, chunk, split)
-    // go into one buffer instead of being added as zero-padded copies.
-    if (auto merged = mergeDisjointSlices(b, loc, it->second, g)) {
-      it->second = merged;
-      return;
-    }
-    it->second = AddOp::create(b, loc, typeOf(v), it->second, g);
-  };
-  double scale = 1.0 / double(gradientAccumulationSteps * dataParallelRanks);
+void Differentiator::accumulate(Value v, Value g, Location loc) {
+  auto it = grads.find(v);
+  if (it == grads.end()) {
+    grads[v] = g;
+    return;
+  }
+  // Gradients of disjoint slices of one value (q, k, v of a fused projection, chunk, split)
+  // go into one buffer instead of being added as zero-padded copies.
+  if (auto merged = mergeDisjointSlices(b, loc, it->second, g)) {
+    it->second = merged;
+    return;
+  }
+  it->second = AddOp::create(b, loc, typeOf(v), it->second, g);
+}
+
+void Differentiator::markBackward(Operation *after, int64_t chunk) {
+  // Each op built for the gradient of a forward op joins that op's chunk, marked as
+  // backward; each chunk accumulates its own uses of a parameter into the gradient state.
+  if (chunk < 0)
+    return;
+  for (Operation *o = after ? after->getNextNode() : &body->front(); o && o != ret;
+       o = o->getNextNode()) {
+    o->setAttr(kStageAttrName, b.getI64IntegerAttr(chunk));
+    o->setAttr(kBackwardAttrName, b.getUnitAttr());
+  }
+}
+
+void Differentiator::seedLoss() {
+  double scale = 1.0 / double(gas * dataParallelRanks);
   RankedTensorType lossType = typeOf(loss);
   auto seed = DenseElementsAttr::get(
       lossType, FloatAttr::get(lossType.getElementType(), scale));
@@ -245,26 +340,10 @@ void AutodiffPass::runOnOperation() {
         s = ConvertOp::create(b, loss.getLoc(), lossType, s);
       grads[loss] = MulOp::create(b, loss.getLoc(), lossType, grads[loss], s);
     }
+}
 
-  // A pipeline's chunks (ds-pipeline-partition): each op built for the gradient of a forward
-  // op joins that op's chunk, marked as backward; each chunk accumulates its own uses of a
-  // parameter into the gradient state.
-  auto chunkOf = [](Operation *op) -> int64_t {
-    auto a = op->getAttrOfType<IntegerAttr>(kStageAttrName);
-    return a ? a.getInt() : -1;
-  };
-  auto markBackward = [&](Operation *after, int64_t chunk) {
-    if (chunk < 0)
-      return;
-    for (Operation *o = after ? after->getNextNode() : &body.front(); o && o != ret;
-         o = o->getNextNode()) {
-      o->setAttr(kStageAttrName, b.getI64IntegerAttr(chunk));
-      o->setAttr(kBackwardAttrName, b.getUnitAttr());
-    }
-  };
-  llvm::MapVector<std::pair<StringAttr, int64_t>, Value> paramGrads;
-  SmallVector<Operation *> forwardOps;
-  for (Operation &op : body.without_terminator())
+LogicalResult Differentiator::sweep() {
+  for (Operation &op : body->without_terminator())
     forwardOps.push_back(&op);
   for (Operation *op : llvm::reverse(forwardOps)) {
     SmallVector<Value> resultGrads;
@@ -291,7 +370,7 @@ void AutodiffPass::runOnOperation() {
     auto iface = dyn_cast<GradientOpInterface>(op);
     if (!iface) {
       op->emitOpError() << "has no gradient; ds-autodiff cannot differentiate through it";
-      return signalPassFailure();
+      return failure();
     }
     SmallVector<bool> needed;
     for (Value v : op->getOperands())
@@ -299,16 +378,16 @@ void AutodiffPass::runOnOperation() {
     SmallVector<Value> operandGrads(op->getNumOperands());
     if (failed(iface.buildGradient(b, resultGrads, needed, operandGrads))) {
       op->emitOpError() << "failed to build its gradient";
-      return signalPassFailure();
+      return failure();
     }
     for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
       if (g && active.contains(operand))
         accumulate(operand, g, op->getLoc());
   }
+  return success();
+}
 
-  rematerializeWidenings(forwardOps);
-
-  // Gradient states, accumulated across micro-batches.
+void Differentiator::declareGradientStates() {
   OpBuilder mb = OpBuilder::atBlockBegin(module.getBody());
   for (Operation &op : *module.getBody())
     if (isa<ParameterOp, StateOp>(op))
@@ -317,8 +396,10 @@ void AutodiffPass::runOnOperation() {
     if (!param.getTrainable())
       continue;
     std::string name = gradName(param.getSymName());
-    auto state = StateOp::create(mb, param.getLoc(), mb.getStringAttr(name), FlatSymbolRefAttr::get(param.getSymNameAttr()), SlotRoleAttr::get(mb.getContext(), SlotRole::grad), TypeAttr::get(param.getType()));
-    (void)state;
+    StateOp::create(mb, param.getLoc(), mb.getStringAttr(name),
+                    FlatSymbolRefAttr::get(param.getSymNameAttr()),
+                    SlotRoleAttr::get(mb.getContext(), SlotRole::grad),
+                    TypeAttr::get(param.getType()));
     // Unused by the loss: its gradient stays zero.
     for (auto &[key, g] : paramGrads) {
       if (key.first != param.getSymNameAttr())
@@ -327,10 +408,10 @@ void AutodiffPass::runOnOperation() {
       Location loc = g.getDefiningOp() ? g.getDefiningOp()->getLoc() : param.getLoc();
       RankedTensorType type = param.getTensorType();
       Operation *before = ret->getPrevNode();
-      Value acc =
-          GetParameterOp::create(b, loc, type, FlatSymbolRefAttr::get(&getContext(), name));
+      auto symbol = FlatSymbolRefAttr::get(module.getContext(), name);
+      Value acc = GetParameterOp::create(b, loc, type, symbol);
       Value sum = AddOp::create(b, loc, type, acc, g);
-      auto write = AssignOp::create(b, loc, FlatSymbolRefAttr::get(&getContext(), name), sum);
+      auto write = AssignOp::create(b, loc, symbol, sum);
       markBackward(before, key.second);
       // Accumulated as soon as the gradient is complete, so that it dies there instead of
       // living to the end of backward (a pipeline's program orders its chunks itself).
@@ -342,24 +423,4 @@ void AutodiffPass::runOnOperation() {
       }
     }
   }
-  func.setSymName("micro_step");
-
-  // The ends of tensor-parallel regions, forward and backward: parallel_copy is the identity,
-  // parallel_sum and parallel_max all-reduces over their grid axes (the gradients are built).
-  func.walk([&](Operation *op) {
-    if (auto copy = dyn_cast<ParallelCopyOp>(op)) {
-      copy.getResult().replaceAllUsesWith(copy.getInput());
-      copy.erase();
-    } else if (isa<ParallelSumOp, ParallelMaxOp>(op)) {
-      OpBuilder ob(op);
-      auto grid = op->getAttrOfType<FlatSymbolRefAttr>("grid");
-      auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
-      Value r = shard::AllReduceOp::create(
-          ob, op->getLoc(), op->getResult(0).getType(), grid.getValue(), axes.asArrayRef(),
-          op->getOperand(0),
-          isa<ParallelMaxOp>(op) ? shard::ReductionKind::Max : shard::ReductionKind::Sum);
-      op->getResult(0).replaceAllUsesWith(r);
-      op->erase();
-    }
-  });
 }

@@ -196,9 +196,9 @@ void OffloadPass::insertMoves(func::FuncOp func, Operation *loss) {
         Value from = v;
         if (auto g = v.getDefiningOp<GetParameterOp>())
           from = b.clone(*g)->getResult(0);
+        MemorySpace to = want == Space::Host ? MemorySpace::host : MemorySpace::device;
         m = MoveOp::create(b, op.getLoc(), v.getType(), from,
-                           MemorySpaceAttr::get(b.getContext(), want == Space::Host ? MemorySpace::host
-                                                                           : MemorySpace::device));
+                           MemorySpaceAttr::get(b.getContext(), to));
       }
       o.set(m);
     }

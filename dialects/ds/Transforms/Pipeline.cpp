@@ -36,6 +36,7 @@ struct PipelinePass : mlir::ds::impl::DSPipelineBase<PipelinePass> {
   void runOnOperation() override;
 };
 
+
 bool isFree(Operation *op) { return isa<ConstantOp, GetParameterOp>(op); }
 
 /// One step of a rank's program: a phase of a micro-batch, or a transfer.
@@ -51,31 +52,95 @@ struct Transfer {
   Value value;
   int64_t micro, from, to;
 };
+
+/// ds-pipeline on one module: the phases of @micro_step, each rank's order of them, the
+/// simulation that places the transfers, and the ranks' programs.
+class PipelineBuilder {
+public:
+  PipelineBuilder(ModuleOp module, int64_t microBatches, PipelineSchedule schedule)
+      : module(module), ctx(module.getContext()), m(microBatches), schedule(schedule) {}
+  LogicalResult build() {
+    if (failed(check()) || failed(assignPhases()) || failed(groupPhases()))
+      return failure();
+    findFlows();
+    orderPhases();
+    if (failed(simulate()))
+      return failure();
+    emitPrograms();
+    markHolders();
+    return success();
+  }
+
+private:
+  /// The module, the options and the mesh agree.
+  LogicalResult check();
+  /// Each op's phase.
+  LogicalResult assignPhases();
+  /// Each phase's ops in program order, and its work.
+  LogicalResult groupPhases();
+  /// What each phase needs from other ranks and sends to them.
+  void findFlows();
+  /// Each rank's phases in schedule order.
+  void orderPhases();
+  /// The ranks' programs: phases and transfers in one global order.
+  LogicalResult simulate();
+  /// @pipeline_step_R for each rank R.
+  void emitPrograms();
+  /// The ranks that hold each parameter and state, and the module's #ds.pipeline.
+  void markHolders();
+  /// The rank that runs phase `ph`.
+  int64_t rankOfPhase(int64_t ph) const {
+    return (ph < chunks ? ph : 2 * chunks - 1 - ph) % p;
+  }
+
+  ModuleOp module;
+  MLIRContext *ctx;
+  const int64_t m;
+  const PipelineSchedule schedule;
+  func::FuncOp micro;
+  int64_t p = 1, v = 1, chunks = 1;
+  bool interleaved = false;
+  MeshAxisRef ppAxis;
+  Operation *ret = nullptr;
+  llvm::DenseMap<Operation *, int64_t> phaseOf;
+  SmallVector<SmallVector<Operation *>> phaseOps;
+  SmallVector<int64_t> phaseFlops;
+  SmallVector<SmallVector<Value>> needs;
+  SmallVector<SmallVector<std::pair<Value, int64_t>>> sends;
+  SmallVector<SmallVector<std::pair<int64_t, int64_t>>> order; // (phase, micro)
+  SmallVector<Transfer> transfers;
+  SmallVector<SmallVector<Item>> program;
+  llvm::MapVector<Attribute, std::set<int64_t>> holders; // symbol -> ranks
+};
 } // namespace
 
 void PipelinePass::runOnOperation() {
-  ModuleOp module = getOperation();
-  MLIRContext *ctx = &getContext();
+  if (failed(PipelineBuilder(getOperation(), microBatches, schedule).build()))
+    signalPassFailure();
+}
+
+LogicalResult PipelineBuilder::check() {
   PipelineAttr info = getPipeline(module);
-  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+  micro = module.lookupSymbol<func::FuncOp>("micro_step");
   if (!info || !micro) {
     module.emitError() << "ds-pipeline needs a module cut by ds-pipeline-partition and a "
                           "func.func @micro_step (run ds-pipeline-partition, then ds-autodiff)";
-    return signalPassFailure();
+    return failure();
   }
-  const int64_t p = info.getStages(), v = info.getVirtualStages(), chunks = p * v;
-  const int64_t m = microBatches;
+  p = info.getStages();
+  v = info.getVirtualStages();
+  chunks = p * v;
   if (m < 1) {
     module.emitError() << "ds-pipeline: micro-batches must be >= 1";
-    return signalPassFailure();
+    return failure();
   }
-  bool interleaved = schedule == PipelineSchedule::interleaved;
+  interleaved = schedule == PipelineSchedule::interleaved;
   if (interleaved != (v > 1)) {
     module.emitError() << "ds-pipeline: schedule '" << stringifyPipelineSchedule(schedule)
                        << "' with " << v
                        << " chunks per rank; interleaved needs virtual_stages >= 2 and 1f1b "
                           "one chunk per rank";
-    return signalPassFailure();
+    return failure();
   }
   if (interleaved && m % p != 0) {
     int64_t below = m / p * p, above = below + p;
@@ -84,23 +149,26 @@ void PipelinePass::runOnOperation() {
                        << m << ") to be a multiple of the pipeline stages (" << p
                        << "); use " << (below > 0 ? std::to_string(below) + " or " : "")
                        << above << ", or schedule 1f1b";
-    return signalPassFailure();
+    return failure();
   }
-  FailureOr<MeshAxisRef> ppAxis = getMeshAxis(module, MeshAxis::pp, "ds-pipeline");
-  if (failed(ppAxis))
-    return signalPassFailure();
-  if (ppAxis->size != p) {
-    module.emitError() << "ds-pipeline: the mesh's pp axis has " << ppAxis->size
+  FailureOr<MeshAxisRef> axis = getMeshAxis(module, MeshAxis::pp, "ds-pipeline");
+  if (failed(axis))
+    return failure();
+  ppAxis = *axis;
+  if (ppAxis.size != p) {
+    module.emitError() << "ds-pipeline: the mesh's pp axis has " << ppAxis.size
                        << " ranks but the module was cut for " << p << " stages";
-    return signalPassFailure();
+    return failure();
   }
 
+  return success();
+}
+
+LogicalResult PipelineBuilder::assignPhases() {
   // Phases: F of chunk c is c, B of chunk c is 2C - 1 - c, so that a value only flows to
   // phases of higher number.
   Block &body = micro.getBody().front();
-  Operation *ret = body.getTerminator();
-  auto rankOfPhase = [&](int64_t ph) { return (ph < chunks ? ph : 2 * chunks - 1 - ph) % p; };
-  llvm::DenseMap<Operation *, int64_t> phaseOf;
+  ret = body.getTerminator();
   SmallVector<Operation *> unresolved;
   for (Operation &op : body.without_terminator()) {
     if (isFree(&op))
@@ -109,7 +177,7 @@ void PipelinePass::runOnOperation() {
       if (c.getInt() < 0 || c.getInt() >= chunks) {
         op.emitOpError() << "has ds.stage " << c.getInt() << " outside the " << chunks
                          << " chunks of the module's pipeline";
-        return signalPassFailure();
+        return failure();
       }
       phaseOf[&op] = op.hasAttr(kBackwardAttrName) ? 2 * chunks - 1 - c.getInt() : c.getInt();
       continue;
@@ -135,18 +203,22 @@ void PipelinePass::runOnOperation() {
     if (ph < 0) {
       op->emitOpError() << "belongs to no pipeline chunk (no ds.stage, and neither its "
                            "operands nor its users have one)";
-      return signalPassFailure();
+      return failure();
     }
     phaseOf[op] = ph;
   }
   auto lossDef = ret->getOperand(0).getDefiningOp();
   if (!lossDef || !phaseOf.count(lossDef) || phaseOf[lossDef] != chunks - 1) {
     micro.emitError() << "ds-pipeline: the loss must be computed in the last chunk's forward";
-    return signalPassFailure();
+    return failure();
   }
+  return success();
+}
+
+LogicalResult PipelineBuilder::groupPhases() {
   // Each phase's ops in program order; a value flows only to later phases.
-  SmallVector<SmallVector<Operation *>> phaseOps(2 * chunks);
-  for (Operation &op : body.without_terminator()) {
+  phaseOps.resize(2 * chunks);
+  for (Operation &op : micro.getBody().front().without_terminator()) {
     if (isFree(&op))
       continue;
     int64_t ph = phaseOf[&op];
@@ -154,18 +226,21 @@ void PipelinePass::runOnOperation() {
       if (Operation *d = x.getDefiningOp(); d && phaseOf.count(d) && phaseOf[d] > ph) {
         op.emitOpError() << "in phase " << ph << " uses a value of the later phase "
                          << phaseOf[d] << "; the pipeline cannot order them";
-        return signalPassFailure();
+        return failure();
       }
     phaseOps[ph].push_back(&op);
   }
-  SmallVector<int64_t> phaseFlops(2 * chunks, 0);
+  phaseFlops.assign(2 * chunks, 0);
   for (int64_t ph = 0; ph < 2 * chunks; ++ph)
     for (Operation *op : phaseOps[ph])
       if (auto cost = dyn_cast<CostOpInterface>(op))
         phaseFlops[ph] += cost.getFlops();
-  // What each phase needs from other ranks and sends to them.
-  SmallVector<SmallVector<Value>> needs(2 * chunks);
-  SmallVector<SmallVector<std::pair<Value, int64_t>>> sends(2 * chunks);
+  return success();
+}
+
+void PipelineBuilder::findFlows() {
+  needs.resize(2 * chunks);
+  sends.resize(2 * chunks);
   for (int64_t ph = 0; ph < 2 * chunks; ++ph) {
     llvm::SetVector<Value> in;
     for (Operation *op : phaseOps[ph])
@@ -185,8 +260,10 @@ void PipelinePass::runOnOperation() {
       }
   }
 
-  // Each rank's phases in schedule order.
-  SmallVector<SmallVector<std::pair<int64_t, int64_t>>> order(p); // (phase, micro)
+}
+
+void PipelineBuilder::orderPhases() {
+  order.resize(p);
   for (int64_t r = 0; r < p; ++r) {
     auto &o = order[r];
     if (!interleaved) {
@@ -226,12 +303,14 @@ void PipelinePass::runOnOperation() {
       bw(k);
   }
 
+}
+
+LogicalResult PipelineBuilder::simulate() {
   // The simulation: in each round every rank runs its next phase if what it receives has
   // arrived; then the round's transfers go in one global order (by sender, then as
   // produced). Every rank issues its sends and receives in that order, so none waits on a
   // transfer that another issues later: the programs cannot hang.
-  SmallVector<Transfer> transfers;
-  SmallVector<SmallVector<Item>> program(p);
+  program.resize(p);
   std::set<std::tuple<int64_t, const void *, int64_t>> arrived; // (rank, value, micro)
   SmallVector<size_t> next(p, 0);
   // Whether rank r's next phase has received what it needs.
@@ -272,11 +351,14 @@ void PipelinePass::runOnOperation() {
       for (int64_t r = 0; r < p; ++r)
         if (next[r] < order[r].size())
           d << " rank " << r << " waits at its item " << next[r];
-      return signalPassFailure();
+      return failure();
     }
   }
 
-  // Emission.
+  return success();
+}
+
+void PipelineBuilder::emitPrograms() {
   OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
   const int64_t n = micro.getNumArguments();
   SmallVector<Type> argTypes;
@@ -284,7 +366,6 @@ void PipelinePass::runOnOperation() {
     llvm::append_range(argTypes, micro.getArgumentTypes());
   Type lossElem = Float32Type::get(ctx);
   auto lossesType = RankedTensorType::get({m}, lossElem);
-  llvm::MapVector<Attribute, std::set<int64_t>> holders; // symbol -> ranks
   auto describeTransfer = [&](const Transfer &t, bool send) {
     return (send ? ">" : "<") + std::to_string(send ? t.to : t.from);
   };
@@ -347,9 +428,9 @@ void PipelinePass::runOnOperation() {
       const Transfer &t = transfers[item.transfer];
       text += describeTransfer(t, item.kind == Item::Send);
       if (item.kind == Item::Send)
-        emitPipelineSend(b, *ppAxis, values.at(key(t.value, t.micro)), t.to);
+        emitPipelineSend(b, ppAxis, values.at(key(t.value, t.micro)), t.to);
       else
-        values[key(t.value, t.micro)] = emitPipelineRecv(b, *ppAxis, t.value.getType(), t.from,
+        values[key(t.value, t.micro)] = emitPipelineRecv(b, ppAxis, t.value.getType(), t.from,
                                                          t.value.getLoc());
     }
     // The losses of the m micro-batches, where the last chunk runs.
@@ -376,6 +457,9 @@ void PipelinePass::runOnOperation() {
     fn->setAttr(kScheduleAttrName, b.getStringAttr(text));
   }
 
+}
+
+void PipelineBuilder::markHolders() {
   // The ranks that hold each parameter and state; one that no rank reads (unused by the
   // loss) stays with rank 0, which updates it.
   Builder ab(ctx);

@@ -49,70 +49,132 @@ StringRef modulePath(StringRef name) {
   size_t dot = name.rfind('.');
   return dot == StringRef::npos ? StringRef() : name.take_front(dot);
 }
+
+/// ds-pipeline-partition on one module: the computing ops of @forward weighed, the cuts
+/// chosen, each op marked with its chunk.
+class Partitioner {
+public:
+  Partitioner(ModuleOp module, int64_t stages, int64_t virtualStages, std::string partition)
+      : module(module), stages(stages), virtualStages(virtualStages),
+        partition(std::move(partition)) {}
+  LogicalResult build() {
+    if (failed(check()) || failed(addPipelineAxis()))
+      return failure();
+    collectOps();
+    if (failed(weigh()))
+      return failure();
+    measureCrossings();
+    if (failed(chooseCuts()))
+      return failure();
+    markChunks();
+    return success();
+  }
+
+private:
+  /// The options and the module.
+  LogicalResult check();
+  /// The mesh gets its pp axis.
+  LogicalResult addPipelineAxis();
+  /// The computing ops of @forward, in order.
+  void collectOps();
+  /// Each computing op's weight for the partition.
+  LogicalResult weigh();
+  /// The bytes that cross each possible cut, and the weights' prefix sums.
+  void measureCrossings();
+  /// The cuts.
+  LogicalResult chooseCuts();
+  /// Each op's chunk (ds.stage), and the module's #ds.pipeline.
+  void markChunks();
+
+  ModuleOp module;
+  const int64_t stages, virtualStages;
+  const std::string partition;
+  func::FuncOp func;
+  int64_t chunks = 1, n = 0;
+  bool byParameters = false, uniform = false, byType = false, best = false;
+  llvm::Regex pattern;
+  SmallVector<Operation *> ops; // the computing ops, in order
+  llvm::DenseMap<Operation *, int64_t> index;
+  SmallVector<double> weight, prefix;
+  SmallVector<int64_t> crossing, cut;
+};
 } // namespace
 
 void PipelinePartitionPass::runOnOperation() {
-  ModuleOp module = getOperation();
-  auto func = module.lookupSymbol<func::FuncOp>("forward");
+  if (failed(Partitioner(getOperation(), stages, virtualStages, partition).build()))
+    signalPassFailure();
+}
+
+LogicalResult Partitioner::check() {
+  func = module.lookupSymbol<func::FuncOp>("forward");
   if (!func) {
     module.emitError() << "ds-pipeline-partition needs a func.func @forward (run it before "
                           "ds-autodiff)";
-    return signalPassFailure();
+    return failure();
   }
   if (stages < 1 || virtualStages < 1) {
     module.emitError() << "ds-pipeline-partition: stages and virtual-stages must be >= 1";
-    return signalPassFailure();
+    return failure();
   }
   if (module->hasAttr(kPipelineAttrName)) {
     module.emitError() << "ds-pipeline-partition: the module is already cut ("
                        << kPipelineAttrName << " is set); run the pass once";
-    return signalPassFailure();
+    return failure();
   }
-  const int64_t chunks = stages * virtualStages;
-  bool byParameters = partition == "parameters", uniform = partition == "uniform";
-  bool byType = StringRef(partition).starts_with("type:"), best = partition == "best";
+  chunks = stages * virtualStages;
+  byParameters = partition == "parameters";
+  uniform = partition == "uniform";
+  byType = StringRef(partition).starts_with("type:");
+  best = partition == "best";
   if (!byParameters && !uniform && !byType && !best) {
     module.emitError() << "ds-pipeline-partition: partition '" << partition
                        << "' is not best, parameters, uniform or type:REGEX";
-    return signalPassFailure();
+    return failure();
   }
-  llvm::Regex pattern(byType ? StringRef(partition).drop_front(5) : StringRef());
+  pattern = llvm::Regex(byType ? StringRef(partition).drop_front(5) : StringRef());
   std::string regexError;
   if (byType && !pattern.isValid(regexError)) {
     module.emitError() << "ds-pipeline-partition: partition '" << partition
                        << "': not a valid regular expression (" << regexError << ")";
-    return signalPassFailure();
+    return failure();
   }
 
-  // The mesh gets its pp axis (outermost) unless it has one of this size.
+  return success();
+}
+
+LogicalResult Partitioner::addPipelineAxis() {
   MeshAttr mesh = getMesh(module);
   if (!mesh) {
-    module->setAttr(kMeshAttrName, buildMesh(&getContext(), 1, 1, 1, stages));
+    module->setAttr(kMeshAttrName, buildMesh(module.getContext(), 1, 1, 1, stages));
   } else if (mesh.findAxis(MeshAxis::pp) >= 0) {
     if (mesh.getSize(MeshAxis::pp) != stages) {
       module.emitError() << "ds-pipeline-partition: stages " << static_cast<int64_t>(stages)
                          << " disagrees with the module's mesh " << mesh.str()
                          << " (drop the option; the mesh decides)";
-      return signalPassFailure();
+      return failure();
     }
   } else if (stages > 1) {
     module->setAttr(kMeshAttrName,
-                    buildMesh(&getContext(), mesh.getSize(MeshAxis::dp),
+                    buildMesh(module.getContext(), mesh.getSize(MeshAxis::dp),
                               mesh.getSize(MeshAxis::tp), mesh.getSize(MeshAxis::sp), stages));
   }
 
+  return success();
+}
+
+void Partitioner::collectOps() {
   Block &body = func.getBody().front();
-  SmallVector<Operation *> ops; // the computing ops, in order
-  llvm::DenseMap<Operation *, int64_t> index;
   for (Operation &op : body.without_terminator())
     if (!isFree(&op)) {
       index[&op] = ops.size();
       ops.push_back(&op);
     }
-  const int64_t n = ops.size();
+  n = ops.size();
 
-  // Weights, at the computing ops.
-  SmallVector<double> weight(n, 0.0);
+}
+
+LogicalResult Partitioner::weigh() {
+  weight.assign(n, 0.0);
   llvm::StringSet<> seenParams, seenModules;
   auto firstUser = [&](Value v) -> int64_t {
     int64_t first = n;
@@ -121,7 +183,7 @@ void PipelinePartitionPass::runOnOperation() {
         first = std::min(first, it->second);
     return first;
   };
-  for (Operation &op : body.without_terminator()) {
+  for (Operation &op : func.getBody().front().without_terminator()) {
     if (auto get = dyn_cast<GetParameterOp>(op)) {
       auto param = module.lookupSymbol<ParameterOp>(get.getNameAttr());
       if (!param || !param.getTrainable() || (!byParameters && !byType))
@@ -159,18 +221,21 @@ void PipelinePartitionPass::runOnOperation() {
                        << (byType ? "modules" : byParameters ? "parameter reads" : "ops")
                        << " but " << chunks << " chunks (stages x virtual_stages) need one each"
                        << (byType ? "; widen the pattern or use \"best\"" : "; use fewer stages");
-    return signalPassFailure();
+    return failure();
   }
 
-  // Bytes of the values that cross a cut before op j (defined before j, used at or after j).
-  SmallVector<int64_t> crossing(n + 2, 0);
+  return success();
+}
+
+void Partitioner::measureCrossings() {
+  crossing.assign(n + 2, 0);
   for (int64_t d = 0; d < n; ++d)
     for (Value r : ops[d]->getResults()) {
       int64_t last = -1;
       for (Operation *u : r.getUsers()) {
         if (auto it = index.find(u); it != index.end())
           last = std::max(last, it->second);
-        else if (u == body.getTerminator())
+        else if (u == func.getBody().front().getTerminator())
           last = n;
       }
       if (last > d) {
@@ -180,10 +245,13 @@ void PipelinePartitionPass::runOnOperation() {
     }
   for (int64_t j = 1; j <= n + 1; ++j)
     crossing[j] += crossing[j - 1];
-  SmallVector<double> prefix(n + 1, 0.0);
+  prefix.assign(n + 1, 0.0);
   for (int64_t j = 0; j < n; ++j)
     prefix[j + 1] = prefix[j] + weight[j];
 
+}
+
+LogicalResult Partitioner::chooseCuts() {
   // The cuts: first the smallest possible heaviest chunk (DeepSpeed's balanced partition),
   // then, among the cuts whose heaviest chunk is within that (for `best`, 5% above it), the
   // ones whose crossing values have the fewest bytes. Chunks start at a weighed op for
@@ -201,7 +269,7 @@ void PipelinePartitionPass::runOnOperation() {
   if (heaviest[chunks][n] == inf) {
     module.emitError() << "ds-pipeline-partition: no cut gives each of the " << chunks
                        << " chunks some work; use fewer stages";
-    return signalPassFailure();
+    return failure();
   }
   const double bound = heaviest[chunks][n] * (best ? 1.05 : 1.0) * (1 + 1e-12);
   std::vector<std::vector<int64_t>> bytes(chunks + 1, std::vector<int64_t>(n + 1, -1));
@@ -219,12 +287,16 @@ void PipelinePartitionPass::runOnOperation() {
           from[k][j] = i;
         }
       }
-  SmallVector<int64_t> cut(chunks + 1, 0);
+  cut.assign(chunks + 1, 0);
   cut[chunks] = n;
   for (int64_t k = chunks; k > 0; --k)
     cut[k - 1] = from[k][cut[k]];
 
-  Builder b(&getContext());
+  return success();
+}
+
+void Partitioner::markChunks() {
+  Builder b(module.getContext());
   auto chunkOfIndex = [&](int64_t j) {
     return static_cast<int64_t>(std::upper_bound(cut.begin(), cut.end(), j) - cut.begin()) - 1;
   };
@@ -232,6 +304,7 @@ void PipelinePartitionPass::runOnOperation() {
     ops[j]->setAttr(kStageAttrName, b.getI64IntegerAttr(chunkOfIndex(j)));
   // Free ops: the chunk of their first user; a parameter read used by several chunks becomes
   // one read per chunk.
+  Block &body = func.getBody().front();
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
     if (!isFree(&op))
       continue;

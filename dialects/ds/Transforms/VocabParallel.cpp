@@ -58,80 +58,233 @@ Value mlir::ds::scalarConstant(OpBuilder &b, Location loc, Type elem, double v) 
   return ConstantOp::create(b, loc, DenseElementsAttr::get(st, a));
 }
 
-void TensorParallelRewriter::vocabParallel(ModuleOp module, func::FuncOp forward) {
-  MLIRContext *ctx = module.getContext();
-  auto gridAttr = FlatSymbolRefAttr::get(ctx, axis.grid);
-  auto axesAttr = DenseI16ArrayAttr::get(ctx, axis.axes());
-  Value coordinate; // this rank's tp index, made once at the start of @forward
-  auto rankIndex = [&](OpBuilder &) {
+namespace {
+/// How `forward` reads a vocabulary table: embeddings looked up by the data's tokens, and LM
+/// heads (a linear whose logits, through reshapes, are a cross-entropy's).
+struct VocabUses {
+  struct Head {
+    LinearOp linear;
+    CrossEntropyOp loss;
+    SmallVector<ReshapeOp> reshapes;
+  };
+  SmallVector<GetParameterOp> reads;
+  SmallVector<EmbeddingOp> embeddings;
+  SmallVector<Head> heads;
+  bool usable = true;
+  std::string why; ///< when not usable for a reason the user can change
+};
+
+VocabUses findVocabUses(TensorParallelRewriter &rewriter, ParameterOp param,
+                        func::FuncOp forward) {
+  VocabUses uses;
+  forward.walk([&](GetParameterOp g) {
+    if (g.getName() != param.getSymName())
+      return;
+    uses.reads.push_back(g);
+    for (OpOperand &use : g.getResult().getUses()) {
+      Operation *u = use.getOwner();
+      if (auto e = dyn_cast<EmbeddingOp>(u); e && use.getOperandNumber() == 0) {
+        // A vocabulary: looked up by the data's tokens (positions, computed in the program,
+        // stay replicated as in Megatron).
+        if (!isa<BlockArgument>(e.getIndices())) {
+          uses.usable = false;
+          continue;
+        }
+        if (e.getPaddingIdx()) {
+          uses.usable = false;
+          uses.why = "its embedding has a padding_idx";
+        }
+        uses.embeddings.push_back(e);
+        continue;
+      }
+      auto l = dyn_cast<LinearOp>(u);
+      SmallVector<ReshapeOp> rs;
+      CrossEntropyOp ce = l && use.getOperandNumber() == 1 ? headLoss(l, rs) : CrossEntropyOp();
+      if (!ce || rewriter.assigned.contains(l)) {
+        uses.usable = false;
+        continue;
+      }
+      if (ce.getLabelSmoothing().convertToDouble() != 0.0) {
+        uses.usable = false;
+        uses.why = "its cross-entropy has label smoothing";
+        continue;
+      }
+      if (Value bias = l.getBias()) {
+        ParameterOp bp = rewriter.parameterOf(bias);
+        if (!bp || !bp.getTrainable() || bp.getAliases() || !bias.hasOneUse()) {
+          uses.usable = false;
+          continue;
+        }
+      }
+      uses.heads.push_back({l, ce, rs});
+    }
+  });
+  return uses;
+}
+
+/// Megatron's vocabulary-parallel layers for tables of `rows` rows per rank.
+struct VocabSplitter {
+  TensorParallelRewriter &rewriter;
+  func::FuncOp forward;
+  FlatSymbolRefAttr gridAttr;
+  DenseI16ArrayAttr axesAttr;
+  int64_t rows = 0;
+  Value coordinate; ///< this rank's tp index, made once at the start of @forward
+
+  Value rankIndex() {
     if (!coordinate) {
       OpBuilder b = OpBuilder::atBlockBegin(&forward.getBody().front());
       coordinate = MeshCoordinateOp::create(b, forward.getLoc(),
                                             RankedTensorType::get({}, b.getI64Type()), gridAttr,
-                                            b.getI64IntegerAttr(axis.axis));
+                                            b.getI64IntegerAttr(rewriter.axis.axis));
     }
     return coordinate;
-  };
+  }
+  /// The embedding: this rank's rows, zero for the others' indices, summed over tp.
+  void splitEmbedding(EmbeddingOp e);
+  /// The head: its part of the logits from the replicated input, then the cross-entropy.
+  void splitHead(LinearOp l, CrossEntropyOp ce, ArrayRef<ReshapeOp> reshapes);
+  /// vocab_parallel_cross_entropy in place of `ce`, whose logits are this rank's part.
+  void splitCrossEntropy(CrossEntropyOp ce);
+};
 
+void VocabSplitter::splitEmbedding(EmbeddingOp e) {
+  MLIRContext *ctx = e.getContext();
+  OpBuilder b(e);
+  Location loc = e.getLoc();
+  Value idx = e.getIndices();
+  RankedTensorType it = typeOf(idx);
+  auto scalarOf = [&](Type elem, double v) { return scalarConstant(b, loc, elem, v); };
+  Value r = rankIndex();
+  if (it.getElementType() != cast<RankedTensorType>(r.getType()).getElementType())
+    r = ConvertOp::create(b, loc, RankedTensorType::get({}, it.getElementType()), r);
+  Value first = MulOp::create(b, loc, typeOf(r), r, scalarOf(it.getElementType(), rows));
+  Value local = SubOp::create(b, loc, it, idx, first);
+  auto boolT = RankedTensorType::get(it.getShape(), b.getI1Type());
+  Value geZero = CmpOp::create(b, loc, boolT, CmpPredicateAttr::get(ctx, CmpPredicate::ge),
+                               local, scalarOf(it.getElementType(), 0));
+  Value ltRows = CmpOp::create(b, loc, boolT, CmpPredicateAttr::get(ctx, CmpPredicate::lt),
+                               local, scalarOf(it.getElementType(), rows));
+  Value mine = WhereOp::create(b, loc, boolT, geZero, ltRows, geZero); // and
+  Value safe = WhereOp::create(b, loc, it, mine, local, scalarOf(it.getElementType(), 0));
+  RankedTensorType et = typeOf(e.getResult());
+  e.getIndicesMutable().assign(safe);
+  b.setInsertionPointAfter(e);
+  SmallVector<int64_t> maskShape(it.getShape());
+  maskShape.push_back(1);
+  Value mask =
+      ReshapeOp::create(b, loc, RankedTensorType::get(maskShape, b.getI1Type()), mine);
+  Value zero = scalarOf(et.getElementType(), 0.0);
+  Value kept = WhereOp::create(b, loc, et, mask, e.getResult(), zero);
+  Value summed = ParallelSumOp::create(b, loc, kept, gridAttr, axesAttr);
+  e.getResult().replaceAllUsesExcept(summed, kept.getDefiningOp());
+}
+
+void VocabSplitter::splitHead(LinearOp l, CrossEntropyOp ce, ArrayRef<ReshapeOp> reshapes) {
+  OpBuilder b(l);
+  Location loc = l.getLoc();
+  Value in = ParallelCopyOp::create(b, loc, l.getInput(), gridAttr, axesAttr);
+  l.getInputMutable().assign(in);
+  if (Value bias = l.getBias())
+    rewriter.splitParameter(rewriter.parameterOf(bias), 0, 1);
+  auto localLast = [&](Value v) {
+    RankedTensorType vt = typeOf(v);
+    SmallVector<int64_t> shape(vt.getShape());
+    shape.back() /= rewriter.tp;
+    v.setType(RankedTensorType::get(shape, vt.getElementType()));
+  };
+  localLast(l.getResult());
+  for (ReshapeOp r : reshapes)
+    localLast(r.getResult());
+  splitCrossEntropy(ce);
+}
+
+void VocabSplitter::splitCrossEntropy(CrossEntropyOp ce) {
+  MLIRContext *ctx = ce.getContext();
+  // loss_i = m_i + log(sum_tp sum_j exp(x_ij - m_i)) - x_i,t_i, with m_i the rows' maximum
+  // over tp (no gradient: the shift cancels).
+  OpBuilder b(ce);
+  Location loc = ce.getLoc();
+  Fused f{b, loc};
+  Value x = ce.getLogits(), target = ce.getTarget();
+  RankedTensorType xt = typeOf(x), tt = typeOf(target);
+  Type fe = xt.getElementType(), ie = tt.getElementType();
+  const int64_t n = xt.getShape()[0];
+  auto rowT = RankedTensorType::get({n}, fe), colT = RankedTensorType::get({n, 1}, fe);
+  auto scalar = [&](Type elem, double v) { return scalarConstant(b, loc, elem, v); };
+  Value mloc = f.make<AmaxOp>(rowT, x, ArrayRef<int64_t>{1}, false);
+  Value m = f.make<ParallelMaxOp>(mloc, gridAttr, axesAttr);
+  Value shifted = f.make<SubOp>(xt, x, f.make<ReshapeOp>(colT, m));
+  Value sloc = f.make<SumOp>(rowT, f.make<ExpOp>(xt, shifted), ArrayRef<int64_t>{1}, false);
+  Value s = f.make<ParallelSumOp>(sloc, gridAttr, axesAttr);
+  Value lse = f.make<AddOp>(rowT, f.make<LogOp>(rowT, s), m);
+  // The target's logit: on the rank whose rows hold it.
+  SmallVector<APInt> iota;
+  for (int64_t j = 0; j < rows; ++j)
+    iota.push_back(APInt(ie.getIntOrFloatBitWidth(), j, /*isSigned=*/true));
+  auto iotaT = RankedTensorType::get({1, rows}, ie);
+  Value cols = ConstantOp::create(b, loc, DenseElementsAttr::get(iotaT, iota));
+  Value r = rankIndex();
+  if (ie != cast<RankedTensorType>(r.getType()).getElementType())
+    r = ConvertOp::create(b, loc, RankedTensorType::get({}, ie), r);
+  Value global = AddOp::create(b, loc, iotaT, cols,
+                               MulOp::create(b, loc, typeOf(r), r, scalar(ie, rows)));
+  auto tcolT = RankedTensorType::get({n, 1}, ie);
+  Value hit = CmpOp::create(b, loc, RankedTensorType::get({n, rows}, b.getI1Type()),
+                            CmpPredicateAttr::get(ctx, CmpPredicate::eq), global,
+                            ReshapeOp::create(b, loc, tcolT, target));
+  Value picked = f.make<WhereOp>(xt, hit, x, scalar(fe, 0.0));
+  Value tloc = f.make<SumOp>(rowT, picked, ArrayRef<int64_t>{1}, false);
+  Value tl = f.make<ParallelSumOp>(tloc, gridAttr, axesAttr);
+  Value perRow = f.make<SubOp>(rowT, lse, tl);
+  // ignore_index rows count for nothing.
+  Value valid = CmpOp::create(b, loc, RankedTensorType::get({n}, b.getI1Type()),
+                              CmpPredicateAttr::get(ctx, CmpPredicate::ne), target,
+                              ConstantOp::create(b, loc, DenseElementsAttr::get(
+                                  RankedTensorType::get({}, ie),
+                                  IntegerAttr::get(ie, static_cast<int64_t>(
+                                                           ce.getIgnoreIndex())))));
+  perRow = f.make<WhereOp>(rowT, valid, perRow, scalar(fe, 0.0));
+  Value loss;
+  auto scalarT = RankedTensorType::get({}, fe);
+  switch (ce.getReduction()) {
+  case Reduction::none:
+    loss = perRow;
+    perRow.getDefiningOp()->removeAttr(kFusedAttrName);
+    break;
+  case Reduction::sum:
+    loss = SumOp::create(b, loc, scalarT, perRow, ArrayRef<int64_t>{0}, false);
+    break;
+  case Reduction::mean: {
+    Value count = f.make<SumOp>(scalarT,
+                                f.make<WhereOp>(rowT, valid, scalar(fe, 1.0), scalar(fe, 0.0)),
+                                ArrayRef<int64_t>{0}, false);
+    loss = DivOp::create(b, loc, scalarT, f.make<SumOp>(scalarT, perRow,
+                                                        ArrayRef<int64_t>{0}, false),
+                         count);
+    break;
+  }
+  }
+  ce.getResult().replaceAllUsesWith(loss);
+  ce.erase();
+}
+} // namespace
+
+void TensorParallelRewriter::vocabParallel(ModuleOp module, func::FuncOp forward) {
+  MLIRContext *ctx = module.getContext();
+  VocabSplitter splitter{*this, forward, FlatSymbolRefAttr::get(ctx, axis.grid),
+                         DenseI16ArrayAttr::get(ctx, axis.axes())};
   for (ParameterOp param : llvm::to_vector(module.getOps<ParameterOp>())) {
     RankedTensorType t = param.getTensorType();
     if (!param.getTrainable() || param.getShardingAttr() || t.getRank() != 2)
       continue;
     const int64_t V = t.getShape()[0];
     // Every read of the table is an embedding's weight or an LM head's.
-    SmallVector<GetParameterOp> reads;
-    SmallVector<EmbeddingOp> embeddings;
-    SmallVector<std::pair<LinearOp, CrossEntropyOp>> heads;
-    SmallVector<SmallVector<ReshapeOp>> headReshapes;
-    bool usable = true;
-    std::string why;
-    forward.walk([&](GetParameterOp g) {
-      if (g.getName() != param.getSymName())
-        return;
-      reads.push_back(g);
-      for (OpOperand &use : g.getResult().getUses()) {
-        Operation *u = use.getOwner();
-        if (auto e = dyn_cast<EmbeddingOp>(u); e && use.getOperandNumber() == 0) {
-          // A vocabulary: looked up by the data's tokens (positions, computed in the program,
-          // stay replicated as in Megatron).
-          if (!isa<BlockArgument>(e.getIndices())) {
-            usable = false;
-            continue;
-          }
-          if (e.getPaddingIdx()) {
-            usable = false;
-            why = "its embedding has a padding_idx";
-          }
-          embeddings.push_back(e);
-          continue;
-        }
-        auto l = dyn_cast<LinearOp>(u);
-        SmallVector<ReshapeOp> rs;
-        CrossEntropyOp ce = l && use.getOperandNumber() == 1 ? headLoss(l, rs) : CrossEntropyOp();
-        if (!ce || assigned.contains(l)) {
-          usable = false;
-          continue;
-        }
-        if (ce.getLabelSmoothing().convertToDouble() != 0.0) {
-          usable = false;
-          why = "its cross-entropy has label smoothing";
-          continue;
-        }
-        if (Value bias = l.getBias()) {
-          ParameterOp bp = parameterOf(bias);
-          if (!bp || !bp.getTrainable() || bp.getAliases() || !bias.hasOneUse()) {
-            usable = false;
-            continue;
-          }
-        }
-        heads.push_back({l, ce});
-        headReshapes.push_back(rs);
-      }
-    });
-    if (!usable || (embeddings.empty() && heads.empty())) {
-      if (!why.empty())
+    VocabUses uses = findVocabUses(*this, param, forward);
+    if (!uses.usable || (uses.embeddings.empty() && uses.heads.empty())) {
+      if (!uses.why.empty())
         param.emitRemark() << "ds-tensor-parallel: '" << param.getSymName()
-                           << "' stays replicated: " << why;
+                           << "' stays replicated: " << uses.why;
       continue;
     }
     if (V % tp != 0) {
@@ -140,127 +293,13 @@ void TensorParallelRewriter::vocabParallel(ModuleOp module, func::FuncOp forward
                          << " rows does not divide by tp = " << tp;
       continue;
     }
-    const int64_t rows = V / tp;
+    splitter.rows = V / tp;
     splitParameter(param, 0, 1);
-
-    // The embedding: this rank's rows, zero for the others' indices, summed over tp.
-    for (EmbeddingOp e : embeddings) {
-      OpBuilder b(e);
-      Location loc = e.getLoc();
-      Value idx = e.getIndices();
-      RankedTensorType it = typeOf(idx);
-      auto scalarOf = [&](Type elem, double v) { return scalarConstant(b, loc, elem, v); };
-      Value r = rankIndex(b);
-      if (it.getElementType() != cast<RankedTensorType>(r.getType()).getElementType())
-        r = ConvertOp::create(b, loc, RankedTensorType::get({}, it.getElementType()), r);
-      Value first = MulOp::create(b, loc, typeOf(r), r, scalarOf(it.getElementType(), rows));
-      Value local = SubOp::create(b, loc, it, idx, first);
-      auto boolT = RankedTensorType::get(it.getShape(), b.getI1Type());
-      Value geZero = CmpOp::create(b, loc, boolT, CmpPredicateAttr::get(ctx, CmpPredicate::ge),
-                                   local, scalarOf(it.getElementType(), 0));
-      Value ltRows = CmpOp::create(b, loc, boolT, CmpPredicateAttr::get(ctx, CmpPredicate::lt),
-                                   local, scalarOf(it.getElementType(), rows));
-      Value mine = WhereOp::create(b, loc, boolT, geZero, ltRows, geZero); // and
-      Value safe = WhereOp::create(b, loc, it, mine, local, scalarOf(it.getElementType(), 0));
-      RankedTensorType et = typeOf(e.getResult());
-      e.getIndicesMutable().assign(safe);
-      b.setInsertionPointAfter(e);
-      SmallVector<int64_t> maskShape(it.getShape());
-      maskShape.push_back(1);
-      Value mask = ReshapeOp::create(b, loc, RankedTensorType::get(maskShape, b.getI1Type()), mine);
-      Value zero = scalarOf(et.getElementType(), 0.0);
-      Value kept = WhereOp::create(b, loc, et, mask, e.getResult(), zero);
-      Value summed = ParallelSumOp::create(b, loc, kept, gridAttr, axesAttr);
-      e.getResult().replaceAllUsesExcept(summed, kept.getDefiningOp());
-    }
-
-    // The head: its part of the logits from the replicated input, then the cross-entropy.
-    for (auto [k, hc] : llvm::enumerate(heads)) {
-      auto [l, ce] = hc;
-      OpBuilder b(l);
-      Location loc = l.getLoc();
-      Value in = ParallelCopyOp::create(b, loc, l.getInput(), gridAttr, axesAttr);
-      l.getInputMutable().assign(in);
-      if (Value bias = l.getBias())
-        splitParameter(parameterOf(bias), 0, 1);
-      auto localLast = [&](Value v) {
-        RankedTensorType vt = typeOf(v);
-        SmallVector<int64_t> shape(vt.getShape());
-        shape.back() /= tp;
-        v.setType(RankedTensorType::get(shape, vt.getElementType()));
-      };
-      localLast(l.getResult());
-      for (ReshapeOp r : headReshapes[k])
-        localLast(r.getResult());
-
-      // loss_i = m_i + log(sum_tp sum_j exp(x_ij - m_i)) - x_i,t_i, with m_i the rows' maximum
-      // over tp (no gradient: the shift cancels).
-      b.setInsertionPoint(ce);
-      loc = ce.getLoc();
-      Fused f{b, loc};
-      Value x = ce.getLogits(), target = ce.getTarget();
-      RankedTensorType xt = typeOf(x), tt = typeOf(target);
-      Type fe = xt.getElementType(), ie = tt.getElementType();
-      const int64_t n = xt.getShape()[0];
-      auto rowT = RankedTensorType::get({n}, fe), colT = RankedTensorType::get({n, 1}, fe);
-      auto scalar = [&](Type elem, double v) { return scalarConstant(b, loc, elem, v); };
-      Value mloc = f.make<AmaxOp>(rowT, x, ArrayRef<int64_t>{1}, false);
-      Value m = f.make<ParallelMaxOp>(mloc, gridAttr, axesAttr);
-      Value shifted = f.make<SubOp>(xt, x, f.make<ReshapeOp>(colT, m));
-      Value sloc = f.make<SumOp>(rowT, f.make<ExpOp>(xt, shifted), ArrayRef<int64_t>{1}, false);
-      Value s = f.make<ParallelSumOp>(sloc, gridAttr, axesAttr);
-      Value lse = f.make<AddOp>(rowT, f.make<LogOp>(rowT, s), m);
-      // The target's logit: on the rank whose rows hold it.
-      SmallVector<APInt> iota;
-      for (int64_t j = 0; j < rows; ++j)
-        iota.push_back(APInt(ie.getIntOrFloatBitWidth(), j, /*isSigned=*/true));
-      auto iotaT = RankedTensorType::get({1, rows}, ie);
-      Value cols = ConstantOp::create(b, loc, DenseElementsAttr::get(iotaT, iota));
-      Value r = rankIndex(b);
-      if (ie != cast<RankedTensorType>(r.getType()).getElementType())
-        r = ConvertOp::create(b, loc, RankedTensorType::get({}, ie), r);
-      Value global = AddOp::create(b, loc, iotaT, cols,
-                                   MulOp::create(b, loc, typeOf(r), r, scalar(ie, rows)));
-      auto tcolT = RankedTensorType::get({n, 1}, ie);
-      Value hit = CmpOp::create(b, loc, RankedTensorType::get({n, rows}, b.getI1Type()),
-                                CmpPredicateAttr::get(ctx, CmpPredicate::eq), global,
-                                ReshapeOp::create(b, loc, tcolT, target));
-      Value picked = f.make<WhereOp>(xt, hit, x, scalar(fe, 0.0));
-      Value tloc = f.make<SumOp>(rowT, picked, ArrayRef<int64_t>{1}, false);
-      Value tl = f.make<ParallelSumOp>(tloc, gridAttr, axesAttr);
-      Value perRow = f.make<SubOp>(rowT, lse, tl);
-      // ignore_index rows count for nothing.
-      Value valid = CmpOp::create(b, loc, RankedTensorType::get({n}, b.getI1Type()),
-                                  CmpPredicateAttr::get(ctx, CmpPredicate::ne), target,
-                                  ConstantOp::create(b, loc, DenseElementsAttr::get(
-                                      RankedTensorType::get({}, ie),
-                                      IntegerAttr::get(ie, static_cast<int64_t>(
-                                                               ce.getIgnoreIndex())))));
-      perRow = f.make<WhereOp>(rowT, valid, perRow, scalar(fe, 0.0));
-      Value loss;
-      auto scalarT = RankedTensorType::get({}, fe);
-      switch (ce.getReduction()) {
-      case Reduction::none:
-        loss = perRow;
-        perRow.getDefiningOp()->removeAttr(kFusedAttrName);
-        break;
-      case Reduction::sum:
-        loss = SumOp::create(b, loc, scalarT, perRow, ArrayRef<int64_t>{0}, false);
-        break;
-      case Reduction::mean: {
-        Value count = f.make<SumOp>(scalarT,
-                                    f.make<WhereOp>(rowT, valid, scalar(fe, 1.0), scalar(fe, 0.0)),
-                                    ArrayRef<int64_t>{0}, false);
-        loss = DivOp::create(b, loc, scalarT, f.make<SumOp>(scalarT, perRow,
-                                                            ArrayRef<int64_t>{0}, false),
-                             count);
-        break;
-      }
-      }
-      ce.getResult().replaceAllUsesWith(loss);
-      ce.erase();
-    }
-    for (GetParameterOp g : reads)
+    for (EmbeddingOp e : uses.embeddings)
+      splitter.splitEmbedding(e);
+    for (VocabUses::Head &h : uses.heads)
+      splitter.splitHead(h.linear, h.loss, h.reshapes);
+    for (GetParameterOp g : uses.reads)
       g.getResult().setType(param.getTensorType());
   }
 }

@@ -47,10 +47,43 @@ LogicalResult checkElementType(ParameterOp param, Type &elem, int64_t stage) {
   return success();
 }
 
+/// A gradient's accumulation in @micro_step (ds-autodiff's): %old = get @p@grad;
+/// %new = add %old, %g; assign @p@grad.
+struct GradAccumulation {
+  ParameterOp param;
+  StateOp state;
+  Value g;
+  SmallVector<Operation *> ops;
+  /// Where backward defines the gradient (the body's first op for an argument).
+  Operation *ready = nullptr;
+  Operation *readyAt() const { return ready; }
+};
+
+/// Gradients reduced together, and whether stage 3 partitions their parameters.
+struct GradBucket {
+  SmallVector<GradAccumulation *> members;
+  bool partitioned = false;
+  /// The op after which every member's gradient is ready.
+  Operation *lastReady() const {
+    Operation *last = nullptr;
+    for (GradAccumulation *gr : members)
+      if (!last || last->isBeforeInBlock(gr->readyAt()))
+        last = gr->readyAt();
+    return last;
+  }
+};
+
 struct ZeroPass : mlir::ds::impl::DSZeroBase<ZeroPass> {
   using DSZeroBase::DSZeroBase;
   void runOnOperation() override;
   LogicalResult partitionGradients(ModuleOp module);
+  /// The gradient accumulations of @micro_step, in the order backward makes them ready, and
+  /// the parameters' one element type.
+  FailureOr<SmallVector<GradAccumulation>> findAccumulations(ModuleOp module, Block &body,
+                                                             Type &elem);
+  /// The buckets of reduce-bucket-size elements (stage 3's persistent parameters and the
+  /// tensor-parallel parts apart), in the order their last gradient is ready.
+  SmallVector<GradBucket> bucketGradients(MutableArrayRef<GradAccumulation> grads);
   LogicalResult partitionParameters(ModuleOp module);
   /// Stage 3 on a pipeline: in the programs of the ranks that hold `flat`, its members are
   /// views of the buffer all-gathered from its shard once per step, before their first use.
@@ -198,8 +231,8 @@ void ZeroPass::runOnOperation() {
       continue;
     }
     auto grads = FlatBufferOp::create(b, loc, b.getStringAttr("zero.grads" + suffix),
-                                      SlotRoleAttr::get(b.getContext(), SlotRole::grads), b.getArrayAttr(l.grads),
-                                      TypeAttr::get(flatType));
+                                      SlotRoleAttr::get(b.getContext(), SlotRole::grads),
+                                      b.getArrayAttr(l.grads), TypeAttr::get(flatType));
     if (ppStage >= 0)
       grads->setAttr(kStagesAttrName, b.getDenseI64ArrayAttr({ppStage}));
   }
@@ -215,7 +248,8 @@ LogicalResult ZeroPass::reduceOncePerStep(ModuleOp module, FlatBufferOp flat,
   std::string shardName = (flat.getSymName() + "@" + stringifySlotRole(SlotRole::grad)).str();
   auto shardState = StateOp::create(mb, flat.getLoc(), mb.getStringAttr(shardName),
                                     FlatSymbolRefAttr::get(flat.getSymNameAttr()),
-                                    SlotRoleAttr::get(mb.getContext(), SlotRole::grad_shard), TypeAttr::get(shardType));
+                                    SlotRoleAttr::get(mb.getContext(), SlotRole::grad_shard),
+                                    TypeAttr::get(shardType));
   if (auto st = flat->getAttr(kStagesAttrName))
     shardState->setAttr(kStagesAttrName, st);
   llvm::StringMap<size_t> member;
@@ -337,20 +371,9 @@ LogicalResult ZeroPass::gatherOncePerStep(ModuleOp module, FlatBufferOp flat) {
 /// is packed and reduce-scattered; its shard is accumulated once the next bucket is on its way
 /// (or at the end), so communication overlaps the rest of backward with at most two buckets in
 /// flight.
-LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
-  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
-  if (!micro)
-    return module.emitError() << "ds-zero: no @micro_step; run ds-autodiff first";
-  Block &body = micro.getBody().front();
-  // Each gradient's accumulation: %old = get @p@grad; %new = add %old, %g; assign @p@grad.
-  struct Grad {
-    ParameterOp param;
-    StateOp state;
-    Value g;
-    SmallVector<Operation *> ops;
-  };
-  SmallVector<Grad> grads;
-  Type elem;
+FailureOr<SmallVector<GradAccumulation>>
+ZeroPass::findAccumulations(ModuleOp module, Block &body, Type &elem) {
+  SmallVector<GradAccumulation> grads;
   for (auto assign : llvm::make_early_inc_range(body.getOps<AssignOp>())) {
     auto state = module.lookupSymbol<StateOp>(assign.getNameAttr());
     if (!state || state.getRole() != SlotRole::grad)
@@ -373,41 +396,58 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
     auto param = module.lookupSymbol<ParameterOp>(state.getOfAttr());
     if (failed(checkElementType(param, elem, stage)))
       return failure();
-    grads.push_back({param, state, g, {assign, add, old}});
+    Operation *d = g.getDefiningOp();
+    grads.push_back({param, state, g, {assign, add, old}, d ? d : &body.front()});
   }
   if (grads.empty())
     return module.emitError() << "ds-zero: no gradient accumulations in @micro_step; run "
                                  "ds-autodiff first";
-  // Ready order: where backward defines each gradient.
-  auto readyAt = [&](const Grad &gr) -> Operation * {
-    Operation *d = gr.g.getDefiningOp();
-    return d ? d : &body.front();
-  };
-  llvm::stable_sort(grads, [&](const Grad &x, const Grad &y) {
-    return readyAt(x)->isBeforeInBlock(readyAt(y));
+  llvm::stable_sort(grads, [&](const GradAccumulation &x, const GradAccumulation &y) {
+    return x.readyAt()->isBeforeInBlock(y.readyAt());
   });
+  return grads;
+}
+
+SmallVector<GradBucket> ZeroPass::bucketGradients(MutableArrayRef<GradAccumulation> grads) {
   // Stage 3 keeps parameters under the persistence threshold whole, in buckets of their own.
-  SmallVector<SmallVector<Grad *>> buckets;
-  SmallVector<bool> partitioned;
   // Tensor-parallel parts (parameters with a sharding) are bucketed apart from the replicated
   // parameters, so that the optimizer knows which shards hold distinct parts on the tp ranks.
+  SmallVector<GradBucket> buckets;
   for (auto [persistent, split] : {std::pair{false, false}, std::pair{false, true},
                                    std::pair{true, false}, std::pair{true, true}}) {
     int64_t filled = reduceBucketSize;
-    for (Grad &gr : grads) {
+    for (GradAccumulation &gr : grads) {
       int64_t n = gr.param.getTensorType().getNumElements();
       if ((stage == 3 && n < persistenceThreshold) != persistent ||
           static_cast<bool>(gr.param.getShardingAttr()) != split)
         continue;
       if (filled >= reduceBucketSize) {
-        buckets.emplace_back();
-        partitioned.push_back(stage == 3 && !persistent);
+        buckets.push_back({{}, stage == 3 && !persistent});
         filled = 0;
       }
-      buckets.back().push_back(&gr);
+      buckets.back().members.push_back(&gr);
       filled += n;
     }
   }
+  // Issued in the order their last gradient is ready (the persistent ones of stage 3
+  // interleave with the others).
+  llvm::stable_sort(buckets, [](const GradBucket &x, const GradBucket &y) {
+    return x.lastReady()->isBeforeInBlock(y.lastReady());
+  });
+  return buckets;
+}
+
+LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
+  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+  if (!micro)
+    return module.emitError() << "ds-zero: no @micro_step; run ds-autodiff first";
+  Block &body = micro.getBody().front();
+  Type elem;
+  FailureOr<SmallVector<GradAccumulation>> found = findAccumulations(module, body, elem);
+  if (failed(found))
+    return failure();
+  SmallVector<GradAccumulation> grads = std::move(*found);
+  SmallVector<GradBucket> buckets = bucketGradients(grads);
 
   OpBuilder mb(module.getContext());
   mb.setInsertionPointAfter(grads.front().state); // after the states, before the functions
@@ -426,44 +466,20 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
   SmallVector<Pending> pending;
   OpBuilder b(module.getContext());
   auto accumulate = [&](Pending &p) {
-    Value old = GetParameterOp::create(b, loc, p.type, FlatSymbolRefAttr::get(b.getContext(), p.shard));
+    auto shard = FlatSymbolRefAttr::get(b.getContext(), p.shard);
+    Value old = GetParameterOp::create(b, loc, p.type, shard);
     Value sum = AddOp::create(b, loc, p.type, old, p.reduced);
-    AssignOp::create(b, loc, FlatSymbolRefAttr::get(b.getContext(), p.shard), sum);
+    AssignOp::create(b, loc, shard, sum);
   };
-  // Issue the buckets in the order their last gradient is ready (the persistent ones of stage
-  // 3 interleave with the others).
-  auto lastReady = [&](ArrayRef<Grad *> bucket) {
-    Operation *last = nullptr;
-    for (Grad *gr : bucket)
-      if (!last || last->isBeforeInBlock(readyAt(*gr)))
-        last = readyAt(*gr);
-    return last;
-  };
-  SmallVector<size_t> order(buckets.size());
-  std::iota(order.begin(), order.end(), 0);
-  llvm::stable_sort(order, [&](size_t x, size_t y) {
-    return lastReady(buckets[x])->isBeforeInBlock(lastReady(buckets[y]));
-  });
-  SmallVector<SmallVector<Grad *>> sortedBuckets;
-  SmallVector<bool> sortedPartitioned;
-  for (size_t i : order) {
-    sortedBuckets.push_back(buckets[i]);
-    sortedPartitioned.push_back(partitioned[i]);
-  }
-  buckets = std::move(sortedBuckets);
-  partitioned = std::move(sortedPartitioned);
   Operation *issued = nullptr; // the last op the previous bucket added
   for (auto [k, bucket] : llvm::enumerate(buckets)) {
     SmallVector<Attribute> members;
     int64_t total = 0;
-    Operation *last = nullptr;
-    for (Grad *gr : bucket) {
+    for (GradAccumulation *gr : bucket.members) {
       members.push_back(FlatSymbolRefAttr::get(gr->param.getSymNameAttr()));
       total += gr->param.getTensorType().getNumElements();
-      Operation *r = readyAt(*gr);
-      if (!last || last->isBeforeInBlock(r))
-        last = r;
     }
+    Operation *last = bucket.lastReady();
     int64_t padded = roundUp(total, dp.size * shardAlignment(elem));
     auto flatType = RankedTensorType::get({padded}, f32);
     auto shardType = RankedTensorType::get({padded / dp.size}, f32);
@@ -471,18 +487,20 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
     auto flat = FlatBufferOp::create(
         mb, loc, mb.getStringAttr(name),
         SlotRoleAttr::get(mb.getContext(),
-                          partitioned[k] ? SlotRole::params_sharded : SlotRole::params),
+                          bucket.partitioned ? SlotRole::params_sharded : SlotRole::params),
         mb.getArrayAttr(members),
         TypeAttr::get(flatType));
-    if (partitioned[k]) {
+    if (bucket.partitioned) {
       StateOp::create(mb, loc, mb.getStringAttr(name + "@shard"),
                       FlatSymbolRefAttr::get(flat.getSymNameAttr()),
-                      SlotRoleAttr::get(mb.getContext(), SlotRole::param_shard), TypeAttr::get(shardType));
+                      SlotRoleAttr::get(mb.getContext(), SlotRole::param_shard),
+                      TypeAttr::get(shardType));
       shardedBuffers.push_back(flat);
     }
     std::string shardName = name + "@" + stringifySlotRole(SlotRole::grad).str();
     StateOp::create(mb, loc, mb.getStringAttr(shardName),
-                    FlatSymbolRefAttr::get(flat.getSymNameAttr()), SlotRoleAttr::get(mb.getContext(), SlotRole::grad_shard),
+                    FlatSymbolRefAttr::get(flat.getSymNameAttr()),
+                    SlotRoleAttr::get(mb.getContext(), SlotRole::grad_shard),
                     TypeAttr::get(shardType));
 
     // Pack the bucket right after its last gradient and reduce-scatter it, after what the
@@ -490,7 +508,7 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
     // gradients, one partitioned and one persistent).
     b.setInsertionPointAfter(issued && last->isBeforeInBlock(issued) ? issued : last);
     SmallVector<Value> pieces;
-    for (Grad *gr : bucket) {
+    for (GradAccumulation *gr : bucket.members) {
       auto t = gr->param.getTensorType();
       auto flatPiece = RankedTensorType::get({t.getNumElements()}, f32);
       pieces.push_back(ReshapeOp::create(b, loc, flatPiece, gr->g));
@@ -518,11 +536,10 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
   for (Pending &p : pending)
     accumulate(p);
   // The per-parameter gradients are gone.
-  for (Grad &gr : grads) {
+  for (GradAccumulation &gr : grads)
     for (Operation *op : gr.ops)
       op->erase();
-  }
-  for (Grad &gr : grads)
+  for (GradAccumulation &gr : grads)
     gr.state.erase();
   return success();
 }

@@ -438,15 +438,17 @@ const json::Object *field(const json::Object *o, const char *name) {
 }
 } // namespace
 
-std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archive,
-                                  const std::string &programRecord, LoadedModel &out) {
-  auto [data, size] = archive.getRecord(programRecord);
-  auto parsed = json::parse(llvm::StringRef(static_cast<const char *>(data.get()), size));
-  if (!parsed) {
-    std::string msg = llvm::toString(parsed.takeError());
-    return "its program " + programRecord + " is not valid JSON (" + msg + ")";
-  }
-  const json::Object *top = parsed->getAsObject();
+namespace {
+/// A placeholder of the exported graph: a parameter, buffer or constant by its state name,
+/// or a user input.
+struct Placeholder {
+  std::string argName, stateName;
+  enum { Parameter, Buffer, Constant, Input } role;
+  bool persistent = true;
+};
+
+/// The export schema: ds reads version 8 (PyTorch 2.15's); "" when it is.
+std::string checkSchema(const json::Object *top) {
   const json::Object *version = field(top, "schema_version");
   int64_t major = version ? version->getInteger("major").value_or(0) : 0;
   int64_t minor = version ? version->getInteger("minor").value_or(0) : 0;
@@ -456,20 +458,12 @@ std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archiv
            " PyTorch than ds reads (producer version " + producer + ", export schema " +
            std::to_string(major) + "." + std::to_string(minor) +
            "; ds reads schema 8, as written by PyTorch 2.15): export it with PyTorch 2.15";
-  const json::Object *gm = field(top, "graph_module");
-  const json::Object *g = field(gm, "graph");
-  const json::Object *signature = field(gm, "signature");
-  if (!g || !signature)
-    return "its program has no graph_module.graph/signature";
+  return "";
+}
 
-  Program p{archive};
-  p.cu = std::make_shared<torch::jit::CompilationUnit>();
-  p.root = torch::jit::Module(c10::QualifiedName("__torch__.ds_export.ExportedProgram"), p.cu);
-  p.modules.emplace("", p.root);
-  p.graph = std::make_shared<Graph>();
-
-  // Configs of the stored tensors.
-  std::map<std::string, json::Value> configs;
+/// The configs of the stored tensors (data/weights and data/constants), by folder.
+std::string readTensorConfigs(caffe2::serialize::PyTorchStreamReader &archive,
+                              std::map<std::string, json::Value> &configs) {
   for (const char *folder : {"data/weights", "data/constants"}) {
     std::string file = std::string(folder) + "/model_" +
                        (std::string(folder) == "data/weights" ? "weights" : "constants") +
@@ -482,28 +476,12 @@ std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archiv
       return file + " is not valid JSON (" + llvm::toString(cfg.takeError()) + ")";
     configs.insert_or_assign(folder, std::move(*cfg));
   }
-  // A parameter's requires_grad as exported (a frozen parameter is not trained).
-  std::map<std::string, bool> requiresGrad;
-  auto stored = [&](const std::string &name, at::Tensor &t) -> bool {
-    for (auto &[folder, cfg] : configs) {
-      const json::Object *entries = field(cfg.getAsObject(), "config");
-      if (const json::Object *e = field(entries, name.c_str())) {
-        const json::Object *meta = e->getObject("tensor_meta");
-        requiresGrad[name] = meta && meta->getBoolean("requires_grad").value_or(true);
-        return p.readTensor(folder, name, *e, t);
-      }
-    }
-    return p.fail("the program reads '" + name + "', which the archive does not store (is the "
-                  "file incomplete? export it again)");
-  };
+  return "";
+}
 
-  // State: parameters, buffers and constants, registered before the graph reads them.
-  struct Placeholder {
-    std::string argName, stateName;
-    enum { Parameter, Buffer, Constant, Input } role;
-    bool persistent = true;
-  };
-  std::vector<Placeholder> placeholders;
+/// The signature's input specs, in order.
+std::string readPlaceholders(const json::Object *signature,
+                             std::vector<Placeholder> &placeholders) {
   const json::Array *inputSpecs = signature->getArray("input_specs");
   if (!inputSpecs)
     return "its signature has no input_specs";
@@ -532,14 +510,34 @@ std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archiv
       const json::Object *arg = b->getObject("arg");
       const json::Object *t = arg ? arg->getObject("as_tensor") : nullptr;
       if (!t)
-        return "its forward takes a non-tensor input (" + (arg && !arg->empty() ? arg->begin()->first.str() : std::string("?")) +
+        return "its forward takes a non-tensor input (" +
+               (arg && !arg->empty() ? arg->begin()->first.str() : std::string("?")) +
                "); ds imports programs whose inputs are all tensors";
       placeholders.push_back({argName(t), "", Placeholder::Input});
     } else {
       return "its signature has a '" + kind.str() + "' input, which ds cannot import";
     }
   }
-  std::map<std::string, at::Tensor> tensors; // state name -> tensor (shared by tied names)
+  return "";
+}
+
+/// State: parameters, buffers and constants, registered on the program's modules (a
+/// parameter's requires_grad as exported: a frozen parameter is not trained).
+std::string registerState(Program &p, const std::map<std::string, json::Value> &configs,
+                          const std::vector<Placeholder> &placeholders) {
+  std::map<std::string, bool> requiresGrad;
+  auto stored = [&](const std::string &name, at::Tensor &t) -> bool {
+    for (auto &[folder, cfg] : configs) {
+      const json::Object *entries = field(cfg.getAsObject(), "config");
+      if (const json::Object *e = field(entries, name.c_str())) {
+        const json::Object *meta = e->getObject("tensor_meta");
+        requiresGrad[name] = meta && meta->getBoolean("requires_grad").value_or(true);
+        return p.readTensor(folder, name, *e, t);
+      }
+    }
+    return p.fail("the program reads '" + name + "', which the archive does not store (is the "
+                  "file incomplete? export it again)");
+  };
   for (const Placeholder &ph : placeholders) {
     if (ph.role == Placeholder::Input)
       continue;
@@ -560,21 +558,24 @@ std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archiv
       m.register_attribute(leaf, c10::TensorType::get(), t);
     }
   }
-  // Tied weights: a name the program does not read but the state_dict has (torch.export
-  // lists each tied name as its own placeholder, both reading one stored file; nothing to add).
+  return "";
+}
 
-  // Buffers the program updates (buffer-mutation outputs): the graph computes from a copy of
-  // each, so that writing the new value into the buffer at the end does not change a tensor
-  // that autograd saved (ds-reference runs this graph with autograd).
+/// The graph's inputs: self, then the user inputs; state placeholders read attributes of
+/// self. Buffers the program updates (buffer-mutation outputs) are read through a copy, so
+/// that writing the new value into the buffer at the end does not change a tensor that
+/// autograd saved (ds-reference runs this graph with autograd); `stateValues` holds their
+/// attributes.
+void addGraphInputs(Program &p, const json::Object *signature,
+                    const std::vector<Placeholder> &placeholders,
+                    std::map<std::string, Value *> &stateValues) {
   std::set<std::string> mutated;
   if (const json::Array *outSpecs = signature->getArray("output_specs"))
     for (const json::Value &spec : *outSpecs)
       if (const json::Object *s = spec.getAsObject())
         if (const json::Object *m = s->getObject("buffer_mutation"))
           mutated.insert(m->getString("buffer_name").value_or("").str());
-  std::map<std::string, Value *> stateValues; // mutated buffer -> its attribute
 
-  // The graph: self, then the user inputs; state placeholders read attributes of self.
   Value *self = p.graph->addInput("self");
   self->setType(p.root.type());
   for (const Placeholder &ph : placeholders) {
@@ -601,7 +602,11 @@ std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archiv
     }
     p.values[ph.argName] = v;
   }
-  // Example shapes of the user inputs.
+}
+
+/// Example shapes of the user inputs (-1: a dynamic dimension).
+void readExampleInputs(const json::Object *g, const std::vector<Placeholder> &placeholders,
+                       LoadedModel &out) {
   const json::Object *tensorValues = g->getObject("tensor_values");
   for (const Placeholder &ph : placeholders) {
     if (ph.role != Placeholder::Input)
@@ -617,18 +622,12 @@ std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archiv
     }
     out.exampleInputs.push_back(ex);
   }
+}
 
-  const json::Array *nodes = g->getArray("nodes");
-  if (!nodes)
-    return "its graph has no nodes";
-  for (const json::Value &n : *nodes) {
-    const json::Object *o = n.getAsObject();
-    if (!o || !p.call(*o))
-      return p.error.empty() ? "its graph has a malformed node" : p.error;
-  }
-
-  // The results: the user outputs; a buffer mutation (a functionalized program's update of
-  // BatchNorm's running statistics) becomes an in-place copy into the buffer.
+/// The results: the user outputs; a buffer mutation (a functionalized program's update of
+/// BatchNorm's running statistics) becomes an in-place copy into the buffer.
+std::string addResults(Program &p, const json::Object *signature,
+                       std::map<std::string, Value *> &stateValues) {
   std::vector<Value *> results;
   if (const json::Array *outSpecs = signature->getArray("output_specs"))
     for (const json::Value &spec : *outSpecs) {
@@ -670,6 +669,60 @@ std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archiv
     p.graph->registerOutput(results[0]);
   else
     p.graph->registerOutput(p.graph->insertNode(p.graph->createTuple(results))->output());
+  return "";
+}
+} // namespace
+
+std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archive,
+                                  const std::string &programRecord, LoadedModel &out) {
+  auto [data, size] = archive.getRecord(programRecord);
+  auto parsed = json::parse(llvm::StringRef(static_cast<const char *>(data.get()), size));
+  if (!parsed) {
+    std::string msg = llvm::toString(parsed.takeError());
+    return "its program " + programRecord + " is not valid JSON (" + msg + ")";
+  }
+  const json::Object *top = parsed->getAsObject();
+  if (std::string e = checkSchema(top); !e.empty())
+    return e;
+  const json::Object *gm = field(top, "graph_module");
+  const json::Object *g = field(gm, "graph");
+  const json::Object *signature = field(gm, "signature");
+  if (!g || !signature)
+    return "its program has no graph_module.graph/signature";
+
+  Program p{archive};
+  p.cu = std::make_shared<torch::jit::CompilationUnit>();
+  p.root = torch::jit::Module(c10::QualifiedName("__torch__.ds_export.ExportedProgram"), p.cu);
+  p.modules.emplace("", p.root);
+  p.graph = std::make_shared<Graph>();
+
+  std::map<std::string, json::Value> configs;
+  if (std::string e = readTensorConfigs(archive, configs); !e.empty())
+    return e;
+  // State: parameters, buffers and constants, registered before the graph reads them.
+  std::vector<Placeholder> placeholders;
+  if (std::string e = readPlaceholders(signature, placeholders); !e.empty())
+    return e;
+  if (std::string e = registerState(p, configs, placeholders); !e.empty())
+    return e;
+  // Tied weights: a name the program does not read but the state_dict has (torch.export
+  // lists each tied name as its own placeholder, both reading one stored file; nothing to add).
+
+  std::map<std::string, Value *> stateValues; // mutated buffer -> its attribute
+  addGraphInputs(p, signature, placeholders, stateValues);
+  readExampleInputs(g, placeholders, out);
+
+  const json::Array *nodes = g->getArray("nodes");
+  if (!nodes)
+    return "its graph has no nodes";
+  for (const json::Value &n : *nodes) {
+    const json::Object *o = n.getAsObject();
+    if (!o || !p.call(*o))
+      return p.error.empty() ? "its graph has a malformed node" : p.error;
+  }
+
+  if (std::string e = addResults(p, signature, stateValues); !e.empty())
+    return e;
 
   auto *fn = p.cu->create_function(
       c10::QualifiedName(*p.root.type()->name(), "forward"), p.graph);

@@ -783,8 +783,8 @@ FailureOr<R> toDtype(Interpreter &I, R &in) {
 namespace {
 using namespace mlir::ds::ts::ops;
 
-llvm::StringMap<OpHandler> buildHandlers() {
-  llvm::StringMap<OpHandler> h;
+/// Elementwise arithmetic, reductions, normalizations, contractions and lookups.
+void addArithmeticHandlers(llvm::StringMap<OpHandler> &h) {
   // Elementwise arithmetic.
   h["aten::add"] = [](Interpreter &I, Node *, R &in) { return addSub(I, in, false, false); };
   h["aten::sub"] = [](Interpreter &I, Node *, R &in) { return addSub(I, in, true, false); };
@@ -876,6 +876,10 @@ llvm::StringMap<OpHandler> buildHandlers() {
   h["aten::baddbmm"] = [](Interpreter &I, Node *, R &in) { return matmulAdd(I, in, 3); };
   h["aten::addmm"] = [](Interpreter &I, Node *, R &in) { return matmulAdd(I, in, 2); };
   h["aten::embedding"] = [](Interpreter &I, Node *, R &in) { return embedding(I, in); };
+}
+
+/// Views, permutations and layout.
+void addLayoutHandlers(llvm::StringMap<OpHandler> &h) {
   // Shapes and layout.
   auto viewLike = [](Interpreter &I, Node *, R &in) -> FailureOr<R> {
     TRY(x, tensorArg(I, in[0]));
@@ -987,6 +991,10 @@ llvm::StringMap<OpHandler> buildHandlers() {
     TRY(r, transpose(I, *x, perm));
     return one(*r);
   };
+}
+
+/// Expansions, slices, splits, concatenations and dtype conversions.
+void addSlicingHandlers(llvm::StringMap<OpHandler> &h) {
   auto expandTo = [](Interpreter &I, const AV &x, ArrayRef<int64_t> sizes) -> FailureOr<R> {
     Shape shape(sizes.begin(), sizes.end());
     if (shape.size() < (size_t)x.rank())
@@ -1124,6 +1132,10 @@ llvm::StringMap<OpHandler> buildHandlers() {
   };
   h["aten::to"] = [](Interpreter &I, Node *, R &in) { return toDtype(I, in); };
   h["aten::type_as"] = [](Interpreter &I, Node *, R &in) { return toDtype(I, in); };
+}
+
+/// Convolution, pooling and factories.
+void addConvolutionAndFactoryHandlers(llvm::StringMap<OpHandler> &h) {
   // Convolution and pooling.
   h["aten::conv2d"] = [](Interpreter &I, Node *, R &in) {
     return conv2d(I, in[0], in[1], in[2], in[3], in[4], in[5], in[6].i);
@@ -1166,7 +1178,14 @@ llvm::StringMap<OpHandler> buildHandlers() {
   };
   h["aten::triu"] = [](Interpreter &I, Node *, R &in) { return triangle(I, in, true); };
   h["aten::tril"] = [](Interpreter &I, Node *, R &in) { return triangle(I, in, false); };
+}
 
+llvm::StringMap<OpHandler> buildHandlers() {
+  llvm::StringMap<OpHandler> h;
+  addArithmeticHandlers(h);
+  addLayoutHandlers(h);
+  addSlicingHandlers(h);
+  addConvolutionAndFactoryHandlers(h);
   addTransformerOps(h);
   addCoreAtenOps(h);
 

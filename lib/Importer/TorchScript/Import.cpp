@@ -1,6 +1,6 @@
 //===- Import.cpp - TorchScript archive to ds module -----------------------===//
 #include "Interpreter.h"
-#include "Safetensors.h"
+#include "dsrt/io.h"
 #include "ds/Importer/ModelFile.h"
 #include "ds/Importer/TorchScript.h"
 
@@ -53,6 +53,7 @@ void collectState(const torch::jit::Module &m, const std::string &prefix,
   }
 }
 
+/// The safetensors name of a LibTorch dtype ("" for one ds does not store).
 std::string safetensorsDtype(c10::ScalarType t) {
   switch (t) {
   case c10::ScalarType::Float: return "F32";
@@ -111,6 +112,172 @@ void eraseDeadOps(func::FuncOp func) {
     op = prev;
   }
 }
+/// One ds.parameter per distinct tensor of the state_dict (tied weights share one, the other
+/// names its aliases), and the interpreter's view of each.
+LogicalResult declareState(OpBuilder &builder, Location fileLoc, ArrayRef<StateKey> keys,
+                           llvm::DenseMap<c10::TensorImpl *, StateEntry> &state) {
+  llvm::DenseMap<c10::TensorImpl *, ParameterOp> params;
+  for (const StateKey &key : keys) {
+    c10::TensorImpl *impl = key.tensor.unsafeGetTensorImpl();
+    auto it = params.find(impl);
+    if (it != params.end()) {
+      SmallVector<Attribute> aliases;
+      if (auto existing = it->second.getAliases())
+        aliases.assign(existing->begin(), existing->end());
+      aliases.push_back(builder.getStringAttr(key.name));
+      it->second.setAliasesAttr(builder.getArrayAttr(aliases));
+      continue;
+    }
+    Type et = elementTypeFromScalarType(builder.getContext(), (int64_t)key.tensor.scalar_type());
+    if (!et) {
+      emitError(fileLoc) << "state_dict entry '" << key.name << "' has unsupported dtype "
+                         << c10::toString(key.tensor.scalar_type());
+      return failure();
+    }
+    auto type = RankedTensorType::get(
+        SmallVector<int64_t>(key.tensor.sizes().begin(), key.tensor.sizes().end()), et);
+    bool trainable = key.isParameter && key.tensor.requires_grad();
+    auto param = ParameterOp::create(builder, fileLoc, key.name, type, trainable,
+                                     /*aliases=*/nullptr, /*sharding=*/nullptr);
+    params[impl] = param;
+    state[impl] = StateEntry{key.name, type, trainable, !key.isParameter};
+  }
+  return success();
+}
+
+/// The type of each of forward's arguments, from the --input flags.
+FailureOr<std::vector<RankedTensorType>> matchInputs(Location fileLoc,
+                                                     ArrayRef<std::string> argNames,
+                                                     const TorchScriptImportOptions &options) {
+  // Match --input flags to forward's arguments.
+  std::string expected = "forward(" + llvm::join(argNames, ", ") + ")";
+  std::vector<RankedTensorType> argTypes(argNames.size());
+  for (const InputSpec &spec : options.inputs) {
+    auto pos = std::find(argNames.begin(), argNames.end(), spec.name);
+    if (pos == argNames.end()) {
+      emitError(fileLoc) << "--input " << spec.name << ": the model's " << expected
+                         << " has no argument '" << spec.name << "'";
+      return failure();
+    }
+    if (argTypes[pos - argNames.begin()]) {
+      emitError(fileLoc) << "--input " << spec.name << " is given twice";
+      return failure();
+    }
+    argTypes[pos - argNames.begin()] = spec.type;
+  }
+  for (size_t k = 0; k < argNames.size(); ++k)
+    if (!argTypes[k]) {
+      emitError(fileLoc) << "missing --input " << argNames[k] << "=TYPE for the model's "
+                         << expected << " (e.g. --input " << argNames[k]
+                         << "=tensor<8x128xi64>)";
+      return failure();
+    }
+  return argTypes;
+}
+
+/// A torch.export program is specialized to its example shapes, except the dimensions the
+/// export declared dynamic: the --input types must agree.
+LogicalResult checkExportedShapes(Location fileLoc, ArrayRef<std::string> argNames,
+                                  ArrayRef<RankedTensorType> argTypes,
+                                  const LoadedModel &loaded) {
+  for (const ExampleInput &ex : loaded.exampleInputs) {
+    auto pos = std::find(argNames.begin(), argNames.end(), ex.name);
+    if (pos == argNames.end())
+      continue;
+    RankedTensorType given = argTypes[pos - argNames.begin()];
+    bool same = given.getRank() == (int64_t)ex.sizes.size();
+    for (size_t d = 0; same && d < ex.sizes.size(); ++d)
+      same = ex.sizes[d] < 0 || ex.sizes[d] == given.getShape()[d];
+    Type exType = elementTypeFromScalarType(fileLoc.getContext(), ex.scalarType);
+    same = same && (!exType || exType == given.getElementType());
+    if (!same) {
+      std::string shape;
+      for (int64_t d : ex.sizes)
+        shape += (d < 0 ? std::string("?") : std::to_string(d)) + "x";
+      std::string exTypeText;
+      llvm::raw_string_ostream os(exTypeText);
+      if (exType)
+        os << exType;
+      std::string givenText;
+      llvm::raw_string_ostream gs(givenText);
+      gs << given;
+      emitError(fileLoc) << "--input " << ex.name << "=" << gs.str()
+                         << " does not match the shape the program was exported with, tensor<"
+                         << shape << os.str() << "> ('?' marks a dynamic dimension): pass that "
+                         << "type, or export with the shape you train with (or a dynamic batch "
+                         << "dimension: torch.export.export(..., dynamic_shapes={'" << ex.name
+                         << "': {0: torch.export.Dim('batch')}}))";
+      return failure();
+    }
+  }
+  return success();
+}
+
+/// The training loss among forward's outputs (--loss-index, or the one float scalar).
+FailureOr<Value> pickLoss(Location fileLoc, ArrayRef<AV> outputs,
+                          const TorchScriptImportOptions &options) {
+  AV out = outputs[0];
+  AV loss;
+  auto isScalarLoss = [](const AV &v) {
+    return v.isTensor() && v.rank() == 0 && isa<FloatType>(v.type().getElementType());
+  };
+  if (out.kind == AV::Kind::Tuple || out.kind == AV::Kind::List) {
+    auto &elems = *out.elems;
+    if (options.lossIndex) {
+      if (*options.lossIndex < 0 || *options.lossIndex >= (int64_t)elems.size()) {
+        emitError(fileLoc) << "--loss-index " << *options.lossIndex << " is out of range: "
+                           << "forward returns " << elems.size() << " values";
+        return failure();
+      }
+      loss = elems[*options.lossIndex];
+    } else {
+      for (const AV &e : elems)
+        if (isScalarLoss(e))
+          loss = e;
+    }
+  } else {
+    if (options.lossIndex && *options.lossIndex != 0) {
+      emitError(fileLoc) << "--loss-index " << *options.lossIndex
+                         << " given but forward returns a single value";
+      return failure();
+    }
+    loss = out;
+  }
+  if (!isScalarLoss(loss)) {
+    emitError(fileLoc) << "forward must return the scalar training loss (or a tuple containing "
+                       << "it; choose it with --loss-index), but it returns "
+                       << (loss.kind == AV::Kind::Unknown ? out.describe() : loss.describe());
+    return failure();
+  }
+  return loss.tensor;
+}
+
+/// The state_dict's tensors as a .safetensors file at `path` (ds-opt -o's weights), written
+/// by the runtime's writer (dsrt/io.h), which checkpoints and ds-reference also use.
+LogicalResult writeWeights(Location fileLoc, ArrayRef<StateKey> keys, StringRef path) {
+  std::vector<at::Tensor> keep;
+  std::vector<dsrt::io::SafetensorsEntry> entries;
+  for (const StateKey &key : keys) {
+    at::Tensor t = key.tensor.detach().contiguous();
+    keep.push_back(t);
+    int32_t dtype = dsrt::io::dtypeFromSafetensors(safetensorsDtype(t.scalar_type()));
+    if (dtype < 0) {
+      emitError(fileLoc) << "state_dict entry '" << key.name << "' has dtype "
+                         << c10::toString(t.scalar_type()) << ", which .safetensors files of ds "
+                         << "do not hold";
+      return failure();
+    }
+    entries.push_back({key.name, dtype,
+                       std::vector<int64_t>(t.sizes().begin(), t.sizes().end()), t.data_ptr(),
+                       t.nbytes()});
+  }
+  std::string err;
+  if (!dsrt::io::writeSafetensors(path.str(), entries, err)) {
+    emitError(fileLoc) << err;
+    return failure();
+  }
+  return success();
+}
 } // namespace
 
 bool mlir::ds::looksLikeTorchScriptArchive(llvm::StringRef path) {
@@ -166,94 +333,19 @@ OwningOpRef<ModuleOp> mlir::ds::importTorchScript(llvm::StringRef path,
   OwningOpRef<ModuleOp> result = ModuleOp::create(fileLoc);
   builder.setInsertionPointToEnd(result->getBody());
   llvm::DenseMap<c10::TensorImpl *, StateEntry> state;
-  llvm::DenseMap<c10::TensorImpl *, ParameterOp> params;
-  for (const StateKey &key : keys) {
-    c10::TensorImpl *impl = key.tensor.unsafeGetTensorImpl();
-    auto it = params.find(impl);
-    if (it != params.end()) {
-      SmallVector<Attribute> aliases;
-      if (auto existing = it->second.getAliases())
-        aliases.assign(existing->begin(), existing->end());
-      aliases.push_back(builder.getStringAttr(key.name));
-      it->second.setAliasesAttr(builder.getArrayAttr(aliases));
-      continue;
-    }
-    Type et = elementTypeFromScalarType(ctx, (int64_t)key.tensor.scalar_type());
-    if (!et) {
-      emitError(fileLoc) << "state_dict entry '" << key.name << "' has unsupported dtype "
-                         << c10::toString(key.tensor.scalar_type());
-      return nullptr;
-    }
-    auto type = RankedTensorType::get(
-        SmallVector<int64_t>(key.tensor.sizes().begin(), key.tensor.sizes().end()), et);
-    bool trainable = key.isParameter && key.tensor.requires_grad();
-    auto param = ParameterOp::create(builder, fileLoc, key.name, type, trainable,
-                                     /*aliases=*/nullptr, /*sharding=*/nullptr);
-    params[impl] = param;
-    state[impl] = StateEntry{key.name, type, trainable, !key.isParameter};
-  }
+  if (failed(declareState(builder, fileLoc, keys, state)))
+    return nullptr;
 
   // Match --input flags to forward's arguments.
   const auto &schema = method->function().getSchema();
   std::vector<std::string> argNames;
   for (size_t k = 1; k < schema.arguments().size(); ++k)
     argNames.push_back(schema.arguments()[k].name());
-  std::string expected = "forward(" + llvm::join(argNames, ", ") + ")";
-  std::vector<RankedTensorType> argTypes(argNames.size());
-  for (const InputSpec &spec : options.inputs) {
-    auto pos = std::find(argNames.begin(), argNames.end(), spec.name);
-    if (pos == argNames.end()) {
-      emitError(fileLoc) << "--input " << spec.name << ": the model's " << expected
-                         << " has no argument '" << spec.name << "'";
-      return nullptr;
-    }
-    if (argTypes[pos - argNames.begin()]) {
-      emitError(fileLoc) << "--input " << spec.name << " is given twice";
-      return nullptr;
-    }
-    argTypes[pos - argNames.begin()] = spec.type;
-  }
-  for (size_t k = 0; k < argNames.size(); ++k)
-    if (!argTypes[k]) {
-      emitError(fileLoc) << "missing --input " << argNames[k] << "=TYPE for the model's "
-                         << expected << " (e.g. --input " << argNames[k]
-                         << "=tensor<8x128xi64>)";
-      return nullptr;
-    }
-  // A torch.export program is specialized to its example shapes, except the dimensions the
-  // export declared dynamic.
-  for (const ExampleInput &ex : loaded.exampleInputs) {
-    auto pos = std::find(argNames.begin(), argNames.end(), ex.name);
-    if (pos == argNames.end())
-      continue;
-    RankedTensorType given = argTypes[pos - argNames.begin()];
-    bool same = given.getRank() == (int64_t)ex.sizes.size();
-    for (size_t d = 0; same && d < ex.sizes.size(); ++d)
-      same = ex.sizes[d] < 0 || ex.sizes[d] == given.getShape()[d];
-    Type exType = elementTypeFromScalarType(ctx, ex.scalarType);
-    same = same && (!exType || exType == given.getElementType());
-    if (!same) {
-      std::string shape;
-      for (int64_t d : ex.sizes)
-        shape += (d < 0 ? std::string("?") : std::to_string(d)) + "x";
-      std::string exTypeText;
-      llvm::raw_string_ostream os(exTypeText);
-      if (exType)
-        os << exType;
-      std::string givenText;
-      llvm::raw_string_ostream gs(givenText);
-      gs << given;
-      emitError(fileLoc) << "--input " << ex.name << "=" << gs.str()
-                         << " does not match the shape the program was exported with, tensor<"
-                         << shape << os.str() << "> ('?' marks a dynamic dimension): pass that "
-                         << "type, or export with the shape you train with (or a dynamic batch "
-                         << "dimension: torch.export.export(..., dynamic_shapes={'" << ex.name
-                         << "': {0: torch.export.Dim('batch')}}))";
-      return nullptr;
-    }
-  }
+  FailureOr<std::vector<RankedTensorType>> argTypes = matchInputs(fileLoc, argNames, options);
+  if (failed(argTypes) || failed(checkExportedShapes(fileLoc, argNames, *argTypes, loaded)))
+    return nullptr;
 
-  SmallVector<Type> inputTypes(argTypes.begin(), argTypes.end());
+  SmallVector<Type> inputTypes(argTypes->begin(), argTypes->end());
   auto func = func::FuncOp::create(builder, fileLoc, "forward",
                                    builder.getFunctionType(inputTypes, {}));
   Block *entry = func.addEntryBlock();
@@ -283,63 +375,19 @@ OwningOpRef<ModuleOp> mlir::ds::importTorchScript(llvm::StringRef path,
   if (failed(outputs))
     return nullptr;
 
-  // Pick the loss.
-  AV out = (*outputs)[0];
-  AV loss;
-  auto isScalarLoss = [](const AV &v) {
-    return v.isTensor() && v.rank() == 0 && isa<FloatType>(v.type().getElementType());
-  };
-  if (out.kind == AV::Kind::Tuple || out.kind == AV::Kind::List) {
-    auto &elems = *out.elems;
-    if (options.lossIndex) {
-      if (*options.lossIndex < 0 || *options.lossIndex >= (int64_t)elems.size()) {
-        emitError(fileLoc) << "--loss-index " << *options.lossIndex << " is out of range: "
-                           << "forward returns " << elems.size() << " values";
-        return nullptr;
-      }
-      loss = elems[*options.lossIndex];
-    } else {
-      for (const AV &e : elems)
-        if (isScalarLoss(e))
-          loss = e;
-    }
-  } else {
-    if (options.lossIndex && *options.lossIndex != 0) {
-      emitError(fileLoc) << "--loss-index " << *options.lossIndex
-                         << " given but forward returns a single value";
-      return nullptr;
-    }
-    loss = out;
-  }
-  if (!isScalarLoss(loss)) {
-    emitError(fileLoc) << "forward must return the scalar training loss (or a tuple containing "
-                       << "it; choose it with --loss-index), but it returns "
-                       << (loss.kind == AV::Kind::Unknown ? out.describe() : loss.describe());
+  FailureOr<Value> loss = pickLoss(fileLoc, *outputs, options);
+  if (failed(loss))
     return nullptr;
-  }
-  func::ReturnOp::create(builder, fileLoc, loss.tensor);
-  func.setFunctionType(builder.getFunctionType(inputTypes, {loss.tensor.getType()}));
+  func::ReturnOp::create(builder, fileLoc, *loss);
+  func.setFunctionType(builder.getFunctionType(inputTypes, {loss->getType()}));
   eraseDeadOps(func);
   if (failed(verify(*result)))
     return nullptr;
   timer.phase("interpret");
 
   if (!options.weightsPath.empty()) {
-    std::vector<at::Tensor> keep;
-    std::vector<SafetensorsEntry> entries;
-    for (const StateKey &key : keys) {
-      at::Tensor t = key.tensor.detach().contiguous();
-      keep.push_back(t);
-      std::string dtype = safetensorsDtype(t.scalar_type());
-      entries.push_back({key.name, dtype,
-                         std::vector<int64_t>(t.sizes().begin(), t.sizes().end()),
-                         t.data_ptr(), t.nbytes()});
-    }
-    std::string err = writeSafetensors(options.weightsPath, entries);
-    if (!err.empty()) {
-      emitError(fileLoc) << err;
+    if (failed(writeWeights(fileLoc, keys, options.weightsPath)))
       return nullptr;
-    }
     timer.phase("weights");
   }
   return result;

@@ -136,6 +136,12 @@ private:
   FailureOr<std::vector<AV>> runBlock(torch::jit::Block *block, std::vector<AV> inputs);
   LogicalResult runNode(torch::jit::Node *node);
   FailureOr<std::vector<AV>> runPrim(torch::jit::Node *node, std::vector<AV> &in, bool &handled);
+  /// runPrim's queries (grad mode, devices, dtypes, sizes) and scalar conversions.
+  FailureOr<std::vector<AV>> runPrimQuery(torch::jit::Node *node, const std::string &kind,
+                                          std::vector<AV> &in, bool &handled);
+  /// runPrim's identity tests, lists and strings.
+  FailureOr<std::vector<AV>> runPrimCollection(torch::jit::Node *node, const std::string &kind,
+                                               std::vector<AV> &in, bool &handled);
   FailureOr<std::vector<AV>> runScalar(torch::jit::Node *node, std::vector<AV> &in, bool &handled);
   FailureOr<AV> fromIValue(const c10::IValue &v);
   Location locationOf(torch::jit::Node *node);

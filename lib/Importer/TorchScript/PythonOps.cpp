@@ -135,6 +135,17 @@ FailureOr<std::vector<AV>> Interpreter::runPrim(Node *node, std::vector<AV> &in,
       return one(AV());
     return one(in[0]);
   }
+  FailureOr<R> r = runPrimQuery(node, kind, in, handled);
+  if (handled)
+    return r;
+  return runPrimCollection(node, kind, in, handled);
+}
+
+FailureOr<std::vector<AV>> Interpreter::runPrimQuery(Node *node, const std::string &kind,
+                                                     std::vector<AV> &in, bool &handled) {
+  using R = std::vector<AV>;
+  handled = true;
+  auto one = [](AV v) -> FailureOr<R> { return R{std::move(v)}; };
   if (kind == "aten::warn" || kind == "prim::Print")
     return R{};
   if (kind == "aten::is_grad_enabled")
@@ -208,6 +219,15 @@ FailureOr<std::vector<AV>> Interpreter::runPrim(Node *node, std::vector<AV> &in,
     return one(isa<FloatType>(in[0].type().getElementType()) ? AV::real(v)
                                                               : AV::integer((int64_t)v));
   }
+  handled = false;
+  return failure();
+}
+
+FailureOr<std::vector<AV>> Interpreter::runPrimCollection(Node *node, const std::string &kind,
+                                                          std::vector<AV> &in, bool &handled) {
+  using R = std::vector<AV>;
+  handled = true;
+  auto one = [](AV v) -> FailureOr<R> { return R{std::move(v)}; };
   if (kind == "aten::__is__" || kind == "aten::__isnot__") {
     bool same = sameValue(in[0], in[1]);
     return one(AV::boolean(kind == "aten::__is__" ? same : !same));

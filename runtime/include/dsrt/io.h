@@ -23,17 +23,18 @@ namespace dsrt::io {
 // Element types
 //===----------------------------------------------------------------------===//
 
-/// dsrt_dtype values (DSRT_F32 ... DSRT_F16), plus kU8 for numpy's uint8 which has no
-/// runtime type (the driver accepts it for i1 inputs).
-enum : int32_t { kU8 = 100 };
+/// dsrt_dtype values (DSRT_F32 ... DSRT_F16), plus types that only files hold: numpy's uint8
+/// (the driver accepts it for i1 inputs), and the int8 and int16 tensors a state_dict may
+/// have (ds-opt writes them to the model's .safetensors).
+enum : int32_t { kU8 = 100, kI8, kI16 };
 
 /// Bytes of one element (0 for an unknown type).
 size_t elementSize(int32_t dtype);
-/// "f32", "f64", "i64", "i32", "i1", "bf16", "f16", "u8"; "?" if unknown.
+/// "f32", "f64", "i64", "i32", "i1", "bf16", "f16", "u8", "i8", "i16"; "?" if unknown.
 const char *dtypeName(int32_t dtype);
 /// Inverse of dtypeName; -1 if unknown.
 int32_t dtypeFromName(const std::string &name);
-/// Safetensors names: F32 F64 I64 I32 BOOL BF16 F16 U8; -1 / "" if unknown.
+/// Safetensors names: F32 F64 I64 I32 BOOL BF16 F16 U8 I8 I16; -1 / "" if unknown.
 int32_t dtypeFromSafetensors(const std::string &name);
 const char *dtypeToSafetensors(int32_t dtype);
 

@@ -276,17 +276,6 @@ void dsrt::cpu::adaptive_avg_pool2d_grad(dsrt_context *, dsrt_tensor *dx,
       continue;
     }
     std::memset(d, 0, s.H * s.W * sizeof(float));
-    for (int64_t oh = 0; oh < s.OH; ++oh) {
-      int64_t hs, he;
-      ops::adaptiveWindow(oh, s.H, s.OH, hs, he);
-      for (int64_t ow = 0; ow < s.OW; ++ow) {
-        int64_t ws, we;
-        ops::adaptiveWindow(ow, s.W, s.OW, ws, we);
-        float g = G[(p * s.OH + oh) * s.OW + ow] / (float)((he - hs) * (we - ws));
-        for (int64_t h = hs; h < he; ++h)
-          for (int64_t w = ws; w < we; ++w)
-            d[h * s.W + w] += g;
-      }
-    }
+    ops::adaptivePoolGradPlane(d, G, s, p);
   }
 }

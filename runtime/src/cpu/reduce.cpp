@@ -3,6 +3,7 @@
 #include "avx512_lanes.h"
 #include "vector_math.h"
 #include "../kernels/checks.h"
+#include "../kernels/scalar_ops.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -117,14 +118,7 @@ void reduceTyped(int32_t kind, O *out, const T *in, const dsrt_tensor *x,
       out[o] = kind == DSRT_MEAN ? O(NAN) : O(init);
     return;
   }
-  auto finish = [&](Acc acc) -> O {
-    if (kind == DSRT_MEAN)
-      return O(acc / Acc(nRed));
-    if constexpr (std::is_same_v<O, uint8_t>)
-      return acc != 0;
-    else
-      return O(acc);
-  };
+  auto finish = [&](Acc acc) { return ops::finishReduction<O>(acc, kind, nRed); };
   const int threads = omp_get_max_threads();
 
   if (red.empty() || !lastReduced) {

@@ -5,6 +5,7 @@
 // output when few elements are reduced, else one block per output.
 //
 #include "../kernels/checks.h"
+#include "../kernels/scalar_ops.h"
 #include "cuda_device.h"
 
 #include <algorithm>
@@ -42,16 +43,6 @@ template <class Acc> struct Combine {
 };
 
 template <class T, class O, class Acc>
-__device__ __forceinline__ O finish(Acc acc, int32_t kind, int64_t nRed) {
-  if (kind == DSRT_MEAN)
-    return O(acc / Acc(nRed));
-  if constexpr (std::is_same_v<O, uint8_t>)
-    return acc != 0;
-  else
-    return O(acc);
-}
-
-template <class T, class O, class Acc>
 __global__ void reducePerThread(O *out, const T *in, Groups kept, Groups red, int64_t nOut,
                                 int64_t nRed, int32_t kind, Acc init) {
   Combine<Acc> op{kind == DSRT_AMAX};
@@ -60,7 +51,7 @@ __global__ void reducePerThread(O *out, const T *in, Groups kept, Groups red, in
     Acc acc = init;
     for (int64_t r = 0; r < nRed; ++r)
       acc = op(acc, Acc(base[offsetOf(red, r)]));
-    out[o] = finish<T, O, Acc>(acc, kind, nRed);
+    out[o] = ops::finishReduction<O>(acc, kind, nRed);
   }
 }
 
@@ -74,7 +65,7 @@ __global__ void reducePerBlock(O *out, const T *in, Groups kept, Groups red, int
     acc = op(acc, Acc(base[offsetOf(red, r)]));
   acc = blockReduce(acc, op, init);
   if (threadIdx.x == 0)
-    out[blockIdx.x] = finish<T, O, Acc>(acc, kind, nRed);
+    out[blockIdx.x] = ops::finishReduction<O>(acc, kind, nRed);
 }
 
 /// Sums over the rows of a row-major [rows, cols] (a bias gradient, a column mean): threads
@@ -100,7 +91,7 @@ __global__ void columnFinish(O *out, const double *part, int64_t chunks, int64_t
     double acc = 0;
     for (int64_t k = 0; k < chunks; ++k)
       acc += part[k * cols + c];
-    out[c] = finish<double, O, double>(acc, kind, rows);
+    out[c] = ops::finishReduction<O>(acc, kind, rows);
   }
 }
 

@@ -14,12 +14,14 @@ struct DtypeNames {
   const char *safetensors;
   size_t bytes;
 };
-/// dsrt.h's element types, and numpy's uint8.
+/// dsrt.h's element types, and the types only files hold.
 const DtypeNames kNames[] = {
 #define DSRT_DTYPE_NAMES_(e, name, bytes, safetensors) {e, #name, #safetensors, bytes},
     DSRT_DTYPES(DSRT_DTYPE_NAMES_)
 #undef DSRT_DTYPE_NAMES_
     {kU8, "u8", "U8", 1},
+    {kI8, "i8", "I8", 1},
+    {kI16, "i16", "I16", 2},
 };
 } // namespace
 

@@ -287,6 +287,17 @@ DSRT_HD T layerNormGrad(T rstd, T g, T xhat, T invN, T sumG, T sumGX) {
   return rstd * (g - invN * sumG - xhat * invN * sumGX);
 }
 
+/// A reduction's result from its accumulator over `nRed` elements: the mean divides, `any`
+/// (an i1 result) is whether the sum is non-zero, the others are the accumulator.
+template <class O, class Acc> DSRT_HD O finishReduction(Acc acc, int32_t kind, int64_t nRed) {
+  if (kind == DSRT_MEAN)
+    return O(acc / Acc(nRed));
+  if constexpr (std::is_same_v<O, uint8_t>)
+    return acc != 0;
+  else
+    return O(acc);
+}
+
 } // namespace dsrt::ops
 
 #endif // DSRT_KERNELS_SCALAR_OPS_H

@@ -64,6 +64,23 @@ DSRT_HD void adaptiveWindow(int64_t i, int64_t in, int64_t out, int64_t &begin, 
   end = ((i + 1) * in + out - 1) / out;
 }
 
+/// Adaptive average pooling's gradient of plane `p`: each output's gradient, divided by its
+/// window's size, added to the window's inputs of `d` (the plane, zeroed by the caller).
+DSRT_HD void adaptivePoolGradPlane(float *d, const float *G, const PoolShape &s, int64_t p) {
+  for (int64_t oh = 0; oh < s.OH; ++oh) {
+    int64_t hs, he;
+    adaptiveWindow(oh, s.H, s.OH, hs, he);
+    for (int64_t ow = 0; ow < s.OW; ++ow) {
+      int64_t ws, we;
+      adaptiveWindow(ow, s.W, s.OW, ws, we);
+      float g = G[(p * s.OH + oh) * s.OW + ow] / (float)((he - hs) * (we - ws));
+      for (int64_t h = hs; h < he; ++h)
+        for (int64_t w = ws; w < we; ++w)
+          d[h * s.W + w] += g;
+    }
+  }
+}
+
 /// A 2-D convolution: x [N, C, H, W], w [O, C/groups, KH, KW], y [N, O, OH, OW].
 struct ConvShape {
   int64_t N, C, H, W, O, KH, KW, OH, OW;
