@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mlir::ds {
@@ -40,14 +41,26 @@ struct ArenaModel {
     }
     return static_cast<int>(storages.size()) - 1;
   }
+  /// The bytes in use and the peak of a space apart from the device arena (the arena's are
+  /// inUse and peak, with the communication buffers'), as dsrt_space_bytes counts them.
+  std::pair<int64_t *, int64_t *> apart(MemorySpace space) {
+    switch (space) {
+    case MemorySpace::device:
+      return {nullptr, nullptr};
+    case MemorySpace::host:
+      return {&hostInUse, &hostPeak};
+    case MemorySpace::nvme:
+      return {&nvmeInUse, &nvmePeak};
+    }
+    return {nullptr, nullptr};
+  }
   int allocIn(MemorySpace space, int64_t bytes, std::string what) {
-    if (space == MemorySpace::device)
+    auto [use, top] = apart(space);
+    if (!use)
       return alloc(bytes, std::move(what));
     storages.push_back({bytes, 1, true, std::move(what), false, space});
-    int64_t &use = space == MemorySpace::host ? hostInUse : nvmeInUse;
-    int64_t &top = space == MemorySpace::host ? hostPeak : nvmePeak;
-    use += bytes;
-    top = std::max(top, use);
+    *use += bytes;
+    *top = std::max(*top, *use);
     return static_cast<int>(storages.size()) - 1;
   }
   /// Counts storage `s` as a communication buffer from now on.
@@ -61,8 +74,8 @@ struct ArenaModel {
   void retain(int s) { ++storages[s].refs; }
   void release(int s) {
     Storage &st = storages[s];
-    if (--st.refs == 0 && st.counted && st.space != MemorySpace::device) {
-      (st.space == MemorySpace::host ? hostInUse : nvmeInUse) -= st.bytes;
+    if (int64_t *use = apart(st.space).first; --st.refs == 0 && st.counted && use) {
+      *use -= st.bytes;
       return;
     }
     if (st.refs == 0 && st.counted) {

@@ -89,7 +89,18 @@ void replay(func::FuncOp func, const llvm::StringSet<> &nvme, const TierRates &r
     if (isa<func::ReturnOp>(op))
       break;
     if (auto m = dyn_cast<MoveOp>(op)) {
-      double bw = m.getTo() == MemorySpace::host ? r.d2h : r.h2d;
+      double bw = 0;
+      switch (m.getTo()) {
+      case MemorySpace::host:
+        bw = r.d2h;
+        break;
+      case MemorySpace::device:
+        bw = r.h2d;
+        break;
+      case MemorySpace::nvme: // the verifier refuses moves to nvme (a slot's space only)
+        bw = r.nvmeWrite;
+        break;
+      }
       ready[m.getResult()] = issue(bytesOf(m.getType()) / bw);
       continue;
     }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 #include <csignal>
 #include <chrono>
 #include <cstdio>
@@ -286,15 +287,26 @@ extern "C" int32_t dsrt_tensor_space(const dsrt_tensor *t) {
   return t->storage && !t->storage->borrowed ? t->storage->space : DSRT_SPACE_DEVICE;
 }
 
+/// The bytes in use and the peak of `space` (null for a code that is not a space).
+static std::pair<const uint64_t *, const uint64_t *> spaceCounters(const dsrt_context *ctx,
+                                                                   int32_t space) {
+  switch (static_cast<dsrt_space>(space)) {
+  case DSRT_SPACE_DEVICE:
+    return {&ctx->inUse, &ctx->peak};
+  case DSRT_SPACE_HOST:
+    return {&ctx->hostInUse, &ctx->hostPeak};
+  case DSRT_SPACE_NVME:
+    return {&ctx->nvmeInUse, &ctx->nvmePeak};
+  }
+  return {nullptr, nullptr};
+}
 extern "C" uint64_t dsrt_space_bytes(dsrt_context *ctx, int32_t space) {
-  return space == DSRT_SPACE_HOST   ? ctx->hostInUse
-         : space == DSRT_SPACE_NVME ? ctx->nvmeInUse
-                                    : ctx->inUse;
+  const uint64_t *n = spaceCounters(ctx, space).first;
+  return n ? *n : 0;
 }
 extern "C" uint64_t dsrt_space_peak_bytes(dsrt_context *ctx, int32_t space) {
-  return space == DSRT_SPACE_HOST   ? ctx->hostPeak
-         : space == DSRT_SPACE_NVME ? ctx->nvmePeak
-                                    : ctx->peak;
+  const uint64_t *n = spaceCounters(ctx, space).second;
+  return n ? *n : 0;
 }
 extern "C" uint64_t dsrt_moved_bytes(dsrt_context *ctx, int32_t kind) {
   return kind >= 0 && kind < 4 ? ctx->moved[kind].load() : 0;
@@ -320,9 +332,18 @@ extern "C" dsrt_event *dsrt_move(dsrt_context *ctx, dsrt_tensor *out, const dsrt
       retainStorage(s);
       e->held.push_back(s);
     }
-  int kind = from == to ? -1
-             : to == DSRT_SPACE_HOST ? DSRT_MOVE_DEVICE_TO_HOST
-                                     : DSRT_MOVE_HOST_TO_DEVICE;
+  int kind = -1;
+  if (from != to)
+    switch (static_cast<dsrt_space>(to)) {
+    case DSRT_SPACE_HOST:
+      kind = DSRT_MOVE_DEVICE_TO_HOST;
+      break;
+    case DSRT_SPACE_DEVICE:
+      kind = DSRT_MOVE_HOST_TO_DEVICE;
+      break;
+    case DSRT_SPACE_NVME: // a swap file's slot moves by dsrt_slot_read / dsrt_slot_write
+      fail("move", "a tensor in the swap file moves by dsrt_slot_read or dsrt_slot_write");
+    }
   void *dst = out->data;
   const void *src = in->data;
   Device *device = ctx->device.get();
@@ -459,8 +480,13 @@ void dsrt::writeSwap(dsrt_context *ctx, uint64_t offset, const void *src, dsrt_s
 
 extern "C" void dsrt_slot_define_in(dsrt_context *ctx, int32_t index, int32_t space,
                                     int32_t dtype, int32_t rank, const int64_t *dims) {
-  if (space == DSRT_SPACE_DEVICE)
+  switch (static_cast<dsrt_space>(space)) {
+  case DSRT_SPACE_DEVICE:
     return dsrt_slot_define(ctx, index, dtype, rank, dims);
+  case DSRT_SPACE_HOST:
+  case DSRT_SPACE_NVME:
+    break;
+  }
   if (index < 0)
     fail("slot_define_in", "negative slot index %d", index);
   if ((size_t)index >= ctx->slots.size())
