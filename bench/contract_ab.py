@@ -33,10 +33,15 @@ def build_old(rev, work):
     stamp = os.path.join(work, 'old-rev')
     if os.path.exists(stamp) and open(stamp).read() == rev:
         return os.path.join(build, 'bin')
-    subprocess.run(['git', 'worktree', 'remove', '--force', src], cwd=ROOT,
-                   stderr=subprocess.DEVNULL)
-    subprocess.run(['git', 'worktree', 'add', '-f', '--detach', src, rev], cwd=ROOT, check=True,
-                   stdout=subprocess.DEVNULL)
+    at = subprocess.run(['git', '-C', src, 'rev-parse', 'HEAD'], capture_output=True,
+                        text=True).stdout.strip() if os.path.isdir(src) else ''
+    want = subprocess.run(['git', 'rev-parse', rev], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    if at != want:
+        subprocess.run(['git', 'worktree', 'remove', '--force', src], cwd=ROOT,
+                       stderr=subprocess.DEVNULL)
+        subprocess.run(['git', 'worktree', 'add', '-f', '--detach', src, rev], cwd=ROOT,
+                       check=True, stdout=subprocess.DEVNULL)
     # The worktree uses this checkout's .venv (LibTorch for the importer).
     venv = os.path.join(src, '.venv')
     if not os.path.exists(venv):

@@ -364,8 +364,9 @@ def DSPipelinePartition : Pass<"ds-pipeline-partition", "::mlir::ModuleOp"> {
     Each op gets `ds.stage = c` (its chunk); a parameter read by several chunks (a tied
     embedding and LM head) gets one `ds.get_parameter` per chunk, so that each chunk
     differentiates its own use. `ds-autodiff` gives each backward op its forward op's chunk.
-    The module gets `ds.pipeline = {stages, virtual_stages}` and its mesh a `pp` axis (outermost)
-    when it has none. Fewer weighed units than chunks is an error naming both counts.
+    The module gets `ds.pipeline = #ds.pipeline<stages = P, virtual_stages = V>` and its mesh a
+    `pp` axis (outermost) when it has none. Fewer weighed units than chunks is an error naming
+    both counts.
 
     ```mlir
     %h = ds.linear %x, %w1, %b1 {ds.stage = 0 : i64} : ...
