@@ -1,6 +1,7 @@
-# The ds dialect's enums that are the runtime's ABI (slot roles, memory spaces, precisions,
-# learning-rate schedules) are generated from dsrt.h's lists (DSRT_SLOT_ROLES, DSRT_SPACES,
-# DSRT_PRECISIONS, DSRT_LR_SCHEDULES: X(ENUMERATOR, name, ..., "description")), so
+# The ds dialect's enums that are the runtime's ABI (slot roles, memory spaces, mesh axes,
+# precisions, learning-rate schedules) are generated from dsrt.h's lists (DSRT_SLOT_ROLES,
+# DSRT_SPACES, DSRT_MESH_AXES, DSRT_PRECISIONS, DSRT_LR_SCHEDULES: X(ENUMERATOR, name, ...,
+# "description")), so
 # that the IR and the runtime share one definition: a new entry there is a new case of the ODS
 # enum here, with the same value, and every switch over either fails to build until it is
 # handled (-Werror=switch).
@@ -16,6 +17,7 @@ function(ds_runtime_enums_td header out)
   set(entry_re "X\\(([A-Z0-9_]+), ([a-z0-9_]+),[^\"]* \"([^\"]*)\"\\)")
   foreach(spec "DSRT_SLOT_ROLES|SlotRole|what a persistent slot holds"
                "DSRT_SPACES|MemorySpace|a memory space"
+               "DSRT_MESH_AXES|MeshAxis|the role of a mesh axis"
                "DSRT_PRECISIONS|Precision|the precision a program trains in"
                "DSRT_LR_SCHEDULES|LRSchedule|a learning-rate schedule")
     string(REPLACE "|" ";" spec "${spec}")

@@ -16,12 +16,7 @@ def DS_MemorySpaceAttr : EnumAttr<DS_Dialect, DS_MemorySpace, "memory_space">;
 // How a training step runs (#ds.run and its parts).
 include "ds/IR/DSRunAttrs.td"
 
-def DS_MeshAxis : I32EnumAttr<"MeshAxis", "the role of a mesh axis", [
-    I32EnumAttrCase<"dp", 0>, I32EnumAttrCase<"pp", 1>, I32EnumAttrCase<"tp", 2>,
-    I32EnumAttrCase<"sp", 3>]> {
-  let cppNamespace = "::mlir::ds";
-  let genSpecializedAttr = 0;
-}
+// MeshAxis (dp, pp, tp, sp) is generated from dsrt.h's DSRT_MESH_AXES (DSRuntimeEnums.td).
 
 def DS_MeshAttr : DS_Attr<"Mesh", "mesh"> {
   let summary = "A device mesh: its axes, named by role, and their sizes.";

@@ -366,8 +366,8 @@ void TensorParallelRewriter::splitParameter(ParameterOp param, int64_t dim, int6
   SmallVector<Attribute> dims;
   SmallVector<int64_t> segs;
   for (int64_t i = 0; i < local.getRank(); ++i) {
-    dims.push_back(i == dim ? ArrayAttr::get(ctx, {StringAttr::get(ctx, "tp")})
-                            : ArrayAttr::get(ctx, {}));
+    Attribute tpAxis = StringAttr::get(ctx, stringifyMeshAxis(MeshAxis::tp));
+    dims.push_back(i == dim ? ArrayAttr::get(ctx, {tpAxis}) : ArrayAttr::get(ctx, {}));
     segs.push_back(i == dim ? segments : 1);
   }
   param.setType(local);

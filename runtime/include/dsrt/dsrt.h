@@ -369,6 +369,16 @@ void dsrt_slot_set(dsrt_context *ctx, int32_t index, dsrt_tensor *t);
   X(DSRT_SPACE_NVME, nvme, "this rank's swap file (ZeRO-Infinity's nvme), for slots only")
 typedef enum dsrt_space { DSRT_SPACES(DSRT_ENUMERATOR_) } dsrt_space;
 DSRT_ENUM_NAMES_(DSRT_SPACES, dsrt_space_name, dsrt_space_from_name)
+
+/** The role of a mesh axis (a program descriptor's "mesh.axes" name them), as X(ENUMERATOR,
+ *  name, description); the ds dialect's MeshAxis is generated from this list. */
+#define DSRT_MESH_AXES(X)                                                                      \
+  X(DSRT_AXIS_DP, dp, "data parallel: the ranks read different samples")                       \
+  X(DSRT_AXIS_PP, pp, "pipeline parallel: the ranks hold different stages")                    \
+  X(DSRT_AXIS_TP, tp, "tensor parallel: the ranks hold parts of the layers")                   \
+  X(DSRT_AXIS_SP, sp, "sequence parallel: the ranks hold blocks of the sequence")
+typedef enum dsrt_mesh_axis { DSRT_MESH_AXES(DSRT_ENUMERATOR_) } dsrt_mesh_axis;
+DSRT_ENUM_NAMES_(DSRT_MESH_AXES, dsrt_mesh_axis_name, dsrt_mesh_axis_from_name)
 /** Kinds of move, for dsrt_moved_bytes. */
 typedef enum dsrt_move_kind {
   DSRT_MOVE_DEVICE_TO_HOST = 0,

@@ -373,7 +373,7 @@ extern "C" void dsrt_comm_init_mesh(dsrt_context *ctx, int32_t naxes, const int6
 extern "C" void dsrt_comm_init(dsrt_context *ctx, int32_t expectedSize) {
   Comm &c = joinWorld(ctx);
   int64_t n = expectedSize > 0 ? expectedSize : c.size;
-  const char *dp = "dp";
+  const char *dp = dsrt_mesh_axis_name(DSRT_AXIS_DP);
   dsrt_comm_init_mesh(ctx, 1, &n, &dp);
 }
 

@@ -161,7 +161,8 @@ void Checkpointer::startRun() {
 bool Checkpointer::holds(const Logical &t, int32_t r) const {
   if (t.stages.empty())
     return true;
-  return std::find(t.stages.begin(), t.stages.end(), g_.indexOf(r, "pp")) != t.stages.end();
+  return std::find(t.stages.begin(), t.stages.end(), g_.indexOf(r, DSRT_AXIS_PP)) !=
+         t.stages.end();
 }
 
 void Checkpointer::writtenBy(const Logical &t, int32_t r, int64_t &begin, int64_t &end,
@@ -184,8 +185,8 @@ void Checkpointer::writtenBy(const Logical &t, int32_t r, int64_t &begin, int64_
       begin = end = 0;
       return;
     }
-    int32_t perStage = copies & ~g_.groupOf("pp");
-    int64_t at = std::find(t.stages.begin(), t.stages.end(), g_.indexOf(r, "pp")) -
+    int32_t perStage = copies & ~g_.groupOf(DSRT_AXIS_PP);
+    int64_t at = std::find(t.stages.begin(), t.stages.end(), g_.indexOf(r, DSRT_AXIS_PP)) -
                  t.stages.begin();
     n = g_.sizeWithin(perStage) * static_cast<int32_t>(t.stages.size());
     index = g_.indexWithin(r, perStage) + static_cast<int32_t>(at) * g_.sizeWithin(perStage);

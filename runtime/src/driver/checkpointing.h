@@ -54,7 +54,7 @@ private:
     /// (`entry.dims` are the whole tensor's); the ranges above and below are of this rank's
     /// part, of `localNumel` elements.
     ckpt::Split split;
-    std::string splitAxis;
+    dsrt_mesh_axis splitAxis = DSRT_AXIS_TP;
     int64_t localNumel = 0;
     /// A pipeline: the stages (pp indices) whose ranks hold it; empty: every rank.
     std::vector<int64_t> stages;

@@ -179,7 +179,7 @@ ModelStateBytes Driver::modelState() const {
   ModelStateBytes m;
   for (size_t i = 0; i < p.slots.size(); ++i) {
     const SlotSpec &s = p.slots[i];
-    if (!s.shardedBy.empty() || !s.heldBy(group.indexOn("pp")))
+    if (!s.shardedBy.empty() || !s.heldBy(group.indexOn(DSRT_AXIS_PP)))
       continue; // no storage of its own (part of a parameter shard), or another stage's
     uint64_t owned = dsrt_slot_storage_bytes(ctx, static_cast<int32_t>(i));
     switch (dsrt_slot_role_category(s.role)) {

@@ -6,21 +6,21 @@
 
 namespace dsrt::driver {
 
-void Group::join(dsrt_context *ctx, const std::vector<std::string> &axes,
+void Group::join(dsrt_context *ctx, const std::vector<dsrt_mesh_axis> &axes,
                  const std::vector<int64_t> &shape, double timeoutSeconds) {
   ctx_ = ctx;
   axes_ = axes;
   shape_ = shape;
   std::vector<const char *> names;
-  for (const std::string &a : axes)
-    names.push_back(a.c_str());
+  for (dsrt_mesh_axis a : axes)
+    names.push_back(dsrt_mesh_axis_name(a));
   dsrt_comm_init_mesh(ctx, static_cast<int32_t>(shape.size()), shape.data(), names.data());
   dsrt_comm_set_timeout(ctx, timeoutSeconds);
   rank_ = dsrt_comm_rank(ctx);
   size_ = dsrt_comm_size(ctx);
   dpSize_ = 1;
   for (size_t i = 0; i < axes_.size(); ++i)
-    if (axes_[i] == "dp")
+    if (axes_[i] == DSRT_AXIS_DP)
       dpSize_ = static_cast<int32_t>(shape_[i]);
 }
 
@@ -31,23 +31,23 @@ int32_t Group::coordinate(int32_t q, size_t axis) const {
   return static_cast<int32_t>(r % shape_[axis]);
 }
 
-int32_t Group::dpIndexOf(int32_t q) const { return indexOf(q, "dp"); }
+int32_t Group::dpIndexOf(int32_t q) const { return indexOf(q, DSRT_AXIS_DP); }
 
-int32_t Group::indexOf(int32_t q, const std::string &axis) const {
+int32_t Group::indexOf(int32_t q, dsrt_mesh_axis axis) const {
   for (size_t i = 0; i < axes_.size(); ++i)
     if (axes_[i] == axis)
       return coordinate(q, i);
   return 0;
 }
 
-int32_t Group::sizeOn(const std::string &axis) const {
+int32_t Group::sizeOn(dsrt_mesh_axis axis) const {
   for (size_t i = 0; i < axes_.size(); ++i)
     if (axes_[i] == axis)
       return static_cast<int32_t>(shape_[i]);
   return 1;
 }
 
-int32_t Group::groupOf(const std::string &axis) const {
+int32_t Group::groupOf(dsrt_mesh_axis axis) const {
   for (size_t i = 0; i < axes_.size(); ++i)
     if (axes_[i] == axis)
       return 1 << i;
@@ -65,7 +65,8 @@ int32_t Group::indexWithin(int32_t q, int32_t mask) const {
 std::string Group::meshString() const {
   std::string s;
   for (size_t i = 0; i < axes_.size(); ++i)
-    s += (i ? " x " : "") + axes_[i] + "=" + std::to_string(shape_[i]);
+    s += (i ? " x " : "") + std::string(dsrt_mesh_axis_name(axes_[i])) + "=" +
+         std::to_string(shape_[i]);
   return s;
 }
 
@@ -79,11 +80,19 @@ int32_t Group::sizeWithin(int32_t mask) const {
 
 bool Group::leadsItsSamples(int32_t q) const {
   for (size_t i = 0; i < axes_.size(); ++i) {
-    if (axes_[i] == "pp") { // the last pipeline stage computes the loss
-      if (coordinate(q, i) != shape_[i] - 1)
+    int32_t c = coordinate(q, i);
+    switch (axes_[i]) {
+    case DSRT_AXIS_PP: // the last pipeline stage computes the loss
+      if (c != shape_[i] - 1)
         return false;
-    } else if (axes_[i] != "dp" && coordinate(q, i) != 0) {
-      return false;
+      break;
+    case DSRT_AXIS_DP: // the ranks that read other samples
+      break;
+    case DSRT_AXIS_TP:
+    case DSRT_AXIS_SP:
+      if (c != 0)
+        return false;
+      break;
     }
   }
   return true;
@@ -91,8 +100,16 @@ bool Group::leadsItsSamples(int32_t q) const {
 
 bool Group::leadsStage(int32_t q) const {
   for (size_t i = 0; i < axes_.size(); ++i)
-    if (axes_[i] != "pp" && coordinate(q, i) != 0)
-      return false;
+    switch (axes_[i]) {
+    case DSRT_AXIS_PP:
+      break;
+    case DSRT_AXIS_DP:
+    case DSRT_AXIS_TP:
+    case DSRT_AXIS_SP:
+      if (coordinate(q, i) != 0)
+        return false;
+      break;
+    }
   return true;
 }
 

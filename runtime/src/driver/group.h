@@ -16,7 +16,7 @@ class Group {
 public:
   /// Joins the mesh the program was compiled for (exits naming it when the job has another
   /// size) and arms the collectives' timeout.
-  void join(dsrt_context *ctx, const std::vector<std::string> &axes,
+  void join(dsrt_context *ctx, const std::vector<dsrt_mesh_axis> &axes,
             const std::vector<int64_t> &shape, double timeoutSeconds);
   /// This rank in the world, and the world's size.
   int32_t rank() const { return rank_; }
@@ -24,22 +24,24 @@ public:
   /// This rank's data-parallel index (which samples it reads) and the number of them.
   int32_t dpIndex() const { return dpIndexOf(rank_); }
   int32_t dpSize() const { return dpSize_; }
-  /// The group of the ranks that differ only along mesh axis `axis` ("dp", "tp"), as the
+  /// The group of the ranks that differ only along mesh axis `axis`, as the
   /// runtime names it (a mask of axes); DSRT_GROUP_WORLD's stand-in 0 (this rank alone) when
   /// the mesh has no such axis.
-  int32_t groupOf(const std::string &axis) const;
+  int32_t groupOf(dsrt_mesh_axis axis) const;
   /// This rank's index along `axis` and its size (0 and 1 without it).
-  int32_t indexOn(const std::string &axis) const { return indexOf(rank_, axis); }
-  int32_t sizeOn(const std::string &axis) const;
-  int32_t indexOf(int32_t q, const std::string &axis) const;
+  int32_t indexOn(dsrt_mesh_axis axis) const { return indexOf(rank_, axis); }
+  int32_t sizeOn(dsrt_mesh_axis axis) const;
+  int32_t indexOf(int32_t q, dsrt_mesh_axis axis) const;
   /// World rank `q`'s data-parallel index.
   int32_t dpIndexOf(int32_t q) const;
   /// ZeRO's partitions are over the ranks that hold replicas of the parameters, dp x sp (sp
   /// fastest): world rank `q`'s index among them, their number and their group.
-  int32_t shardIndexOf(int32_t q) const { return indexOf(q, "dp") * sizeOn("sp") + indexOf(q, "sp"); }
+  int32_t shardIndexOf(int32_t q) const {
+    return indexOf(q, DSRT_AXIS_DP) * sizeOn(DSRT_AXIS_SP) + indexOf(q, DSRT_AXIS_SP);
+  }
   int32_t shardIndex() const { return shardIndexOf(rank_); }
-  int32_t shardCount() const { return dpSize_ * sizeOn("sp"); }
-  int32_t shardGroup() const { return groupOf("dp") | groupOf("sp"); }
+  int32_t shardCount() const { return dpSize_ * sizeOn(DSRT_AXIS_SP); }
+  int32_t shardGroup() const { return groupOf(DSRT_AXIS_DP) | groupOf(DSRT_AXIS_SP); }
   /// World rank `q`'s index among the ranks of the group `mask` (a mask of axes, as groupOf
   /// gives) that share its other coordinates (row-major, the last axis fastest), and their
   /// number. `everyAxis()` is the mask of every axis.
@@ -76,7 +78,7 @@ public:
 private:
   dsrt_context *ctx_ = nullptr;
   int32_t rank_ = 0, size_ = 1, dpSize_ = 1;
-  std::vector<std::string> axes_;
+  std::vector<dsrt_mesh_axis> axes_;
   std::vector<int64_t> shape_;
   /// World rank `q`'s index along axis `axis` (row-major, the last axis fastest).
   int32_t coordinate(int32_t q, size_t axis) const;

@@ -155,7 +155,11 @@ bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
           !sg || !sg->asInt(1, INT64_MAX, s.splitSegments) || !pa ||
           !pa->asInt(1, 1 << 20, s.splitParts) || s.dims[s.splitDim] % s.splitSegments != 0)
         return bad("slot '" + s.name + "' has a malformed \"split\"");
-      s.splitAxis = ax->text;
+      int32_t axis = dsrt_mesh_axis_from_name(ax->text.c_str());
+      if (axis < 0)
+        return bad("slot '" + s.name + "' is split over '" + ax->text +
+                   "', not a mesh axis (dp, pp, tp or sp)");
+      s.splitAxis = static_cast<dsrt_mesh_axis>(axis);
     }
     if (const Json *st = j.get("stages"); st && st->isArray())
       for (const Json &r : st->items) {
@@ -179,7 +183,7 @@ bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
   if (!readRun(*run, p, err))
     return false;
   const int64_t mb = p.mb, gas = p.gas, dp = p.dp;
-  p.meshAxes = {"dp"};
+  p.meshAxes = {DSRT_AXIS_DP};
   p.meshShape = {dp};
   if (const Json *mesh = p.meta.get("mesh")) {
     const Json *axes = mesh->get("axes"), *shape = mesh->get("shape");
@@ -193,9 +197,13 @@ bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
       int64_t n = 0;
       if (!axes->items[i].isString() || !shape->items[i].asInt(1, 1 << 20, n))
         return bad("\"mesh\" axis " + std::to_string(i) + " is malformed");
-      p.meshAxes.push_back(axes->items[i].text);
+      int32_t axis = dsrt_mesh_axis_from_name(axes->items[i].text.c_str());
+      if (axis < 0)
+        return bad("\"mesh\" axis " + std::to_string(i) + " is '" + axes->items[i].text +
+                   "', not dp, pp, tp or sp");
+      p.meshAxes.push_back(static_cast<dsrt_mesh_axis>(axis));
       p.meshShape.push_back(n);
-      if (axes->items[i].text == "dp")
+      if (axis == DSRT_AXIS_DP)
         dpSize = n;
     }
     if (dpSize != dp)
@@ -210,7 +218,7 @@ bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
                  "accumulation steps)");
     int64_t ppSize = 0;
     for (size_t i = 0; i < p.meshAxes.size(); ++i)
-      if (p.meshAxes[i] == "pp")
+      if (p.meshAxes[i] == DSRT_AXIS_PP)
         ppSize = p.meshShape[i];
     if (ppSize != p.pipelineStages)
       return bad("the mesh's pp axis has " + std::to_string(ppSize) + " ranks but the "

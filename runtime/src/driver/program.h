@@ -36,7 +36,7 @@ struct SlotSpec {
   /// rank's part of dimension `splitDim` of the state_dict tensor, which is `splitSegments`
   /// equal segments of which each of the `splitParts` ranks holds its part, back to back.
   int64_t splitDim = -1, splitSegments = 1, splitParts = 1;
-  std::string splitAxis;
+  dsrt_mesh_axis splitAxis = DSRT_AXIS_TP;
   /// The state_dict tensor's dims (`dims` unless split).
   std::vector<int64_t> globalDims() const {
     std::vector<int64_t> g = dims;
@@ -83,7 +83,7 @@ struct ProgramSpec {
   /// The configured ZeRO stage (fp16's loss scaler follows DeepSpeed's optimizer of it).
   int64_t zeroStage = 0;
   /// The mesh the program was compiled for (metadata "mesh"; one dp axis when absent).
-  std::vector<std::string> meshAxes;
+  std::vector<dsrt_mesh_axis> meshAxes;
   std::vector<int64_t> meshShape;
   uint64_t seed = 0;
   dsrt_precision precision = DSRT_PRECISION_FP32;

@@ -146,7 +146,7 @@ bool loadWeights(const ProgramSpec &p, const Group &g, const std::string &path,
   for (size_t i = 0; i < slots.size(); ++i) {
     const SlotSpec &s = slots[i];
     if ((s.role != DSRT_ROLE_PARAMETER && s.role != DSRT_ROLE_BUFFER) ||
-        !s.heldBy(g.indexOn("pp")))
+        !s.heldBy(g.indexOn(DSRT_AXIS_PP)))
       continue; // another pipeline stage's
     const Array *a = nullptr;
     std::string key = s.name;
@@ -278,7 +278,7 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
   std::vector<int64_t> counts(shards);
   // A pipeline: a tensor is read on the first stage that holds it, whose first rank (index 0
   // on every other axis) plays rank 0's part and then sends the bytes to rank 0.
-  const int32_t ppIndex = g.indexOn("pp");
+  const int32_t ppIndex = g.indexOn(DSRT_AXIS_PP);
   const bool stageLeader = g.leadsStage(rank);
   for (const Item &it : items) {
     const SlotSpec &slot = slots[it.slot];
@@ -295,7 +295,7 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
       if (rank == 0 && from != 0) { // the holder's leader sends it whole
         int64_t bytes = static_cast<int64_t>(forward.size());
         dsrt_tensor *in = dsrt_tensor_host(ctx, DSRT_I1, 1, &bytes, forward.data());
-        dsrt_event *e = dsrt_send_recv(ctx, g.groupOf("pp"), in, from, nullptr, -1);
+        dsrt_event *e = dsrt_send_recv(ctx, g.groupOf(DSRT_AXIS_PP), in, from, nullptr, -1);
         dsrt_event_wait(ctx, e);
         dsrt_event_release(e);
         dsrt_tensor_free(ctx, in);
@@ -359,7 +359,7 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
     if (from != 0 && writer) {
       int64_t bytes = static_cast<int64_t>(forward.size());
       dsrt_tensor *in = dsrt_tensor_host(ctx, DSRT_I1, 1, &bytes, forward.data());
-      dsrt_event *e = dsrt_send_recv(ctx, g.groupOf("pp"), nullptr, -1, in, 0);
+      dsrt_event *e = dsrt_send_recv(ctx, g.groupOf(DSRT_AXIS_PP), nullptr, -1, in, 0);
       dsrt_event_wait(ctx, e);
       dsrt_event_release(e);
       dsrt_tensor_free(ctx, in);
@@ -382,7 +382,7 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
   // of the sequences).
   const int32_t replicas = g.shardGroup();
   const bool several = g.shardCount() > 1;
-  const int32_t ppIndex = g.indexOn("pp"), rank = g.rank();
+  const int32_t ppIndex = g.indexOn(DSRT_AXIS_PP), rank = g.rank();
   std::vector<io::SafetensorsEntry> entries;
   std::vector<dsrt_tensor *> held;
   std::list<std::vector<char>> summed; // gradients (over the dp and sp ranks) on the host
@@ -444,8 +444,8 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
           int64_t bytes = static_cast<int64_t>(got.size());
           dsrt_tensor *buf = dsrt_tensor_host(ctx, DSRT_I1, 1, &bytes, got.data());
           dsrt_event *e = rank == 0
-                              ? dsrt_send_recv(ctx, g.groupOf("pp"), buf, h, nullptr, -1)
-                              : dsrt_send_recv(ctx, g.groupOf("pp"), nullptr, -1, buf, 0);
+                              ? dsrt_send_recv(ctx, g.groupOf(DSRT_AXIS_PP), buf, h, nullptr, -1)
+                              : dsrt_send_recv(ctx, g.groupOf(DSRT_AXIS_PP), nullptr, -1, buf, 0);
           dsrt_event_wait(ctx, e);
           dsrt_event_release(e);
           dsrt_tensor_free(ctx, buf);
