@@ -22,9 +22,10 @@ MLIR_DECLARE_CAPI_DIALECT_REGISTRATION(DS, ds);
  * `registry`. */
 MLIR_CAPI_EXPORTED void dsRegisterDialects(MlirDialectRegistry registry);
 
-/* Registers every ds pass (ds-autodiff, ds-zero, ds-optimizer, ..., with their options) and
- * the upstream passes ds pipelines use (canonicalize, cse, symbol-dce), for
- * mlirParsePassPipeline. Idempotent. */
+/* Registers every ds pass (ds-autodiff, ds-zero, ds-optimizer, ..., with their options), the
+ * upstream passes ds pipelines use (canonicalize, cse, symbol-dce) and ds's pipelines
+ * (ds-train-step{config=PATH world-size=N}: the training step ds-opt --config builds;
+ * ds-lower-step: a step lowered to runtime calls), for mlirParsePassPipeline. Idempotent. */
 MLIR_CAPI_EXPORTED void dsRegisterAllPasses(void);
 
 /* Whether this library was built with the TorchScript importer (LibTorch). */

@@ -3,6 +3,7 @@
 
 #include "ds/IR/DSDialect.h"
 #include "ds/InitAll.h"
+#include "ds/Pipelines/Pipelines.h"
 #ifdef DS_ENABLE_TORCH
 #include "ds/Importer/TorchScript.h"
 #endif
@@ -23,7 +24,10 @@ void dsRegisterDialects(MlirDialectRegistry registry) {
 
 void dsRegisterAllPasses(void) {
   static std::once_flag once;
-  std::call_once(once, [] { mlir::ds::registerAllPasses(); });
+  std::call_once(once, [] {
+    mlir::ds::registerAllPasses();
+    mlir::ds::registerPipelines();
+  });
 }
 
 bool dsHasTorchScriptImporter(void) {

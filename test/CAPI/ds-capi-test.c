@@ -80,6 +80,21 @@ static void pipeline(void) {
       mlirStringRefCreateFromCString("builtin.module(ds-zero{stages=2})"), printTo, stdout);
   printf("\nunknown option refused: %s\n", mlirLogicalResultIsFailure(refused) ? "yes" : "no");
   mlirPassManagerDestroy(bad);
+
+  // ds's registered pipelines: the lowering takes no option; the training step needs a config.
+  MlirPassManager lower = mlirPassManagerCreate(ctx);
+  MlirLogicalResult lowerParsed = mlirParsePassPipeline(
+      mlirPassManagerGetAsOpPassManager(lower),
+      mlirStringRefCreateFromCString("builtin.module(ds-lower-step)"), printTo, stdout);
+  printf("ds-lower-step: %s\n", mlirLogicalResultIsSuccess(lowerParsed) ? "parsed" : "refused");
+  mlirPassManagerDestroy(lower);
+  MlirPassManager step = mlirPassManagerCreate(ctx);
+  printf("ds-train-step without a config: ");
+  MlirLogicalResult stepRefused = mlirParsePassPipeline(
+      mlirPassManagerGetAsOpPassManager(step),
+      mlirStringRefCreateFromCString("builtin.module(ds-train-step)"), printTo, stdout);
+  printf("\nrefused: %s\n", mlirLogicalResultIsFailure(stepRefused) ? "yes" : "no");
+  mlirPassManagerDestroy(step);
   mlirModuleDestroy(m);
   mlirContextDestroy(ctx);
 }
