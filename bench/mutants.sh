@@ -46,6 +46,7 @@ all-reduce with the wrong scale|dialects/ds/Transforms/Autodiff.cpp|double scale
 skip one bucket's reduce-scatter|dialects/ds/Transforms/Zero.cpp|Value reduced = shard::ReduceScatterOp::create(b, loc, shardType, dp.grid, dp.axes(), packed,|Value reduced = k == 0 ? Value(shard::AllSliceOp::create(b, loc, shardType, dp.grid, dp.axes(), packed, APInt(64, 0)).getResult()) : (Value)shard::ReduceScatterOp::create(b, loc, shardType, dp.grid, dp.axes(), packed,|e2e/zero.test
 drop a tied parameter's other stage's gradient|dialects/ds/Transforms/PipelineOptimizer.cpp|sum = AddOp::create(b, loc, t, sum, part[h[i]]);|sum = i ? sum : part[h[i]];|e2e/pipeline-parallel.test
 warm 1F1B up with one forward too many|dialects/ds/Transforms/Pipeline.cpp|int64_t warm = std::min(p - r - 1, m);|int64_t warm = std::min(p - r, m);|Transforms/pipeline.mlir
+plan the swap file as host memory|lib/Analysis/ArenaModel.h|return {&nvmeInUse, &nvmePeak};|return {&hostInUse, &hostPeak};|e2e/offload.test
 EOF
 )
 

@@ -1626,6 +1626,18 @@ module attributes {ds.pipeline = {stages = 2 : i64}} {
 
 // -----
 
+// expected-error @+1 {{pipeline stages (0) and virtual_stages (1) must be >= 1}}
+module attributes {ds.pipeline = #ds.pipeline<stages = 0, virtual_stages = 1>} {
+}
+
+// -----
+
+// expected-error @+1 {{a scheduled pipeline needs micro_batches >= 1}}
+module attributes {ds.pipeline = #ds.pipeline<stages = 2, virtual_stages = 1, schedule = "1f1b">} {
+}
+
+// -----
+
 // expected-error @+1 {{micro_batches and phase_flops come with the schedule (ds-pipeline sets them together)}}
 module attributes {ds.pipeline = #ds.pipeline<stages = 2, virtual_stages = 1, micro_batches = 4>} {
 }
