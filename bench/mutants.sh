@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # Shows that the tests can fail: applies deliberate bugs, one at a time, to a scratch copy of
-# the source, rebuilds it and runs the lit tests each bug names; every bug must make at least
-# one of them fail. Prints a table. Never part of the test run (about 30 minutes here).
+# the source, rebuilds it and runs the tests each bug names (lit paths under test/, or
+# ctest:NAME); every bug must make at least one of them fail, within MUTANT_TIMEOUT seconds
+# (default 900; a timeout counts as missed). Prints a table. Never part of the test run. The
+# mutants come in groups, each under 45 minutes here (2 cores): optimizer (optimizers,
+# schedules, data, clipping), parallel (ZeRO, tp, sp, pp), memory (offload, recomputation,
+# resharding, kernels).
 #
-#   bash bench/mutants.sh [SCRATCH]      (default SCRATCH: build-mutants/)
+#   bash bench/mutants.sh [SCRATCH] [GROUP]   (default SCRATCH: build-mutants/, GROUP: all)
+#   MUTANT_NAMES='OneCycle|Muon' bash bench/mutants.sh     (those whose names match)
 #
 # The scratch copy is the working tree as it is (tracked and untracked files that git does not
 # ignore); its build is kept between runs, so a second run rebuilds only what a bug touches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scratch=$(realpath -m "${1:-build-mutants}")
+group=${2:-all}
+timeout_s=${MUTANT_TIMEOUT:-900}
 src=$scratch/src
 # The scratch copy follows the working tree: files whose content differs are copied (so the
 # build redoes what changed), files gone from the tree are removed.
@@ -35,20 +42,42 @@ cmake -S "$src" -B "$scratch/build" -G Ninja >"$scratch/build.log" 2>&1
 ninja -C "$scratch/build" >>"$scratch/build.log" 2>&1 || { tail -30 "$scratch/build.log"; exit 1; }
 lit=/usr/lib/llvm-22/bin/lit
 
-# name | file | text | replacement | tests (lit paths under test/)
+# group | name | file | text | replacement | tests (lit paths under test/, or ctest:NAME).
+# Several replacements are separated by @@ (undone in reverse order).
 mutants=$(cat <<'EOF'
-drop weight decay|dialects/ds/Transforms/Optimizer.cpp|e().constant(f64, decoupled ? opt.weightDecay : 0.0)|e().constant(f64, 0.0)|e2e/optimizers.test
-drop Adam's bias correction|dialects/ds/Transforms/Optimizer.cpp|bc1 = e().sub(one64, e().pow(beta1Value, step64));@@bc2 = e().sub(one64, e().pow(e().constant(f64, opt.beta2), step64));|bc1 = one64;@@bc2 = one64;|e2e/gpt-fidelity.test
-clip by the squared norm|dialects/ds/Transforms/Optimizer.cpp|Value norm = e().sqrt(total);|Value norm = total;|e2e/optimizers.test
-double the loss-scale window|runtime/src/driver/loss_scaler.h|window = spec.window;|window = 2 * spec.window;|e2e/mixed-precision.test
-shift the data order by one sample|runtime/src/driver/data.cpp|int64_t first = io::sampleOffset(step, rank, k, p.G, p.mb, p.gas);|int64_t first = io::sampleOffset(step, rank, k, p.G, p.mb, p.gas) + 1;|e2e/gpt-fidelity.test
-all-reduce with the wrong scale|dialects/ds/Transforms/Autodiff.cpp|double scale = 1.0 / double(gas * dataParallelRanks);|double scale = 1.0 / double(gas);|e2e/data-parallel.test
-skip one bucket's reduce-scatter|dialects/ds/Transforms/Zero.cpp|Value reduced = shard::ReduceScatterOp::create(b, loc, shardType, dp.grid, dp.axes(), packed,|Value reduced = k == 0 ? Value(shard::AllSliceOp::create(b, loc, shardType, dp.grid, dp.axes(), packed, APInt(64, 0)).getResult()) : (Value)shard::ReduceScatterOp::create(b, loc, shardType, dp.grid, dp.axes(), packed,|e2e/zero.test
-drop a tied parameter's other stage's gradient|dialects/ds/Transforms/PipelineOptimizer.cpp|sum = AddOp::create(b, loc, t, sum, part[h[i]]);|sum = i ? sum : part[h[i]];|e2e/pipeline-parallel.test
-warm 1F1B up with one forward too many|dialects/ds/Transforms/Pipeline.cpp|int64_t warm = std::min(p - r - 1, m);|int64_t warm = std::min(p - r, m);|Transforms/pipeline.mlir
-plan the swap file as host memory|lib/Analysis/ArenaModel.h|return {&nvmeInUse, &nvmePeak};|return {&hostInUse, &hostPeak};|e2e/offload.test
+optimizer|drop weight decay|dialects/ds/Transforms/Optimizer.cpp|e().constant(f64, decoupled ? opt.weightDecay : 0.0)|e().constant(f64, 0.0)|e2e/optimizers.test
+optimizer|drop Adam's bias correction|dialects/ds/Transforms/Optimizer.cpp|bc1 = e().sub(one64, e().pow(beta1Value, step64));@@bc2 = e().sub(one64, e().pow(e().constant(f64, opt.beta2), step64));|bc1 = one64;@@bc2 = one64;|e2e/gpt-fidelity.test
+optimizer|clip by the squared norm|dialects/ds/Transforms/Optimizer.cpp|Value norm = e().sqrt(total);|Value norm = total;|e2e/optimizers.test
+optimizer|double the loss-scale window|runtime/src/driver/loss_scaler.h|window = spec.window;|window = 2 * spec.window;|e2e/mixed-precision.test
+optimizer|shift the data order by one sample|runtime/src/driver/data.cpp|int64_t first = io::sampleOffset(step, rank, k, p.G, p.mb, p.gas);|int64_t first = io::sampleOffset(step, rank, k, p.G, p.mb, p.gas) + 1;|e2e/gpt-fidelity.test
+optimizer|OneCycle's momentum rising with the lr|runtime/src/io/schedule.cpp|mom = maxMom - (maxMom - minMom) * scale;|mom = minMom + (maxMom - minMom) * scale;|e2e/schedules.test
+optimizer|Muon's default momentum 0.9|dialects/ds/Transforms/DeepSpeedDefaults.h|kMuonMomentum = 0.95|kMuonMomentum = 0.9|e2e/optimizers.test
+parallel|tp clipping: split squares not summed over tp|dialects/ds/Transforms/Optimizer.cpp|add(tpAxis && params[i].first.getShardingAttr() ? parts : total, e().mul(norm, norm));|add(total, e().mul(norm, norm));|e2e/tensor-parallel.test
+parallel|all-reduce with the wrong scale|dialects/ds/Transforms/Autodiff.cpp|double scale = 1.0 / double(gas * dataParallelRanks);|double scale = 1.0 / double(gas);|e2e/data-parallel.test
+parallel|skip one bucket's reduce-scatter|dialects/ds/Transforms/Zero.cpp|Value reduced = shard::ReduceScatterOp::create(b, loc, shardType, dp.grid, dp.axes(), packed,|Value reduced = k == 0 ? Value(shard::AllSliceOp::create(b, loc, shardType, dp.grid, dp.axes(), packed, APInt(64, 0)).getResult()) : (Value)shard::ReduceScatterOp::create(b, loc, shardType, dp.grid, dp.axes(), packed,|e2e/zero.test
+parallel|ZeRO-3 keeps every bucket gathered for the backward|dialects/ds/Transforms/Zero.cpp|if (between < maxReuseDistance)|if (true)|e2e/zero.test
+parallel|sp all-to-all: strided pieces, not blocks|dialects/ds/Transforms/SequenceParallel.cpp|s1.push_back(s[d] / sp);@@SmallVector<int64_t> perm{scatter};@@if (d != scatter)|s1.push_back(s[d] / sp); std::swap(s1[s1.size() - 1], s1[s1.size() - 2]);@@SmallVector<int64_t> perm{scatter + 1};@@if (d != scatter + 1)|e2e/sequence-parallel.test
+parallel|drop a tied parameter's other stage's gradient|dialects/ds/Transforms/PipelineOptimizer.cpp|sum = AddOp::create(b, loc, t, sum, part[h[i]]);|sum = i ? sum : part[h[i]];|e2e/pipeline-parallel.test
+parallel|warm 1F1B up with one forward too many|dialects/ds/Transforms/Pipeline.cpp|int64_t warm = std::min(p - r - 1, m);|int64_t warm = std::min(p - r, m);|Transforms/pipeline.mlir
+parallel|interleaved: backward chunks in forward order|dialects/ds/Transforms/Pipeline.cpp|int64_t local = v - 1 - (k / p) % v;|int64_t local = (k / p) % v;|e2e/pipeline-parallel.test
+memory|plan the swap file as host memory|lib/Analysis/ArenaModel.h|return {&nvmeInUse, &nvmePeak};|return {&hostInUse, &hostPeak};|e2e/offload.test
+memory|transfers run on the compute thread|runtime/src/core/spaces.cpp|      jobs.push_back(std::move(job));|      return job();|e2e/trace.test
+memory|the swap file without io_uring|runtime/src/core/spaces.cpp|file->uring = u == 0;|file->uring = false;|e2e/offload.test
+memory|a transfer waited after its use|lib/Analysis/MemoryPlanner.cpp|llvm::is_contained(op->getOperands(), v))|false)|e2e/offload.test
+memory|recomputation reads the forward's values|dialects/ds/Transforms/ActivationCheckpoint.cpp|        recompute(u, s);|        (void)0;|e2e/recompute.test
+memory|resume reads every tp rank's part 0|runtime/src/driver/checkpointing.cpp|const int64_t part = t.split.whole() ? 0 : g_.indexOn(t.splitAxis);|const int64_t part = 0;|e2e/reshard.test
+memory|reduction drops the tail's last element|runtime/src/cpu/reduce.cpp|(__mmask16)((1u << (e - i)) - 1)|(__mmask16)((1u << (e - i - 1)) - 1)|ctest:runtime-kernels
+memory|gelu's gradient skips the scalar tail|runtime/src/cpu/gelu_grad.cpp|  for (; i < n; ++i)|  for (; i < 0; ++i)|ctest:runtime-kernels
 EOF
 )
+if [ "$group" != all ]; then
+  mutants=$(grep "^$group|" <<<"$mutants" || true)
+  [ -n "$mutants" ] || { echo "mutants: no group '$group' (optimizer, parallel, memory, all)" >&2; exit 1; }
+fi
+# MUTANT_NAMES: an extended regular expression that picks mutants by name.
+if [ -n "${MUTANT_NAMES:-}" ]; then
+  mutants=$(awk -F'|' -v re="$MUTANT_NAMES" '$2 ~ re' <<<"$mutants")
+fi
 
 # Applies (or with --revert undoes) one mutant's replacements; fails when a text is missing,
 # so that a mutant cannot silently stop applying after the code moves.
@@ -57,7 +86,8 @@ mutate() {
 import sys
 path, texts, repls, mode = sys.argv[1], sys.argv[2].split('@@'), sys.argv[3].split('@@'), sys.argv[4]
 s = open(path).read()
-for a, b in zip(texts, repls):
+pairs = list(zip(texts, repls))
+for a, b in (reversed(pairs) if mode == 'revert' else pairs):
     if mode == 'revert':
         a, b = b, a
     if s.count(a) != 1:
@@ -67,10 +97,28 @@ open(path, 'w').write(s)
 EOF
 }
 
+# Runs tests (lit paths under test/, or ctest:NAME) of the scratch build, each command within
+# the timeout; lit's and ctest's output go to LOG.
+run_tests() {
+  local log=$1 rc=0 lits=() t
+  shift
+  for t in "$@"; do
+    case $t in
+      ctest:*) timeout "$timeout_s" ctest --test-dir "$scratch/build" --output-on-failure \
+                 -R "^${t#ctest:}\$" >>"$log" 2>&1 || { rc=1; echo "FAIL: ctest :: ${t#ctest:}" >>"$log"; } ;;
+      *) lits+=("$scratch/build/test/$t") ;;
+    esac
+  done
+  if [ ${#lits[@]} -gt 0 ]; then
+    timeout "$timeout_s" $lit -v "${lits[@]}" >>"$log" 2>&1 || rc=$?
+  fi
+  return $rc
+}
+
 # The named tests pass unmutated first.
-all_tests=$(echo "$mutants" | cut -d'|' -f5 | tr ' ' '\n' | sort -u | sed "s|^|$scratch/build/test/|")
-echo "mutants: the named tests unmutated: $(echo $all_tests | wc -w) files"
-if ! $lit -q $all_tests >"$scratch/baseline.log" 2>&1; then
+all_tests=$(echo "$mutants" | cut -d'|' -f6 | tr ' ' '\n' | sort -u)
+echo "mutants: group $group, the named tests unmutated: $(echo $all_tests | wc -w)"
+if ! run_tests "$scratch/baseline.log" $all_tests </dev/null; then
   tail -30 "$scratch/baseline.log"
   echo "mutants: the tests fail without a mutant; fix that first" >&2
   exit 1
@@ -79,28 +127,35 @@ fi
 rows=()
 missed=0
 n=0
-while IFS='|' read -r name file text repl tests; do
+while IFS='|' read -r grp name file text repl tests; do
   [ -n "$name" ] || continue
   n=$((n + 1))
   log=$scratch/mutant-$n.log
+  : >"$log"
   start=$(date +%s)
   mutate "$src/$file" "$text" "$repl" apply
   result= evidence=
-  if ! ninja -C "$scratch/build" >"$log" 2>&1; then
+  if ! ninja -C "$scratch/build" >"$log" 2>&1 </dev/null; then
     result="DOES NOT BUILD"
     missed=$((missed + 1))
   else
-    paths=$(for t in $tests; do echo "$scratch/build/test/$t"; done)
-    if $lit -v $paths >>"$log" 2>&1; then
+    rc=0
+    run_tests "$log" $tests </dev/null || rc=$?
+    if [ $rc -eq 0 ]; then
       result="MISSED"
       missed=$((missed + 1))
+    elif [ $rc -eq 124 ]; then
+      result="TIMED OUT (${timeout_s}s)"
+      missed=$((missed + 1))
     else
-      result="caught by $(grep -o '^FAIL: ds :: [^ ]*' "$log" | sed 's/FAIL: ds :: //' | sort -u | tr '\n' ' ')"
+      result="caught by $(grep -oE '^FAIL: (ds|ctest) :: [^ ]*' "$log" | sed -E 's/FAIL: (ds|ctest) :: //' | sort -u | tr '\n' ' ')"
       # The line of the failing run that says what was wrong, the most telling kind first.
       evidence=
       for pat in ' +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.e+-]+ +<-- exceeds [0-9.e+-]+' \
                  'parameter [^ ]+: relative distance [0-9.e+-]+ > [0-9.e+-]+' \
+                 'steps in PyTorch[^|]*FAIL' \
                  'fp16: [^|]*(DIFFERENT|DIFFER|DISAGREES)[^|]*' 'step 1 in PyTorch[^|]*FAIL' \
+                 '[^|]*-> FAIL' 'step [0-9]+ rank [0-9]+: [^|]*' 'Expected[^|]*' \
                  'dsrt: [^|]*' 'error: [A-Z0-9]+: expected[^|]*'; do
         evidence=$(grep -m1 -oE "$pat" "$log" | sed 's/^ *//' | cut -c1-70 || true)
         [ -z "$evidence" ] || break
@@ -108,13 +163,13 @@ while IFS='|' read -r name file text repl tests; do
     fi
   fi
   mutate "$src/$file" "$text" "$repl" revert
-  rows+=("$(printf '| %-34s | %-38s | %-32s | %-70s | %4ds |' "$name" "$file" "$result" "$evidence" $(( $(date +%s) - start )))")
+  rows+=("$(printf '| %-9s | %-34s | %-38s | %-32s | %-70s | %4ds |' "$grp" "$name" "$file" "$result" "$evidence" $(( $(date +%s) - start )))")
   echo "mutants: $name: $result $evidence"
 done <<<"$mutants"
 ninja -C "$scratch/build" >/dev/null 2>&1 || true # back to the unmutated build
 
 echo
-echo "| mutant | file | result | what the test saw | time |"
-echo "|---|---|---|---|---|"
+echo "| group | mutant | file | result | what the test saw | time |"
+echo "|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 [ "$missed" -eq 0 ] || { echo "mutants: $missed not caught" >&2; exit 1; }

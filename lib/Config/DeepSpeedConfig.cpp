@@ -632,7 +632,23 @@ Error parsePipeline(const json::Value &v, PipelineConfig &p, std::vector<std::st
 }
 
 /// zero_optimization.offload_optimizer or .offload_param (`section`).
-Error parseOffload(StringRef section, const json::Value &v, OffloadConfig &o) {
+/// Why an offload or aio key that DeepSpeed reads changes nothing in ds (printed as a note).
+std::string noEffectReason(StringRef key) {
+  if (key == "pin_memory")
+    return "host memory is the CPU device's own (pinning matters for a GPU's copies)";
+  if (key == "buffer_count" || key == "buffer_size" || key == "max_in_cpu")
+    return "the compiler's plan places every offloaded tensor, so there is no staging pool "
+           "to size";
+  if (key == "intra_op_parallelism" || key == "thread_count")
+    return "each rank's swap file is driven by one io_uring queue on its transfer stream "
+           "(queue_depth requests in flight)";
+  if (key == "overlap_events")
+    return "transfers always overlap compute on the transfer stream";
+  return "DeepSpeed's initialization detail, with no counterpart in a compiled step";
+}
+
+Error parseOffload(StringRef section, const json::Value &v, OffloadConfig &o,
+                   std::vector<std::string> &warnings) {
   bool isParam = section == "offload_param";
   std::string where = ("zero_optimization." + section).str();
   if (v.kind() == json::Value::Null)
@@ -691,11 +707,17 @@ Error parseOffload(StringRef section, const json::Value &v, OffloadConfig &o) {
     }
     if (e)
       return e;
+    // Keys that shape DeepSpeed's CUDA-side staging, which ds's plan makes unneeded: the
+    // plan places every byte, and the runtime moves each value in one request stream.
+    if (key == "pin_memory" || key == "fast_init" || key == "pipeline_read" ||
+        key == "pipeline_write" || key == "buffer_count" || key == "buffer_size" ||
+        key == "max_in_cpu")
+      warnings.push_back("'" + full + "' has no effect in ds: " + noEffectReason(key));
   }
   return Error::success();
 }
 
-Error parseAio(const json::Value &v, AioConfig &a) {
+Error parseAio(const json::Value &v, AioConfig &a, std::vector<std::string> &warnings) {
   const json::Object *obj = v.getAsObject();
   if (!obj)
     return fail("'aio' must be an object, e.g. {\"block_size\": 1048576}");
@@ -713,6 +735,8 @@ Error parseAio(const json::Value &v, AioConfig &a) {
       if (key == "use_gds" && *b)
         return fail("'aio.use_gds' (GPUDirect Storage) is not implemented by ds; remove it");
       (key == "single_submit" ? a.singleSubmit : a.overlapEvents) = *b;
+      if (key == "overlap_events")
+        warnings.push_back("'aio.overlap_events' has no effect in ds: " + noEffectReason(key));
       continue;
     }
     std::optional<int64_t> i = integralValue(val);
@@ -724,6 +748,8 @@ Error parseAio(const json::Value &v, AioConfig &a) {
       a.queueDepth = *i;
     else
       a.intraOpParallelism = *i;
+    if (key == "intra_op_parallelism" || key == "thread_count")
+      warnings.push_back("'" + full + "' has no effect in ds: " + noEffectReason(key));
   }
   return Error::success();
 }
@@ -807,7 +833,7 @@ Error checkOffload(const DeepSpeedConfig &cfg) {
   return Error::success();
 }
 
-Error parseZero(const json::Value &v, ZeroConfig &z) {
+Error parseZero(const json::Value &v, ZeroConfig &z, std::vector<std::string> &warnings) {
   const json::Object *obj = v.getAsObject();
   if (!obj)
     return fail("'zero_optimization' must be an object, e.g. {\"stage\": 0}");
@@ -868,7 +894,8 @@ Error parseZero(const json::Value &v, ZeroConfig &z) {
     else if (k == "contiguous_gradients")
       e = flag(z.contiguousGradients);
     else if (key == "offload_optimizer" || key == "offload_param")
-      e = parseOffload(key, val, key == "offload_param" ? z.offloadParam : z.offloadOptimizer);
+      e = parseOffload(key, val, key == "offload_param" ? z.offloadParam : z.offloadOptimizer,
+                       warnings);
     else if (k == "sub_group_size" || k == "model_persistence_threshold" ||
              k == "module_granularity_threshold")
       e = integer(ignored);
@@ -996,7 +1023,7 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
     } else if (key == "scheduler") {
       continue; // after the optimizer, whose lr it may default to
     } else if (key == "zero_optimization") {
-      if (Error e = parseZero(v, cfg.zero))
+      if (Error e = parseZero(v, cfg.zero, cfg.warnings))
         return std::move(e);
       cfg.zeroStage = cfg.zero.stage;
     } else if (key == "fp16" || key == "bf16" || key == "bfloat16") {
@@ -1021,7 +1048,7 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
       if (Error e = parsePipeline(v, cfg.pipeline, cfg.warnings))
         return std::move(e);
     } else if (key == "aio") {
-      if (Error e = parseAio(v, cfg.aio))
+      if (Error e = parseAio(v, cfg.aio, cfg.warnings))
         return std::move(e);
     } else if (key == "activation_checkpointing") {
       if (Error e = parseCheckpointing(v, cfg.checkpointing, cfg.warnings))

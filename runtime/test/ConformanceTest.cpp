@@ -1,7 +1,8 @@
 // Device conformance: every kernel, copy, event and arena rule of a device against the CPU
 // backend (itself checked against LibTorch by KernelsTest.cpp). Parameterized over the devices
-// other than the CPU that this runtime was built with; a device that is unavailable here (no
-// GPU) skips with its reason, so CI proves the suite and the device compile. Needs only dsrt
+// other than the CPU that this runtime was built with. Exits 77 (ctest's skip) only where no
+// GPU is present, saying so; a device that cannot start for any other reason (its plugin not
+// built, a library missing) fails, as does a skip inside a case. Needs only dsrt
 // and GoogleTest: it is what the GPU machine runs (bench/gpu/check.sh).
 #include "dsrt/dsrt.h"
 
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -651,7 +653,7 @@ TEST_P(Conformance, CollectivesOfOneRank) {
   std::string report(dsrt_report(nullptr, 0) + 1, '\0');
   dsrt_report(report.data(), report.size());
   if (GetParam() == "cuda" && report.find("\nnccl: built yes") == std::string::npos)
-    GTEST_SKIP() << "the nccl channel was not built (see ds-report)";
+    FAIL() << "the nccl channel was not built (see ds-report; scripts/setup.sh installs NCCL)";
   for (int s = 0; s < 2; ++s)
     dsrt_comm_init(ctx[s], 1);
   EXPECT_STREQ(dsrt_comm_channel(ctx[0]), "loopback");
@@ -691,3 +693,34 @@ INSTANTIATE_TEST_SUITE_P(Devices, Conformance, ::testing::ValuesIn(devices()),
                          [](const ::testing::TestParamInfo<std::string> &i) { return i.param; });
 
 } // namespace
+
+/// Whether a device's reason for not starting is that this machine has no GPU.
+static bool noGpu(const std::string &why) {
+  for (const char *s : {"no NVIDIA driver", "no usable GPU", "no GPU visible"})
+    if (why.find(s) != std::string::npos)
+      return true;
+  return false;
+}
+
+int main(int argc, char **argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  std::string none;
+  for (const std::string &d : devices()) {
+    char why[512] = {0};
+    dsrt_context *c = dsrt_context_create_on(d.c_str(), 0, 2, 42, why, sizeof why);
+    if (c) {
+      dsrt_context_destroy(c);
+      continue;
+    }
+    if (!noGpu(why)) {
+      std::fprintf(stderr, "FAIL: %s\n", why);
+      return 1;
+    }
+    none += std::string(none.empty() ? "" : "; ") + why;
+  }
+  if (!none.empty()) {
+    std::printf("SKIP: no GPU here (%s)\n", none.c_str());
+    return 77;
+  }
+  return RUN_ALL_TESTS();
+}

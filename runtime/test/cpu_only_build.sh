@@ -2,7 +2,8 @@
 # The runtime alone, configured as the GPU machine configures it (cmake -S runtime: no oneDNN,
 # no MPI, GoogleTest built from Debian's sources) but with CUDA off (DSRT_ENABLE_CUDA=OFF): it
 # builds, reports the cuda device as not built and the CPU without oneDNN, and its device
-# conformance suite skips the unbuilt device.
+# conformance suite refuses the unbuilt device by name and runs its cases on the CPU against
+# itself.
 # usage: cpu_only_build.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
@@ -21,5 +22,7 @@ grep -q '^cuda: built no; unavailable: not built' <<<"$report"
 grep -q '^default device: cpu$' <<<"$report"
 grep -q '^cpu: built yes; without oneDNN' <<<"$report"
 grep -q '^mpi: built no' <<<"$report"
-"$build/test/ds-runtime-conformance-tests" | tail -3
+out=$("$build/test/ds-runtime-conformance-tests" 2>&1) && { echo "$out"; echo "the conformance suite passed with cuda not built"; exit 1; }
+grep -q '^FAIL: device cuda unavailable: .*not built' <<<"$out" || { echo "$out"; exit 1; }
+DSRT_CONFORMANCE_DEVICES=cpu "$build/test/ds-runtime-conformance-tests" | tail -3
 echo "cpu-only runtime: built and checked"

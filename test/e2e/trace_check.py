@@ -45,6 +45,11 @@ def main():
     ap.add_argument('--ranks', type=int, default=1)
     ap.add_argument('--stage', type=int, default=0)
     ap.add_argument('--trace-steps', default='')
+    ap.add_argument('--offload', action='store_true',
+                    help='ZeRO-3 with offload_param on the cpu and offload_optimizer on NVMe in '
+                         'small buckets: each bucket\'s optimizer state is read while the one '
+                         'before it is updated, and the trace must show the transfer stream busy '
+                         'while the compute stream runs kernels')
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     w = lambda f: os.path.join(args.work, f)
@@ -58,6 +63,13 @@ def main():
     cfg = {'train_batch_size': G, 'train_micro_batch_size_per_gpu': mb,
            'gradient_accumulation_steps': 1, 'optimizer': {'type': 'AdamW', 'params': {'lr': 1e-3}},
            'zero_optimization': {'stage': args.stage}, 'steps_per_print': 1000}
+    if args.offload:
+        os.makedirs(w('nvme'), exist_ok=True)
+        cfg['zero_optimization'].update(stage3_param_persistence_threshold=100,
+                                        reduce_bucket_size=3000,
+                                        offload_param={'device': 'cpu'},
+                                        offload_optimizer={'device': 'nvme',
+                                                           'nvme_path': w('nvme')})
     json.dump(cfg, open(w('cfg.json'), 'w'))
     inputs = sum([['--input', '%s=%s' % (n, t)] for n, t in specs], [])
     subprocess.run([b('ds-opt'), pt] + inputs + ['--config', w('cfg.json'), '-o',
@@ -147,6 +159,21 @@ def main():
               all(e['args'].get('detail') for e in colls),
               '%d collectives on every rank, on %s, each with its size' % (
                   list(per_rank.values())[0] if per_rank else 0, ', '.join(sorted(threads))))
+    if args.offload:
+        # Overlap: a transfer span (the transfer stream's thread) lying partly inside a kernel
+        # span of the same rank's compute stream. A transfer run on the compute stream's
+        # thread, in dsrt_move itself, falls between kernels and never overlaps one.
+        counts = []
+        for pid in pids:
+            moves = [e for e in spans if e['pid'] == pid and e['cat'] == 'transfer']
+            kern = sorted((e['ts'], e['ts'] + e['dur']) for e in kernels if e['pid'] == pid)
+            over = [m for m in moves if any(a < m['ts'] + m['dur'] and m['ts'] < z
+                                            for a, z in kern)]
+            counts.append((len(over), len(moves)))
+        check(all(n >= 1 for n, _ in counts),
+              'transfers overlap compute: %s of the transfer spans lie partly inside a kernel '
+              'span of their rank\'s compute stream' % ', '.join(
+                  '%d of %d on rank %d' % (n, t, q) for q, (n, t) in enumerate(counts)))
     slowest = collections.Counter()
     for e in kernels:
         slowest[e['args']['site']] += e['dur']

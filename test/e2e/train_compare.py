@@ -13,6 +13,8 @@ import sys
 
 import numpy as np
 
+from torch_loop import deepspeed_lr  # DeepSpeed's schedules, written out in the oracle
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, '..', 'models')
 
@@ -44,84 +46,16 @@ def read_safetensors(path):
     return out
 
 
-def deepspeed_lr(scheduler, lr, step):
-    """The lr DeepSpeed applies at optimizer step `step` (from 1), written from
-    deepspeed/runtime/lr_schedules.py and the engine's order (scheduler.step() after each
-    optimizer step; step 1 uses the value set at construction). Independent of the C++."""
-    import math
-    if not scheduler:
-        return lr
-    t, p = scheduler['type'], scheduler.get('params', {})
-    it = step - 2
-    if t == 'LRRangeTest':
-        mn = p.get('lr_range_test_min_lr', 1e-3)
-        if it < 0:
-            return mn
-        x = (it + 1) / p.get('lr_range_test_step_size', 2000)
-        if p.get('lr_range_test_staircase', False):
-            x = math.floor(x)
-        return mn * (1 + p.get('lr_range_test_step_rate', 1.0) * x)
-    if t == 'OneCycle':
-        lo, hi = p['cycle_min_lr'], p['cycle_max_lr']
-        if it < 0:
-            return lo
-        first = float(p.get('cycle_first_step_size', 2000))
-        second = float(p.get('cycle_second_step_size', first))
-        total = first + second
-        if it >= total:
-            size, rate = p.get('decay_step_size', 0), p.get('decay_lr_rate', 0.)
-            if size == 0 or rate == 0:
-                return lo
-            return lo / (1 + rate * (it - total + 1) / size)
-        n = it + 1
-        x = 1. + n / total - math.floor(1 + n / total)
-        up = x <= first / total
-        scale = x / (first / total) if up else (x - 1) / (first / total - 1)
-        stairs = p.get('cycle_first_stair_count', 0) if up else \
-            p.get('cycle_second_stair_count', p.get('cycle_first_stair_count', 0))
-        if stairs > 0:
-            c = n % total
-            pos = c * stairs / first if c <= first else (total - c) * stairs / second
-            scale = math.floor(pos) / stairs
-        return lo + (hi - lo) * scale
-    warm = max(2, p.get('warmup_num_steps', 1000))
-    inv_log = 1.0 / math.log(warm)
-    linear = p.get('warmup_type', 'log') == 'linear'
-
-    def gamma_up(i):
-        return i / warm if linear else inv_log * math.log(i + 1)
-
-    if t == 'WarmupCosineLR':
-        if it < 0:
-            return 0.0
-        if it < warm:
-            mn = p.get('warmup_min_ratio', 0.0)
-            return lr * (mn + gamma_up(it) * (1. - mn))
-        cmin = p.get('cos_min_ratio', 0.0001)
-        prog = min(1.0, (it - warm + 1) / max(1, p['total_num_steps'] - warm))
-        return lr * max(0.0, cmin + (1. - cmin) * (1 + math.cos(math.pi * prog)) / 2)
-    mn = p.get('warmup_min_lr', 0.0)
-    mx = p.get('warmup_max_lr', 0.001 if t == 'WarmupDecayLR' else lr)
-    if it < 0:
-        return mn
-    if it < warm:
-        g = gamma_up(it)
-    elif t == 'WarmupDecayLR':
-        total = p['total_num_steps']
-        g = max(0.0, float(total - it) / float(max(1.0, total - warm)))
-    else:
-        g = 1.0
-    return mn + (mx - mn) * g
-
-
-def zero_model_state(psi, stage, n, shard, mixed=False):
+def zero_model_state(psi, stage, n, shard, mixed=False, moments=2):
     """DeepSpeed's per-rank model state with Adam as (parameter, gradient, optimizer) bytes,
     with `shard` the elements a rank owns (P/N rounded up to the alignment, so that the flat
     buffers hold n * shard). fp32: stage 0 16P, stage 1 8P + 8P/N, stage 2 4P + 12P/N, stage 3
     16P/N. Mixed precision (16-bit parameters and gradients; fp32 masters and moments, 12 bytes
     of optimizer state): stage 0 16P, stage 1 4P + 12P/N, stage 2 2P + 14P/N, stage 3 16P/N."""
     k = 2 if mixed else 4  # bytes of a parameter or gradient element
-    o = 12 if mixed else 8  # bytes of optimizer state per element
+    # Bytes of optimizer state per element: 4 per moment (Adam 2, SGD with momentum 1, plain
+    # SGD 0), and the fp32 master in mixed precision.
+    o = 4 * moments + (4 if mixed else 0)
     if n == 1 or stage == 0:
         return k * psi, k * psi, o * psi
     if stage == 1:
@@ -159,7 +93,9 @@ def check_memory(args, cfg, w, b, ds_log):
         print('shard of %d elements is not P/N = %.1f plus at most %d per buffer (%d buffers)'
               % (shard, psi / n, align, len(flats)))
         ok = False
-    want_parts = zero_model_state(psi, stage, n, shard, mixed)
+    opt = cfg['optimizer']
+    moments = 2 if opt['type'] != 'SGD' else 1 if opt['params'].get('momentum', 0) else 0
+    want_parts = zero_model_state(psi, stage, n, shard, mixed, moments)
     want = sum(want_parts)
     lowered = subprocess.run([b('ds-opt'), w('step.mlir'), '--ds-lower-to-runtime'],
                              capture_output=True, text=True).stdout
@@ -182,6 +118,8 @@ def check_memory(args, cfg, w, b, ds_log):
     if row != list(want_parts):
         print('memory report: parameters, gradients, optimizer %s, formula %s' % (row, want_parts))
         ok = False
+    if stage == 3:
+        ok = check_gathered(cfg, w, report, mixed) and ok
     r = ds_log[-1]['ranks'][0]
     print('memory: psi %d, stage %d, %d partitions: model state %d bytes per rank (parameters %d, '
           'gradients %d, optimizer %d; formula %d), planned peak %d, measured %d -> %s'
@@ -220,12 +158,82 @@ def check_offload(w, b, ds_log, cfg):
                 ok = False
     dirs = {o.get('nvme_path') for o in cfg.get('zero_optimization', {}).values()
             if isinstance(o, dict) and o.get('nvme_path')}
+    if dirs:
+        ok = check_nvme_io(ds_log) and ok
     left = [f for d in dirs for f in os.listdir(d)]
     if left:
         print('swap files left behind: %s' % left)
         ok = False
     print('offload: planned %s; measured the same on every rank and step, no swap file left: '
           '%s' % (want, 'PASS' if ok else 'FAIL'))
+    return ok
+
+
+def check_gathered(cfg, w, report, mixed):
+    """ZeRO-3 keeps few parameters gathered: at the planned peak (which the measured one
+    equals), the gathered buckets and the gradient bucket in flight hold at most what
+    DeepSpeed's settings allow, by a formula that does not come from the compiler: the bucket
+    in use and those prefetched within stage3_prefetch_bucket_size elements (capped by
+    stage3_max_live_parameters), plus one gradient bucket being reduce-scattered. A bucket
+    kept gathered longer than its last use (or into the backward past stage3_max_reuse_distance)
+    exceeds it."""
+    import re
+    z = cfg['zero_optimization']
+    if z.get('stage3_max_reuse_distance', 1000000000) != 0:
+        print('ZeRO-3 gathered at the peak: not bounded (stage3_max_reuse_distance > 0 lets '
+              'a bucket stay gathered from the forward into the backward)')
+        return True
+    es = 2 if mixed else 4
+    buckets = [int(m.group(1)) for m in re.finditer(
+        r'ds.flat_buffer @zero.params\S* role params_sharded .* : tensor<(\d+)xb?f(?:32|16)>',
+        open(w('step.mlir')).read())]
+    largest = max(buckets)
+    live = min(largest + z.get('stage3_prefetch_bucket_size', 50000000),
+               max(largest, z.get('stage3_max_live_parameters', 1000000000)))
+    bound = es * (live + largest)
+    header = report[1].split()
+    held = int(report[2].split()[header.index('communication')])
+    ok = held <= bound
+    print('ZeRO-3 gathered at the peak: %d bytes; at most %d (the largest bucket %d elements '
+          'and %d prefetched or live, one gradient bucket) -> %s' % (
+              held, bound, largest, live - largest, 'PASS' if ok else 'FAIL'))
+    return ok
+
+
+def check_nvme_io(ds_log):
+    """The swap file's bytes reached the disk: every rank used io_uring with O_DIRECT (the
+    nvme_path is on a disk-backed file system here), and in every step the kernel's count of
+    the process's block I/O (/proc/self/io) holds the bytes moved to and from NVMe: at least
+    them, at most twice them plus 1 MiB of other I/O (requests are rounded up to 4 KiB). Reads
+    from step 2: step 1 reads slots never written (the file is reserved, not written, so the
+    file system returns their zeros without reading the disk)."""
+    ok = True
+    seen = []
+    for rec in ds_log:
+        for k in rec['ranks']:
+            moved = k['moved_bytes']
+            engine = k.get('nvme_engine')
+            pairs = (('write', moved['host_to_nvme'], k.get('disk_write_bytes', -1)),
+                     ('read', moved['nvme_to_host'], k.get('disk_read_bytes', -1)))
+            for what, want, got in pairs:
+                if what == 'read' and rec['step'] == 1:
+                    continue
+                seen.append((what, want, got))
+                if not want <= got <= 2 * want + (1 << 20):
+                    print('step %d rank %d: %d bytes moved to %s NVMe, the kernel counts %d'
+                          % (rec['step'], k['rank'], want, what, got))
+                    ok = False
+            if engine != 'io_uring+O_DIRECT':
+                print('step %d rank %d: the swap file used %s, not io_uring+O_DIRECT' %
+                      (rec['step'], k['rank'], engine))
+                ok = False
+    w = [s for s in seen if s[0] == 'write']
+    r = [s for s in seen if s[0] == 'read']
+    print('nvme I/O: io_uring+O_DIRECT on every rank; per rank and step %d-%d bytes written '
+          '(the kernel counts %d-%d), %d-%d read (%d-%d) -> %s' % (
+              min(x[1] for x in w), max(x[1] for x in w), min(x[2] for x in w),
+              max(x[2] for x in w), min(x[1] for x in r), max(x[1] for x in r),
+              min(x[2] for x in r), max(x[2] for x in r), 'PASS' if ok else 'FAIL'))
     return ok
 
 
@@ -401,38 +409,24 @@ def python_step1_loss(pt, flags, specs, mb, gas, ranks):
     return float(np.float32(np.mean(np.array(losses, dtype=np.float64))))
 
 
-def python_train_losses(pt, flags, specs, mb, gas, ranks, steps, lr, eps, weight_decay):
-    """Every step's loss as PyTorch trains the file in Python (the .pt2 through
-    torch.export.load(...).module(), so no code is shared with ds's loader): AdamW
-    (torch.optim.AdamW, DeepSpeed's defaults), the data order written out as in
-    python_step1_loss, each micro-batch's loss divided by gas * ranks before backward."""
-    import torch
-    paths = {flags[i + 1].split('=', 1)[0]: flags[i + 1].split('=', 1)[1]
-             for i in range(0, len(flags), 2) if flags[i] == '--data'}
-    arrays = [np.load(paths[name]) for name, _ in specs]
-    if pt.endswith('.pt2'):
-        module = torch.export.load(pt).module()
-    else:
-        module = torch.jit.load(pt)
-        module.train()
-    params = [p for p in module.parameters() if p.requires_grad]  # tied weights once
-    opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.999), eps=eps,
-                            weight_decay=weight_decay)
-    G = mb * gas * ranks
-    losses = []
-    for s in range(steps):
-        opt.zero_grad()
-        step_losses = []
-        for r in range(ranks):
-            for k in range(gas):
-                first = s * G + (r * gas + k) * mb
-                out = module(*[torch.from_numpy(a[first:first + mb]) for a in arrays])
-                loss = out[-1] if isinstance(out, tuple) else out
-                (loss / (gas * ranks)).backward()
-                step_losses.append(float(loss.item()))
-        losses.append(float(np.float32(np.mean(np.array(step_losses, dtype=np.float64)))))
-        opt.step()
-    return losses
+def torch_loop_losses(args, pt, cfg_path, specs, data_flags):
+    """Every step as a plain PyTorch loop in Python trains the file (torch_loop.py, run by
+    .venv's PyTorch: it shares no code with ds or with this script), or None with the reason
+    it cannot: a module that is random in training mode (dropout)."""
+    python = os.environ.get('DS_TORCH_LOOP_PYTHON', '')
+    if not python or not os.path.exists(python):
+        sys.exit('the independent oracle needs .venv\'s python (DS_TORCH_LOOP_PYTHON=%r, set by '
+                 'lit from the build\'s DS_PYTHON_TORCH2): run scripts/setup.sh and reconfigure'
+                 % python)
+    out = os.path.join(args.work, 'torch_loop.jsonl')
+    run([python, '-W', 'ignore', os.path.join(HERE, 'torch_loop.py'), '--model', pt,
+         '--config', cfg_path, '--steps', str(args.steps), '--out', out,
+         '--inputs', ','.join(n for n, _ in specs)] + data_flags,
+        os.path.join(args.work, 'torch_loop.log'))
+    rows = [json.loads(l) for l in open(out)]
+    if rows and rows[0].get('random'):
+        return None
+    return rows
 
 
 def model_path(args):
@@ -517,6 +511,9 @@ def main():
                     'planned peak is within 5%% of the measured one')
     ap.add_argument('--tokens', default='', choices=['', 'uint16', 'uint32'],
                     help='feed the first two inputs from a token file of this dtype')
+    ap.add_argument('--torch-loop', action='store_true',
+                    help='also train with the plain PyTorch loop (torch_loop.py) on a run of '
+                         'several ranks (single-rank and clipping runs always do)')
     ap.add_argument('--precision', default='', choices=['', 'bf16', 'fp16'],
                     help='train ds in 16 bits (DeepSpeed\'s bf16 or fp16 section): bf16 against '
                          'ds-reference\'s bf16 oracle, step-1 gradients too (--grad-rtol); fp16 '
@@ -672,15 +669,32 @@ def main():
     if not python_can_train:
         print('%d steps in PyTorch (Python): not run (torch.export.load(...).module() of this '
               'program fails backward in PyTorch itself)' % args.steps)
-    if args.family in TORCH2_FAMILIES and python_can_train and not (
-            args.precision or args.scheduler or args.optimizer or args.clip or args.tokens):
-        # ds-reference reads a .pt2 through ds's own loader; PyTorch in Python does not.
-        py_losses = python_train_losses(pt, data_flags, specs, mb, args.gas, args.ranks,
-                                        args.steps, args.lr, args.eps, args.weight_decay)
-        py_worst = max(abs(a['loss'] - p) / abs(p) for a, p in zip(ds_log, py_losses))
-        print('%d steps in PyTorch (Python, torch.optim.AdamW): worst loss rel diff %.2e%s' %
-              (args.steps, py_worst, '' if py_worst <= args.loss_rtol else ' FAIL'))
-        ok = ok and py_worst <= args.loss_rtol
+    # The independent oracle (a plain PyTorch loop, torch_loop.py) on every single-rank run,
+    # every clipping run, every file PyTorch 2.x exported and where --torch-loop asks: ds-reference
+    # shares ds's config parser, data order, schedules and .pt2 loader; this loop shares none.
+    single = args.ranks * args.tp * args.sp * args.pp == 1
+    if python_can_train and not args.precision and (
+            single or args.clip or args.torch_loop or args.family in TORCH2_FAMILIES):
+        rows = torch_loop_losses(args, pt, cfg_path, specs, data_flags)
+        if rows is None:
+            print('%d steps in PyTorch (Python): not run (the module is random in training '
+                  'mode: dropout)' % args.steps)
+        else:
+            py_worst = max(abs(a['loss'] - p['loss']) / abs(p['loss'])
+                           for a, p in zip(ds_log, rows))
+            lr_ok = all(abs(a['lr'] - p['lr']) <= 1e-8 * max(abs(p['lr']), 1e-12)
+                        for a, p in zip(ds_log, rows))
+            print('%d steps in PyTorch (Python, torch_loop.py: torch.optim, the config read '
+                  'there): worst loss rel diff %.2e, lr %s%s' % (
+                      args.steps, py_worst, 'equal' if lr_ok else 'DIFFERENT',
+                      '' if py_worst <= args.loss_rtol and len(rows) == len(ds_log) and lr_ok
+                      else ' FAIL'))
+            if args.clip:
+                norms = [p['grad_norm'] for p in rows]
+                print('gradient norm before clipping (PyTorch): %.3g to %.3g, clipped to %g on '
+                      '%d of %d steps' % (min(norms), max(norms), args.clip,
+                                          sum(n > args.clip for n in norms), len(norms)))
+            ok = ok and py_worst <= args.loss_rtol and len(rows) == len(ds_log) and lr_ok
     worst = 0.0
     print('step  ds loss          reference loss   rel diff')
     for a, r in zip(ds_log, ref_log):

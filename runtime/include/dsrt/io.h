@@ -172,6 +172,10 @@ std::string formatBytes(uint64_t bytes);
 /// Peak resident memory of this process over its life (the kernel's high-water mark, kept
 /// across HostMemoryWindow's resets).
 uint64_t hostPeakBytes();
+/// The bytes this process has made the storage layer read and write (/proc/self/io's
+/// read_bytes and write_bytes: block I/O, the page cache's hits not counted); false where the
+/// kernel does not account them.
+bool processDiskBytes(uint64_t &readBytes, uint64_t &writeBytes);
 
 /// The most host memory an operation (a checkpoint save or resume) adds to what the process
 /// held when it started: the growth of the resident set's high-water mark, which begin()
@@ -211,6 +215,11 @@ struct RankStats {
   uint64_t hostSpacePeakBytes = 0, nvmePeakBytes = 0;
   uint64_t movedBytes[4] = {0, 0, 0, 0};
   double stallMs = 0;
+  /// With a swap file: its I/O path (dsrt_nvme_engine) and the bytes the process read from
+  /// and wrote to the storage layer this step, as the kernel counts them ("nvme_engine",
+  /// "disk_read_bytes", "disk_write_bytes").
+  std::string nvmeEngine;
+  uint64_t diskReadBytes = 0, diskWriteBytes = 0;
 };
 
 /// One optimizer step's record: one line of LOG.jsonl.

@@ -234,6 +234,8 @@ int Driver::train(uint64_t resumePeak) {
     uint64_t moved0[4];
     for (int k = 0; k < 4; ++k)
       moved0[k] = dsrt_moved_bytes(ctx, k);
+    uint64_t disk0[2] = {0, 0};
+    io::processDiskBytes(disk0[0], disk0[1]);
     double inCalls = 0; // seconds in the micro-step calls (the data excluded)
     for (int64_t k0 = 0; k0 < p.gas; k0 += perCall) {
       std::vector<dsrt_tensor *> ts(perCall * n);
@@ -381,7 +383,9 @@ int Driver::train(uint64_t resumePeak) {
     r.samplesPerS = ms > 0 ? static_cast<double>(p.G) * 1000.0 / ms : 0.0;
     r.devicePeakBytes = dsrt_device_peak_bytes(ctx);
     r.hostPeakBytes = io::hostPeakBytes();
-    constexpr int kStats = 17;
+    uint64_t disk[2] = {0, 0};
+    io::processDiskBytes(disk[0], disk[1]);
+    constexpr int kStats = 19;
     // The times in microseconds, as integers like the rest.
     uint64_t mine[kStats] = {r.devicePeakBytes, r.hostPeakBytes, state.total(), state.params,
                              state.grads,       state.optim,     savePeak,      resumePeak,
@@ -394,9 +398,15 @@ int Driver::train(uint64_t resumePeak) {
                              dsrt_moved_bytes(ctx, 2) - moved0[2],
                              dsrt_moved_bytes(ctx, 3) - moved0[3],
                              static_cast<uint64_t>(
-                                 (dsrt_transfer_wait_seconds(ctx) - stalled0) * 1e6)};
+                                 (dsrt_transfer_wait_seconds(ctx) - stalled0) * 1e6),
+                             disk[0] - disk0[0], disk[1] - disk0[1]};
     std::vector<char> all = worldSize > 1 ? group.gather(mine, sizeof mine)
                                           : std::vector<char>((char *)mine, (char *)(mine + kStats));
+    // Each rank's swap-file I/O path, by name.
+    char engine[32] = {};
+    std::snprintf(engine, sizeof engine, "%s", dsrt_nvme_engine(ctx));
+    std::vector<char> engines = worldSize > 1 ? group.gather(engine, sizeof engine)
+                                              : std::vector<char>(engine, engine + sizeof engine);
     for (int32_t q = 0; q < worldSize; ++q) {
       uint64_t v[kStats];
       std::memcpy(v, all.data() + q * sizeof v, sizeof v);
@@ -414,6 +424,9 @@ int Driver::train(uint64_t resumePeak) {
       for (int m = 0; m < 4; ++m)
         k.movedBytes[m] = v[12 + m];
       k.stallMs = v[16] * 1e-3;
+      k.diskReadBytes = v[17];
+      k.diskWriteBytes = v[18];
+      k.nvmeEngine = std::string(engines.data() + q * sizeof engine);
       r.ranks.push_back(k);
     }
     resumed = false;

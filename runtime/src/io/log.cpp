@@ -99,6 +99,9 @@ std::string formatLogLine(const LogRecord &r) {
            ",\"host_to_nvme\":" + u(k.movedBytes[2]) +
            ",\"nvme_to_host\":" + u(k.movedBytes[3]) + "}" +
            ",\"stall_ms\":" + formatFloat(k.stallMs);
+    if (k.offload && !k.nvmeEngine.empty())
+      s += ",\"nvme_engine\":\"" + k.nvmeEngine + "\",\"disk_read_bytes\":" +
+           u(k.diskReadBytes) + ",\"disk_write_bytes\":" + u(k.diskWriteBytes);
     s += "}";
   }
   return s + "]}";

@@ -57,6 +57,19 @@ uint64_t hostPeakBytes() {
   return std::max(now, clearedPeak.load());
 }
 
+bool processDiskBytes(uint64_t &readBytes, uint64_t &writeBytes) {
+  std::ifstream f("/proc/self/io");
+  std::string line;
+  int found = 0;
+  while (std::getline(f, line)) {
+    if (line.rfind("read_bytes:", 0) == 0)
+      readBytes = std::strtoull(line.c_str() + 11, nullptr, 10), ++found;
+    else if (line.rfind("write_bytes:", 0) == 0)
+      writeBytes = std::strtoull(line.c_str() + 12, nullptr, 10), ++found;
+  }
+  return found == 2;
+}
+
 void HostMemoryWindow::begin() {
   uint64_t peak = hostPeakBytes();
   uint64_t seen = clearedPeak.load();
