@@ -58,8 +58,8 @@ parallel|skip one bucket's reduce-scatter|dialects/ds/Transforms/Zero.cpp|Value 
 parallel|ZeRO-3 keeps every bucket gathered for the backward|dialects/ds/Transforms/Zero.cpp|if (between < maxReuseDistance)|if (true)|e2e/zero.test
 parallel|sp all-to-all: strided pieces, not blocks|dialects/ds/Transforms/SequenceParallel.cpp|s1.push_back(s[d] / sp);@@SmallVector<int64_t> perm{scatter};@@if (d != scatter)|s1.push_back(s[d] / sp); std::swap(s1[s1.size() - 1], s1[s1.size() - 2]);@@SmallVector<int64_t> perm{scatter + 1};@@if (d != scatter + 1)|e2e/sequence-parallel.test
 parallel|drop a tied parameter's other stage's gradient|dialects/ds/Transforms/PipelineOptimizer.cpp|sum = AddOp::create(b, loc, t, sum, part[h[i]]);|sum = i ? sum : part[h[i]];|e2e/pipeline-parallel.test
-parallel|warm 1F1B up with one forward too many|dialects/ds/Transforms/Pipeline.cpp|int64_t warm = std::min(p - r - 1, m);|int64_t warm = std::min(p - r, m);|Transforms/pipeline.mlir
-parallel|interleaved: backward chunks in forward order|dialects/ds/Transforms/Pipeline.cpp|int64_t local = v - 1 - (k / p) % v;|int64_t local = (k / p) % v;|e2e/pipeline-parallel.test
+parallel|warm 1F1B up with one forward too many|dialects/ds/Transforms/Pipeline.cpp|int64_t warm = std::min(p - r - 1, m);|int64_t warm = std::min(p - r, m);|Transforms/pipeline-order.mlir
+parallel|interleaved: backward chunks in forward order|dialects/ds/Transforms/Pipeline.cpp|int64_t local = v - 1 - (k / p) % v;|int64_t local = (k / p) % v;|Transforms/pipeline-order.mlir e2e/pipeline-parallel.test
 memory|plan the swap file as host memory|lib/Analysis/ArenaModel.h|return {&nvmeInUse, &nvmePeak};|return {&hostInUse, &hostPeak};|e2e/offload.test
 memory|transfers run on the compute thread|runtime/src/core/spaces.cpp|      jobs.push_back(std::move(job));|      return job();|e2e/trace.test
 memory|the swap file without io_uring|runtime/src/core/spaces.cpp|file->uring = u == 0;|file->uring = false;|e2e/offload.test

@@ -45,6 +45,9 @@ def main():
     ap.add_argument('--ranks', type=int, default=1)
     ap.add_argument('--stage', type=int, default=0)
     ap.add_argument('--trace-steps', default='')
+    ap.add_argument('--pp', type=int, default=1,
+                    help='pipeline stages (--ranks of them, 4 micro-batches per step): the '
+                         'trace must show the stages computing at the same time')
     ap.add_argument('--offload', action='store_true',
                     help='ZeRO-3 with offload_param on the cpu and offload_optimizer on NVMe in '
                          'small buckets: each bucket\'s optimizer state is read while the one '
@@ -58,11 +61,15 @@ def main():
                                                        work=args.work))
     specs = [l.strip().split('=', 1) for l in open(inputs_file) if l.strip()]
     mb = tc.parse_type(specs[0][1])[0][0]
-    G = mb * args.ranks
+    gas = 4 if args.pp > 1 else 1
+    G = mb * gas * args.ranks // args.pp
     data = tc.write_data(specs, args.family, STEPS * G, args.work, np.random.RandomState(0))
     cfg = {'train_batch_size': G, 'train_micro_batch_size_per_gpu': mb,
-           'gradient_accumulation_steps': 1, 'optimizer': {'type': 'AdamW', 'params': {'lr': 1e-3}},
+           'gradient_accumulation_steps': gas,
+           'optimizer': {'type': 'AdamW', 'params': {'lr': 1e-3}},
            'zero_optimization': {'stage': args.stage}, 'steps_per_print': 1000}
+    if args.pp > 1:
+        cfg['pipeline'] = {'stages': args.pp}
     if args.offload:
         os.makedirs(w('nvme'), exist_ok=True)
         cfg['zero_optimization'].update(stage3_param_persistence_threshold=100,
@@ -137,7 +144,7 @@ def main():
     # Named by the ds op; in the forward and backward, also by the model's line (the optimizer
     # step's ops are the compiler's own).
     sited = [e for e in kernels if e['args'].get('site', '').startswith('ds.')]
-    micro = [s for s in spans if s['name'] == 'micro_step']
+    micro = [s for s in spans if s['name'] in ('micro_step', 'pipeline_step')]
     model = [e for e in kernels if any(s['pid'] == e['pid'] and s['ts'] <= e['ts'] <= s['ts'] +
                                        s['dur'] for s in micro)]
     # The rest are ops the compiler inserted (ZeRO's buckets), named by the model file.
@@ -174,6 +181,23 @@ def main():
               'transfers overlap compute: %s of the transfer spans lie partly inside a kernel '
               'span of their rank\'s compute stream' % ', '.join(
                   '%d of %d on rank %d' % (n, t, q) for q, (n, t) in enumerate(counts)))
+    if args.pp > 1:
+        # Both stages busy at once: the time in which a kernel of each of two ranks runs.
+        def busy(pid):
+            out = []
+            for a, z in sorted((e['ts'], e['ts'] + e['dur']) for e in kernels if e['pid'] == pid):
+                if out and a <= out[-1][1]:
+                    out[-1][1] = max(out[-1][1], z)
+                else:
+                    out.append([a, z])
+            return out
+        b0, b1 = busy(0), busy(1)
+        both = sum(max(0.0, min(z0, z1) - max(a0, a1)) for a0, z0 in b0 for a1, z1 in b1)
+        t0, t1 = sum(z - a for a, z in b0), sum(z - a for a, z in b1)
+        check(both >= 0.05 * min(t0, t1),
+              'stages overlap: ranks 0 and 1 run kernels at the same time for %.0f us, %.0f%% of '
+              'the less busy rank\'s %.0f us of kernels' % (both, 100 * both / min(t0, t1),
+                                                           min(t0, t1)))
     slowest = collections.Counter()
     for e in kernels:
         slowest[e['args']['site']] += e['dur']
