@@ -36,6 +36,8 @@ for root, _, files in os.walk(src):
         if rel not in want:
             os.remove(os.path.join(root, f))
 ' "$src"
+# The project's .venv (LibTorch, oneDNN, PyTorch 2.x for the tests) is shared, not copied.
+[ -e "$src/.venv" ] || ln -s "$PWD/.venv" "$src/.venv"
 export CCACHE_BASEDIR=$scratch CCACHE_NOHASHDIR=1
 echo "mutants: building the scratch copy in $scratch/build (log: $scratch/build.log)"
 cmake -S "$src" -B "$scratch/build" -G Ninja >"$scratch/build.log" 2>&1
