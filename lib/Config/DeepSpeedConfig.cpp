@@ -1092,8 +1092,27 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
                           *tbs, *mb, *gas, worldSize));
     }
   } else {
-    if (worldSize == 0)
+    if (worldSize == 0) {
       worldSize = 1;
+      // DeepSpeed splits train_batch_size over the ranks it was launched on; ds compiles for
+      // one mesh, so a split the keys leave open is taken at one rank, and said.
+      int64_t per = mb ? *mb : gas ? *gas : 1;
+      if (tbs && *tbs > per && *tbs % per == 0)
+        cfg.warnings.push_back(formatv(
+            "the world size is not stated: train_batch_size {0} with {1} leaves it open, so "
+            "ds compiles for 1 data-parallel rank ({2}); DeepSpeed derives it from the ranks "
+            "it is launched on: for N ranks pass --world-size N, or set "
+            "train_batch_size, train_micro_batch_size_per_gpu and "
+            "gradient_accumulation_steps together",
+            *tbs,
+            mb    ? formatv("train_micro_batch_size_per_gpu {0}", *mb).str()
+            : gas ? formatv("gradient_accumulation_steps {0}", *gas).str()
+                  : std::string("neither train_micro_batch_size_per_gpu nor "
+                                "gradient_accumulation_steps"),
+            mb    ? formatv("gradient_accumulation_steps {0}", *tbs / *mb).str()
+            : gas ? formatv("train_micro_batch_size_per_gpu {0}", *tbs / *gas).str()
+                  : formatv("train_micro_batch_size_per_gpu {0}", *tbs).str()));
+    }
     if (tbs && mb) {
       if (*tbs % (*mb * worldSize) != 0)
         return fail(formatv("train_batch_size {0} is not divisible by "

@@ -118,3 +118,31 @@ module {
 // expected-error @below {{ds-tensor-parallel: autotp-size 4 disagrees with the module's mesh dp=1 x tp=2 (drop the option; the mesh decides)}}
 module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [1, 2]>} {
 }
+
+// -----
+
+// A gated MLP after a residual (Llama's): the gate and up projections, tried first as a
+// region's end, reach the residual's add, which has uses outside; the down projection's
+// region then takes them as its entries. They split, so no remark says they stay replicated.
+module {
+  ds.parameter @fc0.weight trainable : tensor<8x8xf32>
+  ds.parameter @gate.weight trainable : tensor<16x8xf32>
+  ds.parameter @up.weight trainable : tensor<16x8xf32>
+  ds.parameter @down.weight trainable : tensor<8x16xf32>
+  func.func @forward(%x: tensor<2x8xf32>) -> tensor<f32> {
+    %w0 = ds.get_parameter @fc0.weight : tensor<8x8xf32>
+    %h0 = ds.linear %x, %w0 : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
+    %r = ds.add %h0, %x : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+    %wg = ds.get_parameter @gate.weight : tensor<16x8xf32>
+    %g = ds.linear %r, %wg : (tensor<2x8xf32>, tensor<16x8xf32>) -> tensor<2x16xf32>
+    %wu = ds.get_parameter @up.weight : tensor<16x8xf32>
+    %u = ds.linear %r, %wu : (tensor<2x8xf32>, tensor<16x8xf32>) -> tensor<2x16xf32>
+    %a = ds.relu %g : tensor<2x16xf32>
+    %m = ds.mul %a, %u : tensor<2x16xf32>, tensor<2x16xf32> -> tensor<2x16xf32>
+    %wd = ds.get_parameter @down.weight : tensor<8x16xf32>
+    %d = ds.linear %m, %wd : (tensor<2x16xf32>, tensor<8x16xf32>) -> tensor<2x8xf32>
+    %y = ds.add %r, %d : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+    %s = ds.sum %y dims = [0, 1] : tensor<2x8xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}

@@ -10,6 +10,7 @@
 #include "ds/InitAll.h"
 #include "ds/Config/DeepSpeedConfig.h"
 #include "ds/Pipelines/Pipelines.h"
+#include "ds/Transforms/TensorParallelRemarks.h"
 #ifdef DS_ENABLE_TORCH
 #include "ds/Importer/TorchScript.h"
 #endif
@@ -221,14 +222,8 @@ int main(int argc, char **argv) {
     return fail("--device-memory needs --config (the budget of the training step it builds)");
   const bool reports = memoryReport || commReport || flopsReport;
 
-  // An MLIR input is mlir-opt's, the training step's pipeline first when --config asks for
-  // one.
-  if (!model && !reports && !budget) {
-    if (step)
-      config.setPassPipelineSetupFn([cli = config, &step](PassManager &pm) {
-        mlir::ds::buildTrainingStepPipeline(pm, *step);
-        return cli.setupPassPipeline(pm);
-      });
+  // An MLIR input is mlir-opt's, unless it is to become a training step or be reported on.
+  if (!model && !reports && !budget && !step) {
     std::string message;
     std::unique_ptr<llvm::MemoryBuffer> buffer = openInputFile(inputFile, &message);
     if (!buffer)
@@ -242,8 +237,8 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  // A PyTorch model (or an MLIR input to report on): the module, its training step, the
-  // reports, then the command line's passes.
+  // A PyTorch model (or an MLIR input to build a step from or report on): the module, its
+  // training step and the summary of it, the reports, then the command line's passes.
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   // The importer's errors print their Python locations as they always have (MLIR's default
@@ -257,6 +252,16 @@ int main(int argc, char **argv) {
     module = parseSourceFile<ModuleOp>(inputFile, sourceMgr, &context);
   if (!module)
     return 1;
+  // ds-tensor-parallel's reasons for the parameters it keeps whole go to the summary.
+  llvm::StringMap<std::string> wholeWhy;
+  ScopedDiagnosticHandler remarks(&context, [&](Diagnostic &d) {
+    std::string name, why;
+    if (d.getSeverity() != DiagnosticSeverity::Remark ||
+        !mlir::ds::readStaysWholeRemark(d.str(), name, why))
+      return failure();
+    wholeWhy[name] = why;
+    return success();
+  });
   if (step && budget) {
     auto fitted = mlir::ds::fitDeviceMemory(*module, *step, budget, llvm::errs());
     if (failed(fitted))
@@ -265,6 +270,8 @@ int main(int argc, char **argv) {
   } else if (step && failed(mlir::ds::buildTrainingStep(*module, *step))) {
     return 1;
   }
+  if (step)
+    mlir::ds::printStepSummary(*module, *step, wholeWhy, llvm::errs());
   if (reports) {
     if (failed(printReports(*module)))
       return 1;

@@ -10,6 +10,7 @@
 #include "ds/Transforms/Passes.h"
 
 #include "TensorParallel.h"
+#include "TensorParallelRemarks.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
@@ -379,6 +380,21 @@ void TensorParallelRewriter::splitParameter(ParameterOp param, int64_t dim, int6
   });
 }
 
+void mlir::ds::remarkStaysWhole(Operation *at, StringRef param, const Twine &why) {
+  at->emitRemark() << "ds-tensor-parallel: '" << param << "' stays replicated: " << why;
+}
+
+bool mlir::ds::readStaysWholeRemark(StringRef message, std::string &param, std::string &why) {
+  if (!message.consume_front("ds-tensor-parallel: '"))
+    return false;
+  auto [name, rest] = message.split("' stays replicated: ");
+  if (rest.empty() && !message.contains("' stays replicated: "))
+    return false;
+  param = name.str();
+  why = rest.str();
+  return true;
+}
+
 namespace {
 
 void TensorParallelPass::rewrite(Region &r, const MeshAxisRef &axis) {
@@ -486,6 +502,8 @@ void TensorParallelPass::runOnOperation() {
   });
 
   SmallVector<Region> regions;
+  // Why a linear could not end a region; said only of those no region takes as an entry.
+  SmallVector<std::pair<LinearOp, std::string>> unsplit;
   for (LinearOp x : linears) {
     if (!isCandidate(x))
       continue;
@@ -500,9 +518,11 @@ void TensorParallelPass::runOnOperation() {
     }
     // Only linears that could end a region are worth a remark.
     if (why.rfind("no linear", 0) != 0)
-      x.emitRemark() << "ds-tensor-parallel: '" << parameterOf(x.getWeight()).getSymName()
-                     << "' stays replicated: " << why;
+      unsplit.emplace_back(x, std::move(why));
   }
+  for (auto &[x, why] : unsplit)
+    if (!rw.assigned.contains(x))
+      remarkStaysWhole(x, parameterOf(x.getWeight()).getSymName(), why);
   for (Region &r : regions)
     rewrite(r, *axis);
   rw.vocabParallel(module, forward);

@@ -8,6 +8,7 @@
 // (GPT's wte and lm_head) is split once for both.
 //
 #include "TensorParallel.h"
+#include "TensorParallelRemarks.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -283,14 +284,13 @@ void TensorParallelRewriter::vocabParallel(ModuleOp module, func::FuncOp forward
     VocabUses uses = findVocabUses(*this, param, forward);
     if (!uses.usable || (uses.embeddings.empty() && uses.heads.empty())) {
       if (!uses.why.empty())
-        param.emitRemark() << "ds-tensor-parallel: '" << param.getSymName()
-                           << "' stays replicated: " << uses.why;
+        remarkStaysWhole(param, param.getSymName(), uses.why);
       continue;
     }
     if (V % tp != 0) {
-      param.emitRemark() << "ds-tensor-parallel: '" << param.getSymName()
-                         << "' stays replicated: its vocabulary of " << V
-                         << " rows does not divide by tp = " << tp;
+      remarkStaysWhole(param, param.getSymName(),
+                       "its vocabulary of " + Twine(V) + " rows does not divide by tp = " +
+                           Twine(tp));
       continue;
     }
     splitter.rows = V / tp;

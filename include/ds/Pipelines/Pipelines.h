@@ -5,6 +5,7 @@
 #include "ds/Analysis/MemoryPlan.h"
 #include "ds/Config/DeepSpeedConfig.h"
 #include "ds/IR/DSDialect.h"
+#include "llvm/ADT/StringMap.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -47,6 +48,13 @@ std::string describeRun(const ::ds::DeepSpeedConfig &config);
 /// micro-batch size, then buildTrainingPipeline. The pipeline `ds-train-step{config=PATH}`.
 void buildTrainingStepPipeline(OpPassManager &pm, const ::ds::DeepSpeedConfig &config);
 LogicalResult buildTrainingStep(ModuleOp module, const ::ds::DeepSpeedConfig &config);
+
+/// What ds-opt --config prints to stderr once the step is built (StepSummary.cpp): the mesh,
+/// the batch as DeepSpeed's rule resolved it, the ZeRO stage, precision, optimizer, offload and
+/// pipeline stages, and under tp which trainable parameters split (by layer pattern) and which
+/// stayed whole, with `wholeWhy[name]` (ds-tensor-parallel's remark) where it gave a reason.
+void printStepSummary(ModuleOp step, const ::ds::DeepSpeedConfig &config,
+                      const llvm::StringMap<std::string> &wholeWhy, llvm::raw_ostream &os);
 
 /// Registers ds's pass pipelines: ds-train-step{config=PATH world-size=N} (the training step)
 /// and ds-lower-step (buildRuntimeLoweringPipeline).

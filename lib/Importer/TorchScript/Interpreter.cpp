@@ -2,6 +2,7 @@
 #include "Interpreter.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Verifier.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -327,6 +328,33 @@ FailureOr<std::vector<AV>> Interpreter::runBlock(torch::jit::Block *block,
   return outputs;
 }
 
+LogicalResult Interpreter::verifyNewOps(Block *block, Operation *before) {
+  // A handler that took a form of its op it does not support would leave the module's
+  // verifier to say so in the dialect's terms: say it here, in the model's.
+  Block::iterator end = builder.getInsertionBlock() == block ? builder.getInsertionPoint()
+                                                             : block->end();
+  for (Block::iterator op = before ? std::next(before->getIterator()) : block->begin();
+       op != end; ++op) {
+    bool invalid = false;
+    {
+      ScopedDiagnosticHandler quiet(builder.getContext(), [&](Diagnostic &d) {
+        invalid |= d.getSeverity() == DiagnosticSeverity::Error;
+        return success();
+      });
+      if (succeeded(verify(&*op, /*verifyRecursively=*/false)) && !invalid)
+        continue;
+    }
+    InFlightDiagnostic diag = error() << "ds does not import this form of it (operands: ";
+    for (auto [k, v] : llvm::enumerate(currentNode->inputs())) {
+      auto a = env.find(v);
+      diag << (k ? ", " : "") << (a == env.end() ? std::string("?") : a->second.describe());
+    }
+    diag << "); docs/importer/supported-ops.md lists the forms it takes";
+    return failure();
+  }
+  return success();
+}
+
 LogicalResult Interpreter::runNode(Node *node) {
   currentNode = node;
   currentLoc = locationOf(node);
@@ -409,9 +437,14 @@ LogicalResult Interpreter::runNode(Node *node) {
       auto it = handlers.find(kind);
       bool folded = false;
       out = foldWithLibTorch(node, in, folded);
-      if (!folded && it != handlers.end())
+      if (!folded && it != handlers.end()) {
+        Block *block = builder.getInsertionBlock();
+        Block::iterator at = builder.getInsertionPoint();
+        Operation *before = at == block->begin() ? nullptr : &*std::prev(at);
         out = it->second(*this, node, in);
-      else if (!folded)
+        if (succeeded(out) && failed(verifyNewOps(block, before)))
+          return failure();
+      } else if (!folded)
         return error() << "unsupported op " << kind
                        << "; the supported ops are listed in docs/importer/supported-ops.md "
                           "(and by 'ds-opt --list-torch-ops')";

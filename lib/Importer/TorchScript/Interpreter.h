@@ -129,6 +129,9 @@ public:
   FailureOr<Type> dtypeArg(const AV &v, Type fallback);
 
   /// Computes an op whose tensor operands are all constants in LibTorch (ConstantFolding.cpp).
+  /// Verifies the ops a handler made after `before` in `block` (null: from its start); an
+  /// invalid one fails with an error naming the node's op, its line and its operands.
+  LogicalResult verifyNewOps(Block *block, Operation *before);
   FailureOr<std::vector<AV>> foldWithLibTorch(torch::jit::Node *node, std::vector<AV> &in,
                                               bool &folded);
 
