@@ -63,7 +63,7 @@ parallel|drop a tied parameter's other stage's gradient|dialects/ds/Transforms/P
 parallel|warm 1F1B up with one forward too many|dialects/ds/Transforms/Pipeline.cpp|int64_t warm = std::min(p - r - 1, m);|int64_t warm = std::min(p - r, m);|Transforms/pipeline-order.mlir
 parallel|interleaved: backward chunks in forward order|dialects/ds/Transforms/Pipeline.cpp|int64_t local = v - 1 - (k / p) % v;|int64_t local = (k / p) % v;|Transforms/pipeline-order.mlir e2e/pipeline-parallel.test
 memory|plan the swap file as host memory|lib/Analysis/ArenaModel.h|return {&nvmeInUse, &nvmePeak};|return {&hostInUse, &hostPeak};|e2e/offload.test
-memory|transfers run on the compute thread|runtime/src/core/spaces.cpp|      jobs.push_back(std::move(job));|      return job();|e2e/trace.test
+memory|transfers run on the compute thread|runtime/src/core/spaces.cpp|      jobs.push_back(std::move(job));|      return job();|ctest:trace-overlap
 memory|the swap file without io_uring|runtime/src/core/spaces.cpp|file->uring = u == 0;|file->uring = false;|e2e/offload.test
 memory|a transfer waited after its use|lib/Analysis/MemoryPlanner.cpp|llvm::is_contained(op->getOperands(), v))|false)|e2e/offload.test
 memory|recomputation reads the forward's values|dialects/ds/Transforms/ActivationCheckpoint.cpp|        recompute(u, s);|        (void)0;|e2e/recompute.test
