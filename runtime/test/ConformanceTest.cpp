@@ -487,6 +487,22 @@ TEST_P(Conformance, EmbeddingAndGrad) {
   }
 }
 
+// Tables of data (a mask's rows, token types): 8-byte and 1-byte elements gathered exactly.
+TEST_P(Conformance, EmbeddingOfData) {
+  std::vector<int64_t> wide(11 * 3);
+  std::vector<unsigned char> flags(11 * 3);
+  for (size_t i = 0; i < wide.size(); ++i) {
+    wide[i] = (int64_t)(i * 2654435761u) - (int64_t(1) << 31);
+    flags[i] = (i * 7) % 3 == 0;
+  }
+  for (auto [dt, data] : {std::pair<int32_t, const void *>{DSRT_I64, wide.data()},
+                          {DSRT_I1, flags.data()}}) {
+    Both w = put(dt, {11, 3}, data), idx = indices({4, 5}, 11), y = out({4, 5, 3}, dt);
+    run([&](dsrt_context *c, int s) { dsrt_embedding(c, y[s], w[s], idx[s]); });
+    EXPECT_TRUE(same(y, 0, 0)) << "dtype " << dt;
+  }
+}
+
 TEST_P(Conformance, CrossEntropyAndGrad) {
   for (int red : {DSRT_REDUCTION_NONE, DSRT_REDUCTION_MEAN, DSRT_REDUCTION_SUM}) {
     for (double ls : {0.0, 0.1}) {

@@ -992,6 +992,22 @@ TEST_F(Kernels, EmbeddingAndGrad) {
   EXPECT_TRUE(close(tt(dw), w.grad(), 1e-5, 1e-5));
 }
 
+// Tables of data (an attention mask's rows, token types): 64-bit, 32-bit and boolean elements
+// gathered whole, against LibTorch's index_select.
+TEST_F(Kernels, EmbeddingOfData) {
+  Tensor idx = torch::randint(0, 7, {3, 4}, at::kLong);
+  for (auto dt : {at::kLong, at::kInt, at::kBool}) {
+    Tensor w = dt == at::kBool ? torch::randint(0, 2, {7, 5}, at::kLong).to(dt)
+                               : torch::randint(-(int64_t(1) << 40), int64_t(1) << 40, {7, 5},
+                                                at::kLong)
+                                     .to(dt);
+    Tensor y = w.index_select(0, idx.flatten()).view({3, 4, 5});
+    dsrt_tensor *o = emptyLike(y);
+    dsrt_embedding(ctx, o, rt(w), rt(idx));
+    EXPECT_TRUE(tt(o).equal(y)) << "dtype " << dt;
+  }
+}
+
 TEST_F(Kernels, CrossEntropyAndGrad) {
   struct Case {
     std::vector<int64_t> logits;

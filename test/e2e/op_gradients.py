@@ -81,10 +81,20 @@ class OpZoo(nn.Module):
         self.conv = nn.Conv2d(3, 4, 3, stride=2, padding=1)
         self.conv_group = nn.Conv2d(3, 6, 3, padding=2, dilation=2, groups=3, bias=False)
         self.pool_in = rnd(2, 3, 8, 8)
+        # Indexing with tensors (aten::index) and gathers of integer and boolean data (HF's
+        # masks and token types): the parameters' gradients are the rows read.
+        self.index = rnd(10, 3)
+        self.index2 = rnd(2, 10, 3)
+        self.int_gather = rnd(2, 5)
+        self.mask_rows = rnd(2, 5, 4)
+        self.mask_pairs = rnd(2, 5)
         g = torch.Generator().manual_seed(1)
         self.register_buffer('r4', torch.randn(2, 4, generator=g))
         self.register_buffer('r34', torch.randn(2, 3, 4, generator=g))
         self.register_buffer('r3', torch.randn(2, 4, generator=g))
+        self.register_buffer('types', torch.randint(-3, 1 << 20, (2, 10), generator=g))
+        self.register_buffer('flags', torch.randint(0, 2, (10, 4), generator=g) > 0)
+        self.register_buffer('rows', torch.tensor([[1], [0]]))
 
     def forward(self, x, img, idx, y):
         r = self.r4
@@ -137,6 +147,11 @@ class OpZoo(nn.Module):
         loss = loss + (F.avg_pool2d(self.pool_in, 2) * F.avg_pool2d(img, 2)).sum()
         loss = loss + (F.adaptive_avg_pool2d(self.pool_in, (3, 3)) *
                        F.adaptive_avg_pool2d(img, (3, 3))).sum()
+        loss = loss + (self.index[idx] * self.index[idx]).sum()
+        loss = loss + (self.index2[:, idx[0], :] * self.r34[:, :, :3].sum()).sum()
+        loss = loss + (self.int_gather * torch.gather(self.types, 1, idx).float()).sum() * 1e-6
+        loss = loss + (self.mask_rows * self.flags[idx].float()).sum()
+        loss = loss + (self.mask_pairs * self.types[self.rows, idx - 10].float()).sum() * 1e-6
         return loss
 
 

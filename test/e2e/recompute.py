@@ -119,7 +119,9 @@ def main():
 
     # A budget only recomputation fits: between the two peaks.
     budget = (runs['plain'][0] + runs['ckpt'][0]) // 2
-    fitted, note = compile('fitted', base, ['--device-memory', str(budget)])
+    fitted, err = compile('fitted', base, ['--device-memory', str(budget)])
+    # ds-opt's note on the fit (its summary of the step follows on other lines).
+    note = next((l for l in err.splitlines() if '--device-memory' in l), err)
     chose = 'chose activation checkpointing' in note
     recs = train('fitted', fitted, ['--device-memory', str(budget)])
     same_fit = [r['loss'] for r in recs] == runs['plain'][2]

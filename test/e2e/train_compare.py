@@ -20,10 +20,16 @@ MODELS = os.path.join(HERE, '..', 'models')
 
 # Integer inputs are class indices: their exclusive upper bound per family.
 CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'gpt-d512': 1024, 'lm': 64, 'lm-nodrop': 64, 'vit': 10, 'resnet18': 10,
-           'gpt2x': 64, 'lm2x': 64, 'ops2x': 64, 'bn2x': 4, 'hfgpt2': 64, 'hfllama': 64}
+           'gpt2x': 64, 'lm2x': 64, 'ops2x': 64, 'bn2x': 4, 'hfgpt2': 64, 'hfllama': 64,
+           'hfbert': 64, 'hfllamapad': 64, 'hfqwen2pad': 64, 'hfmistralpad': 64, 'hfphi3pad': 64}
+# Families fed padded batches (input_ids, attention_mask, labels), as HF's data collators make
+# them: -100 labels on the padding, to lengths from half the window up. Left padding: with
+# right padding a causal model's real tokens never see the padding, and a mask ignored would
+# not show.
+PADDED_FAMILIES = ('hfllamapad', 'hfqwen2pad', 'hfmistralpad', 'hfphi3pad')
 # Families exported by PyTorch 2.x (test/models/make_models2.py; run this script with .venv's
 # python, whose torch also judges step 1).
-TORCH2_FAMILIES = ('gpt2x', 'lm2x', 'ops2x', 'bn2x', 'hfgpt2', 'hfllama')
+TORCH2_FAMILIES = ('gpt2x', 'lm2x', 'ops2x', 'bn2x', 'hfgpt2', 'hfllama', 'hfbert') + PADDED_FAMILIES
 
 _ST_DTYPES = {'F32': np.float32, 'F64': np.float64, 'I64': np.int64, 'I32': np.int32,
               'BOOL': np.bool_, 'F16': np.float16, 'BF16': np.uint16}
@@ -314,7 +320,7 @@ def parse_type(t):
 
 
 TOKEN_FAMILIES = ('gpt', 'gpt-d512', 'gpt-wide', 'lm', 'lm-nodrop', 'gpt2x', 'lm2x', 'ops2x', 'hfgpt2',
-                  'hfllama')
+                  'hfllama', 'hfbert')
 
 
 def markov_tokens(n, vocab, rng, first=None):
@@ -345,7 +351,17 @@ def write_data(specs, family, samples, work, rng, learnable=True):
     extra = spare(rng)
     if len(specs) < 2:
         learnable = False  # a third input of its own (the token file feeds the first two)
-    if learnable and family in TOKEN_FAMILIES:
+    if learnable and family in PADDED_FAMILIES:
+        (n0, t0), (nm, _), (nl, _) = specs
+        T = parse_type(t0)[0][1]
+        stream = markov_tokens((samples + 1) * T, CLASSES[family], rng)
+        ids = stream.reshape(samples + 1, T)
+        lengths = rng.randint(T // 2, T + 1, size=(samples + 1, 1))
+        mask = (np.arange(T)[None, :] >= T - lengths).astype(np.int64)
+        arrays[n0] = np.where(mask == 1, ids, 0).astype(np.int64)  # pad token 0
+        arrays[nm] = mask
+        arrays[nl] = np.where(mask == 1, ids, -100).astype(np.int64)  # HF shifts inside
+    elif learnable and family in TOKEN_FAMILIES:
         (n0, t0), (n1, _) = specs[0], specs[1]
         T = parse_type(t0)[0][1]
         stream = markov_tokens(samples * T + 1, CLASSES[family], rng)
@@ -466,8 +482,8 @@ def main():
     ap.add_argument('--param-rtol-1d', type=float, default=None,
                     help='the bound for 1-D parameters (biases, norm weights); default '
                          '--param-rtol')
-    # Gradient elements below this fraction of their tensor's largest at step 1 are rounding
-    # noise: an attention key bias has an exact gradient of zero (softmax ignores a per-row
+    # Gradient elements below this fraction of their tensor's largest at step 1 (of the model's
+    # largest, for a tensor that is all below that) are rounding noise: an attention key bias has an exact gradient of zero (softmax ignores a per-row
     # shift), which every implementation computes as noise of ~1e-9 and Adam then turns into
     # steps of a sizable fraction of lr in implementation-specific directions. Such elements
     # are checked at the gradient level (|g - g_ref| <= max(noise, grad_rtol) * max|g_ref|) and left out of
@@ -766,9 +782,14 @@ def main():
         partitioned = True
         print('bf16 gradients over split rows or products: their 16-bit partial sums round '
               'apart from one process\'s; step-1 gradients not compared')
+    # A tensor whose every gradient is noise next to the model's largest (BERT's key biases, with
+    # no query bias beside them to share a fused tensor) is noise as a whole.
+    largest = max((float(np.abs(g).max()) for g in ref_g.values() if g.size), default=0.0)
     for k, g in ref_g.items():
         g = g.astype(np.float64)
-        scale = float(np.abs(g).max())
+        scale = float(np.abs(g).max()) if g.size else 0.0
+        if scale <= args.noise * largest:
+            scale = largest
         noise = np.abs(g) <= args.noise * scale
         noise_masks[k] = noise
         if partitioned:

@@ -174,6 +174,39 @@ class HFLoss(nn.Module):
         return self.model(input_ids=input_ids, labels=labels, use_cache=False).loss
 
 
+class HFMaskedLoss(nn.Module):
+    """A padded batch as a data collator makes it: the mask and -100 labels on the padding."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                labels: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels,
+                          use_cache=False).loss
+
+
+def make_hf_padded(arch):
+    """A small decoder of `arch` fed padded batches (HFMaskedLoss)."""
+    import transformers
+    config, model = {
+        'llama': ('LlamaConfig', 'LlamaForCausalLM'),
+        'qwen2': ('Qwen2Config', 'Qwen2ForCausalLM'),
+        'mistral': ('MistralConfig', 'MistralForCausalLM'),
+        'phi3': ('Phi3Config', 'Phi3ForCausalLM'),
+    }[arch]
+    extra = {'sliding_window': 8} if arch == 'mistral' else {}
+    if arch == 'phi3':
+        extra = {'pad_token_id': 0, 'resid_pdrop': 0.0, 'embd_pdrop': 0.0}
+    cfg = getattr(transformers, config)(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,
+        attention_dropout=0.0, **extra)
+    cfg._attn_implementation = 'sdpa'
+    return lambda: HFMaskedLoss(getattr(transformers, model)(cfg))
+
+
 def make_hf_gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = GPT2Config(vocab_size=64, n_positions=16, n_embd=32, n_layer=2, n_head=2,
@@ -192,12 +225,34 @@ def make_hf_llama():
     return HFLoss(LlamaForCausalLM(cfg))
 
 
+def make_hf_bert():
+    # A traced BERT reads its token types by a gather from an integer buffer (no
+    # token_type_ids given), its positions by a slice of another.
+    from transformers import BertConfig, BertForMaskedLM
+    cfg = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0)
+    cfg._attn_implementation = 'sdpa'
+    return HFLoss(BertForMaskedLM(cfg))
+
+
 def _tokens(hi, shape):
     return lambda g: torch.randint(0, hi, shape, generator=g, dtype=torch.int64)
 
 
 LM_INPUTS = [('idx', (4, 16), torch.int64, _tokens(64, (4, 16))),
              ('targets', (4, 16), torch.int64, _tokens(64, (4, 16)))]
+def _padding_mask(shape):
+    # Left padding (as train_compare.py writes the data), each sample at least half its length.
+    def make(g):
+        lengths = torch.randint(shape[1] // 2, shape[1] + 1, (shape[0], 1), generator=g)
+        return (torch.arange(shape[1])[None, :] >= shape[1] - lengths).to(torch.int64)
+    return make
+
+
+HF_PADDED_INPUTS = [('input_ids', (4, 16), torch.int64, _tokens(64, (4, 16))),
+                    ('attention_mask', (4, 16), torch.int64, _padding_mask((4, 16))),
+                    ('labels', (4, 16), torch.int64, _tokens(64, (4, 16)))]
 HF_INPUTS = [('input_ids', (4, 16), torch.int64, _tokens(64, (4, 16))),
              ('labels', (4, 16), torch.int64, _tokens(64, (4, 16)))]
 
@@ -211,6 +266,11 @@ FAMILIES = {
     # .run_decompositions() fails on HF GPT-2 (a view of a non-contiguous tensor; FACTS.md).
     'hfgpt2': (make_hf_gpt2, HF_INPUTS, ['trace', 'export']),
     'hfllama': (make_hf_llama, HF_INPUTS, ['trace', 'export', 'export-core']),
+    'hfbert': (make_hf_bert, HF_INPUTS, ['trace', 'export']),
+    'hfllamapad': (lambda: make_hf_padded('llama')(), HF_PADDED_INPUTS, ['trace', 'export']),
+    'hfqwen2pad': (lambda: make_hf_padded('qwen2')(), HF_PADDED_INPUTS, ['trace', 'export']),
+    'hfmistralpad': (lambda: make_hf_padded('mistral')(), HF_PADDED_INPUTS, ['trace', 'export']),
+    'hfphi3pad': (lambda: make_hf_padded('phi3')(), HF_PADDED_INPUTS, ['trace', 'export']),
 }
 
 _MLIR_DTYPE = {torch.float32: 'f32', torch.int64: 'i64', torch.float16: 'f16',

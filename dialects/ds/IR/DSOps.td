@@ -364,14 +364,16 @@ def DS_LinearOp : DS_Op<"linear", [Pure, DeclareOpInterfaceMethods<DS_GradientOp
 def DS_EmbeddingOp : DS_Op<"embedding", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "Row lookup: `weight[indices]` (torch.nn.functional.embedding).";
   let description = [{
-    `[V, D] x [...] -> [..., D]`. `padding_idx` rows receive no gradient.
+    `[V, D] x [...] -> [..., D]`. `padding_idx` rows receive no gradient. A table of integers
+    or booleans is a gather of data (the importer's `aten::gather` and `aten::index` on an
+    attention mask or token types), which has no gradient.
 
     **Constraints:** weight is 2-D; indices are integer; result shape is the indices' shape
-    followed by D.
+    followed by D, of the weight's element type.
   }];
-  let arguments = (ins DS_FloatTensor:$weight, DS_IndexTensor:$indices,
+  let arguments = (ins DS_Tensor:$weight, DS_IndexTensor:$indices,
                        OptionalAttr<I64Attr>:$padding_idx);
-  let results = (outs DS_FloatTensor:$result);
+  let results = (outs DS_Tensor:$result);
   let assemblyFormat = "$weight `[` $indices `]` attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }

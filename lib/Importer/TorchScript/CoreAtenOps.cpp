@@ -136,6 +136,101 @@ FailureOr<R> gather(Interpreter &I, R &in) {
   return one(*r);
 }
 
+/// aten::index(x, indices): `x[i0, i1, ...]` with integer index tensors (HF's masking utilities
+/// read `padding_mask[batch_idx, kv_idx]` so). The given indices must be adjacent (Nones before
+/// them keep their dimensions); the indexed dimensions, moved first and flattened, are an
+/// embedding table looked up at the flat positions sum_j i_j * stride_j of the broadcast indices
+/// (negative ones wrapped, as PyTorch does), and the broadcast index dimensions take the indexed
+/// ones' place. Its gradient is the embedding's scatter-add, which is index's.
+FailureOr<R> indexTensor(Interpreter &I, R &in) {
+  TRY(x, tensorArg(I, in[0]));
+  if (in[1].kind != Kind::List && in[1].kind != Kind::Tuple)
+    return I.error() << "index expects a list of index tensors, got " << in[1].describe(),
+           failure();
+  const std::vector<AV> &indices = *in[1].elems;
+  int64_t first = -1, last = -1;
+  for (auto [k, a] : llvm::enumerate(indices)) {
+    if (a.isNone())
+      continue;
+    if (first >= 0 && last != static_cast<int64_t>(k) - 1)
+      return I.error() << "index tensors on dimensions that are not adjacent are not "
+                          "supported (index them one after the other)",
+             failure();
+    if (first < 0)
+      first = k;
+    last = k;
+  }
+  if (first < 0 || static_cast<int64_t>(indices.size()) > x->rank())
+    return I.error() << "index needs between 1 and " << x->rank() << " index tensors for "
+                     << x->describe(),
+           failure();
+  Type i64 = I.b().getI64Type();
+  ArrayRef<int64_t> xs = x->shape();
+  Shape block(xs.begin() + first, xs.begin() + last + 1);
+  Shape strides(block.size(), 1);
+  for (int64_t d = block.size() - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * block[d + 1];
+  std::optional<AV> flat;
+  for (int64_t d = first; d <= last; ++d) {
+    TRY(t, tensorArg(I, indices[d]));
+    Type et = t->type().getElementType();
+    if (!isa<IntegerType>(et) || et.isInteger(1))
+      return I.error() << "indexing with " << t->describe()
+                       << " is not supported: a boolean mask selects a data-dependent number of "
+                          "elements (index with integer tensors)",
+             failure();
+    TRY(idx, I.asTensor(*t, i64));
+    // PyTorch counts negative indices from the end.
+    TRY(negative, compare(I, CmpPredicate::lt, *idx, AV::integer(0)));
+    TRY(wrapped, binary<AddOp>(I, *idx, AV::integer(xs[d]), i64));
+    TRY(pos, where(I, *negative, *wrapped, *idx, i64));
+    TRY(term, strides[d - first] == 1
+                  ? FailureOr<AV>(*pos)
+                  : binary<MulOp>(I, *pos, AV::integer(strides[d - first]), i64));
+    if (!flat) {
+      flat = *term;
+      continue;
+    }
+    TRY(sum, binary<AddOp>(I, *flat, *term, i64));
+    flat = *sum;
+  }
+  // The indexed dimensions first, then the rest: a table of numElements(block) rows.
+  SmallVector<int64_t> perm;
+  for (int64_t d = first; d <= last; ++d)
+    perm.push_back(d);
+  for (int64_t d = 0; d < x->rank(); ++d)
+    if (d < first || d > last)
+      perm.push_back(d);
+  AV xt = *x;
+  if (first > 0) {
+    TRY(t, transpose(I, *x, perm));
+    xt = *t;
+  }
+  Shape rest(xt.shape().begin() + block.size(), xt.shape().end());
+  int64_t width = numElements(rest);
+  TRY(table, reshape(I, xt, {numElements(block), width}));
+  Shape rowShape(flat->shape().begin(), flat->shape().end());
+  rowShape.push_back(width);
+  Value rows = EmbeddingOp::create(I.b(), I.loc(), tensorOf(rowShape, x->type().getElementType()),
+                                   table->tensor, flat->tensor, IntegerAttr());
+  Shape outShape(flat->shape().begin(), flat->shape().end());
+  outShape.append(rest.begin(), rest.end());
+  TRY(out, reshape(I, result(rows, {*table}), outShape));
+  if (first == 0)
+    return one(*out);
+  // The broadcast index dimensions go where the indexed ones were.
+  int64_t nb = flat->rank();
+  SmallVector<int64_t> back;
+  for (int64_t d = 0; d < first; ++d)
+    back.push_back(nb + d);
+  for (int64_t d = 0; d < nb; ++d)
+    back.push_back(d);
+  for (int64_t d = nb + first; d < static_cast<int64_t>(outShape.size()); ++d)
+    back.push_back(d);
+  TRY(moved, transpose(I, *out, back));
+  return one(*moved);
+}
+
 /// aten::native_layer_norm(x, normalized_shape, weight, bias, eps) -> (y, mean, rstd).
 FailureOr<R> nativeLayerNorm(Interpreter &I, R &in) {
   R lnIn{in[0], in[1], in[2], in[3], in[4]};
@@ -207,6 +302,7 @@ void mlir::ds::ts::ops::addCoreAtenOps(llvm::StringMap<OpHandler> &h) {
     return constantPad(I, in[0], in[1], in.size() > 3 ? in[3] : AV::none());
   };
   h["aten::gather"] = [](Interpreter &I, Node *, R &in) { return gather(I, in); };
+  h["aten::index"] = [](Interpreter &I, Node *, R &in) { return indexTensor(I, in); };
   h["aten::native_layer_norm"] = [](Interpreter &I, Node *, R &in) {
     return nativeLayerNorm(I, in);
   };

@@ -89,7 +89,13 @@ FailureOr<R> attention(Interpreter &I, R &in) {
     a = *masked;
   } else if (mask.isTensor()) {
     if (mask.type().getElementType().isInteger(1)) {
-      TRY(masked, where(I, mask, a, minusInf, et));
+      // The type's lowest finite value, not -inf: a query row whose every key is masked (the
+      // padding rows of a left-padded batch) then gets finite weights, set to zero below;
+      // elsewhere exp underflows to 0 as exp(-inf) does.
+      auto ft = cast<FloatType>(et);
+      double lowest =
+          APFloat::getLargest(ft.getFloatSemantics(), /*Negative=*/true).convertToDouble();
+      TRY(masked, where(I, mask, a, AV::real(lowest), et));
       a = *masked;
     } else {
       TRY(added, binary<AddOp>(I, a, mask, et));
@@ -105,6 +111,16 @@ FailureOr<R> attention(Interpreter &I, R &in) {
   R softmaxIn{a, AV::integer(-1), AV::none()};
   TRY(probs, softmaxLike(I, softmaxIn, false));
   AV weights = (*probs)[0];
+  if (mask.isTensor() && mask.type().getElementType().isInteger(1)) {
+    // As PyTorch's attention (a safe softmax since 2.5): a row with no key to attend to has
+    // zero weights.
+    TRY(wide, I.asTensor(mask, I.b().getI64Type()));
+    R sumIn{*wide, AV::list({AV::integer(-1)}), AV::boolean(true), AV::none()};
+    TRY(keys, reduce(I, nullptr, sumIn, "sum"));
+    TRY(any, compare(I, CmpPredicate::gt, (*keys)[0], AV::integer(0)));
+    TRY(safe, where(I, *any, weights, AV::real(0.0), et));
+    weights = *safe;
+  }
   if (p > 0) {
     R dropIn{weights, AV::real(p), AV::boolean(true)};
     TRY(dropped, dropout(I, dropIn));

@@ -436,7 +436,9 @@ void dsrt::cuda::embedding(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tenso
         (T *)out->data, (const T *)weight->data, indices->data, indices->dtype == DSRT_I64, n, V,
         D, device(ctx).errors);
   };
-  if (es == 2)
+  if (es == 1) // bool and 8-bit tables: gathers of data (a mask's rows)
+    go(uint8_t());
+  else if (es == 2)
     go(uint16_t());
   else if (es == 4)
     go(uint32_t());

@@ -40,18 +40,16 @@ class DataDependent(torch.nn.Module):
         return F.cross_entropy(h, y)
 
 
-class IntegerGather(torch.nn.Module):
-    """A gather from an integer buffer (BERT's token types), which ds does not import yet."""
+class IntegerProduct(torch.nn.Module):
+    """A matrix product of integer data, which PyTorch computes and ds does not import."""
 
     def __init__(self):
         super().__init__()
         self.fc = torch.nn.Linear(4, 4)
-        self.emb = torch.nn.Embedding(2, 4)
-        self.register_buffer("types", torch.zeros(2, 3, dtype=torch.long))
 
     def forward(self, x, y):
-        t = torch.gather(self.types, 1, y.unsqueeze(1))  # integer data, not a float table
-        return F.cross_entropy(self.fc(x) + self.emb(t).squeeze(1), y)
+        counts = torch.matmul(y.unsqueeze(1), y.unsqueeze(0))  # int64 x int64
+        return F.cross_entropy(self.fc(x) + counts.sum(), y)
 
 
 def main(out):
@@ -60,8 +58,8 @@ def main(out):
     torch.jit.save(torch.jit.script(Unsupported()), os.path.join(out, "unsupported.pt"))
     torch.jit.save(torch.jit.script(Logits()), os.path.join(out, "logits.pt"))
     torch.jit.save(torch.jit.script(DataDependent()), os.path.join(out, "data_dependent.pt"))
-    traced = torch.jit.trace(IntegerGather(), (torch.randn(2, 4), torch.tensor([0, 2])))
-    torch.jit.save(traced, os.path.join(out, "integer_gather.pt"))
+    traced = torch.jit.trace(IntegerProduct(), (torch.randn(2, 4), torch.tensor([0, 2])))
+    torch.jit.save(traced, os.path.join(out, "integer_product.pt"))
     frozen = torch.jit.freeze(torch.jit.script(Unsupported().eval()))
     torch.jit.save(frozen, os.path.join(out, "frozen.pt"))
 
