@@ -9,6 +9,7 @@
 #
 #   bash bench/mutants.sh [SCRATCH] [GROUP]   (default SCRATCH: build-mutants/, GROUP: all)
 #   MUTANT_NAMES='OneCycle|Muon' bash bench/mutants.sh     (those whose names match)
+#   MUTANT_BASELINE=0 ...                                   (skip the unmutated run)
 #
 # The scratch copy is the working tree as it is (tracked and untracked files that git does not
 # ignore); its build is kept between runs, so a second run rebuilds only what a bug touches.
@@ -61,11 +62,11 @@ parallel|ZeRO-3 keeps every bucket gathered for the backward|dialects/ds/Transfo
 parallel|sp all-to-all: strided pieces, not blocks|dialects/ds/Transforms/SequenceParallel.cpp|s1.push_back(s[d] / sp);@@SmallVector<int64_t> perm{scatter};@@if (d != scatter)|s1.push_back(s[d] / sp); std::swap(s1[s1.size() - 1], s1[s1.size() - 2]);@@SmallVector<int64_t> perm{scatter + 1};@@if (d != scatter + 1)|e2e/sequence-parallel.test
 parallel|drop a tied parameter's other stage's gradient|dialects/ds/Transforms/PipelineOptimizer.cpp|sum = AddOp::create(b, loc, t, sum, part[h[i]]);|sum = i ? sum : part[h[i]];|e2e/pipeline-parallel.test
 parallel|warm 1F1B up with one forward too many|dialects/ds/Transforms/Pipeline.cpp|int64_t warm = std::min(p - r - 1, m);|int64_t warm = std::min(p - r, m);|Transforms/pipeline-order.mlir
-parallel|interleaved: backward chunks in forward order|dialects/ds/Transforms/Pipeline.cpp|int64_t local = v - 1 - (k / p) % v;|int64_t local = (k / p) % v;|Transforms/pipeline-order.mlir e2e/pipeline-parallel.test
+parallel|interleaved: backward chunks in forward order|dialects/ds/Transforms/Pipeline.cpp|int64_t local = v - 1 - (k / p) % v;|int64_t local = 0 + (k / p) % v;|Transforms/pipeline-order.mlir e2e/pipeline-parallel.test
 memory|plan the swap file as host memory|lib/Analysis/ArenaModel.h|return {&nvmeInUse, &nvmePeak};|return {&hostInUse, &hostPeak};|e2e/offload.test
 memory|transfers run on the compute thread|runtime/src/core/spaces.cpp|      jobs.push_back(std::move(job));|      return job();|ctest:trace-overlap
 memory|the swap file without io_uring|runtime/src/core/spaces.cpp|file->uring = u == 0;|file->uring = false;|e2e/offload.test
-memory|a transfer waited after its use|lib/Analysis/MemoryPlanner.cpp|llvm::is_contained(op->getOperands(), v))|false)|e2e/offload.test
+memory|a transfer waited after its use|lib/Analysis/MemoryPlanner.cpp|llvm::is_contained(op->getOperands(), v))|false && llvm::is_contained(op->getOperands(), v))|e2e/offload.test
 memory|recomputation reads the forward's values|dialects/ds/Transforms/ActivationCheckpoint.cpp|        recompute(u, s);|        (void)0;|e2e/recompute.test
 memory|resume reads every tp rank's part 0|runtime/src/driver/checkpointing.cpp|const int64_t part = t.split.whole() ? 0 : g_.indexOn(t.splitAxis);|const int64_t part = 0;|e2e/reshard.test
 memory|reduction drops the tail's last element|runtime/src/cpu/reduce.cpp|(__mmask16)((1u << (e - i)) - 1)|(__mmask16)((1u << (e - i - 1)) - 1)|ctest:runtime-kernels
@@ -117,10 +118,11 @@ run_tests() {
   return $rc
 }
 
-# The named tests pass unmutated first.
+# The named tests pass unmutated first (MUTANT_BASELINE=0 skips it, when they just passed).
 all_tests=$(echo "$mutants" | cut -d'|' -f6 | tr ' ' '\n' | sort -u)
 echo "mutants: group $group, the named tests unmutated: $(echo $all_tests | wc -w)"
-if ! run_tests "$scratch/baseline.log" $all_tests </dev/null; then
+: >"$scratch/baseline.log"
+if [ "${MUTANT_BASELINE:-1}" != 0 ] && ! run_tests "$scratch/baseline.log" $all_tests </dev/null; then
   tail -30 "$scratch/baseline.log"
   echo "mutants: the tests fail without a mutant; fix that first" >&2
   exit 1
@@ -155,7 +157,8 @@ while IFS='|' read -r grp name file text repl tests; do
       evidence=
       for pat in ' +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.e+-]+ +<-- exceeds [0-9.e+-]+' \
                  'parameter [^ ]+: relative distance [0-9.e+-]+ > [0-9.e+-]+' \
-                 'steps in PyTorch[^|]*FAIL' \
+                 'worst loss rel diff [0-9.e+-]+, lr [A-Za-z]+ FAIL' \
+                 'the swap file used [^|]*' \
                  'fp16: [^|]*(DIFFERENT|DIFFER|DISAGREES)[^|]*' 'step 1 in PyTorch[^|]*FAIL' \
                  '[^|]*-> FAIL' 'step [0-9]+ rank [0-9]+: [^|]*' 'Expected[^|]*' \
                  'dsrt: [^|]*' 'error: [A-Z0-9]+: expected[^|]*'; do
