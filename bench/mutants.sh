@@ -5,7 +5,7 @@
 # (default 900; a timeout counts as missed). Prints a table. Never part of the test run. The
 # mutants come in groups, each under 45 minutes here (2 cores): optimizer (optimizers,
 # schedules, data, clipping), parallel (ZeRO, tp, sp, pp), memory (offload, recomputation,
-# resharding, kernels).
+# resharding, kernels), import (HF's masks).
 #
 #   bash bench/mutants.sh [SCRATCH] [GROUP]   (default SCRATCH: build-mutants/, GROUP: all)
 #   MUTANT_NAMES='OneCycle|Muon' bash bench/mutants.sh     (those whose names match)
@@ -71,11 +71,13 @@ memory|recomputation reads the forward's values|dialects/ds/Transforms/Activatio
 memory|resume reads every tp rank's part 0|runtime/src/driver/checkpointing.cpp|const int64_t part = t.split.whole() ? 0 : g_.indexOn(t.splitAxis);|const int64_t part = 0;|e2e/reshard.test
 memory|reduction drops the tail's last element|runtime/src/cpu/reduce.cpp|(__mmask16)((1u << (e - i)) - 1)|(__mmask16)((1u << (e - i - 1)) - 1)|ctest:runtime-kernels
 memory|gelu's gradient skips the scalar tail|runtime/src/cpu/gelu_grad.cpp|  for (; i < n; ++i)|  for (; i < 0; ++i)|ctest:runtime-kernels
+import|index: negative indices not wrapped|lib/Importer/TorchScript/CoreAtenOps.cpp|TRY(pos, where(I, *negative, *wrapped, *idx, i64));|TRY(pos, where(I, *negative, *idx, *idx, i64));|e2e/op-gradients.test
+import|attention masks filled with -inf (NaN on rows with no key)|lib/Importer/TorchScript/TransformerOps.cpp|TRY(masked, where(I, mask, a, AV::real(lowest), et));|TRY(masked, where(I, mask, a, minusInf, et));|e2e/torch2-hf-padded.test
 EOF
 )
 if [ "$group" != all ]; then
   mutants=$(grep "^$group|" <<<"$mutants" || true)
-  [ -n "$mutants" ] || { echo "mutants: no group '$group' (optimizer, parallel, memory, all)" >&2; exit 1; }
+  [ -n "$mutants" ] || { echo "mutants: no group '$group' (optimizer, parallel, memory, import, all)" >&2; exit 1; }
 fi
 # MUTANT_NAMES: an extended regular expression that picks mutants by name.
 if [ -n "${MUTANT_NAMES:-}" ]; then
