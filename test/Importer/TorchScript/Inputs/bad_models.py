@@ -52,6 +52,28 @@ class IntegerProduct(torch.nn.Module):
         return F.cross_entropy(self.fc(x) + counts.sum(), y)
 
 
+class MaskIndex(torch.nn.Module):
+    """x[mask]: as many rows as the mask has True, which depends on the data."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x, y):
+        return self.fc(x)[y > 0].sum()
+
+
+class ApartIndex(torch.nn.Module):
+    """x[i, :, j]: index tensors on dimensions that are not adjacent."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(3, 4, 5))
+
+    def forward(self, x, y):
+        return self.w[y, :, y].sum() + x.sum()
+
+
 def main(out):
     torch.manual_seed(0)
     os.makedirs(out, exist_ok=True)
@@ -60,6 +82,8 @@ def main(out):
     torch.jit.save(torch.jit.script(DataDependent()), os.path.join(out, "data_dependent.pt"))
     traced = torch.jit.trace(IntegerProduct(), (torch.randn(2, 4), torch.tensor([0, 2])))
     torch.jit.save(traced, os.path.join(out, "integer_product.pt"))
+    torch.jit.save(torch.jit.script(MaskIndex()), os.path.join(out, "mask_index.pt"))
+    torch.jit.save(torch.jit.script(ApartIndex()), os.path.join(out, "apart_index.pt"))
     frozen = torch.jit.freeze(torch.jit.script(Unsupported().eval()))
     torch.jit.save(frozen, os.path.join(out, "frozen.pt"))
 
