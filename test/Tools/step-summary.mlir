@@ -11,8 +11,8 @@
 // CHECK-NEXT:  layers.0.fc1.weight: dimension 0
 // CHECK-NEXT:  layers.0.fc2.weight: dimension 1
 // CHECK-NEXT: ds-opt: 4 stay whole on every tp rank:
-// CHECK-NEXT:  layers.*.fc2.bias (2), layers.1.fc1.weight: in no linear pair or vocabulary that ds-tensor-parallel splits (norms, positions, biases added after a tp sum)
-// CHECK-NEXT:  layers.1.fc2.weight: 'ds.softmax' normalizes along the split dimension
+// CHECK-NEXT:  layers.*.fc2.bias (2): in no linear pair or vocabulary that ds-tensor-parallel splits (norms, positions, biases added after a tp sum)
+// CHECK-NEXT:  layers.1.fc1.weight, layers.1.fc2.weight: 'ds.softmax' normalizes along the split dimension
 //
 // --world-size fixes it; so do the three keys together (here for 2 data-parallel ranks).
 // RUN: ds-opt %s --config %t.open.json --world-size 2 -o %t.mlir 2>&1 | FileCheck %s --check-prefix=DP2 --implicit-check-not=warning

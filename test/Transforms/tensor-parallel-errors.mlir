@@ -7,6 +7,7 @@ module {
   ds.parameter @c_proj.weight trainable : tensor<8x8xf32>
   func.func @forward(%x: tensor<2x4x8xf32>) -> tensor<f32> {
     %w = ds.get_parameter @c_attn.weight : tensor<24x8xf32>
+    // expected-remark @below {{ds-tensor-parallel: 'c_attn.weight' stays replicated: 'ds.reshape' regroups the split dimension so that a rank's part is not a block of whole rows (a head count that does not divide by the tp size)}}
     %qkv = ds.linear %x, %w : (tensor<2x4x8xf32>, tensor<24x8xf32>) -> tensor<2x4x24xf32>
     %q0 = ds.slice %qkv dim = 2[0 : 8] : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
     %k0 = ds.slice %qkv dim = 2[8 : 16] : tensor<2x4x24xf32> -> tensor<2x4x8xf32>
@@ -37,6 +38,7 @@ module {
   ds.parameter @fc2.weight trainable : tensor<4x6xf32>
   func.func @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
     %w1 = ds.get_parameter @fc1.weight : tensor<6x4xf32>
+    // expected-remark @below {{ds-tensor-parallel: 'fc1.weight' stays replicated: 'fc1.weight' has 6 output features, which do not divide by tp = 4}}
     %h = ds.linear %x, %w1 : (tensor<2x4xf32>, tensor<6x4xf32>) -> tensor<2x6xf32>
     %g = ds.relu %h : tensor<2x6xf32>
     %w2 = ds.get_parameter @fc2.weight : tensor<4x6xf32>
@@ -55,6 +57,7 @@ module {
   ds.parameter @fc2.weight trainable : tensor<4x8xf32>
   func.func @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
     %w1 = ds.get_parameter @fc1.weight : tensor<8x4xf32>
+    // expected-remark @below {{ds-tensor-parallel: 'fc1.weight' stays replicated: 'ds.softmax' normalizes along the split dimension}}
     %h = ds.linear %x, %w1 : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
     %g = ds.softmax %h dim = 1 : tensor<2x8xf32>
     %w2 = ds.get_parameter @fc2.weight : tensor<4x8xf32>
@@ -123,7 +126,8 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [1, 2]>} {
 
 // A gated MLP after a residual (Llama's): the gate and up projections, tried first as a
 // region's end, reach the residual's add, which has uses outside; the down projection's
-// region then takes them as its entries. They split, so no remark says they stay replicated.
+// region then takes them as its entries. They split, so no remark says they stay replicated;
+// fc0 stays whole, its output read by the residual's add outside any region.
 module {
   ds.parameter @fc0.weight trainable : tensor<8x8xf32>
   ds.parameter @gate.weight trainable : tensor<16x8xf32>
@@ -131,6 +135,7 @@ module {
   ds.parameter @down.weight trainable : tensor<8x16xf32>
   func.func @forward(%x: tensor<2x8xf32>) -> tensor<f32> {
     %w0 = ds.get_parameter @fc0.weight : tensor<8x8xf32>
+    // expected-remark @below {{ds-tensor-parallel: 'fc0.weight' stays replicated: 'ds.add' in the region has a use outside it}}
     %h0 = ds.linear %x, %w0 : (tensor<2x8xf32>, tensor<8x8xf32>) -> tensor<2x8xf32>
     %r = ds.add %h0, %x : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
     %wg = ds.get_parameter @gate.weight : tensor<16x8xf32>
@@ -143,6 +148,49 @@ module {
     %d = ds.linear %m, %wd : (tensor<2x16xf32>, tensor<8x16xf32>) -> tensor<2x8xf32>
     %y = ds.add %r, %d : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
     %s = ds.sum %y dims = [0, 1] : tensor<2x8xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
+// A concat that joins a part with a whole tensor (here a learned prefix of hidden units)
+// needs every unit.
+module {
+  ds.parameter @prefix : tensor<2x4xf32>
+  ds.parameter @fc1.weight trainable : tensor<8x4xf32>
+  ds.parameter @fc2.weight trainable : tensor<4x12xf32>
+  func.func @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
+    %w1 = ds.get_parameter @fc1.weight : tensor<8x4xf32>
+    // expected-remark @below {{ds-tensor-parallel: 'fc1.weight' stays replicated: 'ds.concat' joins a part with a whole tensor}}
+    %h = ds.linear %x, %w1 : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+    %p = ds.get_parameter @prefix : tensor<2x4xf32>
+    %c = ds.concat %p, %h dim = 1 : (tensor<2x4xf32>, tensor<2x8xf32>) -> tensor<2x12xf32>
+    %w2 = ds.get_parameter @fc2.weight : tensor<4x12xf32>
+    // expected-remark @below {{ds-tensor-parallel: 'fc2.weight' stays replicated: 'ds.concat' joins a part with a whole tensor}}
+    %y = ds.linear %c, %w2 : (tensor<2x12xf32>, tensor<4x12xf32>) -> tensor<2x4xf32>
+    %s = ds.sum %y dims = [0, 1] : tensor<2x4xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
+// A concat along the split dimension (two hidden parts side by side) would interleave the
+// ranks' parts.
+module {
+  ds.parameter @fc1.weight trainable : tensor<8x4xf32>
+  ds.parameter @fc2.weight trainable : tensor<4x16xf32>
+  func.func @forward(%x: tensor<2x4xf32>) -> tensor<f32> {
+    %w1 = ds.get_parameter @fc1.weight : tensor<8x4xf32>
+    // expected-remark @below {{ds-tensor-parallel: 'fc1.weight' stays replicated: 'ds.concat' joins along the split dimension}}
+    %h = ds.linear %x, %w1 : (tensor<2x4xf32>, tensor<8x4xf32>) -> tensor<2x8xf32>
+    %g = ds.relu %h : tensor<2x8xf32>
+    %c = ds.concat %h, %g dim = 1 : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x16xf32>
+    %w2 = ds.get_parameter @fc2.weight : tensor<4x16xf32>
+    // expected-remark @below {{ds-tensor-parallel: 'fc2.weight' stays replicated: 'ds.concat' joins along the split dimension}}
+    %y = ds.linear %c, %w2 : (tensor<2x16xf32>, tensor<4x16xf32>) -> tensor<2x4xf32>
+    %s = ds.sum %y dims = [0, 1] : tensor<2x4xf32> -> tensor<f32>
     return %s : tensor<f32>
   }
 }

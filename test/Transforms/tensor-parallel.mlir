@@ -192,3 +192,76 @@ module {
     return %loss : tensor<f32>
   }
 }
+
+// -----
+
+// Llama's attention with rotary embeddings and grouped-query heads (4 query heads, 2 key/value
+// heads): rotate_half's slices and concat act within each head, repeat_kv's broadcast adds a
+// dimension beside the heads, so each rank takes 2 query heads and the key/value head they
+// share; cos and sin broadcast over the heads.
+// CHECK-LABEL: module
+// CHECK: ds.parameter @q_proj.weight trainable : tensor<4x8xf32> sharding <{{\[}}["tp"], []]>
+// CHECK: ds.parameter @k_proj.weight trainable : tensor<2x8xf32> sharding <{{\[}}["tp"], []]>
+// CHECK: ds.parameter @v_proj.weight trainable : tensor<2x8xf32> sharding <{{\[}}["tp"], []]>
+// CHECK: ds.parameter @o_proj.weight trainable : tensor<8x4xf32> sharding <{{\[}}[], ["tp"]]>
+// CHECK: ds.concat {{.*}} dim = 3 : (tensor<1x2x4x1xf32>, tensor<1x2x4x1xf32>) -> tensor<1x2x4x2xf32>
+// CHECK: ds.concat {{.*}} dim = 3 : (tensor<1x1x4x1xf32>, tensor<1x1x4x1xf32>) -> tensor<1x1x4x2xf32>
+// CHECK: ds.broadcast_to {{.*}} : tensor<1x1x1x4x2xf32> -> tensor<1x1x2x4x2xf32>
+// CHECK: ds.reshape {{.*}} : tensor<1x1x2x4x2xf32> -> tensor<1x2x4x2xf32>
+// CHECK: ds.matmul {{.*}} : tensor<1x2x4x2xf32>, tensor<1x2x2x4xf32> -> tensor<1x2x4x4xf32>
+// CHECK: ds.linear {{.*}} : (tensor<1x4x4xf32>, tensor<8x4xf32>) -> tensor<1x4x8xf32>
+// CHECK: ds.parallel_sum
+module {
+  ds.parameter @cos : tensor<1x1x4x2xf32>
+  ds.parameter @sin : tensor<1x1x4x2xf32>
+  ds.parameter @q_proj.weight trainable : tensor<8x8xf32>
+  ds.parameter @k_proj.weight trainable : tensor<4x8xf32>
+  ds.parameter @v_proj.weight trainable : tensor<4x8xf32>
+  ds.parameter @o_proj.weight trainable : tensor<8x8xf32>
+  func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<f32> {
+    %cos = ds.get_parameter @cos : tensor<1x1x4x2xf32>
+    %sin = ds.get_parameter @sin : tensor<1x1x4x2xf32>
+    %wq = ds.get_parameter @q_proj.weight : tensor<8x8xf32>
+    %q0 = ds.linear %x, %wq : (tensor<1x4x8xf32>, tensor<8x8xf32>) -> tensor<1x4x8xf32>
+    %q1 = ds.reshape %q0 : tensor<1x4x8xf32> -> tensor<1x4x4x2xf32>
+    %q = ds.transpose %q1 perm = [0, 2, 1, 3] : tensor<1x4x4x2xf32> -> tensor<1x4x4x2xf32>
+    %wk = ds.get_parameter @k_proj.weight : tensor<4x8xf32>
+    %k0 = ds.linear %x, %wk : (tensor<1x4x8xf32>, tensor<4x8xf32>) -> tensor<1x4x4xf32>
+    %k1 = ds.reshape %k0 : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+    %k = ds.transpose %k1 perm = [0, 2, 1, 3] : tensor<1x4x2x2xf32> -> tensor<1x2x4x2xf32>
+    %wv = ds.get_parameter @v_proj.weight : tensor<4x8xf32>
+    %v0 = ds.linear %x, %wv : (tensor<1x4x8xf32>, tensor<4x8xf32>) -> tensor<1x4x4xf32>
+    %v1 = ds.reshape %v0 : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+    %v = ds.transpose %v1 perm = [0, 2, 1, 3] : tensor<1x4x2x2xf32> -> tensor<1x2x4x2xf32>
+    %qc = ds.mul %q, %cos : tensor<1x4x4x2xf32>, tensor<1x1x4x2xf32> -> tensor<1x4x4x2xf32>
+    %qa = ds.slice %q dim = 3[0 : 1] : tensor<1x4x4x2xf32> -> tensor<1x4x4x1xf32>
+    %qb = ds.slice %q dim = 3[1 : 2] : tensor<1x4x4x2xf32> -> tensor<1x4x4x1xf32>
+    %qn = ds.neg %qb : tensor<1x4x4x1xf32>
+    %qr = ds.concat %qn, %qa dim = 3 : (tensor<1x4x4x1xf32>, tensor<1x4x4x1xf32>) -> tensor<1x4x4x2xf32>
+    %qs = ds.mul %qr, %sin : tensor<1x4x4x2xf32>, tensor<1x1x4x2xf32> -> tensor<1x4x4x2xf32>
+    %qe = ds.add %qc, %qs : tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32> -> tensor<1x4x4x2xf32>
+    %kc = ds.mul %k, %cos : tensor<1x2x4x2xf32>, tensor<1x1x4x2xf32> -> tensor<1x2x4x2xf32>
+    %ka = ds.slice %k dim = 3[0 : 1] : tensor<1x2x4x2xf32> -> tensor<1x2x4x1xf32>
+    %kb = ds.slice %k dim = 3[1 : 2] : tensor<1x2x4x2xf32> -> tensor<1x2x4x1xf32>
+    %kn = ds.neg %kb : tensor<1x2x4x1xf32>
+    %kr = ds.concat %kn, %ka dim = 3 : (tensor<1x2x4x1xf32>, tensor<1x2x4x1xf32>) -> tensor<1x2x4x2xf32>
+    %ks = ds.mul %kr, %sin : tensor<1x2x4x2xf32>, tensor<1x1x4x2xf32> -> tensor<1x2x4x2xf32>
+    %ke = ds.add %kc, %ks : tensor<1x2x4x2xf32>, tensor<1x2x4x2xf32> -> tensor<1x2x4x2xf32>
+    %k5 = ds.reshape %ke : tensor<1x2x4x2xf32> -> tensor<1x2x1x4x2xf32>
+    %kx = ds.broadcast_to %k5 : tensor<1x2x1x4x2xf32> -> tensor<1x2x2x4x2xf32>
+    %kg = ds.reshape %kx : tensor<1x2x2x4x2xf32> -> tensor<1x4x4x2xf32>
+    %v5 = ds.reshape %v : tensor<1x2x4x2xf32> -> tensor<1x2x1x4x2xf32>
+    %vx = ds.broadcast_to %v5 : tensor<1x2x1x4x2xf32> -> tensor<1x2x2x4x2xf32>
+    %vg = ds.reshape %vx : tensor<1x2x2x4x2xf32> -> tensor<1x4x4x2xf32>
+    %kt = ds.transpose %kg perm = [0, 1, 3, 2] : tensor<1x4x4x2xf32> -> tensor<1x4x2x4xf32>
+    %a = ds.matmul %qe, %kt : tensor<1x4x4x2xf32>, tensor<1x4x2x4xf32> -> tensor<1x4x4x4xf32>
+    %p = ds.softmax %a dim = 3 : tensor<1x4x4x4xf32>
+    %o = ds.matmul %p, %vg : tensor<1x4x4x4xf32>, tensor<1x4x4x2xf32> -> tensor<1x4x4x2xf32>
+    %o1 = ds.transpose %o perm = [0, 2, 1, 3] : tensor<1x4x4x2xf32> -> tensor<1x4x4x2xf32>
+    %o2 = ds.reshape %o1 : tensor<1x4x4x2xf32> -> tensor<1x4x8xf32>
+    %wo = ds.get_parameter @o_proj.weight : tensor<8x8xf32>
+    %y = ds.linear %o2, %wo : (tensor<1x4x8xf32>, tensor<8x8xf32>) -> tensor<1x4x8xf32>
+    %s = ds.sum %y dims = [0, 1, 2] : tensor<1x4x8xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}

@@ -58,7 +58,7 @@ struct TensorParallelPass : mlir::ds::impl::DSTensorParallelBase<TensorParallelP
 
   bool isCandidate(LinearOp l) { return candidates.contains(l) && !rw.assigned.contains(l); }
   ParameterOp parameterOf(Value v) { return rw.parameterOf(v); }
-  FailureOr<Region> findRegion(LinearOp exit, std::string &why);
+  LogicalResult findRegion(LinearOp exit, Region &r, std::string &why);
   LogicalResult propagate(Region &r, std::string &why);
   FailureOr<Split> splitOf(Operation *op, Region &r, std::string &why);
   void rewrite(Region &r, const MeshAxisRef &axis);
@@ -74,15 +74,14 @@ struct TensorParallelPass : mlir::ds::impl::DSTensorParallelBase<TensorParallelP
 
 /// Ops that a region may contain (their rules are in splitOf).
 bool regionOp(Operation *op) {
-  return isa<SliceOp, ReshapeOp, TransposeOp, MatmulOp, SoftmaxOp, LogSoftmaxOp, DropoutOp,
-             GeluOp, CmpOp, WhereOp, ConvertOp>(op) ||
+  return isa<SliceOp, ConcatOp, BroadcastToOp, ReshapeOp, TransposeOp, MatmulOp, SoftmaxOp,
+             LogSoftmaxOp, DropoutOp, GeluOp, CmpOp, WhereOp, ConvertOp>(op) ||
          (op->hasTrait<OpTrait::SameOperandsAndResultType>() && op->getNumOperands() == 1 &&
           op->getNumResults() == 1 && isa<GradientOpInterface>(op) && isPure(op)) ||
          isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaximumOp, MinimumOp>(op);
 }
 
-FailureOr<Region> TensorParallelPass::findRegion(LinearOp exit, std::string &why) {
-  Region r;
+LogicalResult TensorParallelPass::findRegion(LinearOp exit, Region &r, std::string &why) {
   r.exit = exit;
   // Backward from the exit's input: region-able ops, stopping at candidate linears.
   llvm::SetVector<Operation *> reached;
@@ -111,6 +110,11 @@ FailureOr<Region> TensorParallelPass::findRegion(LinearOp exit, std::string &why
     why = "no linear with its own weight feeds it through ops that can work on a part";
     return failure();
   }
+  for (Operation *e : entries)
+    r.entries.push_back(cast<LinearOp>(e));
+  llvm::sort(r.entries, [](LinearOp a, LinearOp b) {
+    return a->isBeforeInBlock(b.getOperation());
+  });
   // The region: the reached ops that depend on an entry.
   llvm::DenseSet<Value> tainted;
   for (Operation *e : entries)
@@ -125,6 +129,7 @@ FailureOr<Region> TensorParallelPass::findRegion(LinearOp exit, std::string &why
     }
   if (!tainted.contains(exit.getInput())) {
     why = "its input does not come from the linears before it";
+    r.ops.clear();
     return failure();
   }
   // Closed: the region's values are used only inside it or by the exit's input.
@@ -150,12 +155,7 @@ FailureOr<Region> TensorParallelPass::findRegion(LinearOp exit, std::string &why
                 "' in the region has a use outside it";
           return failure();
         }
-  for (Operation *e : entries)
-    r.entries.push_back(cast<LinearOp>(e));
-  llvm::sort(r.entries, [](LinearOp a, LinearOp b) {
-    return a->isBeforeInBlock(b.getOperation());
-  });
-  return r;
+  return success();
 }
 
 /// How the entry's output splits: into the equal segments that slices along its last
@@ -202,6 +202,28 @@ FailureOr<Split> TensorParallelPass::splitOf(Operation *op, Region &r, std::stri
     if (in.segments == 1 || s.getStep() != 1 || start % seg != 0 || end - start != seg)
       return fail("slices the split dimension other than by whole segments");
     return Split{in.dim, 1};
+  }
+  if (auto c = dyn_cast<ConcatOp>(op)) {
+    // Rotary embeddings' rotate_half: halves of each head joined again, along a whole dim.
+    std::optional<Split> in;
+    for (Value o : c.getInputs()) {
+      std::optional<Split> s = splitOfValue(o);
+      if (!s)
+        return fail("joins a part with a whole tensor");
+      if (in && *in != *s)
+        return fail("joins parts split along different dimensions");
+      in = s;
+    }
+    if (static_cast<int64_t>(c.getDim()) == in->dim)
+      return fail("joins along the split dimension");
+    return *in;
+  }
+  if (auto bc = dyn_cast<BroadcastToOp>(op)) {
+    // Grouped-query attention's repeat_kv: each key/value head repeated for its query heads,
+    // along a new dimension beside the split one (which, at least tp long, is never one of
+    // the size-1 dimensions a broadcast widens).
+    Split in = *splitOfValue(bc.getInput());
+    return Split{in.dim + rt.getRank() - typeOf(bc.getInput()).getRank(), in.segments};
   }
   if (auto t = dyn_cast<TransposeOp>(op)) {
     Split in = *splitOfValue(t.getInput());
@@ -502,27 +524,47 @@ void TensorParallelPass::runOnOperation() {
   });
 
   SmallVector<Region> regions;
-  // Why a linear could not end a region; said only of those no region takes as an entry.
-  SmallVector<std::pair<LinearOp, std::string>> unsplit;
+  // Why each linear that no region takes stays whole: of the regions it was tried in (as the
+  // entry or the exit), the one that went furthest, as an op that cannot work on a part
+  // tells more than a value used outside; among those, the larger region (an attention block
+  // rather than the residual hop from one block's output projection to the next one's input).
+  struct Attempt {
+    std::string why;
+    int reached = 0;
+    size_t size = 0;
+  };
+  llvm::DenseMap<Operation *, Attempt> unsplit;
+  auto note = [&](LinearOp l, const Attempt &a) {
+    Attempt &best = unsplit[l];
+    if (best.why.empty() || std::tie(a.reached, a.size) > std::tie(best.reached, best.size))
+      best = a;
+  };
   for (LinearOp x : linears) {
     if (!isCandidate(x))
       continue;
     std::string why;
-    FailureOr<Region> r = findRegion(x, why);
-    if (succeeded(r) && succeeded(propagate(*r, why))) {
+    Region r;
+    bool found = succeeded(findRegion(x, r, why));
+    if (found && succeeded(propagate(r, why))) {
       rw.assigned.insert(x);
-      for (LinearOp e : r->entries)
+      for (LinearOp e : r.entries)
         rw.assigned.insert(e);
-      regions.push_back(std::move(*r));
+      regions.push_back(std::move(r));
       continue;
     }
-    // Only linears that could end a region are worth a remark.
-    if (why.rfind("no linear", 0) != 0)
-      unsplit.emplace_back(x, std::move(why));
+    // Only linears that could end a region are worth a remark; its entries share it once
+    // the region's ops are known (they lie on the path to the exit).
+    if (r.entries.empty())
+      continue;
+    Attempt a{why, found ? 2 : r.ops.empty() ? 0 : 1, r.ops.size()};
+    note(x, a);
+    if (a.reached > 0)
+      for (LinearOp e : r.entries)
+        note(e, a);
   }
-  for (auto &[x, why] : unsplit)
-    if (!rw.assigned.contains(x))
-      remarkStaysWhole(x, parameterOf(x.getWeight()).getSymName(), why);
+  for (LinearOp x : linears)
+    if (auto it = unsplit.find(x); it != unsplit.end() && !rw.assigned.contains(x))
+      remarkStaysWhole(x, parameterOf(x.getWeight()).getSymName(), it->second.why);
   for (Region &r : regions)
     rewrite(r, *axis);
   rw.vocabParallel(module, forward);
