@@ -72,6 +72,7 @@ memory|resume reads every tp rank's part 0|runtime/src/driver/checkpointing.cpp|
 memory|reduction drops the tail's last element|runtime/src/cpu/reduce.cpp|(__mmask16)((1u << (e - i)) - 1)|(__mmask16)((1u << (e - i - 1)) - 1)|ctest:runtime-kernels
 memory|gelu's gradient skips the scalar tail|runtime/src/cpu/gelu_grad.cpp|  for (; i < n; ++i)|  for (; i < 0; ++i)|ctest:runtime-kernels
 import|index: negative indices not wrapped|lib/Importer/TorchScript/CoreAtenOps.cpp|TRY(pos, where(I, *negative, *wrapped, *idx, i64));|TRY(pos, where(I, *negative, *idx, *idx, i64));|e2e/op-gradients.test
+import|a split vocabulary's padding row takes gradient|dialects/ds/Transforms/VocabParallel.cpp|kept = WhereOp::create(b, loc, et, padMask, StopGradientOp::create(b, loc, kept), kept);|kept = WhereOp::create(b, loc, et, padMask, kept, kept);|e2e/torch2-hf-padded.test
 import|attention masks filled with -inf (NaN on rows with no key)|lib/Importer/TorchScript/TransformerOps.cpp|TRY(masked, where(I, mask, a, AV::real(lowest), et));|TRY(masked, where(I, mask, a, minusInf, et));|e2e/torch2-hf-padded.test
 EOF
 )

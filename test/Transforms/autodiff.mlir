@@ -56,3 +56,28 @@ module {
     return %s : tensor<f32>
   }
 }
+
+// -----
+
+// x.detach(): the forward reads the value, the backward passes nothing through it (the
+// weight's gradient is the second product's alone), and the op is gone once the backward
+// is built.
+// CHECK-LABEL: func.func @micro_step
+// CHECK-NOT: ds.stop_gradient
+// CHECK: %[[W:.+]] = ds.get_parameter @w
+// CHECK: %[[A:.+]] = ds.mul %[[W]], %[[W]]
+// CHECK: %[[B:.+]] = ds.mul %[[A]], %[[W]]
+// CHECK: ds.mul %{{.+}}, %[[A]]
+// CHECK-NOT: ds.mul %{{.+}}, %[[W]] :
+// CHECK: ds.assign @"w@grad"
+module {
+  ds.parameter @w trainable : tensor<4xf32>
+  func.func @forward() -> tensor<f32> {
+    %w = ds.get_parameter @w : tensor<4xf32>
+    %a = ds.mul %w, %w : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+    %d = ds.stop_gradient %a : tensor<4xf32>
+    %b = ds.mul %d, %w : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+    %s = ds.sum %b dims = [0] : tensor<4xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}

@@ -265,3 +265,26 @@ module {
     return %s : tensor<f32>
   }
 }
+
+// -----
+
+// A vocabulary with a padding_idx (Phi3's, OPT's, BERT's): the row is global, held by one rank,
+// so the local lookup has none; the padding tokens' lookups pass no gradient on any rank.
+// CHECK-LABEL: module
+// CHECK: ds.parameter @embed.weight trainable : tensor<4x4xf32> sharding <{{\[}}["tp"], []]>
+// CHECK: %[[E:.+]] = ds.embedding %{{.+}}[%{{.+}}] : (tensor<4x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+// CHECK: %[[KEPT:.+]] = ds.where %{{.+}}, %[[E]], %{{.+}} : (tensor<2x3x1xi1>, tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
+// CHECK: %[[PAD:.+]] = ds.constant dense<5> : tensor<i64>
+// CHECK: ds.cmp eq, %{{.+}}, %[[PAD]] : tensor<2x3xi64>, tensor<i64> -> tensor<2x3xi1>
+// CHECK: %[[STOP:.+]] = ds.stop_gradient %[[KEPT]] : tensor<2x3x4xf32>
+// CHECK: %[[SEL:.+]] = ds.where %{{.+}}, %[[STOP]], %[[KEPT]]
+// CHECK: ds.parallel_sum %[[SEL]]
+module {
+  ds.parameter @embed.weight trainable : tensor<8x4xf32>
+  func.func @forward(%idx: tensor<2x3xi64>) -> tensor<f32> {
+    %w = ds.get_parameter @embed.weight : tensor<8x4xf32>
+    %e = ds.embedding %w[%idx] {padding_idx = 5 : i64} : (tensor<8x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+    %s = ds.sum %e dims = [0, 1, 2] : tensor<2x3x4xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}

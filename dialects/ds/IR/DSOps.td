@@ -124,6 +124,19 @@ def DS_ConvertOp : DS_Op<"convert", [Pure, DeclareOpInterfaceMethods<DS_Gradient
   let hasVerifier = 1;
 }
 
+def DS_StopGradientOp : DS_Op<"stop_gradient", [Pure, SameOperandsAndResultType]> {
+  let summary = "Its input, through which no gradient flows (torch.Tensor.detach).";
+  let description = [{
+    The value is the input's; `ds-autodiff` treats the result as a constant and, once the
+    backward is built, replaces it with its input (so nothing later sees it). Imported from
+    `aten::detach` and `prim::data`; `ds-tensor-parallel` makes the padding row of a split
+    vocabulary with it.
+  }];
+  let arguments = (ins DS_Tensor:$input);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
 //===----------------------------------------------------------------------===//
 // Elementwise
 //===----------------------------------------------------------------------===//

@@ -200,6 +200,11 @@ public:
     if (failed(sweep()))
       return failure();
     rematerializeWidenings(forwardOps);
+    // The backward is built: what stopped the gradient is its input again.
+    func.walk([](StopGradientOp s) {
+      s.getResult().replaceAllUsesWith(s.getInput());
+      s.erase();
+    });
     declareGradientStates();
     func.setSymName("micro_step");
     lowerParallelRegionEnds(func);
@@ -280,7 +285,7 @@ LogicalResult Differentiator::findActive() {
     if (auto get = dyn_cast<GetParameterOp>(op)) {
       auto param = module.lookupSymbol<ParameterOp>(get.getNameAttr());
       isActive = param && param.getTrainable();
-    } else {
+    } else if (!isa<StopGradientOp>(op)) {
       for (Value v : op.getOperands())
         isActive |= active.contains(v);
     }

@@ -91,10 +91,6 @@ VocabUses findVocabUses(TensorParallelRewriter &rewriter, ParameterOp param,
           uses.usable = false;
           continue;
         }
-        if (e.getPaddingIdx()) {
-          uses.usable = false;
-          uses.why = "its embedding has a padding_idx";
-        }
         uses.embeddings.push_back(e);
         continue;
       }
@@ -176,9 +172,20 @@ void VocabSplitter::splitEmbedding(EmbeddingOp e) {
   Value mask =
       ReshapeOp::create(b, loc, RankedTensorType::get(maskShape, b.getI1Type()), mine);
   Value zero = scalarOf(et.getElementType(), 0.0);
-  Value kept = WhereOp::create(b, loc, et, mask, e.getResult(), zero);
+  Operation *keep = WhereOp::create(b, loc, et, mask, e.getResult(), zero);
+  Value kept = keep->getResult(0);
+  if (std::optional<uint64_t> pad = e.getPaddingIdx()) {
+    // padding_idx names a global row, which one rank holds: its tokens' lookups pass no
+    // gradient on any rank (the local table has no padding row of its own).
+    e.removePaddingIdxAttr();
+    Value isPad = CmpOp::create(b, loc, boolT, CmpPredicateAttr::get(ctx, CmpPredicate::eq),
+                                idx, scalarOf(it.getElementType(), static_cast<double>(*pad)));
+    Value padMask =
+        ReshapeOp::create(b, loc, RankedTensorType::get(maskShape, b.getI1Type()), isPad);
+    kept = WhereOp::create(b, loc, et, padMask, StopGradientOp::create(b, loc, kept), kept);
+  }
   Value summed = ParallelSumOp::create(b, loc, kept, gridAttr, axesAttr);
-  e.getResult().replaceAllUsesExcept(summed, kept.getDefiningOp());
+  e.getResult().replaceAllUsesExcept(summed, keep);
 }
 
 void VocabSplitter::splitHead(LinearOp l, CrossEntropyOp ce, ArrayRef<ReshapeOp> reshapes) {

@@ -801,6 +801,13 @@ void addArithmeticHandlers(llvm::StringMap<OpHandler> &h) {
   h["aten::gt"] = compareHandler(CmpPredicate::gt);
   h["aten::ge"] = compareHandler(CmpPredicate::ge);
   h["aten::neg"] = unaryHandler<NegOp>();
+  // x.detach(), x.data: the same values, no gradient.
+  h["aten::detach"] = h["prim::data"] = [](Interpreter &I, Node *, R &in) -> FailureOr<R> {
+    auto x = tensorArg(I, in[0]);
+    if (failed(x))
+      return failure();
+    return one(AV::ofTensor(StopGradientOp::create(I.b(), I.loc(), x->tensor), false));
+  };
   h["aten::exp"] = unaryHandler<ExpOp>();
   h["aten::log"] = unaryHandler<LogOp>();
   h["aten::sqrt"] = unaryHandler<SqrtOp>();

@@ -130,7 +130,7 @@ FailureOr<std::vector<AV>> Interpreter::runPrim(Node *node, std::vector<AV> &in,
   }
   if (kind == "prim::unchecked_cast" || kind == "aten::_unwrap_optional" ||
       kind == "prim::Uninitialized" || kind == "aten::contiguous" || kind == "aten::clone" ||
-      kind == "prim::data" || kind == "aten::alias") {
+      kind == "aten::alias") {
     if (kind == "prim::Uninitialized")
       return one(AV());
     return one(in[0]);
