@@ -329,6 +329,22 @@ TEST_P(Conformance, Reduce) {
   EXPECT_TRUE(same(iy));
 }
 
+TEST_P(Conformance, Cumsum) {
+  for (int64_t dim : {0, 1, -1}) {
+    for (int reverse = 0; reverse < 2; ++reverse) {
+      Both x = randn({4, 33, 7}, 3.0), y = out({4, 33, 7});
+      run([&](dsrt_context *c, int s) { dsrt_cumsum(c, y[s], x[s], dim, reverse); });
+      EXPECT_TRUE(same(y, 1e-6, 1e-6)) << "dim " << dim << " reverse " << reverse;
+    }
+  }
+  std::vector<int64_t> mv(4 * 16);
+  for (size_t i = 0; i < mv.size(); ++i)
+    mv[i] = (i * 5 % 7) < 4;
+  Both m = put(DSRT_I64, {4, 16}, mv.data()), p = out({4, 16}, DSRT_I64);
+  run([&](dsrt_context *c, int s) { dsrt_cumsum(c, p[s], m[s], 1, 0); });
+  EXPECT_TRUE(same(p));
+}
+
 TEST_P(Conformance, SoftmaxAndGrad) {
   for (int64_t dim : {-1, 1}) {
     for (int log = 0; log < 2; ++log) {

@@ -592,6 +592,31 @@ TEST_F(Kernels, Reduce) {
   EXPECT_TRUE(close(tt(od), xd.mean(0)));
 }
 
+TEST_F(Kernels, Cumsum) {
+  // f32 against torch.cumsum (and its gradient, the reverse sum), i64 exactly (a mask's
+  // positions), bf16 rounded once per element.
+  for (auto shape : std::vector<std::vector<int64_t>>{{3, 4, 5}, {2, 1000}}) {
+    for (int64_t dim = -1; dim < (int64_t)shape.size(); ++dim) {
+      Tensor x = randn(shape).requires_grad_(), dy = randn(shape);
+      Tensor y = torch::cumsum(x, dim);
+      y.backward(dy);
+      dsrt_tensor *o = emptyLike(y), *dx = emptyLike(y);
+      dsrt_cumsum(ctx, o, rt(x), dim, 0);
+      EXPECT_TRUE(close(tt(o), y)) << "dim " << dim;
+      dsrt_cumsum(ctx, dx, rt(dy), dim, 1);
+      EXPECT_TRUE(close(tt(dx), x.grad())) << "reverse dim " << dim;
+    }
+  }
+  Tensor mask = torch::randint(0, 2, {4, 16}, at::kLong);
+  dsrt_tensor *pos = empty({4, 16}, at::kLong);
+  dsrt_cumsum(ctx, pos, rt(mask), 1, 0);
+  EXPECT_TRUE(torch::equal(tt(pos), torch::cumsum(mask, 1)));
+  Tensor xb = randn({3, 64}).to(at::kBFloat16);
+  dsrt_tensor *ob = empty({3, 64}, at::kBFloat16);
+  dsrt_cumsum(ctx, ob, rt(xb), 1, 0);
+  EXPECT_TRUE(torch::equal(tt(ob), torch::cumsum(xb.to(at::kDouble), 1).to(at::kBFloat16)));
+}
+
 TEST_F(Kernels, SoftmaxAndGrad) {
   for (auto shape : std::vector<std::vector<int64_t>>{{3, 4, 5}, {64, 1000}, {2, 300, 7}}) {
     for (int64_t dim = -1; dim < (int64_t)shape.size(); ++dim) {

@@ -81,3 +81,20 @@ module {
     return %s : tensor<f32>
   }
 }
+
+// -----
+
+// A running sum's gradient is the running sum of the output's gradient from the other end.
+// CHECK-LABEL: func.func @micro_step
+// CHECK: %[[C:.+]] = ds.cumsum %{{.+}} dim = 1 : tensor<2x4xf32>
+// CHECK: ds.cumsum %{{.+}} dim = 1 reverse : tensor<2x4xf32>
+module {
+  ds.parameter @w trainable : tensor<2x4xf32>
+  func.func @forward() -> tensor<f32> {
+    %w = ds.get_parameter @w : tensor<2x4xf32>
+    %c = ds.cumsum %w dim = 1 : tensor<2x4xf32>
+    %p = ds.mul %c, %c : tensor<2x4xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
+    %s = ds.sum %p dims = [0, 1] : tensor<2x4xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}

@@ -88,6 +88,10 @@ class OpZoo(nn.Module):
         self.int_gather = rnd(2, 5)
         self.mask_rows = rnd(2, 5, 4)
         self.mask_pairs = rnd(2, 5)
+        # Running sums (aten::cumsum): of a parameter (its gradient the reverse sum) and of a
+        # mask's integers (OPT's positions), whose values weigh another.
+        self.cumsum = rnd(2, 3, 4)
+        self.cumsum_pos = rnd(2, 5)
         g = torch.Generator().manual_seed(1)
         self.register_buffer('r4', torch.randn(2, 4, generator=g))
         self.register_buffer('r34', torch.randn(2, 3, 4, generator=g))
@@ -152,6 +156,8 @@ class OpZoo(nn.Module):
         loss = loss + (self.int_gather * torch.gather(self.types, 1, idx).float()).sum() * 1e-6
         loss = loss + (self.mask_rows * self.flags[idx].float()).sum()
         loss = loss + (self.mask_pairs * self.types[self.rows, idx - 10].float()).sum() * 1e-6
+        loss = loss + (torch.cumsum(self.cumsum, 1) * self.r34).sum()
+        loss = loss + (self.cumsum_pos * torch.cumsum(idx > 4, 1).float()).sum()
         return loss
 
 

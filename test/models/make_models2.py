@@ -195,14 +195,19 @@ def make_hf_padded(arch):
         'qwen2': ('Qwen2Config', 'Qwen2ForCausalLM'),
         'mistral': ('MistralConfig', 'MistralForCausalLM'),
         'phi3': ('Phi3Config', 'Phi3ForCausalLM'),
+        'opt': ('OPTConfig', 'OPTForCausalLM'),
     }[arch]
     extra = {'sliding_window': 8} if arch == 'mistral' else {}
     if arch == 'phi3':
         extra = {'pad_token_id': 0, 'resid_pdrop': 0.0, 'embd_pdrop': 0.0}
+    if arch == 'opt':
+        # OPT: learned positions from the mask's cumsum, padding_idx 1, biases everywhere.
+        extra = {'pad_token_id': 1, 'dropout': 0.0, 'ffn_dim': 64, 'word_embed_proj_dim': 32}
+    else:
+        extra.update(intermediate_size=64, num_key_value_heads=2)
     cfg = getattr(transformers, config)(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,
-        attention_dropout=0.0, **extra)
+        vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=16, attention_dropout=0.0, **extra)
     cfg._attn_implementation = 'sdpa'
     return lambda: HFMaskedLoss(getattr(transformers, model)(cfg))
 
@@ -271,6 +276,7 @@ FAMILIES = {
     'hfqwen2pad': (lambda: make_hf_padded('qwen2')(), HF_PADDED_INPUTS, ['trace', 'export']),
     'hfmistralpad': (lambda: make_hf_padded('mistral')(), HF_PADDED_INPUTS, ['trace', 'export']),
     'hfphi3pad': (lambda: make_hf_padded('phi3')(), HF_PADDED_INPUTS, ['trace', 'export']),
+    'hfoptpad': (lambda: make_hf_padded('opt')(), HF_PADDED_INPUTS, ['trace', 'export']),
 }
 
 _MLIR_DTYPE = {torch.float32: 'f32', torch.int64: 'i64', torch.float16: 'f16',

@@ -59,8 +59,8 @@ Work workOf(Operation *op) {
   // Dropout: the mask's draw and the scaled product.
   if (isa<DropoutOp>(op))
     return perResult(op, 2);
-  // Reductions: one per input element.
-  if (isa<SumOp, MeanOp, AmaxOp>(op))
+  // Reductions and running sums: one per input element.
+  if (isa<SumOp, MeanOp, AmaxOp, CumsumOp>(op))
     return perInput(op, 1);
   // Softmax: max, subtract, exp, sum, divide (log-softmax: log and subtract instead).
   if (isa<SoftmaxOp, LogSoftmaxOp>(op))

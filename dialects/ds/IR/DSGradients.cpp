@@ -370,6 +370,14 @@ LogicalResult LogSoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, Arr
   return success();
 }
 
+LogicalResult CumsumOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool>,
+                                      SmallVectorImpl<Value> &dxs) {
+  // Each input element reaches every later (earlier, when reversed) running sum.
+  dxs[0] = CumsumOp::create(b, getLoc(), typeOf(getResult()), dys[0], getDimAttr(),
+                            getReverse() ? UnitAttr() : b.getUnitAttr());
+  return success();
+}
+
 LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool>,
                                          SmallVectorImpl<Value> &dxs) {
   Value x = getInput();

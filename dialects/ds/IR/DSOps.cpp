@@ -84,6 +84,12 @@ LogicalResult mlir::ds::verifyDimInRange(Operation *op, int64_t dim) {
   return success();
 }
 
+LogicalResult CumsumOp::verify() {
+  if (getInput().getType().getElementType().isInteger(1))
+    return emitOpError() << "sums booleans (convert them to i64 first, as torch.cumsum does)";
+  return verifyDimInRange(*this, getDim());
+}
+
 //===----------------------------------------------------------------------===//
 // State
 //===----------------------------------------------------------------------===//

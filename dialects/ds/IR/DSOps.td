@@ -283,6 +283,23 @@ class DS_SoftmaxLikeOp<string mnemonic, string what> : DS_Op<mnemonic, [Pure, De
 def DS_SoftmaxOp : DS_SoftmaxLikeOp<"softmax", "Softmax">;
 def DS_LogSoftmaxOp : DS_SoftmaxLikeOp<"log_softmax", "Log-softmax">;
 
+def DS_CumsumOp : DS_Op<"cumsum", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, SameOperandsAndResultType]> {
+  let summary = "Running sums along one dimension (torch.cumsum); from its end with `reverse`.";
+  let description = [{
+    `result[..., i, ...] = sum(input[..., :i+1, ...])` along `dim` (`reverse`: the sum of
+    `input[..., i:, ...]`, which is the gradient of the forward sum). Floats accumulate in
+    double and round once per element, as ATen's CPU kernel; integers sum in their own type.
+    HF models take OPT's position ids from the attention mask's cumsum.
+
+    **Constraints:** 0 <= dim < rank; not a tensor of booleans (the importer converts them to
+    i64 first, as torch.cumsum does).
+  }];
+  let arguments = (ins DS_Tensor:$input, I64Attr:$dim, UnitAttr:$reverse);
+  let results = (outs DS_Tensor:$result);
+  let assemblyFormat = "$input `dim` `=` $dim (`reverse` $reverse^)? attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 def DS_LayerNormOp : DS_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, AttrSizedOperandSegments]> {
   let summary = "Layer normalization over the trailing `normalized_shape` dimensions.";
   let description = [{

@@ -108,7 +108,7 @@ VocabUses findVocabUses(TensorParallelRewriter &rewriter, ParameterOp param,
       }
       if (Value bias = l.getBias()) {
         ParameterOp bp = rewriter.parameterOf(bias);
-        if (!bp || !bp.getTrainable() || bp.getAliases() || !bias.hasOneUse()) {
+        if (!bp || !bp.getTrainable() || !bias.hasOneUse()) {
           uses.usable = false;
           continue;
         }

@@ -1,4 +1,4 @@
-//===- Reductions.cpp - kernel patterns: reductions, softmax, cross-entropy ------===//
+//===- Reductions.cpp - kernel patterns: reductions, cumsum, softmax, cross-entropy -===//
 #include "RuntimeLowering.h"
 
 using namespace mlir;
@@ -48,6 +48,12 @@ void mlir::ds::runtime::populateReductionKernels(KernelPatterns &p) {
   p.add<SumOp>(reduction<SumOp>(DSRT_SUM));
   p.add<MeanOp>(reduction<MeanOp>(DSRT_MEAN));
   p.add<AmaxOp>(reduction<AmaxOp>(DSRT_AMAX));
+  p.add<CumsumOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+    auto o = cast<CumsumOp>(op);
+    e.kernel(fn::dsrt_cumsum, outs[0], e.operand(o.getInput()), e.i64(o.getDim()),
+             e.i32(o.getReverse()));
+    return success();
+  });
   p.add<SoftmaxOp>(softmax<SoftmaxOp>(false));
   p.add<LogSoftmaxOp>(softmax<LogSoftmaxOp>(true));
   p.add<SoftmaxGradOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {

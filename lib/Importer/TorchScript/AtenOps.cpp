@@ -461,6 +461,20 @@ FailureOr<R> softmaxLike(Interpreter &I, R &in, bool log) {
   return one(result(v, {*xc}));
 }
 
+FailureOr<R> cumsum(Interpreter &I, R &in) {
+  // torch.cumsum: integers and booleans sum as int64 unless a dtype is given.
+  TRY(x, tensorArg(I, in[0]));
+  TRY(dim, dimArg(I, in[1], x->rank()));
+  Type xt = x->type().getElementType();
+  Type fallback = isa<FloatType>(xt) ? xt : Type(I.b().getI64Type());
+  AV dtype = in.size() > 2 && in[2].kind == Kind::Int ? in[2] : AV::none();
+  TRY(et, I.dtypeArg(dtype, fallback));
+  TRY(xc, I.asTensor(*x, *et));
+  Value v = CumsumOp::create(I.b(), I.loc(), xc->tensor, I.b().getI64IntegerAttr(*dim),
+                             UnitAttr());
+  return one(result(v, {*xc}));
+}
+
 FailureOr<R> dropout(Interpreter &I, R &in) {
   TRY(x, tensorArg(I, in[0]));
   double p = in[1].asDouble();
@@ -857,6 +871,7 @@ void addArithmeticHandlers(llvm::StringMap<OpHandler> &h) {
     R args{in[0], in[1], in.size() > 2 ? in[2] : AV::boolean(false)};
     return reduce(I, n, args, "amax");
   };
+  h["aten::cumsum"] = [](Interpreter &I, Node *, R &in) { return cumsum(I, in); };
   h["aten::layer_norm"] = [](Interpreter &I, Node *, R &in) { return layerNorm(I, in); };
   h["aten::batch_norm"] = [](Interpreter &I, Node *n, R &in) { return batchNorm(I, n, in); };
   h["aten::cross_entropy_loss"] = [](Interpreter &I, Node *, R &in) { return crossEntropy(I, in); };

@@ -489,6 +489,10 @@ void dsrt_softmax(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in, in
 /** dx from the forward output y and dy. */
 void dsrt_softmax_grad(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor *y,
                        const dsrt_tensor *dy, int64_t dim, int32_t log);
+/** Running sums along `dim` (torch.cumsum), from its end with `reverse` (the gradient);
+ *  floats accumulate in double, integers in their own type. */
+void dsrt_cumsum(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in, int64_t dim,
+                 int32_t reverse);
 /** Layer norm over the trailing `norm_numel` elements; weight/bias may be NULL. */
 void dsrt_layer_norm(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
                      const dsrt_tensor *weight, const dsrt_tensor *bias, int64_t norm_numel,

@@ -82,6 +82,14 @@ DimSplit softmax(const dsrt_tensor *out, const dsrt_tensor *in, int64_t dim) {
   return splitAt("softmax", in, dim);
 }
 
+DimSplit cumsum(const dsrt_tensor *out, const dsrt_tensor *in, int64_t dim) {
+  checkSameShape("cumsum", out, in);
+  checkDtype("cumsum", out, in->dtype, "result");
+  if (in->dtype == DSRT_I1)
+    fail("cumsum", "a bool operand (convert it to i64 first, as torch.cumsum does)");
+  return splitAt("cumsum", in, dim);
+}
+
 DimSplit softmaxGrad(const dsrt_tensor *dx, const dsrt_tensor *y, const dsrt_tensor *dy,
                      int64_t dim) {
   const char *k = "softmax_grad";

@@ -1,9 +1,10 @@
-// CPU kernels: sum / mean / amax over a set of dimensions.
+// CPU kernels: sum / mean / amax over a set of dimensions, and running sums (cumsum).
 #include "cpu_device.h"
 #include "avx512_lanes.h"
 #include "vector_math.h"
 #include "../kernels/checks.h"
 #include "../kernels/scalar_ops.h"
+#include "../core/half.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -235,5 +236,43 @@ void dsrt::cpu::reduce(dsrt_context *, int32_t kind, dsrt_tensor *out, const dsr
       using O = decltype(otag);
       reduceTyped<T, O>(kind, (O *)out->data, (const T *)in->data, in, plan);
     });
+  });
+}
+
+// --- cumsum -------------------------------------------------------------------------------
+
+void dsrt::cpu::cumsum(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *in, int64_t dim,
+                       int32_t reverse) {
+  DSRT_PROFILE("cumsum");
+  checks::DimSplit s = checks::cumsum(out, in, dim);
+  const int64_t lines = s.outer * s.inner, D = s.D, st = s.inner;
+  // One line (outer, inner) at a time, its running sum in double (as ATen's CPU cumsum) or in
+  // the integer type; 16-bit floats round each sum once.
+  auto scan = [&](auto load, auto store) {
+#pragma omp parallel for schedule(static) if (in->numel > kParallelGrain)
+    for (int64_t l = 0; l < lines; ++l) {
+      int64_t base = (l / s.inner) * D * st + l % s.inner;
+      auto acc = decltype(load(int64_t{0})){};
+      for (int64_t j = 0; j < D; ++j) {
+        int64_t at = base + (reverse ? D - 1 - j : j) * st;
+        acc += load(at);
+        store(at, acc);
+      }
+    }
+  };
+  if (isHalfType(in->dtype)) {
+    const uint16_t *x = (const uint16_t *)in->data;
+    uint16_t *y = (uint16_t *)out->data;
+    int32_t dt = in->dtype;
+    scan([&](int64_t i) { return (double)halfToFloat(dt, x[i]); },
+         [&](int64_t i, double v) { y[i] = floatToHalf(dt, (float)v); });
+    return;
+  }
+  dispatchAll("cumsum", in->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+    const T *x = (const T *)in->data;
+    T *y = (T *)out->data;
+    scan([&](int64_t i) { return (A)x[i]; }, [&](int64_t i, A v) { y[i] = (T)v; });
   });
 }

@@ -1,4 +1,4 @@
-//===- reduce.cu - CUDA kernel: sum / mean / amax over a set of dimensions --------===//
+//===- reduce.cu - CUDA kernels: sum / mean / amax over dimensions, cumsum --------===//
 //
 // The input's dims are coalesced into kept and reduced groups (as on the CPU); each output
 // accumulates its reduced elements in double (floats) or int64 (integers): one thread per
@@ -7,6 +7,7 @@
 #include "../kernels/checks.h"
 #include "../kernels/scalar_ops.h"
 #include "cuda_device.h"
+#include "half_bits.cuh"
 
 #include <algorithm>
 #include <type_traits>
@@ -153,6 +154,40 @@ void dsrt::cuda::reduce(dsrt_context *ctx, int32_t kind, dsrt_tensor *out, const
             (O *)out->data, (const T *)in->data, kept, red, nRed, kind, init);
       }
     });
+  });
+  launched(k);
+}
+
+namespace {
+/// One thread per line (outer, inner) of the scanned dimension, its running sum in double
+/// (floats, as on the CPU) or int64.
+template <class S>
+__global__ void cumsumKernel(S *Y, const S *X, checks::DimSplit s, int32_t reverse) {
+  using Acc = std::conditional_t<std::is_integral_v<S>, int64_t, double>;
+  const int64_t lines = s.outer * s.inner;
+  for (int64_t l = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; l < lines;
+       l += (int64_t)gridDim.x * blockDim.x) {
+    int64_t base = (l / s.inner) * s.D * s.inner + l % s.inner;
+    Acc acc = 0;
+    for (int64_t j = 0; j < s.D; ++j) {
+      int64_t at = base + (reverse ? s.D - 1 - j : j) * s.inner;
+      acc += (Acc)load(X[at]);
+      Y[at] = store<S>(acc);
+    }
+  }
+}
+} // namespace
+
+void dsrt::cuda::cumsum(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in, int64_t dim,
+                        int32_t reverse) {
+  const char *k = "cumsum";
+  checks::DimSplit s = checks::cumsum(out, in, dim);
+  if (!in->numel)
+    return;
+  dispatchWithHalf(k, in->dtype, [&](auto tag) {
+    using S = decltype(tag);
+    cumsumKernel<S><<<blocksFor(s.outer * s.inner), kThreads, 0, stream(ctx)>>>(
+        (S *)out->data, (const S *)in->data, s, reverse);
   });
   launched(k);
 }

@@ -36,6 +36,9 @@ DimSplit softmax(const dsrt_tensor *out, const dsrt_tensor *in, int64_t dim);
 DimSplit softmaxGrad(const dsrt_tensor *dx, const dsrt_tensor *y, const dsrt_tensor *dy,
                      int64_t dim);
 
+/// A running sum: same shape and dtype (not i1).
+DimSplit cumsum(const dsrt_tensor *out, const dsrt_tensor *in, int64_t dim);
+
 /// The rows of a layer norm over `norm` trailing elements.
 int64_t layerNorm(const dsrt_tensor *out, const dsrt_tensor *x, int64_t norm);
 int64_t layerNormGrad(const dsrt_tensor *dx, const dsrt_tensor *x, const dsrt_tensor *dy,

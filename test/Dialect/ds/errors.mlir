@@ -1711,3 +1711,19 @@ ds.parameter @w trainable : tensor<4xf32>
 // expected-error @+2 {{expected ::mlir::ds::SlotRole to be one of: parameter, buffer, grad, exp_avg, exp_avg_sq, momentum_buffer, master, loss_scale, found_inf, param_shard, grad_shard, params, grads, params_sharded}}
 // expected-error @+1 {{failed to parse DS_SlotRoleAttr parameter 'value'}}
 ds.state @s of @w role moment : tensor<4xf32>
+
+// -----
+
+func.func @cumsum_of_booleans(%x: tensor<2x3xi1>) {
+  // expected-error @+1 {{'ds.cumsum' op sums booleans (convert them to i64 first, as torch.cumsum does)}}
+  %0 = ds.cumsum %x dim = 1 : tensor<2x3xi1>
+  return
+}
+
+// -----
+
+func.func @cumsum_dim_too_large(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'ds.cumsum' op dim 2 is out of range for rank 2}}
+  %0 = ds.cumsum %x dim = 2 : tensor<2x3xf32>
+  return
+}

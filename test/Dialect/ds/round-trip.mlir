@@ -139,6 +139,16 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [2, 2]>} {
     return %0, %1, %2, %3, %4 : tensor<3xf32>, tensor<2x1x4xf32>, tensor<f32>, tensor<1x1x1xf32>, tensor<2x3x4xf32>
   }
 
+  // CHECK-LABEL: func.func @cumsum(
+  // CHECK-SAME: %[[X:[^:]+]]: tensor<2x3xf32>, %[[M:[^:]+]]: tensor<2x3xi64>
+  func.func @cumsum(%x: tensor<2x3xf32>, %m: tensor<2x3xi64>) -> (tensor<2x3xf32>, tensor<2x3xi64>) {
+    // CHECK: %[[C:.+]] = ds.cumsum %[[X]] dim = 1 reverse : tensor<2x3xf32>
+    %0 = ds.cumsum %x dim = 1 reverse : tensor<2x3xf32>
+    // CHECK: %[[P:.+]] = ds.cumsum %[[M]] dim = 0 : tensor<2x3xi64>
+    %1 = ds.cumsum %m dim = 0 : tensor<2x3xi64>
+    return %0, %1 : tensor<2x3xf32>, tensor<2x3xi64>
+  }
+
   // CHECK-LABEL: func.func @softmax(
   // CHECK-SAME: %[[X:[^:]+]]: tensor<2x3xf32>
   func.func @softmax(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {

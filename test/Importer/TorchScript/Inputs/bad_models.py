@@ -15,7 +15,7 @@ class Unsupported(torch.nn.Module):
         self.fc = torch.nn.Linear(4, 4)
 
     def forward(self, x, y):
-        h = torch.cumsum(self.fc(x), dim=1)  # no ds op for cumsum
+        h = torch.cumprod(self.fc(x), dim=1)  # no ds op for cumprod
         return F.cross_entropy(h, y)
 
 
