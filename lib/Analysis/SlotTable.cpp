@@ -29,6 +29,7 @@ LogicalResult readSplit(ParameterOp p, ModuleOp module, PlannedSlot &s) {
                               "dimension over one mesh axis";
     s.splitDim = static_cast<int64_t>(d);
     s.splitSegments = sh.getSegmentsOf(d);
+    s.splitSizes.assign(sh.getSizesOf(d).begin(), sh.getSizesOf(d).end());
     s.splitAxis = cast<StringAttr>(list[0]).getValue().str();
     s.splitParts = mesh.getShape()[mesh.findAxis(s.splitAxis)];
   }

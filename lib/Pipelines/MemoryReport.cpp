@@ -126,6 +126,11 @@ void printSplits(const MemoryPlan &plan, llvm::raw_ostream &os) {
        << " over " << s.splitAxis;
     if (s.splitSegments > 1)
       os << " in " << s.splitSegments << " segments";
+    if (!s.splitSizes.empty()) {
+      os << " of ";
+      llvm::interleave(s.splitSizes, os, ", ");
+      os << " rows";
+    }
     os << "\n";
   }
 }

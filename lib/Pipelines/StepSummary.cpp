@@ -58,6 +58,12 @@ std::string tpSplit(ParameterOp param) {
         std::string s = "dimension " + std::to_string(d);
         if (d < segments.size() && segments[d] > 1)
           s += " in " + std::to_string(segments[d]) + " segments";
+        if (ArrayRef<int64_t> sizes = sharding.getSizesOf(d); !sizes.empty()) {
+          s += " of ";
+          for (auto [k, z] : llvm::enumerate(sizes))
+            s += (k ? ", " : "") + std::to_string(z);
+          s += " rows";
+        }
         return s;
       }
   return "";

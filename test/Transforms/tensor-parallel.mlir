@@ -288,3 +288,51 @@ module {
     return %s : tensor<f32>
   }
 }
+
+// -----
+
+// Phi3's fused qkv_proj with grouped-query heads (4 query heads of 2, 2 key/value heads): its
+// slices tile the output in unequal segments (8, 4, 4), so the weight splits in those
+// segments (each rank: 2 query heads' rows, then its key head's and value head's) and each
+// slice takes this rank's part of its segment.
+// CHECK-LABEL: module
+// CHECK: ds.parameter @qkv_proj.weight trainable : tensor<8x8xf32> sharding <{{\[}}["tp"], []], segments = [3, 1], sizes = [8, 4, 4]>
+// CHECK: ds.parameter @o_proj.weight trainable : tensor<8x4xf32> sharding <{{\[}}[], ["tp"]]>
+// CHECK: ds.linear {{.*}} -> tensor<1x4x8xf32>
+// CHECK: ds.slice %{{.+}} dim = 2[0 : 4] : tensor<1x4x8xf32> -> tensor<1x4x4xf32>
+// CHECK: ds.slice %{{.+}} dim = 2[4 : 6] : tensor<1x4x8xf32> -> tensor<1x4x2xf32>
+// CHECK: ds.slice %{{.+}} dim = 2[6 : 8] : tensor<1x4x8xf32> -> tensor<1x4x2xf32>
+// CHECK: ds.parallel_sum
+module {
+  ds.parameter @qkv_proj.weight trainable : tensor<16x8xf32>
+  ds.parameter @o_proj.weight trainable : tensor<8x8xf32>
+  func.func @forward(%x: tensor<1x4x8xf32>) -> tensor<f32> {
+    %w = ds.get_parameter @qkv_proj.weight : tensor<16x8xf32>
+    %qkv = ds.linear %x, %w : (tensor<1x4x8xf32>, tensor<16x8xf32>) -> tensor<1x4x16xf32>
+    %q0 = ds.slice %qkv dim = 2[0 : 8] : tensor<1x4x16xf32> -> tensor<1x4x8xf32>
+    %k0 = ds.slice %qkv dim = 2[8 : 12] : tensor<1x4x16xf32> -> tensor<1x4x4xf32>
+    %v0 = ds.slice %qkv dim = 2[12 : 16] : tensor<1x4x16xf32> -> tensor<1x4x4xf32>
+    %q1 = ds.reshape %q0 : tensor<1x4x8xf32> -> tensor<1x4x4x2xf32>
+    %q = ds.transpose %q1 perm = [0, 2, 1, 3] : tensor<1x4x4x2xf32> -> tensor<1x4x4x2xf32>
+    %k1 = ds.reshape %k0 : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+    %k = ds.transpose %k1 perm = [0, 2, 1, 3] : tensor<1x4x2x2xf32> -> tensor<1x2x4x2xf32>
+    %v1 = ds.reshape %v0 : tensor<1x4x4xf32> -> tensor<1x4x2x2xf32>
+    %v = ds.transpose %v1 perm = [0, 2, 1, 3] : tensor<1x4x2x2xf32> -> tensor<1x2x4x2xf32>
+    %k5 = ds.reshape %k : tensor<1x2x4x2xf32> -> tensor<1x2x1x4x2xf32>
+    %kx = ds.broadcast_to %k5 : tensor<1x2x1x4x2xf32> -> tensor<1x2x2x4x2xf32>
+    %kg = ds.reshape %kx : tensor<1x2x2x4x2xf32> -> tensor<1x4x4x2xf32>
+    %v5 = ds.reshape %v : tensor<1x2x4x2xf32> -> tensor<1x2x1x4x2xf32>
+    %vx = ds.broadcast_to %v5 : tensor<1x2x1x4x2xf32> -> tensor<1x2x2x4x2xf32>
+    %vg = ds.reshape %vx : tensor<1x2x2x4x2xf32> -> tensor<1x4x4x2xf32>
+    %kt = ds.transpose %kg perm = [0, 1, 3, 2] : tensor<1x4x4x2xf32> -> tensor<1x4x2x4xf32>
+    %a = ds.matmul %q, %kt : tensor<1x4x4x2xf32>, tensor<1x4x2x4xf32> -> tensor<1x4x4x4xf32>
+    %p = ds.softmax %a dim = 3 : tensor<1x4x4x4xf32>
+    %o = ds.matmul %p, %vg : tensor<1x4x4x4xf32>, tensor<1x4x4x2xf32> -> tensor<1x4x4x2xf32>
+    %o1 = ds.transpose %o perm = [0, 2, 1, 3] : tensor<1x4x4x2xf32> -> tensor<1x4x4x2xf32>
+    %o2 = ds.reshape %o1 : tensor<1x4x4x2xf32> -> tensor<1x4x8xf32>
+    %wo = ds.get_parameter @o_proj.weight : tensor<8x8xf32>
+    %y = ds.linear %o2, %wo : (tensor<1x4x8xf32>, tensor<8x8xf32>) -> tensor<1x4x8xf32>
+    %s = ds.sum %y dims = [0, 1, 2] : tensor<1x4x8xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}

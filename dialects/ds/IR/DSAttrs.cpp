@@ -57,13 +57,24 @@ std::string MeshAttr::str() const {
 }
 
 LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                                   ArrayAttr dims, ArrayRef<int64_t> segments) {
+                                   ArrayAttr dims, ArrayRef<int64_t> segments,
+                                   ArrayRef<int64_t> sizes) {
   if (!segments.empty() && segments.size() != dims.size())
     return emitError() << "sharding has " << segments.size() << " segment counts for "
                        << dims.size() << " dimensions";
   for (int64_t s : segments)
     if (s < 1)
       return emitError() << "sharding segment counts must be >= 1, not " << s;
+  if (!sizes.empty()) {
+    auto several = llvm::count_if(segments, [](int64_t s) { return s > 1; });
+    int64_t count = several == 1 ? *llvm::find_if(segments, [](int64_t s) { return s > 1; }) : 0;
+    if (count != static_cast<int64_t>(sizes.size()))
+      return emitError() << "sharding segment sizes need one dimension of several segments, "
+                            "one size each";
+    for (int64_t s : sizes)
+      if (s < 1)
+        return emitError() << "sharding segment sizes must be >= 1, not " << s;
+  }
   llvm::StringSet<> seen;
   for (Attribute dim : dims) {
     auto axes = dyn_cast<ArrayAttr>(dim);

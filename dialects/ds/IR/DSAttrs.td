@@ -102,25 +102,38 @@ def DS_ShardingAttr : DS_Attr<"Sharding", "sharding"> {
     index r along them holds the r-th contiguous part. With `segments`, dimension i is
     `segments[i]` equal segments (a fused q/k/v projection's rows) and each rank holds its
     part of every segment, back to back:
-    `#ds.sharding<[["tp"], []], segments = [3, 1]>`.
+    `#ds.sharding<[["tp"], []], segments = [3, 1]>`. With `sizes`, the segments of the one
+    dimension that has several are of those rows of the state_dict tensor instead (a fused
+    projection of grouped-query heads: q's rows, then k's and v's):
+    `#ds.sharding<[["tp"], []], segments = [3, 1], sizes = [32, 16, 16]>`.
 
     **Constraints:** every entry is a list of non-empty strings; an axis appears at most once
-    in the whole sharding; `segments`, when present, has one entry >= 1 per dimension. Where
+    in the whole sharding; `segments`, when present, has one entry >= 1 per dimension; `sizes`,
+    when present, one entry >= 1 per segment of the only dimension with several. Where
     the sharding is attached (`ds.parameter`), its rank must match the tensor's and every axis
     must exist in the module's `ds.mesh`.
   }];
-  let parameters = (ins "::mlir::ArrayAttr":$dims, OptionalArrayRefParameter<"int64_t">:$segments);
-  let assemblyFormat = "`<` $dims (`,` `segments` `=` `[` $segments^ `]`)? `>`";
+  let parameters = (ins "::mlir::ArrayAttr":$dims, OptionalArrayRefParameter<"int64_t">:$segments,
+                        OptionalArrayRefParameter<"int64_t">:$sizes);
+  let assemblyFormat =
+      "`<` $dims (`,` `segments` `=` `[` $segments^ `]`)? (`,` `sizes` `=` `[` $sizes^ `]`)? `>`";
   let genVerifyDecl = 1;
   let builders = [
     AttrBuilder<(ins "::mlir::ArrayAttr":$dims), [{
-      return $_get($_ctxt, dims, ::llvm::ArrayRef<int64_t>());
+      return $_get($_ctxt, dims, ::llvm::ArrayRef<int64_t>(), ::llvm::ArrayRef<int64_t>());
+    }]>,
+    AttrBuilder<(ins "::mlir::ArrayAttr":$dims, "::llvm::ArrayRef<int64_t>":$segments), [{
+      return $_get($_ctxt, dims, segments, ::llvm::ArrayRef<int64_t>());
     }]>
   ];
   let extraClassDeclaration = [{
     /// The segments of dimension `dim` (1 when not given).
     int64_t getSegmentsOf(unsigned dim) const {
       return getSegments().empty() ? 1 : getSegments()[dim];
+    }
+    /// The rows of dimension `dim`'s segments when they are unequal (else empty).
+    ::llvm::ArrayRef<int64_t> getSizesOf(unsigned dim) const {
+      return getSegmentsOf(dim) > 1 ? getSizes() : ::llvm::ArrayRef<int64_t>();
     }
   }];
 }

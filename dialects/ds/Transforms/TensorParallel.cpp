@@ -15,6 +15,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <map>
 #include <numeric>
 
 namespace mlir::ds {
@@ -32,7 +33,7 @@ RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 /// One region: its column-parallel linears, the ops between, and its row-parallel linear.
 struct Region {
   SmallVector<LinearOp> entries;
-  SmallVector<int64_t> entrySegments;
+  SmallVector<Split> entrySplits;
   SmallVector<Operation *> ops; ///< in block order
   llvm::DenseMap<Value, Split> splits;
   LinearOp exit;
@@ -62,8 +63,8 @@ struct TensorParallelPass : mlir::ds::impl::DSTensorParallelBase<TensorParallelP
   LogicalResult propagate(Region &r, std::string &why);
   FailureOr<Split> splitOf(Operation *op, Region &r, std::string &why);
   void rewrite(Region &r, const MeshAxisRef &axis);
-  void splitParameter(Value v, int64_t dim, int64_t segments) {
-    rw.splitParameter(parameterOf(v), dim, segments);
+  void splitParameter(Value v, int64_t dim, const Split &s) {
+    rw.splitParameter(parameterOf(v), dim, s.segments, s.sizes);
   }
   RankedTensorType localType(RankedTensorType t, Split s) {
     SmallVector<int64_t> shape(t.getShape());
@@ -158,22 +159,47 @@ LogicalResult TensorParallelPass::findRegion(LinearOp exit, Region &r, std::stri
   return success();
 }
 
-/// How the entry's output splits: into the equal segments that slices along its last
-/// dimension take (a fused q/k/v projection), else one.
-int64_t entrySegments(LinearOp l) {
+/// How the entry's output splits along its last dimension: into the segments that slices of
+/// it take when they tile it (a fused q/k/v or gate/up projection; unequal for grouped-query
+/// heads), else one.
+Split entrySplit(LinearOp l) {
   RankedTensorType t = typeOf(l.getResult());
-  int64_t last = t.getRank() - 1, n = t.getShape()[last], size = -1;
+  int64_t last = t.getRank() - 1, n = t.getShape()[last];
+  Split one{last, 1, {}};
+  std::map<int64_t, int64_t> pieces; // start -> end
   for (Operation *u : l.getResult().getUsers()) {
     auto s = dyn_cast<SliceOp>(u);
     if (!s || static_cast<int64_t>(s.getDim()) != last || s.getStep() != 1)
-      return 1;
-    int64_t start = static_cast<int64_t>(s.getStart());
-    int64_t len = static_cast<int64_t>(s.getEnd()) - start;
-    if ((size >= 0 && len != size) || len <= 0 || start % len != 0)
-      return 1;
-    size = len;
+      return one;
+    int64_t start = static_cast<int64_t>(s.getStart()), end = static_cast<int64_t>(s.getEnd());
+    auto [it, fresh] = pieces.emplace(start, end);
+    if (!fresh && it->second != end)
+      return one;
   }
-  return size > 0 && n % size == 0 ? n / size : 1;
+  SmallVector<int64_t, 3> sizes;
+  int64_t at = 0;
+  for (auto [start, end] : pieces) {
+    if (start != at || end <= start)
+      return one;
+    sizes.push_back(end - start);
+    at = end;
+  }
+  if (at != n || sizes.size() < 2)
+    return one;
+  Split s{last, static_cast<int64_t>(sizes.size()), {}};
+  if (llvm::any_of(sizes, [&](int64_t z) { return z != sizes[0]; }))
+    s.sizes = sizes;
+  return s;
+}
+
+/// The first element of segment k of `dim` (of `n` elements) split as `s`, and its size.
+std::pair<int64_t, int64_t> segmentOf(const Split &s, int64_t n, int64_t k) {
+  if (s.sizes.empty())
+    return {k * (n / s.segments), n / s.segments};
+  int64_t start = 0;
+  for (int64_t j = 0; j < k; ++j)
+    start += s.sizes[j];
+  return {start, s.sizes[k]};
 }
 
 FailureOr<Split> TensorParallelPass::splitOf(Operation *op, Region &r, std::string &why) {
@@ -197,12 +223,15 @@ FailureOr<Split> TensorParallelPass::splitOf(Operation *op, Region &r, std::stri
     Split in = *splitOfValue(s.getInput());
     if (static_cast<int64_t>(s.getDim()) != in.dim)
       return in;
-    int64_t n = typeOf(s.getInput()).getShape()[in.dim], seg = n / in.segments;
+    int64_t n = typeOf(s.getInput()).getShape()[in.dim];
     int64_t start = static_cast<int64_t>(s.getStart()), end = static_cast<int64_t>(s.getEnd());
-    if (in.segments == 1 || s.getStep() != 1 || start % seg != 0 || end - start != seg)
-      return fail("slices the split dimension other than by whole segments");
-    return Split{in.dim, 1};
+    for (int64_t k = 0; k < in.segments && in.segments > 1 && s.getStep() == 1; ++k)
+      if (segmentOf(in, n, k) == std::make_pair(start, end - start))
+        return Split{in.dim, 1, {}};
+    return fail("slices the split dimension other than by whole segments");
   }
+  // (Segments, equal or not, reach only slices: an entry has them when slices are all its
+  // users.)
   if (auto c = dyn_cast<ConcatOp>(op)) {
     // Rotary embeddings' rotate_half: halves of each head joined again, along a whole dim.
     std::optional<Split> in;
@@ -309,15 +338,18 @@ FailureOr<Split> TensorParallelPass::splitOf(Operation *op, Region &r, std::stri
 LogicalResult TensorParallelPass::propagate(Region &r, std::string &why) {
   for (LinearOp e : r.entries) {
     RankedTensorType t = typeOf(e.getResult());
-    int64_t g = entrySegments(e), n = t.getShape().back();
-    if ((n / g) % tp != 0) {
-      why = "'" + parameterOf(e.getWeight()).getSymName().str() + "' has " + std::to_string(n) +
-            " output features" + (g > 1 ? " in " + std::to_string(g) + " segments" : "") +
-            ", which do not divide by tp = " + std::to_string(tp);
-      return failure();
-    }
-    r.entrySegments.push_back(g);
-    r.splits[e.getResult()] = Split{t.getRank() - 1, g};
+    Split s = entrySplit(e);
+    int64_t n = t.getShape().back(), g = s.segments;
+    for (int64_t k = 0; k < g; ++k)
+      if (segmentOf(s, n, k).second % tp != 0) {
+        why = "'" + parameterOf(e.getWeight()).getSymName().str() + "' has " +
+              std::to_string(n) + " output features" +
+              (g > 1 ? " in " + std::to_string(g) + " segments" : "") +
+              ", which do not divide by tp = " + std::to_string(tp);
+        return failure();
+      }
+    r.entrySplits.push_back(s);
+    r.splits[e.getResult()] = s;
   }
   for (Operation *op : r.ops) {
     FailureOr<Split> s = splitOf(op, r, why);
@@ -380,7 +412,8 @@ FailureOr<Split> mlir::ds::splitThroughReshape(ArrayRef<int64_t> a, ArrayRef<int
   return failure();
 }
 
-void TensorParallelRewriter::splitParameter(ParameterOp param, int64_t dim, int64_t segments) {
+void TensorParallelRewriter::splitParameter(ParameterOp param, int64_t dim, int64_t segments,
+                                            ArrayRef<int64_t> sizes) {
   RankedTensorType t = param.getTensorType();
   SmallVector<int64_t> shape(t.getShape());
   shape[dim] /= tp;
@@ -394,8 +427,9 @@ void TensorParallelRewriter::splitParameter(ParameterOp param, int64_t dim, int6
     segs.push_back(i == dim ? segments : 1);
   }
   param.setType(local);
-  param.setShardingAttr(segments > 1 ? ShardingAttr::get(ctx, ArrayAttr::get(ctx, dims), segs)
-                                     : ShardingAttr::get(ctx, ArrayAttr::get(ctx, dims)));
+  param.setShardingAttr(segments > 1
+                            ? ShardingAttr::get(ctx, ArrayAttr::get(ctx, dims), segs, sizes)
+                            : ShardingAttr::get(ctx, ArrayAttr::get(ctx, dims)));
   module.walk([&](GetParameterOp g) {
     if (g.getName() == param.getSymName())
       g.getResult().setType(local);
@@ -430,15 +464,15 @@ void TensorParallelPass::rewrite(Region &r, const MeshAxisRef &axis) {
     Split s = r.splits.lookup(op->getResult(0));
     if (!sl || static_cast<int64_t>(sl.getDim()) != s.dim)
       continue;
-    Split in = r.splits.lookup(sl.getInput());
-    int64_t seg = typeOf(sl.getInput()).getShape()[in.dim] / in.segments;
-    int64_t index = static_cast<int64_t>(sl.getStart()) / seg, local = seg / tp;
-    sl.setStart(index * local);
-    sl.setEnd((index + 1) * local);
+    // This rank's part of segment k begins at the segment's start / tp.
+    int64_t start = static_cast<int64_t>(sl.getStart());
+    int64_t size = static_cast<int64_t>(sl.getEnd()) - start;
+    sl.setStart(start / tp);
+    sl.setEnd((start + size) / tp);
   }
   // The region's inputs enter through one parallel_copy each.
   llvm::DenseMap<Value, Value> copies;
-  for (auto [e, g] : llvm::zip(r.entries, r.entrySegments)) {
+  for (auto [e, g] : llvm::zip(r.entries, r.entrySplits)) {
     Value in = e.getInput();
     Value &c = copies[in];
     if (!c) {
@@ -462,7 +496,7 @@ void TensorParallelPass::rewrite(Region &r, const MeshAxisRef &axis) {
   }
   // The exit: partial sums without the bias, summed over tp, then the bias.
   LinearOp x = r.exit;
-  splitParameter(x.getWeight(), 1, 1);
+  splitParameter(x.getWeight(), 1, Split{});
   OpBuilder b(x);
   Value partial = LinearOp::create(b, x.getLoc(), x.getType(), x.getInput(), x.getWeight(),
                                    Value());

@@ -15,12 +15,16 @@
 
 namespace mlir::ds {
 
-/// A value's part along one dimension: `dim` is `segments` equal segments and each of the
-/// `parts` ranks holds its contiguous share of every segment (one segment: one block).
+/// A value's part along one dimension: `dim` is `segments` equal segments (or of `sizes`
+/// elements each: a fused projection of grouped-query heads) and each of the `parts` ranks
+/// holds its contiguous share of every segment (one segment: one block).
 struct Split {
   int64_t dim = -1;
   int64_t segments = 1;
-  bool operator==(const Split &o) const { return dim == o.dim && segments == o.segments; }
+  SmallVector<int64_t, 3> sizes; ///< unequal segments' sizes (empty: equal)
+  bool operator==(const Split &o) const {
+    return dim == o.dim && segments == o.segments && sizes == o.sizes;
+  }
   bool operator!=(const Split &o) const { return !(*this == o); }
 };
 
@@ -46,9 +50,10 @@ struct TensorParallelRewriter {
     auto get = v.getDefiningOp<GetParameterOp>();
     return get ? module.lookupSymbol<ParameterOp>(get.getNameAttr()) : ParameterOp();
   }
-  /// Makes `param` this rank's part of dimension `dim` over tp (in `segments` segments): its
-  /// type, its sharding and the type of every read of it.
-  void splitParameter(ParameterOp param, int64_t dim, int64_t segments);
+  /// Makes `param` this rank's part of dimension `dim` over tp (in `segments` segments, of
+  /// `sizes` rows when unequal): its type, its sharding and the type of every read of it.
+  void splitParameter(ParameterOp param, int64_t dim, int64_t segments,
+                      ArrayRef<int64_t> sizes = {});
   /// The vocabulary-parallel embedding tables and LM heads of `forward`.
   void vocabParallel(ModuleOp module, func::FuncOp forward);
 };

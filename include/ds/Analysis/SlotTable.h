@@ -33,8 +33,10 @@ struct PlannedSlot {
   bool pinned = false;  ///< a view or a viewed buffer: assignments copy into it
   bool sharded = false; ///< differs between ranks (a ZeRO shard)
   /// A parameter split over a mesh axis (ds-tensor-parallel): its type is this rank's part of
-  /// dimension `splitDim` of the state_dict tensor, in `splitSegments` segments.
+  /// dimension `splitDim` of the state_dict tensor, in `splitSegments` segments (of
+  /// `splitSizes` rows when unequal).
   int64_t splitDim = -1, splitSegments = 1, splitParts = 1;
+  SmallVector<int64_t> splitSizes;
   std::string splitAxis;
   /// A pipeline: the pp ranks that hold it (empty: every rank).
   SmallVector<int64_t> stages;

@@ -49,11 +49,15 @@ llvm::json::Array describeSlots(const SlotTable &slots) {
     }
     if (s.sharded)
       o["sharded"] = true;
-    if (s.splitDim >= 0)
-      o["split"] = llvm::json::Object{{"dim", s.splitDim},
-                                      {"segments", s.splitSegments},
-                                      {"axis", s.splitAxis},
-                                      {"parts", s.splitParts}};
+    if (s.splitDim >= 0) {
+      llvm::json::Object split{{"dim", s.splitDim},
+                               {"segments", s.splitSegments},
+                               {"axis", s.splitAxis},
+                               {"parts", s.splitParts}};
+      if (!s.splitSizes.empty())
+        split["segment_sizes"] = llvm::json::Array(s.splitSizes);
+      o["split"] = std::move(split);
+    }
     if (!s.stages.empty())
       o["stages"] = llvm::json::Array(s.stages);
     if (s.space != MemorySpace::device)

@@ -22,15 +22,41 @@ void partOf(int64_t total, int64_t world, int64_t rank, int64_t &begin, int64_t 
   end = std::min(total, begin + part);
 }
 
+bool validSplit(const Split &s, int64_t n, std::string &why) {
+  int64_t sum = 0;
+  for (int64_t z : s.sizes) {
+    if (z <= 0 || z % s.parts != 0) {
+      why = "a segment of " + std::to_string(z) + " rows is not a multiple of the parts";
+      return false;
+    }
+    sum += z;
+  }
+  if (!s.sizes.empty() &&
+      (static_cast<int64_t>(s.sizes.size()) != s.segments || sum != n)) {
+    why = "its segment sizes do not add up to the dimension's " + std::to_string(n) + " rows";
+    return false;
+  }
+  if (s.sizes.empty() && (n % s.segments != 0 || (n / s.segments) % s.parts != 0)) {
+    why = "its dimension must be segments x parts x a block";
+    return false;
+  }
+  return true;
+}
+
 detail::SplitShape::SplitShape(const std::vector<int64_t> &dims, const Split &s) {
   for (int64_t d = 0; d < s.dim; ++d)
     outer *= dims[d];
   for (size_t d = s.dim + 1; d < dims.size(); ++d)
     inner *= dims[d];
   n = dims[s.dim];
-  segments = s.segments;
-  seg = n / s.segments;
-  block = seg / s.parts;
+  parts = s.parts;
+  local = n / s.parts;
+  for (int64_t k = 0, at = 0; k < s.segments; ++k) {
+    int64_t rows = s.sizes.empty() ? n / s.segments : s.sizes[k];
+    start.push_back(at);
+    size.push_back(rows);
+    at += rows;
+  }
 }
 
 void locate(const std::vector<int64_t> &dims, const Split &s, int64_t global, int64_t &part,
@@ -47,11 +73,24 @@ void locate(const std::vector<int64_t> &dims, const Split &s, int64_t global, in
   detail::SplitShape g(dims, s);
   int64_t o = global / (g.n * g.inner), r = global % (g.n * g.inner);
   int64_t d = r / g.inner, i = r % g.inner;
-  int64_t k = d / g.seg, within = d % g.seg;
-  part = within / g.block;
-  int64_t b = within % g.block;
-  local = ((o * g.segments + k) * g.block + b) * g.inner + i;
-  following = (g.block - b) * g.inner - i;
+  size_t k = 0;
+  while (k + 1 < g.start.size() && g.start[k + 1] <= d)
+    ++k;
+  int64_t block = g.size[k] / g.parts, within = d - g.start[k];
+  part = within / block;
+  int64_t b = within % block;
+  local = (o * g.local + g.start[k] / g.parts + b) * g.inner + i;
+  following = (block - b) * g.inner - i;
+}
+
+/// `,"segment_sizes":[...]` for unequal segments, else nothing.
+static std::string sizesJson(const std::vector<int64_t> &sizes) {
+  if (sizes.empty())
+    return "";
+  std::string s = ",\"segment_sizes\":[";
+  for (size_t k = 0; k < sizes.size(); ++k)
+    s += (k ? "," : "") + std::to_string(sizes[k]);
+  return s + "]";
 }
 
 std::string formatIndex(const Index &x) {
@@ -87,7 +126,7 @@ std::string formatIndex(const Index &x) {
     if (!t.split.whole())
       s += ",\"split\":{\"dim\":" + std::to_string(t.split.dim) +
            ",\"segments\":" + std::to_string(t.split.segments) +
-           ",\"parts\":" + std::to_string(t.split.parts) + "}";
+           ",\"parts\":" + std::to_string(t.split.parts) + sizesJson(t.split.sizes) + "}";
     s += ",\"pieces\":[";
     for (size_t k = 0; k < t.pieces.size(); ++k) {
       const Piece &p = t.pieces[k];
@@ -201,10 +240,21 @@ bool parseIndex(const std::string &text, const std::string &what, Index &out, st
       const Json *d = sp->get("dim"), *sg = sp->get("segments"), *pa = sp->get("parts");
       Split &s = t.split;
       if (!d || !d->asInt(0, static_cast<int64_t>(t.dims.size()) - 1, s.dim) || !sg ||
-          !sg->asInt(1, INT64_MAX, s.segments) || !pa || !pa->asInt(2, 1 << 20, s.parts) ||
-          t.dims[s.dim] % s.segments != 0 || (t.dims[s.dim] / s.segments) % s.parts != 0)
-        return bad("tensor '" + t.name + "' has a malformed \"split\" (its dimension must be " +
-                   "segments x parts x a block)");
+          !sg->asInt(1, 1 << 20, s.segments) || !pa || !pa->asInt(2, 1 << 20, s.parts))
+        return bad("tensor '" + t.name + "' has a malformed \"split\"");
+      if (const Json *sz = sp->get("segment_sizes")) {
+        for (const Json &z : sz->isArray() ? sz->items : std::vector<Json>{}) {
+          int64_t v = 0;
+          if (!z.asInt(1, INT64_MAX, v))
+            return bad("tensor '" + t.name + "' has a segment size that is not a size");
+          s.sizes.push_back(v);
+        }
+        if (s.sizes.empty())
+          return bad("tensor '" + t.name + "' has a malformed \"segment_sizes\"");
+      }
+      std::string why;
+      if (!validSplit(s, t.dims[s.dim], why))
+        return bad("tensor '" + t.name + "' has a malformed \"split\" (" + why + ")");
     }
     const int64_t partNumel = t.partNumel(), arity = t.split.whole() ? 3 : 4;
     for (const Json &p : pieces->items) {

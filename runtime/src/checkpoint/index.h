@@ -29,16 +29,24 @@ constexpr const char *kOptimizerStateKind = "optimizer_state";
 constexpr const char *kLossScalerKind = "loss_scaler";
 
 /// How a tensor is split into parts along dimension `dim` (tensor parallelism, Megatron's
-/// layout): the dimension is `segments` equal segments (a fused q/k/v projection's three),
-/// and part p holds the p-th of `parts` equal blocks of every segment, back to back. A part's
-/// elements are row-major in its own dims (`dims[dim] / parts`). `parts` 1: whole.
+/// layout): the dimension is `segments` segments (a fused q/k/v projection's three), equal or
+/// of `sizes` rows each (grouped-query heads: q's rows, then k's and v's), and part p holds the
+/// p-th of `parts` equal blocks of every segment, back to back. A part's elements are
+/// row-major in its own dims (`dims[dim] / parts`). `parts` 1: whole.
 struct Split {
   int64_t dim = -1, segments = 1, parts = 1;
+  std::vector<int64_t> sizes; ///< the segments' rows when unequal (empty: equal)
   bool whole() const { return parts == 1; }
   bool operator==(const Split &o) const {
-    return whole() ? o.whole() : dim == o.dim && segments == o.segments && parts == o.parts;
+    return whole() ? o.whole()
+                   : dim == o.dim && segments == o.segments && parts == o.parts &&
+                         sizes == o.sizes;
   }
 };
+
+/// Checks a split of a dimension of `n` rows (segments and sizes that add up, each segment a
+/// multiple of `parts`); the cause in `why`.
+bool validSplit(const Split &s, int64_t n, std::string &why);
 
 /// Calls `run(global, local, n)` for each run of elements that are contiguous both in part
 /// `part` of a tensor of `dims` split as `s` and in the tensor, covering the part's elements
@@ -105,11 +113,20 @@ std::string rankFileName(int64_t rank, int64_t world);
 void partOf(int64_t total, int64_t world, int64_t rank, int64_t &begin, int64_t &end);
 
 namespace detail {
-/// The geometry of a split: outer (dims before `dim`), the dimension, its segment, a part's
-/// block of a segment, and inner (dims after `dim`).
+/// The geometry of a split: outer (dims before `dim`), the dimension (`n` rows, `local` in a
+/// part), each segment's first row and rows, and inner (dims after `dim`). A part's block of
+/// segment k is size[k] / parts rows, at row start[k] / parts of the part.
 struct SplitShape {
-  int64_t outer = 1, n = 1, seg = 1, block = 1, inner = 1, segments = 1;
+  int64_t outer = 1, n = 1, local = 1, inner = 1, parts = 1;
+  std::vector<int64_t> start, size;
   SplitShape(const std::vector<int64_t> &dims, const Split &s);
+  /// The segment holding row `l` of a part.
+  size_t segmentOfLocal(int64_t l) const {
+    size_t k = 0;
+    while (k + 1 < start.size() && start[k + 1] / parts <= l)
+      ++k;
+    return k;
+  }
 };
 } // namespace detail
 
@@ -123,12 +140,13 @@ void forEachRun(const std::vector<int64_t> &dims, const Split &s, int64_t part, 
     return;
   }
   detail::SplitShape g(dims, s);
-  const int64_t len = g.block * g.inner; // a run: one part's block of one segment
-  for (int64_t at = begin; at < end;) {
-    int64_t r = at / len, w = at % len; // r = o * segments + k
-    int64_t o = r / g.segments, k = r % g.segments;
-    int64_t global = (o * g.n + k * g.seg + part * g.block) * g.inner + w;
-    int64_t n = std::min(len - w, end - at);
+  for (int64_t at = begin; at < end;) { // a run: one part's block of one segment
+    int64_t o = at / (g.local * g.inner), r = at % (g.local * g.inner);
+    int64_t l = r / g.inner, i = r % g.inner;
+    size_t k = g.segmentOfLocal(l);
+    int64_t block = g.size[k] / g.parts, b = l - g.start[k] / g.parts;
+    int64_t global = (o * g.n + g.start[k] + part * block + b) * g.inner + i;
+    int64_t n = std::min((block - b) * g.inner - i, end - at);
     run(global, at, n);
     at += n;
   }

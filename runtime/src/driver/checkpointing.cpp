@@ -68,7 +68,7 @@ void Checkpointer::collect() {
     t.localNumel = t.entry.numel;
     if (param.splitDim < 0)
       return t;
-    t.split = {param.splitDim, param.splitSegments, param.splitParts};
+    t.split = param.tensorSplit();
     t.splitAxis = param.splitAxis;
     t.entry.dims = param.globalDims();
     io::checkedNumel(t.entry.dims, t.entry.numel);

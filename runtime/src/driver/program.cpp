@@ -152,9 +152,20 @@ bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
       const Json *ax = sp->get("axis"), *d = sp->get("dim"), *sg = sp->get("segments"),
                  *pa = sp->get("parts");
       if (!ax || !ax->isString() || !d || !d->asInt(0, (int64_t)s.dims.size() - 1, s.splitDim) ||
-          !sg || !sg->asInt(1, INT64_MAX, s.splitSegments) || !pa ||
-          !pa->asInt(1, 1 << 20, s.splitParts) || s.dims[s.splitDim] % s.splitSegments != 0)
+          !sg || !sg->asInt(1, 1 << 20, s.splitSegments) || !pa ||
+          !pa->asInt(1, 1 << 20, s.splitParts))
         return bad("slot '" + s.name + "' has a malformed \"split\"");
+      if (const Json *sz = sp->get("segment_sizes"); sz && sz->isArray())
+        for (const Json &z : sz->items) {
+          int64_t v = 0;
+          if (!z.asInt(1, INT64_MAX, v))
+            return bad("slot '" + s.name + "' has a malformed \"segment_sizes\"");
+          s.splitSizes.push_back(v);
+        }
+      // The sizes are whole-tensor rows; the slot's dims are this rank's part.
+      std::string why;
+      if (!ckpt::validSplit(s.tensorSplit(), s.dims[s.splitDim] * s.splitParts, why))
+        return bad("slot '" + s.name + "' has a malformed \"split\" (" + why + ")");
       int32_t axis = dsrt_mesh_axis_from_name(ax->text.c_str());
       if (axis < 0)
         return bad("slot '" + s.name + "' is split over '" + ax->text +

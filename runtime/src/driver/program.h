@@ -4,6 +4,7 @@
 #ifndef DSRT_DRIVER_PROGRAM_H
 #define DSRT_DRIVER_PROGRAM_H
 
+#include "../checkpoint/index.h"
 #include "dsrt/dsrt.h"
 #include "dsrt/io.h"
 
@@ -34,10 +35,17 @@ struct SlotSpec {
   int64_t numel = 0;
   /// A parameter split over mesh axis `splitAxis` (tensor parallelism): `dims` are this
   /// rank's part of dimension `splitDim` of the state_dict tensor, which is `splitSegments`
-  /// equal segments of which each of the `splitParts` ranks holds its part, back to back.
+  /// segments (equal, or of `splitSizes` rows) of which each of the `splitParts` ranks holds
+  /// its part, back to back.
   int64_t splitDim = -1, splitSegments = 1, splitParts = 1;
+  std::vector<int64_t> splitSizes;
   dsrt_mesh_axis splitAxis = DSRT_AXIS_TP;
   /// The state_dict tensor's dims (`dims` unless split).
+  /// The split as the checkpoint's geometry describes it (whole when not split).
+  ckpt::Split tensorSplit() const {
+    return splitDim < 0 ? ckpt::Split{}
+                        : ckpt::Split{splitDim, splitSegments, splitParts, splitSizes};
+  }
   std::vector<int64_t> globalDims() const {
     std::vector<int64_t> g = dims;
     if (splitDim >= 0)

@@ -90,23 +90,16 @@ void writeIntoShard(dsrt_context *ctx, int32_t rank, dsrt_tensor *part, bool sha
 /// whole tensor (`toWhole` false) or back into it, `es` bytes per element.
 void movePart(const SlotSpec &s, char *whole, char *part, size_t es, int64_t index,
               bool toWhole) {
-  std::vector<int64_t> g = s.globalDims();
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < s.splitDim; ++d)
-    outer *= g[d];
-  for (size_t d = s.splitDim + 1; d < g.size(); ++d)
-    inner *= g[d];
-  const int64_t n = g[s.splitDim], seg = n / s.splitSegments, local = seg / s.splitParts;
-  const size_t run = static_cast<size_t>(local * inner) * es;
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t k = 0; k < s.splitSegments; ++k) {
-      char *w = whole + static_cast<size_t>((o * n + k * seg + index * local) * inner) * es;
-      char *p = part + static_cast<size_t>((o * s.splitSegments + k) * local * inner) * es;
-      if (toWhole)
-        std::memcpy(w, p, run);
-      else
-        std::memcpy(p, w, run);
-    }
+  // The checkpoint's geometry: each run of the part's elements that is contiguous in both.
+  ckpt::forEachRun(s.globalDims(), s.tensorSplit(), index, 0, s.numel,
+                   [&](int64_t global, int64_t local, int64_t n) {
+                     char *w = whole + static_cast<size_t>(global) * es;
+                     char *p = part + static_cast<size_t>(local) * es;
+                     if (toWhole)
+                       std::memcpy(w, p, static_cast<size_t>(n) * es);
+                     else
+                       std::memcpy(p, w, static_cast<size_t>(n) * es);
+                   });
 }
 
 /// The whole tensor of a split slot on world rank 0, from every rank's `part` along the split

@@ -76,6 +76,20 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [2, 2]>} {
 
 // -----
 
+module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [1, 2]>} {
+  // expected-error @+1 {{sharding segment sizes need one dimension of several segments, one size each}}
+  ds.parameter @w : tensor<32x4xf32> sharding #ds.sharding<[["tp"], []], segments = [3, 1], sizes = [32, 32]>
+}
+
+// -----
+
+module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [1, 2]>} {
+  // expected-error @+1 {{sharding segment sizes must be >= 1, not 0}}
+  ds.parameter @w : tensor<32x4xf32> sharding #ds.sharding<[["tp"], []], segments = [2, 1], sizes = [64, 0]>
+}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // Dialect attributes (DSDialect.cpp)
 //===----------------------------------------------------------------------===//
