@@ -66,11 +66,17 @@ const char *const kAioKeys[] = {"block_size", "queue_depth", "intra_op_paralleli
 const char *const kPipelineKeys[] = {"stages", "partition", "seed_layers",
                                      "activation_checkpoint_interval", "pipe_partitioned",
                                      "grad_partitioned", "schedule", "virtual_stages"};
-// tensor_parallel's keys (runtime/tensor_parallel/config.py, TPTrainingConfig).
+// tensor_parallel's keys (runtime/tensor_parallel/config.py, TPTrainingConfig), and ds's
+// tp_plan (an HF model's base_model_tp_plan, which DeepSpeed reads from the model).
 const char *const kTensorParallelKeys[] = {
     "autotp_size", "tp_overlap_comm", "dtype", "tensor_parallel", "injection_policy_tuple",
     "keep_module_on_host", "replace_with_kernel_inject", "partition_config", "preset_model",
+    "tp_plan",
 };
+// partition_config's keys and a layer spec's (runtime/tensor_parallel/config.py).
+const char *const kPartitionConfigKeys[] = {"use_default_specs", "layer_specs"};
+const char *const kLayerSpecKeys[] = {"patterns", "partition_type", "shape", "partition_dim",
+                                      "model_types"};
 // fp16's and bf16's keys (runtime/precision_config.py).
 const char *const kFp16Keys[] = {"enabled", "auto_cast", "loss_scale", "initial_scale_power",
                                  "loss_scale_window", "hysteresis", "consecutive_hysteresis",
@@ -541,8 +547,109 @@ Error parseScheduler(const json::Value &v, OptimizerConfig &opt, SchedulerConfig
   return finishScheduler(name, opt, sch, seen, warnings);
 }
 
-/// `zero_optimization`. Only stage 0 runs in this build; every key is checked.
-Error parseTensorParallel(const json::Value &v, int64_t &size) {
+/// One rule of TensorParallelSpecs, its regular expression checked; `where` names the key.
+Error addTensorParallelRule(TensorParallelSpecs &specs, StringRef role, StringRef regex,
+                            const Twine &where) {
+  std::string why;
+  if (!llvm::Regex(regex).isValid(why))
+    return fail("'" + where + "' is not a regular expression ds can read (" + why + "): '" +
+                regex + "'");
+  specs.rules.push_back((Twine(role) + "=" + regex).str());
+  return Error::success();
+}
+
+/// `partition_config`: use_default_specs and layer_specs, each a list of patterns with a
+/// partition_type (column, row or skip). partition_dim must be the one ds splits (0 for
+/// column, 1 for row: a linear's weight is [out, in]); shape is not needed (ds finds a fused
+/// projection's segments in the graph), so it gets a warning; model_types is ignored.
+Error parsePartitionConfig(const json::Value &v, TensorParallelSpecs &specs,
+                           std::vector<std::string> &warnings) {
+  const json::Object *obj = v.getAsObject();
+  if (!obj)
+    return fail("'tensor_parallel.partition_config' must be an object with layer_specs");
+  for (const auto &kv : *obj) {
+    StringRef key = kv.first;
+    std::string full = ("tensor_parallel.partition_config." + key).str();
+    if (!contains(kPartitionConfigKeys, key))
+      return fail("'" + full + "' is not a DeepSpeed partition_config key; did you mean '" +
+                  nearest(kPartitionConfigKeys, key) + "'?");
+    if (key == "use_default_specs") {
+      std::optional<bool> b = kv.second.getAsBoolean();
+      if (!b)
+        return fail("'" + full + "' must be true or false");
+      specs.useDefaultSpecs = *b;
+      continue;
+    }
+    const json::Array *list = kv.second.getAsArray();
+    if (!list)
+      return fail("'" + full + "' must be a list of {\"patterns\": [...], \"partition_type\": "
+                  "\"column\" | \"row\" | \"skip\"}");
+    for (auto [i, spec] : llvm::enumerate(*list)) {
+      std::string at = full + "[" + std::to_string(i) + "]";
+      const json::Object *so = spec.getAsObject();
+      if (!so)
+        return fail("'" + at + "' must be an object with patterns and partition_type");
+      for (const auto &skv : *so)
+        if (!contains(kLayerSpecKeys, skv.first))
+          return fail("'" + at + "." + StringRef(skv.first) + "' is not a DeepSpeed layer spec "
+                      "key; did you mean '" + nearest(kLayerSpecKeys, skv.first) + "'?");
+      std::optional<StringRef> type = so->getString("partition_type");
+      if (!type || (*type != "column" && *type != "row" && *type != "skip"))
+        return fail("'" + at + ".partition_type' must be \"column\", \"row\" or \"skip\"");
+      if (const json::Value *pd = so->get("partition_dim")) {
+        std::optional<int64_t> d = pd->getAsInteger();
+        int64_t want = *type == "row" ? 1 : 0;
+        if (!d || (*type != "skip" && *d != want))
+          return fail("'" + at + ".partition_dim' must be " + std::to_string(want) + ": ds " +
+                      "splits a " + *type + "-parallel linear's weight [out, in] along " +
+                      "dimension " + std::to_string(want));
+      }
+      if (so->get("shape"))
+        warnings.push_back("'" + at + ".shape' is not needed: ds finds a fused projection's "
+                           "segments in the graph (ds-opt's summary lists them)");
+      const json::Array *patterns = so->getArray("patterns");
+      if (!patterns || patterns->empty())
+        return fail("'" + at + ".patterns' must be a non-empty list of regular expressions");
+      for (const json::Value &p : *patterns) {
+        std::optional<StringRef> re = p.getAsString();
+        if (!re)
+          return fail("'" + at + ".patterns' must hold strings");
+        if (Error e = addTensorParallelRule(specs, *type, *re, at + ".patterns"))
+          return e;
+      }
+    }
+  }
+  return Error::success();
+}
+
+/// An HF base_model_tp_plan: {"layers.*.self_attn.q_proj": "colwise", ...}, module names with
+/// `*` for an index, relative to the base model; colwise and rowwise, as DeepSpeed converts.
+Error parseTpPlan(const json::Value &v, TensorParallelSpecs &specs) {
+  const json::Object *obj = v.getAsObject();
+  if (!obj)
+    return fail("'tensor_parallel.tp_plan' must be an object of module patterns, e.g. "
+                "{\"layers.*.self_attn.q_proj\": \"colwise\"}");
+  for (const auto &kv : *obj) {
+    std::string full = ("tensor_parallel.tp_plan." + kv.first).str();
+    std::optional<StringRef> style = kv.second.getAsString();
+    if (!style || (*style != "colwise" && *style != "rowwise"))
+      return fail("'" + full + "' must be \"colwise\" or \"rowwise\" (the other tp_plan "
+                  "styles, such as colwise_rep or sequence_parallel, are not supported, as in "
+                  "DeepSpeed)");
+    std::string re = "(.*\\.)?";
+    for (char c : StringRef(kv.first))
+      re += c == '*' ? std::string("[^.]+") : c == '.' ? std::string("\\.") : std::string(1, c);
+    re += "\\.(weight|bias)$";
+    if (Error e = addTensorParallelRule(specs, *style == "colwise" ? "column" : "row", re, full))
+      return e;
+  }
+  return Error::success();
+}
+
+/// `tensor_parallel`: autotp_size, and the layer rules of partition_config (which, as in
+/// DeepSpeed, takes precedence over a tp_plan).
+Error parseTensorParallel(const json::Value &v, int64_t &size, TensorParallelSpecs &specs,
+                          std::vector<std::string> &warnings) {
   const json::Object *obj = v.getAsObject();
   if (!obj)
     return fail("'tensor_parallel' must be an object, e.g. {\"autotp_size\": 2}");
@@ -551,13 +658,26 @@ Error parseTensorParallel(const json::Value &v, int64_t &size) {
     if (!contains(kTensorParallelKeys, key))
       return fail("'tensor_parallel." + key + "' is not a DeepSpeed tensor_parallel key; did "
                   "you mean '" + nearest(kTensorParallelKeys, key) + "'?");
+    if (key == "partition_config" || key == "tp_plan")
+      continue;
     if (key != "autotp_size")
       return fail("'tensor_parallel." + key + "' is not implemented by ds yet (ds-tensor-parallel "
-                  "finds the layers to split in the graph); remove it");
+                  "finds the layers to split in the graph, or follows partition_config); "
+                  "remove it");
     auto i = getPositiveInt(kv.second, "tensor_parallel.autotp_size");
     if (!i)
       return i.takeError();
     size = *i;
+  }
+  if (const json::Value *pc = obj->get("partition_config")) {
+    if (Error e = parsePartitionConfig(*pc, specs, warnings))
+      return e;
+    if (obj->get("tp_plan"))
+      warnings.push_back("'tensor_parallel.tp_plan' is ignored: partition_config takes "
+                         "precedence over it, as in DeepSpeed");
+  } else if (const json::Value *plan = obj->get("tp_plan")) {
+    if (Error e = parseTpPlan(*plan, specs))
+      return e;
   }
   return Error::success();
 }
@@ -1042,7 +1162,8 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
         return fail("'gradient_clipping' must be >= 0 (0 turns clipping off)");
       cfg.gradientClipping = *d;
     } else if (key == "tensor_parallel") {
-      if (Error e = parseTensorParallel(v, cfg.tensorParallelSize))
+      if (Error e = parseTensorParallel(v, cfg.tensorParallelSize, cfg.tensorParallelSpecs,
+                                        cfg.warnings))
         return std::move(e);
     } else if (key == "pipeline") {
       if (Error e = parsePipeline(v, cfg.pipeline, cfg.warnings))

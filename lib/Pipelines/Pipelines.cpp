@@ -17,6 +17,7 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   o.gradientAccumulationSteps = config.gradientAccumulationSteps;
   o.dataParallelSize = config.worldSize;
   o.tensorParallelSize = config.tensorParallelSize;
+  o.tensorParallelSpecs = config.tensorParallelSpecs;
   o.sequenceParallelSize = config.sequenceParallelSize;
   o.pipeline = config.pipeline;
   o.optimizer = config.optimizer;
@@ -33,6 +34,9 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   if (options.tensorParallelSize > 1) {
     DSTensorParallelOptions tp;
     tp.autotpSize = options.tensorParallelSize;
+    tp.layerSpecs.assign(options.tensorParallelSpecs.rules.begin(),
+                         options.tensorParallelSpecs.rules.end());
+    tp.useDefaultSpecs = options.tensorParallelSpecs.useDefaultSpecs;
     pm.addPass(createDSTensorParallel(tp));
   }
   if (options.sequenceParallelSize > 1) {

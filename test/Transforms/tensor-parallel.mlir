@@ -1,4 +1,11 @@
 // RUN: ds-opt %s --ds-tensor-parallel=autotp-size=2 --split-input-file | FileCheck %s
+// The split is found in the graph, not by names: the rotary attention with its projections
+// renamed splits the same.
+// RUN: sed 's/q_proj/alpha/g; s/k_proj/beta/g; s/v_proj/gamma/g; s/o_proj/delta/g' %s | ds-opt --ds-tensor-parallel=autotp-size=2 --split-input-file | FileCheck %s --check-prefix=RENAMED
+// RENAMED: ds.parameter @alpha.weight trainable : tensor<4x8xf32> sharding <{{\[}}["tp"], []]>
+// RENAMED: ds.parameter @beta.weight trainable : tensor<2x8xf32> sharding <{{\[}}["tp"], []]>
+// RENAMED: ds.parameter @gamma.weight trainable : tensor<2x8xf32> sharding <{{\[}}["tp"], []]>
+// RENAMED: ds.parameter @delta.weight trainable : tensor<8x4xf32> sharding <{{\[}}[], ["tp"]]>
 
 // An MLP: the first linear column-parallel, the second row-parallel, its bias after the sum.
 // CHECK-LABEL: module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [1, 2]>}

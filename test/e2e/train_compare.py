@@ -22,12 +22,14 @@ MODELS = os.path.join(HERE, '..', 'models')
 CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'gpt-d512': 1024, 'lm': 64, 'lm-nodrop': 64,
            'vit': 10, 'resnet18': 10, 'gpt2x': 64, 'lm2x': 64, 'ops2x': 64, 'bn2x': 4,
            'hfgpt2': 64, 'hfllama': 64, 'hfbert': 64, 'hfllamapad': 64, 'hfqwen2pad': 64,
-           'hfmistralpad': 64, 'hfphi3pad': 64, 'hfoptpad': 64}
+           'hfmistralpad': 64, 'hfphi3pad': 64, 'hfoptpad': 64, 'hfbertpad': 64,
+           'hfberttypes': 64, 'hfllamapos': 64}
 # Families fed padded batches (input_ids, attention_mask, labels), as HF's data collators make
 # them: -100 labels on the padding, to lengths from half the window up. Left padding: with
 # right padding a causal model's real tokens never see the padding, and a mask ignored would
 # not show.
-PADDED_FAMILIES = ('hfllamapad', 'hfqwen2pad', 'hfmistralpad', 'hfphi3pad', 'hfoptpad')
+PADDED_FAMILIES = ('hfllamapad', 'hfqwen2pad', 'hfmistralpad', 'hfphi3pad', 'hfoptpad',
+                   'hfbertpad', 'hfberttypes', 'hfllamapos')
 # Families exported by PyTorch 2.x (test/models/make_models2.py; run this script with .venv's
 # python, whose torch also judges step 1).
 TORCH2_FAMILIES = ('gpt2x', 'lm2x', 'ops2x', 'bn2x', 'hfgpt2', 'hfllama', 'hfbert') + PADDED_FAMILIES
@@ -353,7 +355,7 @@ def write_data(specs, family, samples, work, rng, learnable=True):
     if len(specs) < 2:
         learnable = False  # a third input of its own (the token file feeds the first two)
     if learnable and family in PADDED_FAMILIES:
-        (n0, t0), (nm, _), (nl, _) = specs
+        (n0, t0), (nm, _), (nl, _) = specs[:3]
         T = parse_type(t0)[0][1]
         stream = markov_tokens((samples + 1) * T, CLASSES[family], rng)
         ids = stream.reshape(samples + 1, T)
@@ -362,6 +364,12 @@ def write_data(specs, family, samples, work, rng, learnable=True):
         arrays[n0] = np.where(mask == 1, ids, 0).astype(np.int64)  # pad token 0
         arrays[nm] = mask
         arrays[nl] = np.where(mask == 1, ids, -100).astype(np.int64)  # HF shifts inside
+        for name, _ in specs[3:]:
+            if name == 'token_type_ids':  # sentence B from a random point of the real tokens
+                split = T - rng.randint(1, lengths + 1)
+                arrays[name] = (mask * (np.arange(T)[None, :] >= split)).astype(np.int64)
+            elif name == 'position_ids':  # counted from each sample's first real token
+                arrays[name] = np.maximum(np.cumsum(mask, axis=1) - 1, 0).astype(np.int64)
     elif learnable and family in TOKEN_FAMILIES:
         (n0, t0), (n1, _) = specs[0], specs[1]
         T = parse_type(t0)[0][1]

@@ -187,6 +187,25 @@ class HFMaskedLoss(nn.Module):
                           use_cache=False).loss
 
 
+class HFMaskedTypesLoss(HFMaskedLoss):
+    """BERT's collator batch with its token types (two segments) as an input too."""
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                labels: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels,
+                          token_type_ids=token_type_ids).loss
+
+
+class HFMaskedPositionsLoss(HFMaskedLoss):
+    """A left-padded batch with its position ids as an input (counted from each sample's
+    first real token, as HF's generate and packed-sequence collators give them)."""
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                labels: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels,
+                          position_ids=position_ids, use_cache=False).loss
+
+
 def make_hf_padded(arch):
     """A small decoder of `arch` fed padded batches (HFMaskedLoss)."""
     import transformers
@@ -210,6 +229,25 @@ def make_hf_padded(arch):
         max_position_embeddings=16, attention_dropout=0.0, **extra)
     cfg._attn_implementation = 'sdpa'
     return lambda: HFMaskedLoss(getattr(transformers, model)(cfg))
+
+
+def make_hf_bert_padded():
+    # BERT (MLM) fed a collator's batch: its attention_mask becomes the encoder's additive
+    # mask (HF's masking utilities index it), labels -100 on the padding.
+    from transformers import BertConfig, BertForMaskedLM
+    cfg = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
+                     attention_probs_dropout_prob=0.0)
+    cfg._attn_implementation = 'sdpa'
+    return HFMaskedLoss(BertForMaskedLM(cfg))
+
+
+def make_hf_bert_types():
+    return HFMaskedTypesLoss(make_hf_bert_padded().model)
+
+
+def make_hf_llama_positions():
+    return HFMaskedPositionsLoss(make_hf_padded('llama')().model)
 
 
 def make_hf_gpt2():
@@ -258,6 +296,10 @@ def _padding_mask(shape):
 HF_PADDED_INPUTS = [('input_ids', (4, 16), torch.int64, _tokens(64, (4, 16))),
                     ('attention_mask', (4, 16), torch.int64, _padding_mask((4, 16))),
                     ('labels', (4, 16), torch.int64, _tokens(64, (4, 16)))]
+HF_TYPES_INPUTS = HF_PADDED_INPUTS + [('token_type_ids', (4, 16), torch.int64,
+                                       _tokens(2, (4, 16)))]
+HF_POSITIONS_INPUTS = HF_PADDED_INPUTS + [('position_ids', (4, 16), torch.int64,
+                                           _tokens(16, (4, 16)))]
 HF_INPUTS = [('input_ids', (4, 16), torch.int64, _tokens(64, (4, 16))),
              ('labels', (4, 16), torch.int64, _tokens(64, (4, 16)))]
 
@@ -277,6 +319,9 @@ FAMILIES = {
     'hfmistralpad': (lambda: make_hf_padded('mistral')(), HF_PADDED_INPUTS, ['trace', 'export']),
     'hfphi3pad': (lambda: make_hf_padded('phi3')(), HF_PADDED_INPUTS, ['trace', 'export']),
     'hfoptpad': (lambda: make_hf_padded('opt')(), HF_PADDED_INPUTS, ['trace', 'export']),
+    'hfbertpad': (make_hf_bert_padded, HF_PADDED_INPUTS, ['trace', 'export']),
+    'hfberttypes': (make_hf_bert_types, HF_TYPES_INPUTS, ['trace', 'export']),
+    'hfllamapos': (make_hf_llama_positions, HF_POSITIONS_INPUTS, ['trace', 'export']),
 }
 
 _MLIR_DTYPE = {torch.float32: 'f32', torch.int64: 'i64', torch.float16: 'f16',

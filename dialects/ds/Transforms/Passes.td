@@ -307,12 +307,25 @@ def DSTensorParallel : Pass<"ds-tensor-parallel", "::mlir::ModuleOp"> {
     hidden size) or that contains an op that needs the whole tensor stays replicated, and the
     pass says so as a remark naming the linear and the cause. Tied or shared weights stay
     replicated. Sets the module's mesh to `dp=1 x tp=autotp-size` when it has none.
+
+    `layer-specs` overrides what the graph shows, as DeepSpeed's AutoTP
+    `partition_config` does: a linear whose weight name a `column` rule matches may only
+    start a region, a `row` rule's may only end one, a `skip` rule's (and, with
+    `use-default-specs=false`, a linear or vocabulary no rule matches) stays whole. A linear
+    that a column or row rule names but no region can split is an error naming it and why.
   }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::shard::ShardDialect"];
   let options = [
     Option<"autotpSize", "autotp-size", "int64_t", "1",
            "Tensor-parallel ranks when the module has no ds.mesh (DeepSpeed's "
            "tensor_parallel.autotp_size; with a mesh, its tp axis decides)">,
+    ListOption<"layerSpecs", "layer-specs", "std::string",
+               "Rules ROLE=REGEX (ROLE column, row or skip; REGEX matched from the start of a "
+               "linear's weight name), first match wins: DeepSpeed's "
+               "tensor_parallel.partition_config layer_specs or an HF tp_plan">,
+    Option<"useDefaultSpecs", "use-default-specs", "bool", "true",
+           "Split what the graph shows where no rule matches (partition_config's "
+           "use_default_specs); false: only the rules' linears split">,
   ];
 }
 

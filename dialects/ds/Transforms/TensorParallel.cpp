@@ -58,6 +58,7 @@ struct TensorParallelPass : mlir::ds::impl::DSTensorParallelBase<TensorParallelP
   llvm::DenseSet<Operation *> candidates;
 
   bool isCandidate(LinearOp l) { return candidates.contains(l) && !rw.assigned.contains(l); }
+  StringRef roleOf(LinearOp l) { return rw.roleOf(parameterOf(l.getWeight()).getSymName()); }
   ParameterOp parameterOf(Value v) { return rw.parameterOf(v); }
   LogicalResult findRegion(LinearOp exit, Region &r, std::string &why);
   LogicalResult propagate(Region &r, std::string &why);
@@ -97,7 +98,7 @@ LogicalResult TensorParallelPass::findRegion(LinearOp exit, Region &r, std::stri
     if (!d || d->getBlock() != exit->getBlock())
       continue;
     if (auto l = dyn_cast<LinearOp>(d)) {
-      if (isCandidate(l) && l != exit)
+      if (isCandidate(l) && l != exit && roleOf(l) != "row")
         entries.insert(l);
       continue;
     }
@@ -540,6 +541,19 @@ void TensorParallelPass::runOnOperation() {
   rw.module = module;
   rw.tp = tp;
   rw.axis = *axis;
+  rw.useDefaultSpecs = useDefaultSpecs;
+  for (const std::string &spec : layerSpecs) {
+    auto [role, pattern] = StringRef(spec).split('=');
+    auto re = std::make_shared<llvm::Regex>(pattern);
+    std::string why;
+    if ((role != "column" && role != "row" && role != "skip") || !re->isValid(why)) {
+      module.emitError() << "ds-tensor-parallel: layer spec '" << spec
+                         << "' is not ROLE=REGEX with ROLE column, row or skip"
+                         << (why.empty() ? "" : " (" + why + ")");
+      return signalPassFailure();
+    }
+    rw.rules.emplace_back(role.str(), std::move(re));
+  }
 
   // Candidates: linears whose weight (and bias) are trainable, untied parameters read once.
   llvm::DenseMap<StringAttr, int> reads;
@@ -553,8 +567,13 @@ void TensorParallelPass::runOnOperation() {
   SmallVector<LinearOp> linears;
   forward.walk([&](LinearOp l) {
     linears.push_back(l);
-    if (own(l.getWeight()) && (!l.getBias() || own(l.getBias())))
-      candidates.insert(l);
+    if (own(l.getWeight()) && (!l.getBias() || own(l.getBias()))) {
+      if (std::string why = rw.keptByRules(parameterOf(l.getWeight()).getSymName());
+          !why.empty())
+        remarkStaysWhole(l, parameterOf(l.getWeight()).getSymName(), why);
+      else
+        candidates.insert(l);
+    }
   });
 
   SmallVector<Region> regions;
@@ -574,7 +593,7 @@ void TensorParallelPass::runOnOperation() {
       best = a;
   };
   for (LinearOp x : linears) {
-    if (!isCandidate(x))
+    if (!isCandidate(x) || roleOf(x) == "column")
       continue;
     std::string why;
     Region r;
@@ -599,6 +618,26 @@ void TensorParallelPass::runOnOperation() {
   for (LinearOp x : linears)
     if (auto it = unsplit.find(x); it != unsplit.end() && !rw.assigned.contains(x))
       remarkStaysWhole(x, parameterOf(x.getWeight()).getSymName(), it->second.why);
+  // A linear the config's rules split by column or row must split.
+  bool unmet = false;
+  for (LinearOp x : linears) {
+    StringRef role = roleOf(x);
+    if ((role != "column" && role != "row") || rw.assigned.contains(x))
+      continue;
+    std::string why = unsplit.lookup(x).why;
+    if (why.empty())
+      why = !candidates.contains(x) ? "its weight or bias is frozen, tied or read twice"
+            : role == "column"      ? "no row-parallel linear ends a region that starts at it"
+                                    : "no column-parallel linear starts a region that ends at "
+                                      "it";
+    x.emitError() << "ds-tensor-parallel: tensor_parallel.partition_config splits '"
+                  << parameterOf(x.getWeight()).getSymName() << "' by " << role
+                  << ", but ds cannot: " << why
+                  << " (change its partition_type, or skip it)";
+    unmet = true;
+  }
+  if (unmet)
+    return signalPassFailure();
   for (Region &r : regions)
     rewrite(r, *axis);
   rw.vocabParallel(module, forward);

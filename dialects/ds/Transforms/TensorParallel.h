@@ -12,6 +12,9 @@
 #include "ds/IR/DSOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Regex.h"
+
+#include <memory>
 
 namespace mlir::ds {
 
@@ -44,6 +47,28 @@ struct TensorParallelRewriter {
   MeshAxisRef axis;
   /// Linears already in a region or made an LM head.
   llvm::DenseSet<Operation *> assigned;
+  /// The config's rules (layer-specs), parsed: the role ("column", "row", "skip") of the
+  /// first whose pattern matches a parameter's name from its start.
+  SmallVector<std::pair<std::string, std::shared_ptr<llvm::Regex>>> rules;
+  bool useDefaultSpecs = true;
+  StringRef roleOf(StringRef name) const {
+    for (const auto &[role, re] : rules) {
+      SmallVector<StringRef> m;
+      if (re->match(name, &m) && m[0].data() == name.data())
+        return role;
+    }
+    return "";
+  }
+  /// Why the rules keep parameter `name` whole, or "" when they let the pass decide.
+  std::string keptByRules(StringRef name) const {
+    StringRef role = roleOf(name);
+    if (role == "skip")
+      return "tensor_parallel.partition_config keeps it whole (partition_type skip)";
+    if (role.empty() && !useDefaultSpecs)
+      return "no tensor_parallel.partition_config layer spec matches it (use_default_specs "
+             "is false)";
+    return "";
+  }
 
   /// The parameter that `v` reads, or null.
   ParameterOp parameterOf(Value v) {

@@ -289,6 +289,11 @@ void TensorParallelRewriter::vocabParallel(ModuleOp module, func::FuncOp forward
     const int64_t V = t.getShape()[0];
     // Every read of the table is an embedding's weight or an LM head's.
     VocabUses uses = findVocabUses(*this, param, forward);
+    if (std::string why = keptByRules(param.getSymName());
+        !why.empty() && (!uses.embeddings.empty() || !uses.heads.empty())) {
+      remarkStaysWhole(param, param.getSymName(), why);
+      continue;
+    }
     if (!uses.usable || (uses.embeddings.empty() && uses.heads.empty())) {
       if (!uses.why.empty())
         remarkStaysWhole(param, param.getSymName(), uses.why);

@@ -128,6 +128,15 @@ struct PipelineConfig {
   int64_t virtualStages = 1;      ///< ds: model chunks per rank (interleaved)
 };
 
+/// One rule of which linears ds-tensor-parallel splits: DeepSpeed's
+/// tensor_parallel.partition_config layer_specs (and an HF tp_plan's entries, converted), as
+/// the pass's `layer-specs` option takes it: "ROLE=REGEX", ROLE column, row or skip, REGEX
+/// matched from the start of a parameter's name (Python's re.match).
+struct TensorParallelSpecs {
+  std::vector<std::string> rules;
+  bool useDefaultSpecs = true; ///< partition_config.use_default_specs: the graph's split too
+};
+
 /// The keys of a DeepSpeed config that ds implements, after DeepSpeed's batch-size rule
 /// (two of train_batch_size, train_micro_batch_size_per_gpu, gradient_accumulation_steps
 /// determine the third; all three agree with the data-parallel size).
@@ -137,6 +146,7 @@ struct DeepSpeedConfig {
   int64_t gradientAccumulationSteps = 0;
   int64_t worldSize = 1; ///< data-parallel size (the job has pp x dp x sp x tp ranks)
   int64_t tensorParallelSize = 1;   ///< tensor_parallel.autotp_size
+  TensorParallelSpecs tensorParallelSpecs; ///< partition_config, tp_plan
   int64_t sequenceParallelSize = 1; ///< sequence_parallel_size (Ulysses)
   PipelineConfig pipeline;          ///< pipeline.stages etc. (pp, the outermost mesh axis)
   OptimizerConfig optimizer;

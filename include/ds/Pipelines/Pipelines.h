@@ -16,6 +16,7 @@ struct TrainingOptions {
   int64_t gradientAccumulationSteps = 1;
   int64_t dataParallelSize = 1;
   int64_t tensorParallelSize = 1;   ///< tensor_parallel.autotp_size
+  ::ds::TensorParallelSpecs tensorParallelSpecs; ///< partition_config, tp_plan
   int64_t sequenceParallelSize = 1; ///< sequence_parallel_size (Ulysses)
   ::ds::PipelineConfig pipeline;    ///< pipeline.stages > 1: ds-pipeline-partition, ds-pipeline
   ::ds::OptimizerConfig optimizer;
