@@ -231,15 +231,19 @@ def make_hf_padded(arch):
     return lambda: HFMaskedLoss(getattr(transformers, model)(cfg))
 
 
-def make_hf_bert_padded():
-    # BERT (MLM) fed a collator's batch: its attention_mask becomes the encoder's additive
-    # mask (HF's masking utilities index it), labels -100 on the padding.
+def _small_bert():
     from transformers import BertConfig, BertForMaskedLM
     cfg = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                      intermediate_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
                      attention_probs_dropout_prob=0.0)
     cfg._attn_implementation = 'sdpa'
-    return HFMaskedLoss(BertForMaskedLM(cfg))
+    return BertForMaskedLM(cfg)
+
+
+def make_hf_bert_padded():
+    # BERT (MLM) fed a collator's batch: its attention_mask becomes the encoder's additive
+    # mask (HF's masking utilities index it), labels -100 on the padding.
+    return HFMaskedLoss(_small_bert())
 
 
 def make_hf_bert_types():
@@ -271,12 +275,7 @@ def make_hf_llama():
 def make_hf_bert():
     # A traced BERT reads its token types by a gather from an integer buffer (no
     # token_type_ids given), its positions by a slice of another.
-    from transformers import BertConfig, BertForMaskedLM
-    cfg = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=64, max_position_embeddings=16, hidden_dropout_prob=0.0,
-                     attention_probs_dropout_prob=0.0)
-    cfg._attn_implementation = 'sdpa'
-    return HFLoss(BertForMaskedLM(cfg))
+    return HFLoss(_small_bert())
 
 
 def _tokens(hi, shape):
