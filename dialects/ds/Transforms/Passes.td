@@ -285,9 +285,12 @@ def DSTensorParallel : Pass<"ds-tensor-parallel", "::mlir::ModuleOp"> {
     projections and its heads, an MLP's hidden units). The input of the region goes through
     `ds.parallel_copy` and the row-parallel partial sums through `ds.parallel_sum` on the
     mesh's `tp` axis (the forward and backward all-reduces), and the row-parallel bias is
-    added after the sum. A fused projection whose output is sliced into equal segments (GPT's
-    `c_attn`, `nn.MultiheadAttention`'s packed `in_proj_weight`) is split segment by segment,
-    so each rank keeps its heads of q, k and v.
+    added after the sum. A fused projection whose output its slices tile into segments (GPT's
+    `c_attn`, `nn.MultiheadAttention`'s packed `in_proj_weight`; Phi3's `qkv_proj` with
+    grouped-query heads in unequal ones, `sizes` in the sharding) is split segment by segment,
+    so each rank keeps its heads of q, k and v. Rotary embeddings (rotate_half's slices and
+    concat within each head) and grouped-query attention's repeat_kv (a broadcast beside the
+    heads) compute on the rank's heads.
 
     ```mlir
     %h = ds.linear %x, %w1, %b1 : (tensor<4x32xf32>, tensor<128x32xf32>, tensor<128xf32>) -> tensor<4x128xf32>
