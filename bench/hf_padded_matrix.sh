@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Today's HF models as users train them, every layout: Llama, Qwen2, Mistral, Phi3 and OPT
-# (causal LMs) and BERT (MLM), small configs, fed padded batches (a collator's attention_mask
+# Today's HF models as users train them, every layout: Llama, Qwen2, Mistral, Phi3, OPT and
+# Gemma2 (causal LMs) and BERT (MLM), small configs, fed padded batches (a collator's attention_mask
 # and -100 labels, left-padded, lengths varying within each batch), traced and exported with
 # torch.export, each trained 20 AdamW steps at 1 rank, ZeRO-3 over 2 ranks, tp2 and pp2
 # against ds-reference (LibTorch eager); tp2 runs of the decoders also check each rank's
@@ -14,7 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 work=$(realpath -m "${1:-build-bench/hf-padded}")
 shift || true
-families=${*:-hfllamapad hfqwen2pad hfmistralpad hfphi3pad hfoptpad hfbertpad}
+families=${*:-hfllamapad hfqwen2pad hfmistralpad hfphi3pad hfoptpad hfbertpad hfgemma2pad}
 export DS_TORCH_LOOP_PYTHON=$PWD/.venv/bin/python
 mkdir -p "$work"
 printf '%-14s %-7s %-8s %-14s %-16s %-10s %s\n' family kind layout 'loss rel diff' \

@@ -194,3 +194,21 @@ module {
     return %s : tensor<f32>
   }
 }
+
+// -----
+
+// An LM head whose logits reach the loss through an op that needs all of them (a softmax
+// over the vocabulary, then a product with a whole tensor) keeps its table whole, saying why.
+module {
+  // expected-remark @below {{ds-tensor-parallel: 'wte' stays replicated: its logits reach the loss through ops other than reshapes and ops on each logit alone}}
+  ds.parameter @wte trainable : tensor<8x4xf32>
+  func.func @forward(%idx: tensor<6xi64>, %t: tensor<6x8xf32>) -> tensor<f32> {
+    %w = ds.get_parameter @wte : tensor<8x4xf32>
+    %e = ds.embedding %w[%idx] : (tensor<8x4xf32>, tensor<6xi64>) -> tensor<6x4xf32>
+    %l = ds.linear %e, %w : (tensor<6x4xf32>, tensor<8x4xf32>) -> tensor<6x8xf32>
+    %p = ds.softmax %l dim = 1 : tensor<6x8xf32>
+    %m = ds.mul %p, %t : tensor<6x8xf32>, tensor<6x8xf32> -> tensor<6x8xf32>
+    %s = ds.sum %m dims = [0, 1] : tensor<6x8xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}

@@ -343,3 +343,30 @@ module {
     return %s : tensor<f32>
   }
 }
+
+// -----
+
+// Gemma2's LM head: its logits soft-capped (divided, tanh, multiplied back) before the loss,
+// each logit alone, so the vocabulary splits and those ops compute on this rank's logits.
+// CHECK-LABEL: module
+// CHECK: ds.parameter @embed.weight trainable : tensor<4x4xf32> aliases ["lm_head.weight"] sharding <{{\[}}["tp"], []]>
+// CHECK: ds.linear {{.*}} : (tensor<6x4xf32>, tensor<4x4xf32>) -> tensor<6x4xf32>
+// CHECK: ds.div {{.*}} : tensor<6x4xf32>, tensor<f32> -> tensor<6x4xf32>
+// CHECK: ds.tanh {{.*}} : tensor<6x4xf32>
+// CHECK: ds.mul {{.*}} : tensor<6x4xf32>, tensor<f32> -> tensor<6x4xf32>
+// CHECK: ds.parallel_max
+// CHECK-NOT: ds.cross_entropy
+module {
+  ds.parameter @embed.weight trainable : tensor<8x4xf32> aliases ["lm_head.weight"]
+  func.func @forward(%idx: tensor<6xi64>, %t: tensor<6xi64>) -> tensor<f32> {
+    %w = ds.get_parameter @embed.weight : tensor<8x4xf32>
+    %e = ds.embedding %w[%idx] : (tensor<8x4xf32>, tensor<6xi64>) -> tensor<6x4xf32>
+    %l = ds.linear %e, %w : (tensor<6x4xf32>, tensor<8x4xf32>) -> tensor<6x8xf32>
+    %cap = ds.constant dense<3.000000e+01> : tensor<f32>
+    %d = ds.div %l, %cap : tensor<6x8xf32>, tensor<f32> -> tensor<6x8xf32>
+    %th = ds.tanh %d : tensor<6x8xf32>
+    %c = ds.mul %th, %cap : tensor<6x8xf32>, tensor<f32> -> tensor<6x8xf32>
+    %loss = ds.cross_entropy %c, %t : (tensor<6x8xf32>, tensor<6xi64>) -> tensor<f32>
+    return %loss : tensor<f32>
+  }
+}

@@ -23,13 +23,13 @@ CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'gpt-d512': 1024, 'lm': 64, 'lm-
            'vit': 10, 'resnet18': 10, 'gpt2x': 64, 'lm2x': 64, 'ops2x': 64, 'bn2x': 4,
            'hfgpt2': 64, 'hfllama': 64, 'hfbert': 64, 'hfllamapad': 64, 'hfqwen2pad': 64,
            'hfmistralpad': 64, 'hfphi3pad': 64, 'hfoptpad': 64, 'hfbertpad': 64,
-           'hfberttypes': 64, 'hfllamapos': 64}
+           'hfberttypes': 64, 'hfllamapos': 64, 'hfgemma2pad': 64}
 # Families fed padded batches (input_ids, attention_mask, labels), as HF's data collators make
 # them: -100 labels on the padding, to lengths from half the window up. Left padding: with
 # right padding a causal model's real tokens never see the padding, and a mask ignored would
 # not show.
 PADDED_FAMILIES = ('hfllamapad', 'hfqwen2pad', 'hfmistralpad', 'hfphi3pad', 'hfoptpad',
-                   'hfbertpad', 'hfberttypes', 'hfllamapos')
+                   'hfbertpad', 'hfberttypes', 'hfllamapos', 'hfgemma2pad')
 # Families exported by PyTorch 2.x (test/models/make_models2.py; run this script with .venv's
 # python, whose torch also judges step 1).
 TORCH2_FAMILIES = ('gpt2x', 'lm2x', 'ops2x', 'bn2x', 'hfgpt2', 'hfllama', 'hfbert') + PADDED_FAMILIES

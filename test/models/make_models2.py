@@ -215,10 +215,15 @@ def make_hf_padded(arch):
         'mistral': ('MistralConfig', 'MistralForCausalLM'),
         'phi3': ('Phi3Config', 'Phi3ForCausalLM'),
         'opt': ('OPTConfig', 'OPTForCausalLM'),
+        'gemma2': ('Gemma2Config', 'Gemma2ForCausalLM'),
     }[arch]
     extra = {'sliding_window': 8} if arch == 'mistral' else {}
     if arch == 'phi3':
         extra = {'pad_token_id': 0, 'resid_pdrop': 0.0, 'embd_pdrop': 0.0}
+    if arch == 'gemma2':
+        # Gemma2: soft-capped attention scores and logits, every other layer a sliding window,
+        # a tied vocabulary with padding_idx 0, GeGLU.
+        extra = {'head_dim': 8, 'sliding_window': 8, 'query_pre_attn_scalar': 8}
     if arch == 'opt':
         # OPT: learned positions from the mask's cumsum, padding_idx 1, biases everywhere.
         extra = {'pad_token_id': 1, 'dropout': 0.0, 'ffn_dim': 64, 'word_embed_proj_dim': 32}
@@ -227,7 +232,8 @@ def make_hf_padded(arch):
     cfg = getattr(transformers, config)(
         vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
         max_position_embeddings=16, attention_dropout=0.0, **extra)
-    cfg._attn_implementation = 'sdpa'
+    # Gemma2's soft-capping needs HF's eager attention (no SDPA path in transformers).
+    cfg._attn_implementation = 'eager' if arch == 'gemma2' else 'sdpa'
     return lambda: HFMaskedLoss(getattr(transformers, model)(cfg))
 
 
@@ -318,6 +324,7 @@ FAMILIES = {
     'hfmistralpad': (lambda: make_hf_padded('mistral')(), HF_PADDED_INPUTS, ['trace', 'export']),
     'hfphi3pad': (lambda: make_hf_padded('phi3')(), HF_PADDED_INPUTS, ['trace', 'export']),
     'hfoptpad': (lambda: make_hf_padded('opt')(), HF_PADDED_INPUTS, ['trace', 'export']),
+    'hfgemma2pad': (lambda: make_hf_padded('gemma2')(), HF_PADDED_INPUTS, ['trace', 'export']),
     'hfbertpad': (make_hf_bert_padded, HF_PADDED_INPUTS, ['trace', 'export']),
     'hfberttypes': (make_hf_bert_types, HF_TYPES_INPUTS, ['trace', 'export']),
     'hfllamapos': (make_hf_llama_positions, HF_POSITIONS_INPUTS, ['trace', 'export']),

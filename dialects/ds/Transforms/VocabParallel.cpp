@@ -19,8 +19,25 @@ using namespace mlir::ds;
 namespace {
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-/// The cross-entropy that `linear`'s result feeds through reshapes, one use each, or null.
-CrossEntropyOp headLoss(LinearOp linear, SmallVectorImpl<ReshapeOp> &reshapes) {
+/// Whether `op` acts on each logit alone: a pure one-operand op of its operand's type (tanh),
+/// or an arithmetic op of the logits and a scalar (Gemma2's soft-capping divides, takes the
+/// tanh and multiplies back).
+bool perLogit(Operation *op, Value logits) {
+  if (op->getNumResults() != 1 || !isPure(op))
+    return false;
+  if (op->getNumOperands() == 1)
+    return op->hasTrait<OpTrait::SameOperandsAndResultType>() && isa<GradientOpInterface>(op);
+  if (!isa<AddOp, SubOp, MulOp, DivOp>(op) || op->getResult(0).getType() != logits.getType())
+    return false;
+  Value other = op->getOperand(0) == logits ? op->getOperand(1) : op->getOperand(0);
+  return other != logits && llvm::all_of(typeOf(other).getShape(),
+                                         [](int64_t d) { return d == 1; });
+}
+
+/// The cross-entropy that `linear`'s result feeds, one use each, through reshapes that keep
+/// the vocabulary last and ops that act on each logit alone (collected in `between`), or
+/// null.
+CrossEntropyOp headLoss(LinearOp linear, SmallVectorImpl<Operation *> &between) {
   Value v = linear.getResult();
   while (v.hasOneUse()) {
     Operation *u = *v.getUsers().begin();
@@ -28,8 +45,13 @@ CrossEntropyOp headLoss(LinearOp linear, SmallVectorImpl<ReshapeOp> &reshapes) {
       // Only reshapes that keep the vocabulary as the last dimension.
       if (typeOf(r.getResult()).getShape().back() != typeOf(v).getShape().back())
         return {};
-      reshapes.push_back(r);
+      between.push_back(r);
       v = r.getResult();
+      continue;
+    }
+    if (perLogit(u, v)) {
+      between.push_back(u);
+      v = u->getResult(0);
       continue;
     }
     auto ce = dyn_cast<CrossEntropyOp>(u);
@@ -61,12 +83,12 @@ Value mlir::ds::scalarConstant(OpBuilder &b, Location loc, Type elem, double v) 
 
 namespace {
 /// How `forward` reads a vocabulary table: embeddings looked up by the data's tokens, and LM
-/// heads (a linear whose logits, through reshapes, are a cross-entropy's).
+/// heads (a linear whose logits, through reshapes and per-logit ops, are a cross-entropy's).
 struct VocabUses {
   struct Head {
     LinearOp linear;
     CrossEntropyOp loss;
-    SmallVector<ReshapeOp> reshapes;
+    SmallVector<Operation *> between;
   };
   SmallVector<GetParameterOp> reads;
   SmallVector<EmbeddingOp> embeddings;
@@ -78,6 +100,7 @@ struct VocabUses {
 VocabUses findVocabUses(TensorParallelRewriter &rewriter, ParameterOp param,
                         func::FuncOp forward) {
   VocabUses uses;
+  bool headElsewhere = false; // a linear reads it whose logits do not reach a loss
   forward.walk([&](GetParameterOp g) {
     if (g.getName() != param.getSymName())
       return;
@@ -95,10 +118,11 @@ VocabUses findVocabUses(TensorParallelRewriter &rewriter, ParameterOp param,
         continue;
       }
       auto l = dyn_cast<LinearOp>(u);
-      SmallVector<ReshapeOp> rs;
+      SmallVector<Operation *> rs;
       CrossEntropyOp ce = l && use.getOperandNumber() == 1 ? headLoss(l, rs) : CrossEntropyOp();
       if (!ce || rewriter.assigned.contains(l)) {
         uses.usable = false;
+        headElsewhere |= l && !ce && use.getOperandNumber() == 1 && !rewriter.assigned.contains(l);
         continue;
       }
       if (ce.getLabelSmoothing().convertToDouble() != 0.0) {
@@ -116,6 +140,10 @@ VocabUses findVocabUses(TensorParallelRewriter &rewriter, ParameterOp param,
       uses.heads.push_back({l, ce, rs});
     }
   });
+  // A table also looked up (a vocabulary) whose head is not one: say why.
+  if (headElsewhere && !uses.embeddings.empty() && uses.why.empty())
+    uses.why = "its logits reach the loss through ops other than reshapes and ops on each "
+               "logit alone";
   return uses;
 }
 
@@ -140,7 +168,7 @@ struct VocabSplitter {
   /// The embedding: this rank's rows, zero for the others' indices, summed over tp.
   void splitEmbedding(EmbeddingOp e);
   /// The head: its part of the logits from the replicated input, then the cross-entropy.
-  void splitHead(LinearOp l, CrossEntropyOp ce, ArrayRef<ReshapeOp> reshapes);
+  void splitHead(LinearOp l, CrossEntropyOp ce, ArrayRef<Operation *> between);
   /// vocab_parallel_cross_entropy in place of `ce`, whose logits are this rank's part.
   void splitCrossEntropy(CrossEntropyOp ce);
 };
@@ -188,7 +216,7 @@ void VocabSplitter::splitEmbedding(EmbeddingOp e) {
   e.getResult().replaceAllUsesExcept(summed, keep);
 }
 
-void VocabSplitter::splitHead(LinearOp l, CrossEntropyOp ce, ArrayRef<ReshapeOp> reshapes) {
+void VocabSplitter::splitHead(LinearOp l, CrossEntropyOp ce, ArrayRef<Operation *> between) {
   OpBuilder b(l);
   Location loc = l.getLoc();
   Value in = ParallelCopyOp::create(b, loc, l.getInput(), gridAttr, axesAttr);
@@ -202,8 +230,8 @@ void VocabSplitter::splitHead(LinearOp l, CrossEntropyOp ce, ArrayRef<ReshapeOp>
     v.setType(RankedTensorType::get(shape, vt.getElementType()));
   };
   localLast(l.getResult());
-  for (ReshapeOp r : reshapes)
-    localLast(r.getResult());
+  for (Operation *op : between)
+    localLast(op->getResult(0));
   splitCrossEntropy(ce);
 }
 
@@ -310,7 +338,7 @@ void TensorParallelRewriter::vocabParallel(ModuleOp module, func::FuncOp forward
     for (EmbeddingOp e : uses.embeddings)
       splitter.splitEmbedding(e);
     for (VocabUses::Head &h : uses.heads)
-      splitter.splitHead(h.linear, h.loss, h.reshapes);
+      splitter.splitHead(h.linear, h.loss, h.between);
     for (GetParameterOp g : uses.reads)
       g.getResult().setType(param.getTensorType());
   }
