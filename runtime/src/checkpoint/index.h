@@ -12,6 +12,8 @@
 #include "dsrt/io.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -147,6 +149,11 @@ void forEachRun(const std::vector<int64_t> &dims, const Split &s, int64_t part, 
     int64_t block = g.size[k] / g.parts, b = l - g.start[k] / g.parts;
     int64_t global = (o * g.n + g.start[k] + part * block + b) * g.inner + i;
     int64_t n = std::min((block - b) * g.inner - i, end - at);
+    if (n <= 0) { // only a split that does not tile its dimension (validSplit refuses those)
+      std::fprintf(stderr, "dsrt: a checkpoint split whose segments do not tile dimension %lld\n",
+                   static_cast<long long>(s.dim));
+      std::abort();
+    }
     run(global, at, n);
     at += n;
   }
