@@ -48,6 +48,24 @@
 // RUN: echo '{"train_batch_size": 2, "tensor_parallel": {"autotp_size": 2, "tp_plan": {"layers.*.fc1": "colwise_rep"}}}' > %t.rep.json
 // RUN: not ds-opt %s --config %t.rep.json -o %t.mlir 2>&1 | FileCheck %s --check-prefix=REP
 // REP: 'tensor_parallel.tp_plan.layers.*.fc1' must be "colwise" or "rowwise" (the other tp_plan styles, such as colwise_rep or sequence_parallel, are not supported, as in DeepSpeed)
+// RUN: echo '{"train_batch_size": 2, "tensor_parallel": {"autotp_size": 2, "partition_config": {"layer_spec": []}}}' > %t.pckey.json
+// RUN: not ds-opt %s --config %t.pckey.json -o %t.mlir 2>&1 | FileCheck %s --check-prefix=PCKEY
+// PCKEY: 'tensor_parallel.partition_config.layer_spec' is not a DeepSpeed partition_config key; did you mean 'layer_specs'?
+// RUN: echo '{"train_batch_size": 2, "tensor_parallel": {"autotp_size": 2, "partition_config": {"use_default_specs": "no"}}}' > %t.defaults.json
+// RUN: not ds-opt %s --config %t.defaults.json -o %t.mlir 2>&1 | FileCheck %s --check-prefix=DEFAULTS
+// DEFAULTS: 'tensor_parallel.partition_config.use_default_specs' must be true or false
+// RUN: echo '{"train_batch_size": 2, "tensor_parallel": {"autotp_size": 2, "partition_config": {"layer_specs": [{"pattern": ["fc1"], "partition_type": "column"}]}}}' > %t.speckey.json
+// RUN: not ds-opt %s --config %t.speckey.json -o %t.mlir 2>&1 | FileCheck %s --check-prefix=SPECKEY
+// SPECKEY: 'tensor_parallel.partition_config.layer_specs[0].pattern' is not a DeepSpeed layer spec key; did you mean 'patterns'?
+// RUN: echo '{"train_batch_size": 2, "tensor_parallel": {"autotp_size": 2, "partition_config": {"layer_specs": [{"patterns": [], "partition_type": "column"}]}}}' > %t.nopat.json
+// RUN: not ds-opt %s --config %t.nopat.json -o %t.mlir 2>&1 | FileCheck %s --check-prefix=NOPAT
+// NOPAT: 'tensor_parallel.partition_config.layer_specs[0].patterns' must be a non-empty list of regular expressions
+// RUN: echo '{"train_batch_size": 2, "tensor_parallel": {"autotp_size": 2, "tp_plan": ["layers.*.fc1"]}}' > %t.planlist.json
+// RUN: not ds-opt %s --config %t.planlist.json -o %t.mlir 2>&1 | FileCheck %s --check-prefix=PLANLIST
+// PLANLIST: 'tensor_parallel.tp_plan' must be an object of module patterns, e.g. {"layers.*.self_attn.q_proj": "colwise"}
+// The pass's own option, given by hand:
+// RUN: not ds-opt %s --ds-tensor-parallel="autotp-size=2 layer-specs=diagonal=fc1" -o %t.mlir 2>&1 | FileCheck %s --check-prefix=ROLE
+// ROLE: error: ds-tensor-parallel: layer spec 'diagonal=fc1' is not ROLE=REGEX with ROLE column, row or skip
 module {
   ds.parameter @layers.0.fc1.weight trainable : tensor<8x4xf32>
   ds.parameter @layers.0.fc2.weight trainable : tensor<4x8xf32>
