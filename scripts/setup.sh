@@ -11,6 +11,8 @@ pkgs=(
   cmake ninja-build ccache g++ lld
   llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libtorch-dev python3-torch python3-torchvision python3-numpy python3-venv
+  # Python's headers: the package ds's extension (python/, nanobind).
+  python3-dev
   libopenmpi-dev openmpi-bin
   # The NVMe tier (io_uring), fio to measure it against, libaio for DeepSpeed's async_io
   # (bench/offload_gpt.py).
@@ -51,7 +53,8 @@ fi
 # oneDNN 3.13; Debian's libdnnl 2.6 rounds differently). PyPI's newer `onednn` 2026.1 is the
 # SYCL build: TBB threading, which ignores ds's OpenMP thread count, and 1.9 GB of Intel
 # compiler and SYCL runtimes.
-py_pkgs=('torch==2.15.*' 'transformers==5.24.*' 'numpy<3'
+# nanobind builds the package ds's extension (python/); pytest runs its tests.
+py_pkgs=('torch==2.15.*' 'transformers==5.24.*' 'numpy<3' 'nanobind==3.1.*' 'pytest==9.*'
          'onednn-cpu-gomp==2023.2.0' 'onednn-devel-cpu-gomp==2023.2.0')
 venv="$root/.venv"
 [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
@@ -59,6 +62,7 @@ if "$venv/bin/python" - <<'PY' 2>/dev/null
 import importlib.metadata as m
 assert m.version("torch").startswith("2.15.") and m.version("transformers").startswith("5.24.")
 m.version("numpy")
+assert m.version("nanobind").startswith("3.1.") and m.version("pytest").startswith("9.")
 assert m.version("onednn-cpu-gomp") == m.version("onednn-devel-cpu-gomp") == "2023.2.0"
 PY
 then

@@ -1110,7 +1110,8 @@ Error parsePrecision(StringRef section, const json::Value &v, PrecisionConfig &p
 
 } // namespace
 
-Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize) {
+Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize,
+                                               int64_t ranks) {
   Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
     return fail("not valid JSON: " + toString(parsed.takeError()));
@@ -1196,6 +1197,18 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
     if (Error e = parseScheduler(*sch, cfg.optimizer, cfg.scheduler, cfg.warnings))
       return std::move(e);
 
+  // A launched job: its ranks are pp x dp x sp x tp.
+  if (ranks > 0) {
+    const int64_t mp =
+        cfg.pipeline.stages * cfg.tensorParallelSize * cfg.sequenceParallelSize;
+    if (ranks % mp != 0)
+      return fail(formatv("the job has {0} ranks, not a multiple of pipeline.stages {1} x "
+                          "tensor_parallel.autotp_size {2} x sequence_parallel_size {3}; "
+                          "launch a multiple of {4} ranks or change the config",
+                          ranks, cfg.pipeline.stages, cfg.tensorParallelSize,
+                          cfg.sequenceParallelSize, mp));
+    worldSize = ranks / mp;
+  }
   // DeepSpeed's rule (runtime/config.py, _configure_train_batch_size).
   if (worldSize < 0)
     return fail("--world-size must be >= 1");
@@ -1274,11 +1287,12 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
   return cfg;
 }
 
-Expected<DeepSpeedConfig> loadDeepSpeedConfig(StringRef path, int64_t worldSize) {
+Expected<DeepSpeedConfig> loadDeepSpeedConfig(StringRef path, int64_t worldSize,
+                                              int64_t ranks) {
   ErrorOr<std::unique_ptr<MemoryBuffer>> buf = MemoryBuffer::getFile(path);
   if (!buf)
     return fail(path + ": cannot read the config: " + buf.getError().message());
-  Expected<DeepSpeedConfig> cfg = parseDeepSpeedConfig((*buf)->getBuffer(), worldSize);
+  Expected<DeepSpeedConfig> cfg = parseDeepSpeedConfig((*buf)->getBuffer(), worldSize, ranks);
   if (!cfg)
     return fail(path + ": " + toString(cfg.takeError()));
   return cfg;

@@ -190,10 +190,14 @@ inline constexpr const char *kPrecisionKeys =
 
 /// Parses and validates `text`. `worldSize` is the data-parallel size from the command line
 /// (0 = not given: derive it from the batch keys, else 1). Errors name the key, the cause and
-/// the fix (an unknown key names the nearest valid one).
-llvm::Expected<DeepSpeedConfig> parseDeepSpeedConfig(llvm::StringRef text, int64_t worldSize);
+/// the fix (an unknown key names the nearest valid one). `ranks`, when not 0, is the job's
+/// rank count (what a launcher started, as DeepSpeed reads it): the data-parallel size is then
+/// ranks / (tp x pp x sp), and `worldSize` must be 0.
+llvm::Expected<DeepSpeedConfig> parseDeepSpeedConfig(llvm::StringRef text, int64_t worldSize,
+                                                     int64_t ranks = 0);
 /// Reads and parses a file; errors start with the path.
-llvm::Expected<DeepSpeedConfig> loadDeepSpeedConfig(llvm::StringRef path, int64_t worldSize);
+llvm::Expected<DeepSpeedConfig> loadDeepSpeedConfig(llvm::StringRef path, int64_t worldSize,
+                                                    int64_t ranks = 0);
 
 } // namespace ds
 

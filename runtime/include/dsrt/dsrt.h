@@ -648,6 +648,45 @@ void dsrt_ensure_passive_wait(char **argv);
 
 /** Runs training with ds-run's command-line flags; returns the process exit code. */
 int dsrt_driver_main(int argc, char **argv, const dsrt_program *program);
+/** A training session: `program` joined to its rank group, its slots defined and its weights
+ *  loaded (or a checkpoint resumed), stepped by the caller (the Python package's engine).
+ *  `argv[1..argc)` are ds-run's flags but --data, --tokens and --steps (--weights FILE or
+ *  --resume DIR; --device, --device-memory, --threads, --log, --comm-timeout, --trace...);
+ *  every rank opens its session together. On failure returns null with the cause (the same on
+ *  every rank) in `err`. Nothing is printed but the progress lines (stderr, every
+ *  steps_per_print steps). */
+typedef struct dsrt_session dsrt_session;
+dsrt_session *dsrt_session_open(const dsrt_program *program, int argc, char **argv, char *err,
+                                size_t cap);
+void dsrt_session_close(dsrt_session *s);
+dsrt_context *dsrt_session_context(dsrt_session *s);
+/** The step the next dsrt_session_begin_step starts (1 + the steps done), and its lr. */
+int64_t dsrt_session_next_step(dsrt_session *s);
+double dsrt_session_next_lr(dsrt_session *s);
+/** Starts a step: its micro-step calls follow, then dsrt_session_end_step. */
+void dsrt_session_begin_step(dsrt_session *s);
+/** One call of the micro-step (forward and backward of one micro-batch, or a pipeline's
+ *  whole schedule of the step's micro-batches) on `inputs`: host memory, contiguous, of the
+ *  metadata's dtypes and dims, one per input per micro-batch of the call (on the CPU read in
+ *  place, never copied). Writes the call's losses (one per micro-batch) to `losses`. */
+void dsrt_session_call(dsrt_session *s, const void *const *inputs, float *losses);
+/** Ends the step: the optimizer update from the accumulated gradients, fp16's scaler, the log
+ *  line. `loss` gets the mean over every data-parallel rank's micro-batches, `lr` the step's
+ *  learning rate, `skipped` whether fp16 skipped the update. 0, or 1 with the cause in `err`
+ *  (on every rank). */
+int32_t dsrt_session_end_step(dsrt_session *s, float *loss, double *lr, int32_t *skipped,
+                              char *err, size_t cap);
+/** Saves a checkpoint after the last ended step into `dir` (every rank writes its own part),
+ *  loads `dir`'s latest (or DIR/TAG) so that the next step continues it, or writes the fp32
+ *  state_dict to `path` (rank 0 writes). 0, or 1 with the cause in `err` (on every rank). */
+/** An agreement point of the caller's: `error` is this rank's failure (NULL or "" if none).
+ *  0 when no rank failed, else 1 with the lowest failing rank's message in `err` (so that a
+ *  check one rank's caller makes fails every rank, none left waiting in a collective). */
+int32_t dsrt_session_agree(dsrt_session *s, const char *error, char *err, size_t cap);
+int32_t dsrt_session_save(dsrt_session *s, const char *dir, char *err, size_t cap);
+int32_t dsrt_session_load(dsrt_session *s, const char *dir, char *err, size_t cap);
+int32_t dsrt_session_export_weights(dsrt_session *s, const char *path, char *err, size_t cap);
+
 /** ds-run --probe-bandwidth DIR: measures this machine's offload tiers (device<->host moves,
  *  NVMe writes and reads of a swap file in `dir`) and compute rates (memory copy, f32 GEMM)
  *  with `threads` compute threads (0: the default), and prints them as ds-opt's --rates

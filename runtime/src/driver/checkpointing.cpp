@@ -470,12 +470,7 @@ bool Checkpointer::resume(const std::string &given, int64_t &step, uint64_t &hos
       }
       message = "--resume '" + dir + "' has no complete checkpoint" + problems;
     }
-    int32_t reporter = isFatal ? who : 0;
-    if (g_.rank() == reporter)
-      std::fprintf(stderr, "%s: error: %s\n", tool_.c_str(), message.c_str());
-    else
-      std::fprintf(stderr, "%s: rank %d: stopping because rank %d failed: %s\n", tool_.c_str(),
-                   g_.rank(), reporter, message.c_str());
+    g_.report(tool_, isFatal ? who : 0, message);
     return false;
   }
   // The resumed run continues this checkpoint's chain.

@@ -155,13 +155,20 @@ bool Group::agree(const std::string &tool, const std::string &error) const {
   int32_t who = agreeOn(error, message);
   if (who < 0)
     return true;
+  report(tool, who, message);
+  return false;
+}
+
+void Group::report(const std::string &tool, int32_t who, const std::string &message) const {
+  lastError_ = who == rank_ ? message : "rank " + std::to_string(who) + " failed: " + message;
+  if (quiet_)
+    return;
   if (who == rank_)
-    std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), error.c_str());
+    std::fprintf(stderr, "%s: error: %s\n", tool.c_str(), message.c_str());
   else
     std::fprintf(stderr, "%s: rank %d: stopping because rank %d failed: %s\n", tool.c_str(),
                  rank_, who, message.c_str());
   std::fflush(stderr);
-  return false;
 }
 
 } // namespace dsrt::driver

@@ -72,14 +72,23 @@ public:
   /// An agreement point that every rank reaches: `error` is this rank's failure ("" if
   /// none). Returns true when no rank failed. Otherwise prints, on the lowest failing rank,
   /// `tool: error: MESSAGE`, and on every other rank a line naming that rank and its message,
-  /// and returns false: every rank then exits non-zero.
+  /// and returns false: every rank then exits non-zero. Quiet, it prints nothing; either way
+  /// lastError() holds the message (a library raises it).
   bool agree(const std::string &tool, const std::string &error) const;
+  void setQuiet(bool quiet) { quiet_ = quiet; }
+  /// Reports rank `who`'s failure `message` as agree() does (kept in lastError(); printed,
+  /// unless quiet, by `who` as an error and by the others as the reason they stop).
+  void report(const std::string &tool, int32_t who, const std::string &message) const;
+  /// The last failed agreement's message: this rank's, or "rank W failed: ..." for another's.
+  const std::string &lastError() const { return lastError_; }
 
 private:
   dsrt_context *ctx_ = nullptr;
   int32_t rank_ = 0, size_ = 1, dpSize_ = 1;
   std::vector<dsrt_mesh_axis> axes_;
   std::vector<int64_t> shape_;
+  bool quiet_ = false;
+  mutable std::string lastError_;
   /// World rank `q`'s index along axis `axis` (row-major, the last axis fastest).
   int32_t coordinate(int32_t q, size_t axis) const;
 };

@@ -115,11 +115,14 @@ bool writeLogLine(std::FILE *f, const LogRecord &r) {
 
 std::string formatProgress(const LogRecord &r, int64_t steps) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "step %lld/%lld loss %.6g samples/s %.1f device %s host %s",
-                static_cast<long long>(r.step), static_cast<long long>(steps), r.loss,
-                r.samplesPerS, formatBytes(r.devicePeakBytes).c_str(),
+  // Without a step count (a library's steps), the step alone.
+  std::string line = "step " + std::to_string(r.step);
+  if (steps > 0)
+    line += "/" + std::to_string(steps);
+  std::snprintf(buf, sizeof buf, " loss %.6g lr %.6g samples/s %.1f device %s host %s", r.loss,
+                r.lr, r.samplesPerS, formatBytes(r.devicePeakBytes).c_str(),
                 formatBytes(r.hostPeakBytes).c_str());
-  std::string line = buf;
+  line += buf;
   if (r.lossScale > 0) {
     std::snprintf(buf, sizeof buf, " loss scale %g%s", r.lossScale, r.skipped ? " (skipped)" : "");
     line += buf;
