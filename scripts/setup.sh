@@ -53,8 +53,10 @@ fi
 # oneDNN 3.13; Debian's libdnnl 2.6 rounds differently). PyPI's newer `onednn` 2026.1 is the
 # SYCL build: TBB threading, which ignores ds's OpenMP thread count, and 1.9 GB of Intel
 # compiler and SYCL runtimes.
-# nanobind builds the package ds's extension (python/); pytest runs its tests.
+# nanobind builds the package ds's extension (python/); pytest runs its tests; accelerate is
+# what HF's Trainer needs (ds.hf and the HF Trainer it is judged by).
 py_pkgs=('torch==2.15.*' 'transformers==5.24.*' 'numpy<3' 'nanobind==3.1.*' 'pytest==9.*'
+         'accelerate==1.16.*'
          'onednn-cpu-gomp==2023.2.0' 'onednn-devel-cpu-gomp==2023.2.0')
 venv="$root/.venv"
 [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
@@ -63,6 +65,7 @@ import importlib.metadata as m
 assert m.version("torch").startswith("2.15.") and m.version("transformers").startswith("5.24.")
 m.version("numpy")
 assert m.version("nanobind").startswith("3.1.") and m.version("pytest").startswith("9.")
+assert m.version("accelerate").startswith("1.16.")
 assert m.version("onednn-cpu-gomp") == m.version("onednn-devel-cpu-gomp") == "2023.2.0"
 PY
 then

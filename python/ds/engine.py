@@ -4,6 +4,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 
 import numpy as np
 import torch
@@ -43,8 +44,8 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                example_inputs=None, device=None, threads=None, workdir=None, log=None):
     """DeepSpeed's `deepspeed.initialize`: returns (engine, optimizer, None, lr_scheduler).
 
-    `model` is an nn.Module whose forward returns the loss (a scalar, a tuple starting with it,
-    or an HF ModelOutput with .loss); `config` a DeepSpeed config (path or dict) whose
+    `model` is an nn.Module whose forward returns the loss (a scalar, a tuple holding it, or an
+    HF ModelOutput with .loss); `config` a DeepSpeed config (path or dict) whose
     "optimizer" and "scheduler" blocks ds compiles; `example_inputs` one micro-batch of this
     rank (a dict of forward's keyword arguments, or a tuple of positional ones), whose shapes
     the step is compiled for. `device` ("cpu", "cuda"), `threads` (compute threads per rank)
@@ -56,16 +57,20 @@ def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                                                                           None)
     if model is None or config is None:
         raise DSError("ds.initialize needs model= and config= (a DeepSpeed config path or dict)")
-    if optimizer is not None or lr_scheduler is not None:
-        raise DSError("ds compiles the optimizer and the scheduler from the config's "
-                      "'optimizer' and 'scheduler' blocks; pass them there, not as objects")
+    if optimizer is not None:
+        raise DSError("ds compiles the optimizer from the config's 'optimizer' block; pass it "
+                      "there, not as an object")
+    if lr_scheduler is not None and not hasattr(lr_scheduler, "get_last_lr"):
+        raise DSError("lr_scheduler must be a torch LR scheduler (its lr is applied at each "
+                      "step and it is stepped after each, as DeepSpeed does with a client "
+                      "scheduler), or left out to use the config's 'scheduler' block")
     if example_inputs is None:
         raise DSError("ds.initialize needs example_inputs= (one micro-batch of this rank: a "
                       "dict of forward's keyword arguments or a tuple of positional ones), to "
                       "compile the step for its shapes")
     return (lambda e: (e, e.optimizer, None, e.lr_scheduler))(
         Engine(model, config, example_inputs, device=device, threads=threads, workdir=workdir,
-               log=log))
+               log=log, lr_scheduler=lr_scheduler))
 
 
 class _Optimizer:
@@ -106,7 +111,7 @@ class Engine:
     """A compiled training step and the session training it (DeepSpeed's DeepSpeedEngine)."""
 
     def __init__(self, model, config, example_inputs, device=None, threads=None, workdir=None,
-                 log=None):
+                 log=None, lr_scheduler=None):
         self.module = model
         self.ranks, self.rank_hint = launcher_env.world()
         self._own_workdir = workdir is None
@@ -117,7 +122,12 @@ class Engine:
         inputs = export.named_inputs(forward, example_inputs)
         model_path = os.path.join(self.workdir, "model.pt2")
         self.weights_path = os.path.join(self.workdir, "model.safetensors")
-        specs = export.export(model, inputs, model_path)
+        try:
+            specs = export.export(model, inputs, model_path)
+        except (TypeError, ValueError) as e:
+            raise DSError(str(e)) from None
+        except Exception as e:  # noqa: BLE001 - torch.export's own errors, named as such
+            raise DSError(f"torch.export of the model failed: {type(e).__name__}: {e}") from e
         self._step = _raise(_ds.Step, model_path, specs, -1, self.config_path, self.ranks,
                             self.weights_path)
         self.metadata = json.loads(self._step.metadata)
@@ -140,7 +150,10 @@ class Engine:
         self._pending = None     # the loss engine(batch) returned, before backward
         self._last = None        # (loss, lr) of the last ended step
         self.optimizer = _Optimizer(self)
-        self.lr_scheduler = _Scheduler(self)
+        # A client scheduler (a torch LR scheduler) sets each step's lr in place of the
+        # config's schedule, and is stepped after each step.
+        self._client_scheduler = lr_scheduler
+        self.lr_scheduler = lr_scheduler or _Scheduler(self)
 
     # DeepSpeed's batch accessors.
     def train_micro_batch_size_per_gpu(self):
@@ -167,7 +180,13 @@ class Engine:
 
     def get_lr(self):
         """The learning rate the next step applies (DeepSpeed's, after its scheduler)."""
+        if self._client_scheduler is not None:
+            return [float(self._client_scheduler.get_last_lr()[0])]
         return [self._session.next_lr]
+
+    def all_gather(self, value):
+        """Every rank's float `value`, in rank order (a small exchange between the ranks)."""
+        return self._session.all_gather(float(value))
 
     def is_gradient_accumulation_boundary(self):
         return self._micro == self._gas
@@ -219,7 +238,13 @@ class Engine:
         return losses
 
     def _end(self):
+        if self._client_scheduler is not None:
+            self._session.set_lr(self.get_lr()[0])
         loss, lr, _ = _raise(self._session.end_step)
+        if self._client_scheduler is not None:
+            with warnings.catch_warnings():  # "lr_scheduler.step() before optimizer.step()"
+                warnings.simplefilter("ignore")
+                self._client_scheduler.step()
         self._micro = 0
         self._last = (loss, lr)
         return loss

@@ -45,18 +45,19 @@ def named_inputs(forward, batch):
 
 
 def loss_of(output):
-    """The loss in what a forward returns: a scalar tensor, the first element of a tuple or
-    list, or an HF ModelOutput's `.loss`."""
+    """The loss in what a forward returns: a scalar tensor, the first scalar of a tuple or list
+    (HF's `return_dict=False` puts it first, nanoGPT's `(logits, loss)` last), or an HF
+    ModelOutput's `.loss`."""
     loss = getattr(output, "loss", None)
     if loss is None and isinstance(output, dict):
         loss = output.get("loss")
-    if loss is None and isinstance(output, (tuple, list)) and output:
-        loss = output[0]
+    if loss is None and isinstance(output, (tuple, list)):
+        loss = next((o for o in output if isinstance(o, torch.Tensor) and o.dim() == 0), None)
     if loss is None and isinstance(output, torch.Tensor):
         loss = output
     if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-        raise TypeError("the model's forward returns no loss (a scalar tensor, a tuple whose "
-                        "first element is one, or a ModelOutput with .loss); pass the labels "
+        raise TypeError("the model's forward returns no loss (a scalar tensor, a tuple holding "
+                        "one, or a ModelOutput with .loss); pass the labels "
                         "in the inputs, or wrap the model so that forward returns the loss")
     return loss
 

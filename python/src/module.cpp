@@ -96,6 +96,15 @@ public:
   int32_t rank() const { return dsrt_comm_rank(dsrt_session_context(get())); }
   int32_t worldSize() const { return dsrt_comm_size(dsrt_session_context(get())); }
   void begin() { dsrt_session_begin_step(get()); }
+  void setLr(double lr) { dsrt_session_set_lr(get(), lr); }
+  /// Every rank's `value`, in rank order.
+  std::vector<double> allGather(double value) {
+    std::vector<double> all(static_cast<size_t>(worldSize()));
+    dsrt_session *s = get();
+    nb::gil_scoped_release release;
+    dsrt_session_all_gather(s, &value, sizeof value, all.data());
+    return all;
+  }
   /// `pointers`: one call's inputs; returns its losses (`perCall` of them).
   std::vector<float> call(const std::vector<uintptr_t> &pointers, size_t perCall) {
     std::vector<const void *> in;
@@ -160,6 +169,8 @@ NB_MODULE(_ds, m) {
       .def_prop_ro("rank", &Session::rank)
       .def_prop_ro("world_size", &Session::worldSize)
       .def("begin_step", &Session::begin)
+      .def("set_lr", &Session::setLr, nb::arg("lr"))
+      .def("all_gather", &Session::allGather, nb::arg("value"))
       .def("call", &Session::call, nb::arg("pointers"), nb::arg("per_call"))
       .def("end_step", &Session::end)
       .def("agree", &Session::pathCall<dsrt_session_agree>, nb::arg("error"))

@@ -663,6 +663,10 @@ dsrt_context *dsrt_session_context(dsrt_session *s);
 /** The step the next dsrt_session_begin_step starts (1 + the steps done), and its lr. */
 int64_t dsrt_session_next_step(dsrt_session *s);
 double dsrt_session_next_lr(dsrt_session *s);
+/** The learning rate the next step applies, in place of the compiled schedule's (a caller's own
+ *  scheduler: DeepSpeed's client lr_scheduler, HF's get_scheduler); Muon's AdamW group keeps
+ *  its ratio to the main group's. Applies to that step only. */
+void dsrt_session_set_lr(dsrt_session *s, double lr);
 /** Starts a step: its micro-step calls follow, then dsrt_session_end_step. */
 void dsrt_session_begin_step(dsrt_session *s);
 /** One call of the micro-step (forward and backward of one micro-batch, or a pipeline's
@@ -683,6 +687,9 @@ int32_t dsrt_session_end_step(dsrt_session *s, float *loss, double *lr, int32_t 
  *  0 when no rank failed, else 1 with the lowest failing rank's message in `err` (so that a
  *  check one rank's caller makes fails every rank, none left waiting in a collective). */
 int32_t dsrt_session_agree(dsrt_session *s, const char *error, char *err, size_t cap);
+/** Every rank's `bytes` bytes at `mine`, in rank order, into `out` (world size x bytes): the
+ *  caller's small exchanges (HF's token counts across ranks). Every rank calls it. */
+void dsrt_session_all_gather(dsrt_session *s, const void *mine, size_t bytes, void *out);
 int32_t dsrt_session_save(dsrt_session *s, const char *dir, char *err, size_t cap);
 int32_t dsrt_session_load(dsrt_session *s, const char *dir, char *err, size_t cap);
 int32_t dsrt_session_export_weights(dsrt_session *s, const char *path, char *err, size_t cap);

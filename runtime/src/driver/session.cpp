@@ -250,7 +250,9 @@ bool Session::exportWeights(const std::string &path) {
   return agree(e);
 }
 
-double Session::nextLr() const { return io::scheduled(p.lr, applied + 1).lr; }
+double Session::nextLr() const {
+  return hasLrOverride_ ? lrOverride_ : io::scheduled(p.lr, applied + 1).lr;
+}
 
 void Session::beginStep() {
   // --trace: this step's runtime calls, and the driver's phases around them.
@@ -346,6 +348,11 @@ bool Session::endStep(StepOutcome &out) {
   // The schedule and Adam's step count advance with the applied steps (all of them unless
   // fp16 skips one on overflow).
   io::StepScalars hyper = io::scheduled(p.lr, applied + 1);
+  if (hasLrOverride_) { // the caller's schedule; Muon's AdamW group keeps its ratio
+    hyper.auxLr = p.lr.base > 0 ? lrOverride_ * p.lr.auxBase / p.lr.base : lrOverride_;
+    hyper.lr = lrOverride_;
+    hasLrOverride_ = false;
+  }
   double lrStep = hyper.lr;
   dsrt_tensor *lrT = scalarTensor(ctx, static_cast<float>(hyper.lr));
   dsrt_tensor *stepT = scalarTensor(ctx, static_cast<float>(applied + 1));

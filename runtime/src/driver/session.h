@@ -78,6 +78,8 @@ public:
   bool exportWeights(const std::string &path);
   /// The learning rate the next step applies.
   double nextLr() const;
+  /// Sets the next step's learning rate in place of the compiled schedule's (that step only).
+  void setLr(double lr) { lrOverride_ = lr; hasLrOverride_ = true; }
   ModelStateBytes modelState() const;
 
 private:
@@ -91,6 +93,8 @@ private:
   dsrt_context *ctx = nullptr;
   std::FILE *log = nullptr;
   std::string error_;
+  double lrOverride_ = 0;
+  bool hasLrOverride_ = false;
   bool offloading = false; ///< ds-offload's program: log each space's peak and the moves
   int64_t step_ = 1;
   bool resumed = false;      ///< the next log line is the first after a resume

@@ -47,6 +47,8 @@ extern "C" int64_t dsrt_session_next_step(dsrt_session *s) { return s->s.nextSte
 
 extern "C" double dsrt_session_next_lr(dsrt_session *s) { return s->s.nextLr(); }
 
+extern "C" void dsrt_session_set_lr(dsrt_session *s, double lr) { s->s.setLr(lr); }
+
 extern "C" void dsrt_session_begin_step(dsrt_session *s) { s->s.beginStep(); }
 
 extern "C" void dsrt_session_call(dsrt_session *s, const void *const *inputs, float *losses) {
@@ -86,6 +88,17 @@ extern "C" int32_t dsrt_session_end_step(dsrt_session *s, float *loss, double *l
 extern "C" int32_t dsrt_session_agree(dsrt_session *s, const char *error, char *err,
                                       size_t cap) {
   return s->s.agreeOn(error ? error : "") ? 0 : failed(s->s.error(), err, cap);
+}
+
+extern "C" void dsrt_session_all_gather(dsrt_session *s, const void *mine, size_t bytes,
+                                        void *out) {
+  const dsrt::driver::Group &g = s->s.group();
+  if (g.size() == 1) {
+    std::memcpy(out, mine, bytes);
+    return;
+  }
+  std::vector<char> all = g.gather(mine, static_cast<int64_t>(bytes));
+  std::memcpy(out, all.data(), all.size());
 }
 
 extern "C" int32_t dsrt_session_save(dsrt_session *s, const char *dir, char *err, size_t cap) {
