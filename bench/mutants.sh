@@ -5,7 +5,7 @@
 # (default 900; a timeout counts as missed). Prints a table. Never part of the test run. The
 # mutants come in groups, each under 45 minutes here (2 cores): optimizer (optimizers,
 # schedules, data, clipping), parallel (ZeRO, tp, sp, pp), memory (offload, recomputation,
-# resharding, kernels), import (HF's masks).
+# resharding, kernels), import (HF's masks), python (ds.initialize and ds.hf).
 #
 #   bash bench/mutants.sh [SCRATCH] [GROUP]   (default SCRATCH: build-mutants/, GROUP: all)
 #   MUTANT_NAMES='OneCycle|Muon' bash bench/mutants.sh     (those whose names match)
@@ -75,11 +75,15 @@ import|index: negative indices not wrapped|lib/Importer/TorchScript/CoreAtenOps.
 import|a split vocabulary's padding row takes gradient|dialects/ds/Transforms/VocabParallel.cpp|kept = WhereOp::create(b, loc, et, padMask, StopGradientOp::create(b, loc, kept), kept);|kept = WhereOp::create(b, loc, et, padMask, kept, kept);|e2e/torch2-hf-padded.test
 import|the descriptor forgets a split's unequal segment sizes|lib/Conversion/DSToRuntime/ProgramDescriptor.cpp|split["segment_sizes"] = llvm::json::Array(s.splitSizes);|(void)0;|e2e/torch2-hf-padded.test
 import|attention masks filled with -inf (NaN on rows with no key)|lib/Importer/TorchScript/TransformerOps.cpp|TRY(masked, where(I, mask, a, AV::real(lowest), et));|TRY(masked, where(I, mask, a, minusInf, et));|e2e/torch2-hf-padded.test
+python|train_batch skips a step's last micro-batch|python/ds/engine.py|for k in range(0, self._gas, self._per_call):|for k in range(0, self._gas - 1, self._per_call):|ctest:python-engine
+python|ds.hf: each micro-batch divided by the step's whole token count|python/ds/hf.py|per = n / len(micro)|per = n|ctest:python-engine
+python|ds.hf: every rank reads every batch|python/ds/hf.py|if i % self.ranks == self.rank:|if True:|ctest:python-engine
+python|a client scheduler's lr never reaches the step|python/ds/engine.py|self._session.set_lr(self.get_lr()[0])|pass|ctest:python-engine
 EOF
 )
 if [ "$group" != all ]; then
   mutants=$(grep "^$group|" <<<"$mutants" || true)
-  [ -n "$mutants" ] || { echo "mutants: no group '$group' (optimizer, parallel, memory, import, all)" >&2; exit 1; }
+  [ -n "$mutants" ] || { echo "mutants: no group '$group' (optimizer, parallel, memory, import, python, all)" >&2; exit 1; }
 fi
 # MUTANT_NAMES: an extended regular expression that picks mutants by name.
 if [ -n "${MUTANT_NAMES:-}" ]; then

@@ -294,8 +294,11 @@ class Engine:
                 raise DSError(f"train_batch got {len(data_iter)} micro-batches; a step takes "
                               f"gradient_accumulation_steps = {self._gas}")
             batches = list(data_iter)
-        else:
+        elif hasattr(data_iter, "__next__"):
             batches = [next(data_iter) for _ in range(self._gas)]
+        else:
+            raise DSError(f"train_batch takes an iterator or a list of micro-batches, not a "
+                          f"{type(data_iter).__name__}: pass iter(loader) once and reuse it")
         for k in range(0, self._gas, self._per_call):
             self._call(batches[k:k + self._per_call])
         return torch.tensor(self._end())

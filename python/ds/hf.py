@@ -55,6 +55,15 @@ class TrainingArguments(transformers.TrainingArguments):
             super().__post_init__()
             _ = self.device  # Accelerate's state, made here as one process
 
+    # HF sees one process; the launcher's rank 0 logs and saves for the job.
+    @property
+    def should_log(self):
+        return launcher_env.world()[1] == 0 and super().should_log
+
+    @property
+    def should_save(self):
+        return launcher_env.world()[1] == 0 and super().should_save
+
 
 class _CountedLoss(torch.nn.Module):
     """The model's loss normalised by a token count passed per micro-batch (HF's
@@ -169,6 +178,12 @@ class Trainer(transformers.Trainer):
         with _one_process():
             super().__init__(*a, **k)
         self.ds_engine = None
+
+    def is_world_process_zero(self):
+        return launcher_env.world()[1] == 0
+
+    def is_local_process_zero(self):
+        return launcher_env.world()[1] == 0
 
     # --- the data, as each rank reads it -------------------------------------------
     def get_train_dataloader(self):

@@ -87,6 +87,13 @@ def test_tuple_and_numpy_inputs(engine):
     assert engine.global_steps == 2
 
 
+def test_train_batch_takes_an_iterator(engine):
+    import ds
+    with pytest.raises(ds.DSError, match=r"pass iter\(loader\)"):
+        engine.train_batch(torch.utils.data.DataLoader([example()], batch_size=None))
+    engine.train_batch(iter([example()]))
+
+
 def test_another_shape_is_refused_by_name(engine):
     import ds
     with pytest.raises(ds.DSError, match=r"input 'x' has shape \[3, 4\] but the step was "
