@@ -78,7 +78,7 @@ import|attention masks filled with -inf (NaN on rows with no key)|lib/Importer/T
 python|train_batch skips a step's last micro-batch|python/ds/engine.py|for k in range(0, self._gas, self._per_call):|for k in range(0, self._gas - 1, self._per_call):|ctest:python-engine
 python|ds.hf: each micro-batch divided by the step's whole token count|python/ds/hf.py|per = n / len(micro)|per = n|ctest:python-engine
 python|ds.hf: every rank reads every batch|python/ds/hf.py|if i % self.ranks == self.rank:|if True:|ctest:python-engine
-python|a client scheduler's lr never reaches the step|python/ds/engine.py|self._session.set_lr(self.get_lr()[0])|pass|ctest:python-engine
+python|a client scheduler's lr never reaches the step|python/ds/engine.py|self._session.set_lr(self.get_lr()[0])|float(self.get_lr()[0])|ctest:python-engine
 EOF
 )
 if [ "$group" != all ]; then

@@ -21,6 +21,7 @@ def run(args, ranks=1, cwd=None):
     out = p.stdout + p.stderr
     assert p.returncode == 0, out[-4000:]
     assert "PASS" in p.stdout, out[-4000:]
+    print(next(l for l in p.stdout.splitlines() if l.startswith("PASS")))  # pytest -s shows it
     return out
 
 
