@@ -107,13 +107,23 @@ class _Scheduler:
         """The schedule advances with the engine's steps."""
 
 
+# Under a launcher the runtime joins MPI once per process (MPI cannot start again after it
+# ends): the engine that did is the process's only one.
+_joined_mpi = False
+
+
 class Engine:
     """A compiled training step and the session training it (DeepSpeed's DeepSpeedEngine)."""
 
     def __init__(self, model, config, example_inputs, device=None, threads=None, workdir=None,
                  log=None, lr_scheduler=None):
+        global _joined_mpi
         self.module = model
         self.ranks, self.rank_hint = launcher_env.world()
+        if self.ranks > 1 and _joined_mpi:
+            raise DSError("this process already made an engine under the launcher: MPI joins "
+                          "once per process, so a multi-rank job has one engine per process "
+                          "(reuse it, or start another job)")
         self._own_workdir = workdir is None
         self.workdir = workdir or tempfile.mkdtemp(prefix="ds-")
         os.makedirs(self.workdir, exist_ok=True)
@@ -141,6 +151,7 @@ class Engine:
         if self.rank_hint == 0 and self._step.summary:
             sys.stderr.write("".join(f"ds: {line.removeprefix('ds-opt: ')}\n" for line in
                                      self._step.summary.rstrip("\n").split("\n")))
+        _joined_mpi = _joined_mpi or self.ranks > 1
         self._session = _raise(_ds.Session, self._step, flags)
         run = self.metadata["run"]
         self._gas = run["accumulation"]

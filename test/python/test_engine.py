@@ -157,12 +157,17 @@ try:
     e.train_batch([bad])
 except ds.DSError as err:
     print(f"rank {{rank}} raised: {{err}}", flush=True)
+try:
+    ds.initialize(model=TwoInputs(), config=CONFIG, example_inputs=example())
+except ds.DSError as err:
+    print(f"rank {{rank}} second engine: {{err}}", flush=True)
 """)
     p = subprocess.run(MPIRUN + ["-np", "2", sys.executable, str(script)], capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert "rank 1 raised: input 'x' has shape [3, 4]" in p.stdout, p.stdout + p.stderr
     assert "rank 0 raised: rank 1 failed: input 'x' has shape [3, 4]" in p.stdout, p.stdout
+    assert "rank 1 second engine: this process already made an engine" in p.stdout, p.stdout
 
 
 def test_ds_launch(tmp_path):
