@@ -3,7 +3,9 @@
 this test, with a generated key and slurm.conf in a temporary directory, all stopped and
 removed at the end) runs `srun -n 4 ds-run STEP` of a ZeRO-3 GPT training step, and its
 per-step losses are the very same as those of `mpirun -np 4 ds-run STEP`: rank, world size and
-each rank's share of the data come from MPI (PMIx) whichever launcher starts the ranks.
+each rank's share of the data come from MPI (PMIx) whichever launcher starts the ranks. Then
+`srun -n 2 .venv/bin/python test/python/engine_check.py` trains with ds.initialize under Slurm
+and must match its plain PyTorch loop.
 
 Exits 77 (ctest's skip code), printing "SKIP: why", where Slurm is not installed
 (scripts/setup.sh installs it) or its daemons cannot run here.
@@ -26,6 +28,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, '..', 'models')
+CHECK = os.path.join(HERE, '..', 'python', 'engine_check.py')
 MPIRUN = ['mpirun', '--allow-run-as-root', '--oversubscribe']
 SKIP = 77
 
@@ -334,6 +337,20 @@ def main():
              '--job-name=ds-slurm-launch'] + train + ['--log', w('slurm.jsonl')],
             w('slurm.log'), env=slurm.env, timeout=60)
         print('srun -n 4 --mpi=%s ds-run: %.1fs' % (args.mpi, time.time() - t))
+        # ds from Python under srun: the engine reads its rank count from Slurm's variables
+        # and matches a plain PyTorch loop (engine_check.py prints PASS on rank 0).
+        venv_python = os.path.join(HERE, '..', '..', '.venv', 'bin', 'python')
+        python_ok = None
+        if os.path.exists(venv_python):
+            t = time.time()
+            run(['srun', '-n', '2', '--mpi=' + args.mpi, '--kill-on-bad-exit=1', '--time=5',
+                 '--job-name=ds-slurm-python', venv_python, CHECK, 'gpt', '--zero', '1',
+                 '--steps', '6'], w('python.log'),
+                env=dict(slurm.env, PYTHONPATH=os.path.join(args.bin, '..', 'python')),
+                timeout=180)
+            python_ok = 'PASS gpt train_batch ranks=2' in open(w('python.log')).read()
+            print('srun -n 2 python engine_check.py (ds.initialize, ZeRO-1): %s (%.1fs)' %
+                  ('PASS' if python_ok else 'FAIL', time.time() - t))
         print('srun -n 4 gives its tasks:')
         for line in slurm.task_env():
             if line:
@@ -356,6 +373,9 @@ def main():
     for (i, x), (_, y) in zip(a, s):
         print('%4d  %-12r  %-12r %s' % (i, x, y, 'same' if x == y else 'DIFFERENT'))
     ok = len(a) == len(s) == args.steps and a == s and ranks == [0, 1, 2, 3]
+    if python_ok is False:
+        sys.stderr.write(open(w('python.log')).read()[-3000:])
+        ok = False
     print('srun\'s ranks in the log: %s, parameter bytes each (ZeRO-3 shards): %s' %
           (ranks, shard))
     print('%d steps, %d and %d losses, identical: %s (%.1fs in all)' %

@@ -110,8 +110,8 @@ def main():
     a = ap.parse_args()
 
     import ds
-    ranks = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
-    rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    from ds.launcher_env import world
+    ranks, rank = world()  # mpirun's, srun's or MPICH's variables
     dp = ranks // a.tp
     dp_index = rank // a.tp  # the mesh is dp x tp, tp fastest
 
