@@ -15,6 +15,7 @@ import os
 # The runtime's OpenMP threads sleep when idle instead of spinning (read when it loads).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from .engine import DSError, Engine, initialize  # noqa: E402
+from .engine import (DSError, Engine, add_config_arguments, init_distributed,  # noqa: E402
+                     initialize)
 
-__all__ = ["initialize", "Engine", "DSError"]
+__all__ = ["initialize", "add_config_arguments", "init_distributed", "Engine", "DSError"]

@@ -39,6 +39,22 @@ def _config_path(config, workdir):
                   f"or a dict")
 
 
+def add_config_arguments(parser):
+    """DeepSpeed's `deepspeed.add_config_arguments`: --deepspeed and --deepspeed_config, which
+    ds.initialize(args=...) reads."""
+    group = parser.add_argument_group("DeepSpeed", "DeepSpeed configurations")
+    group.add_argument("--deepspeed", default=False, action="store_true",
+                       help="train with ds (DeepSpeed's flag; kept for its scripts)")
+    group.add_argument("--deepspeed_config", default=None, type=str,
+                       help="the DeepSpeed JSON config")
+    return parser
+
+
+def init_distributed(*_a, **_k):
+    """DeepSpeed's `deepspeed.init_distributed`: nothing to do, ds.initialize joins the ranks
+    the launcher started."""
+
+
 def initialize(args=None, model=None, optimizer=None, model_parameters=None,
                training_data=None, lr_scheduler=None, config=None, config_params=None,
                example_inputs=None, device=None, threads=None, workdir=None, log=None):

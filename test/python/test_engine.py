@@ -123,6 +123,21 @@ def test_eval_batch_is_not_there_yet(engine):
         engine.eval_batch(iter([example()]))
 
 
+def test_deepspeed_argparse_flags(tmp_path):
+    import argparse
+    import json
+    import ds
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps(CONFIG))
+    args = ds.add_config_arguments(argparse.ArgumentParser()).parse_args(
+        ["--deepspeed", "--deepspeed_config", str(path)])
+    ds.init_distributed()
+    e, _, _, _ = ds.initialize(args=args, model=TwoInputs(), example_inputs=example())
+    e.train_batch([example()])
+    assert e.global_steps == 1
+    e.destroy()
+
+
 def test_config_errors_raise(tmp_path):
     import ds
     with pytest.raises(ds.DSError, match="train_micro_batch_size_per_gpu|train_batch_size"):
