@@ -29,6 +29,8 @@ def run(args, ranks=1, cwd=None):
     ["gpt"],                                   # the test GPT, train_batch
     ["gpt", "--mode", "forward", "--gas", "2"],  # engine(batch) / backward / step
     ["llama"],                                 # HF models with no wrapper, padded batches
+    ["llama", "--mode", "forward", "--gas", "2"],
+    ["qwen2"],
     ["qwen2", "--mode", "forward", "--gas", "2"],
 ])
 def test_one_rank(args):
