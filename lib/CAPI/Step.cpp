@@ -3,7 +3,7 @@
 
 #include "ds/Config/DeepSpeedConfig.h"
 #include "ds/Pipelines/Pipelines.h"
-#include "ds/Pipelines/StepCompiler.h"
+#include "ds/Pipelines/StepJit.h"
 #include "ds/Transforms/TensorParallelRemarks.h"
 #ifdef DS_ENABLE_TORCH
 #include "ds/Importer/TorchScript.h"
@@ -107,38 +107,11 @@ DsStep *dsStepCompile(const char *modelPath, intptr_t numInputs, const char *con
   if (failed(mlir::ds::lowerStepToLLVM(*module)))
     return fail("cannot lower the training step to the runtime");
 
-  auto tm = mlir::ds::createStepTargetMachine(/*forObject=*/false);
-  if (!tm)
-    return fail("cannot create the target machine: " + llvm::toString(tm.takeError()));
-  ExecutionEngineOptions engineOptions;
-  llvm::SmallVector<llvm::StringRef, 1> libs;
-  if (runtimeLibrary && *runtimeLibrary)
-    libs.push_back(runtimeLibrary);
-  engineOptions.sharedLibPaths = libs;
-  auto engine = ExecutionEngine::create(*module, engineOptions, std::move(*tm));
-  if (!engine)
-    return fail("JIT compilation failed: " + llvm::toString(engine.takeError()));
-  step->engine = std::move(*engine);
-  step->engine->initialize();
-  auto lookup = [&](llvm::StringRef name) -> void * {
-    auto sym = step->engine->lookup(name);
-    if (!sym) {
-      llvm::consumeError(sym.takeError());
-      return nullptr;
-    }
-    return *sym;
-  };
-  auto metadata = reinterpret_cast<const char *(*)()>(lookup("ds_metadata"));
-  dsrt_program &p = step->program;
-  p.init_slots = reinterpret_cast<void (*)(dsrt_context *)>(lookup("ds_init_slots"));
-  p.micro_step =
-      reinterpret_cast<dsrt_tensor *(*)(dsrt_context *, dsrt_tensor **)>(lookup("ds_micro_step"));
-  p.optimizer_step = reinterpret_cast<void (*)(dsrt_context *, dsrt_tensor *, dsrt_tensor *,
-                                               dsrt_tensor *, dsrt_tensor *)>(
-      lookup("ds_optimizer_step"));
-  if (!metadata || !p.init_slots || !p.micro_step || !p.optimizer_step)
-    return fail("the compiled step lacks an entry point");
-  p.metadata = metadata();
+  std::string jitError;
+  step->engine = mlir::ds::jitStep(*module, runtimeLibrary ? runtimeLibrary : "",
+                                   step->program, jitError);
+  if (!step->engine)
+    return fail(jitError);
   return step.release();
 #endif
 }

@@ -6,7 +6,6 @@ import sys
 import tempfile
 import warnings
 
-import numpy as np
 import torch
 
 from . import _ds, export, launcher_env
@@ -20,6 +19,14 @@ def _raise(fn, *args):
     try:
         return fn(*args)
     except RuntimeError as e:
+        raise DSError(str(e)) from None
+
+
+def _raise_as_ds(fn, *args):
+    """A bad argument (TypeError, ValueError) as ds's error."""
+    try:
+        return fn(*args)
+    except (TypeError, ValueError) as e:
         raise DSError(str(e)) from None
 
 
@@ -145,7 +152,7 @@ class Engine:
         os.makedirs(self.workdir, exist_ok=True)
         self.config_path = _config_path(config, self.workdir)
         forward = getattr(model, "forward", model)
-        inputs = export.named_inputs(forward, example_inputs)
+        inputs = _raise_as_ds(export.named_inputs, forward, example_inputs)
         model_path = os.path.join(self.workdir, "model.pt2")
         self.weights_path = os.path.join(self.workdir, "model.safetensors")
         try:
@@ -225,7 +232,7 @@ class Engine:
     # The data of one micro-batch, as the step's inputs.
     def _arrays(self, batch):
         forward = getattr(self.module, "forward", self.module)
-        named = export.named_inputs(forward, batch)
+        named = _raise_as_ds(export.named_inputs, forward, batch)
         missing = [i["name"] for i in self._inputs if i["name"] not in named]
         extra = [n for n in named if n not in {i["name"] for i in self._inputs}]
         if missing or extra:
@@ -235,7 +242,7 @@ class Engine:
         arrays = []
         for spec in self._inputs:
             name = spec["name"]
-            t = export.as_tensor(named[name], name)
+            t = _raise_as_ds(export.as_tensor, named[name], name)
             if list(t.shape) != spec["dims"]:
                 raise DSError(f"input '{name}' has shape {list(t.shape)} but the step was "
                               f"compiled for {spec['dims']} (one micro-batch of this rank); "

@@ -69,10 +69,9 @@ class _CountedLoss(torch.nn.Module):
     """The model's loss normalised by a token count passed per micro-batch (HF's
     num_items_in_batch, as the Trainer passes it to models that accept it)."""
 
-    def __init__(self, model, keys):
+    def __init__(self, model):
         super().__init__()
         self.model = model
-        self.keys = keys
 
     def forward(self, **inputs):
         n = inputs.pop("num_items_in_batch")
@@ -140,8 +139,9 @@ def _fill_auto(config, args, model, max_steps, ranks, tp):
         raise DSError(f"the DeepSpeed config has 'auto' values ds cannot fill from the "
                       f"TrainingArguments: {', '.join(left)}; give them values")
     if "optimizer" not in config:  # the AdamW HF's Trainer makes (args.optim)
-        if "adamw" not in str(args.optim).lower():
-            raise DSError(f"TrainingArguments.optim is '{args.optim}'; without an 'optimizer' "
+        optim = getattr(args.optim, "value", args.optim)
+        if "adamw" not in str(optim).lower():
+            raise DSError(f"TrainingArguments.optim is '{optim}'; without an 'optimizer' "
                           f"block ds compiles AdamW only: add an 'optimizer' block to the config")
         config["optimizer"] = {"type": "AdamW", "params": {
             "lr": args.learning_rate, "betas": [args.adam_beta1, args.adam_beta2],
@@ -247,7 +247,7 @@ class Trainer(transformers.Trainer):
         model = self.model
         if self._ds_counted:
             example["num_items_in_batch"] = torch.ones(example["labels"].shape[0])
-            model = _CountedLoss(self.model, list(first))
+            model = _CountedLoss(self.model)
         self.ds_engine, self.optimizer, _, sched = _engine.initialize(
             model=model, config=config, example_inputs=example, lr_scheduler=scheduler)
         self.lr_scheduler = sched
@@ -298,8 +298,8 @@ class Trainer(transformers.Trainer):
         n = float(sum(int(l.ne(-100).sum()) for l in labels))
         dp = self._ds_dp
         if self.args.average_tokens_across_devices and dp > 1:
-            # every rank's count once per data-parallel group (tp ranks share samples)
-            n = sum(self.ds_engine.all_gather(n)) * dp / self.ds_engine.world_size / dp
+            # N / dp: the tp ranks of a data-parallel group hold the same count
+            n = sum(self.ds_engine.all_gather(n)) / self.ds_engine.world_size
         per = n / len(micro)
         for m in micro:
             m["num_items_in_batch"] = torch.full((m["labels"].shape[0],), per,

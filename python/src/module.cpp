@@ -64,7 +64,7 @@ private:
 
 class Session {
 public:
-  Session(Step &step, const std::vector<std::string> &flags) : step_(step) {
+  Session(Step &step, const std::vector<std::string> &flags) {
     std::vector<std::string> args = {"ds"};
     args.insert(args.end(), flags.begin(), flags.end());
     std::vector<char *> argv;
@@ -145,7 +145,6 @@ public:
   }
 
 private:
-  Step &step_;
   dsrt_session *s_ = nullptr;
 };
 

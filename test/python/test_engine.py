@@ -194,3 +194,75 @@ def test_ds_launch(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and "PASS gpt train_batch ranks=2" in out.stdout, \
         out.stdout + out.stderr
+
+
+class LogitsOnly(TwoInputs):
+    def forward(self, x, y):
+        return self.lin(x)
+
+
+def test_more_user_errors(engine, monkeypatch):
+    import ds
+    with pytest.raises(ds.DSError, match="config is a list"):
+        ds.initialize(model=TwoInputs(), config=[1], example_inputs=example())
+    with pytest.raises(ds.DSError, match="needs model= and config="):
+        ds.initialize(config=CONFIG, example_inputs=example())
+    with pytest.raises(ds.DSError, match="lr_scheduler must be a torch LR scheduler"):
+        ds.initialize(model=TwoInputs(), config=CONFIG, example_inputs=example(),
+                      lr_scheduler=object())
+    with pytest.raises(ds.DSError, match="returns no loss"):
+        ds.initialize(model=LogitsOnly(), config=CONFIG, example_inputs=example())
+    with pytest.raises(ds.DSError, match="input 'y' is a scalar"):
+        ds.initialize(model=TwoInputs(), config=CONFIG,
+                      example_inputs={"x": torch.randn(2, 4), "y": torch.tensor(1)})
+    with pytest.raises(ds.DSError, match="3 positional inputs, but forward takes 2"):
+        ds.initialize(model=TwoInputs(), config=CONFIG, example_inputs=(1, 2, 3))
+    # A launcher's 3 ranks with tp 2: the job's size does not divide.
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "3")
+    with pytest.raises(ds.DSError, match="the job has 3 ranks, not a multiple of"):
+        ds.initialize(model=TwoInputs(), config=dict(CONFIG, tensor_parallel={"autotp_size": 2}),
+                      example_inputs=example())
+    monkeypatch.delenv("OMPI_COMM_WORLD_SIZE")
+    # The engine's own order and arguments.
+    loss = engine(**example())
+    with pytest.raises(ds.DSError, match="twice without engine.backward"):
+        engine(**example())
+    engine.backward(loss)
+    with pytest.raises(ds.DSError, match="in the middle of an engine"):
+        engine.train_batch([example()])
+    engine.step()
+    with pytest.raises(ds.DSError, match="got 2 micro-batches"):
+        engine.train_batch([example(), example()])
+    with pytest.raises(ds.DSError, match="needs the micro-batches"):
+        engine.train_batch()
+    with pytest.raises(ds.DSError, match="tag and client_state are not supported"):
+        engine.save_checkpoint("/tmp/unused", tag="x")
+    with pytest.raises(ds.DSError, match="loads_nothing_here|no 'latest' file"):
+        engine.load_checkpoint("/nonexistent/ds-checkpoint")
+
+
+def test_hf_errors(tmp_path):
+    import ds
+    from ds import hf
+    from transformers import TrainingArguments
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[],
+                             optim="sgd")
+    with pytest.raises(ds.DSError, match="'auto' values ds cannot fill.*zero_optimization.stage"):
+        hf._fill_auto({"zero_optimization": {"stage": "auto"}}, args, None, 10, 1, 1)
+    with pytest.raises(ds.DSError, match="optim is 'sgd'"):
+        hf._fill_auto({}, args, None, 10, 1, 1)
+    from transformers import LlamaConfig, LlamaForCausalLM
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32,
+                                         num_hidden_layers=1, num_attention_heads=2))
+    data = [{"input_ids": torch.arange(8), "labels": torch.arange(8)}] * 4
+    trainer = hf.Trainer(model=model, args=hf.TrainingArguments(
+        output_dir=str(tmp_path), use_cpu=True, report_to=[], max_steps=1,
+        per_device_train_batch_size=2), train_dataset=data)
+    with pytest.raises(ds.DSError, match="TrainingArguments\\(deepspeed='ds_config.json'\\)"):
+        trainer.train()
+
+
+def test_ds_launch_refuses_no_ranks():
+    p = subprocess.run([shutil.which("ds-launch", path=os.path.dirname(sys.executable)), "-np",
+                        "0", CHECK], capture_output=True, text=True)
+    assert p.returncode != 0 and "-np must be at least 1" in p.stderr, p.stderr

@@ -9,10 +9,9 @@
 //===----------------------------------------------------------------------===//
 #include "dsrt/dsrt.h"
 
-#include "ds/Pipelines/StepCompiler.h"
+#include "ds/Pipelines/StepJit.h"
 
 
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -99,35 +98,10 @@ int main(int argc, char **argv) {
   if (!module)
     return fail(error);
   // The same target as ds-compile's executables, so both compute the same numbers.
-  auto tm = mlir::ds::createStepTargetMachine(/*forObject=*/false);
-  if (!tm)
-    return fail("cannot create the target machine: " + llvm::toString(tm.takeError()));
-  ExecutionEngineOptions options;
-  auto engine = ExecutionEngine::create(*module, options, std::move(*tm));
-  if (!engine)
-    return fail("JIT compilation failed: " + llvm::toString(engine.takeError()));
-  (*engine)->initialize();
-
-  auto lookup = [&](llvm::StringRef name) -> void * {
-    auto sym = (*engine)->lookup(name);
-    if (!sym) {
-      llvm::consumeError(sym.takeError());
-      return nullptr;
-    }
-    return *sym;
-  };
-  auto metadata = reinterpret_cast<const char *(*)()>(lookup("ds_metadata"));
   dsrt_program program;
-  program.init_slots = reinterpret_cast<void (*)(dsrt_context *)>(lookup("ds_init_slots"));
-  program.micro_step =
-      reinterpret_cast<dsrt_tensor *(*)(dsrt_context *, dsrt_tensor **)>(lookup("ds_micro_step"));
-  program.optimizer_step = reinterpret_cast<void (*)(dsrt_context *, dsrt_tensor *, dsrt_tensor *,
-                                                     dsrt_tensor *, dsrt_tensor *)>(
-      lookup("ds_optimizer_step"));
-  if (!metadata || !program.init_slots || !program.micro_step || !program.optimizer_step)
-    return fail("the compiled step lacks an entry point (ds_metadata, ds_init_slots, "
-                "ds_micro_step, ds_optimizer_step)");
-  program.metadata = metadata();
+  auto engine = mlir::ds::jitStep(*module, "", program, error);
+  if (!engine)
+    return fail(error);
   driverArgs.push_back(nullptr);
   return dsrt_driver_main((int)driverArgs.size() - 1, driverArgs.data(), &program);
 }

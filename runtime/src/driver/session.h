@@ -55,6 +55,9 @@ public:
   const Group &group() const { return group_; }
   dsrt_context *context() const { return ctx; }
   const std::string &error() const { return error_; }
+  /// An agreement point (this rank's failure `err`, "" if none): false when any rank failed,
+  /// error() then saying why.
+  bool agree(const std::string &err);
 
   void beginStep();
   /// One call of the micro-step on `inputs` (program().inputs per micro-batch, times
@@ -68,8 +71,6 @@ public:
   /// After the last step: the trace and --save-weights the flags ask for.
   bool finish();
 
-  /// The caller's agreement point: false (error() says why) when any rank failed.
-  bool agreeOn(const std::string &err) { return agree(err); }
   /// Saves a checkpoint of the state after the last ended step into `dir`.
   bool save(const std::string &dir);
   /// Loads `dir`'s latest checkpoint (or DIR/TAG): the next step continues from it.
@@ -117,8 +118,6 @@ private:
 
   /// A failure before the group exists (each rank sees the same flags and program).
   int fail(const std::string &msg);
-  /// An agreement point: false when any rank failed (error() then says why).
-  bool agree(const std::string &err);
   std::string prepare(DataFeed *data);
   std::string openLog();
   std::string openSwap();

@@ -87,7 +87,7 @@ extern "C" int32_t dsrt_session_end_step(dsrt_session *s, float *loss, double *l
 
 extern "C" int32_t dsrt_session_agree(dsrt_session *s, const char *error, char *err,
                                       size_t cap) {
-  return s->s.agreeOn(error ? error : "") ? 0 : failed(s->s.error(), err, cap);
+  return s->s.agree(error ? error : "") ? 0 : failed(s->s.error(), err, cap);
 }
 
 extern "C" void dsrt_session_all_gather(dsrt_session *s, const void *mine, size_t bytes,

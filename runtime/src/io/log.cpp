@@ -119,15 +119,17 @@ std::string formatProgress(const LogRecord &r, int64_t steps) {
   std::string line = "step " + std::to_string(r.step);
   if (steps > 0)
     line += "/" + std::to_string(steps);
-  std::snprintf(buf, sizeof buf, " loss %.6g lr %.6g samples/s %.1f device %s host %s", r.loss,
-                r.lr, r.samplesPerS, formatBytes(r.devicePeakBytes).c_str(),
+  std::snprintf(buf, sizeof buf, " loss %.6g samples/s %.1f device %s host %s", r.loss,
+                r.samplesPerS, formatBytes(r.devicePeakBytes).c_str(),
                 formatBytes(r.hostPeakBytes).c_str());
   line += buf;
   if (r.lossScale > 0) {
     std::snprintf(buf, sizeof buf, " loss scale %g%s", r.lossScale, r.skipped ? " (skipped)" : "");
     line += buf;
   }
-  return line;
+  // Added after the fields scripts already read.
+  std::snprintf(buf, sizeof buf, " lr %.6g", r.lr);
+  return line + buf;
 }
 
 float meanLoss(const std::vector<float> &losses) {

@@ -1,0 +1,69 @@
+//===- StepJit.h - a lowered step JIT-compiled into a dsrt_program --*- C++ -*-===//
+//
+// Shared by ds-run (a STEP.mlir) and ds-c/Step.h's dsStepCompile (a model compiled in-process):
+// the step lowered to the runtime (loadLoweredStep, lowerStepToLLVM) becomes native code for
+// the one step target (createStepTargetMachine) and its entry points a dsrt_program.
+// Header-only: its users include the runtime's dsrt/dsrt.h, which DSPipelines does not.
+//
+#ifndef DS_PIPELINES_STEPJIT_H
+#define DS_PIPELINES_STEPJIT_H
+
+#include "dsrt/dsrt.h"
+
+#include "ds/Pipelines/StepCompiler.h"
+
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+
+#include <memory>
+#include <string>
+
+namespace mlir::ds {
+
+/// JIT-compiles `lowered` and fills `program` with its entry points; `runtimeLibrary` is the
+/// loaded libdsrt.so whose functions the step calls ("": the process's global symbols). The
+/// engine owns the code (keep it while `program` is used); null with `error` on failure.
+inline std::unique_ptr<ExecutionEngine> jitStep(ModuleOp lowered, llvm::StringRef runtimeLibrary,
+                                                dsrt_program &program, std::string &error) {
+  auto tm = createStepTargetMachine(/*forObject=*/false);
+  if (!tm) {
+    error = "cannot create the target machine: " + llvm::toString(tm.takeError());
+    return nullptr;
+  }
+  ExecutionEngineOptions options;
+  llvm::SmallVector<llvm::StringRef, 1> libs;
+  if (!runtimeLibrary.empty())
+    libs.push_back(runtimeLibrary);
+  options.sharedLibPaths = libs;
+  auto engine = ExecutionEngine::create(lowered, options, std::move(*tm));
+  if (!engine) {
+    error = "JIT compilation failed: " + llvm::toString(engine.takeError());
+    return nullptr;
+  }
+  (*engine)->initialize();
+  auto lookup = [&](llvm::StringRef name) -> void * {
+    auto sym = (*engine)->lookup(name);
+    if (!sym) {
+      llvm::consumeError(sym.takeError());
+      return nullptr;
+    }
+    return *sym;
+  };
+  auto metadata = reinterpret_cast<const char *(*)()>(lookup("ds_metadata"));
+  program.init_slots = reinterpret_cast<void (*)(dsrt_context *)>(lookup("ds_init_slots"));
+  program.micro_step =
+      reinterpret_cast<dsrt_tensor *(*)(dsrt_context *, dsrt_tensor **)>(lookup("ds_micro_step"));
+  program.optimizer_step = reinterpret_cast<void (*)(dsrt_context *, dsrt_tensor *, dsrt_tensor *,
+                                                     dsrt_tensor *, dsrt_tensor *)>(
+      lookup("ds_optimizer_step"));
+  if (!metadata || !program.init_slots || !program.micro_step || !program.optimizer_step) {
+    error = "the compiled step lacks an entry point (ds_metadata, ds_init_slots, "
+            "ds_micro_step, ds_optimizer_step)";
+    return nullptr;
+  }
+  program.metadata = metadata();
+  return std::move(*engine);
+}
+
+} // namespace mlir::ds
+
+#endif // DS_PIPELINES_STEPJIT_H
