@@ -126,6 +126,19 @@ def cases():
         return lambda: aten._softmax_backward_data(dy, y, -1, torch.float32)
     c['softmax_grad'] = softmax_grad
 
+    def attention():  # PyTorch's CPU flash-attention kernel, as F.sdpa runs it
+        q, k, v = (randn(1, 8, 8192, 32) for _ in range(3))
+        return lambda: aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True,
+                                                                       scale=0.125)
+    c['attention'] = attention
+
+    def attention_grad():
+        q, k, v, dy = (randn(1, 8, 8192, 32) for _ in range(4))
+        o, lse = aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, True, scale=0.125)
+        return lambda: aten._scaled_dot_product_flash_attention_for_cpu_backward(
+            dy, q, k, v, o, lse, 0.0, True, scale=0.125)
+    c['attention_grad'] = attention_grad
+
     def log_softmax():
         x = randn(T, V)
         return lambda: torch.log_softmax(x, -1)

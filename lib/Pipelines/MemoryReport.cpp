@@ -7,6 +7,7 @@
 
 #include "dsrt/dsrt.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Format.h"
 #include <tuple>
@@ -198,6 +199,20 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
                        (long long)row.optim, (long long)row.activations, (long long)row.inputs,
                        (long long)row.comm, (long long)row.peak, (long long)row.buffers,
                        coord.c_str());
+  }
+  // What a long sequence is bounded by: the activations per token of the micro-batch (the
+  // first integer input of rank >= 2 is [batch, sequence, ...]).
+  if (auto micro = module.lookupSymbol<func::FuncOp>("micro_step"); micro && !pipe) {
+    for (Type t : micro.getArgumentTypes()) {
+      auto rt = dyn_cast<RankedTensorType>(t);
+      if (!rt || rt.getRank() < 2 || !isa<IntegerType>(rt.getElementType()))
+        continue;
+      int64_t tokens = rt.getShape()[0] * rt.getShape()[1];
+      if (tokens > 0)
+        os << "activations per token: " << whole.activations / tokens << " bytes ("
+           << tokens << " tokens a micro-batch)\n";
+      break;
+    }
   }
   // ds-activation-checkpoint's cost.
   if (int64_t flops = recomputedFlops(module))

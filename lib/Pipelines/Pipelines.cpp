@@ -31,6 +31,9 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
 
 void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &options) {
   bool mixed = options.precision != Precision::fp32;
+  DSFuseAttentionOptions fuse;
+  fuse.writtenOut = !mixed; // PyTorch rounds each op of a written-out 16-bit attention
+  pm.addPass(createDSFuseAttention(fuse));
   if (options.tensorParallelSize > 1) {
     DSTensorParallelOptions tp;
     tp.autotpSize = options.tensorParallelSize;

@@ -345,6 +345,31 @@ TEST_P(Conformance, Cumsum) {
   EXPECT_TRUE(same(p));
 }
 
+TEST_P(Conformance, Attention) {
+  // The fused attention and its gradient, causal with grouped-query heads and with a bool
+  // mask broadcast over the heads (a row that sees no key).
+  for (int variant = 0; variant < 2; ++variant) {
+    const bool causal = variant == 0;
+    Both q = randn({2, 4, 70, 16}), k = randn({2, 2, 70, 16}), v = randn({2, 2, 70, 8});
+    Both o = out({2, 4, 70, 8}), lse = out({2, 4, 70}), dy = randn({2, 4, 70, 8});
+    std::vector<uint8_t> mv(2 * 70 * 70);
+    for (size_t i = 0; i < mv.size(); ++i)
+      mv[i] = i >= 70 && (i * 7 % 11) < 8;
+    Both m = put(DSRT_I1, {2, 1, 70, 70}, mv.data());
+    Both dq = out({2, 4, 70, 16}), dk = out({2, 2, 70, 16}), dv = out({2, 2, 70, 8});
+    run([&](dsrt_context *c, int s) {
+      dsrt_attention(c, o[s], lse[s], q[s], k[s], v[s], causal ? nullptr : m[s], 0.25, causal);
+      dsrt_attention_grad(c, dq[s], dk[s], dv[s], q[s], k[s], v[s], causal ? nullptr : m[s],
+                          o[s], lse[s], dy[s], 0.25, causal);
+    });
+    EXPECT_TRUE(same(o, 1e-5, 1e-5)) << "causal " << causal;
+    EXPECT_TRUE(same(lse, 1e-5, 1e-5)) << "causal " << causal;
+    EXPECT_TRUE(same(dq, 1e-4, 1e-5)) << "causal " << causal;
+    EXPECT_TRUE(same(dk, 1e-4, 1e-5)) << "causal " << causal;
+    EXPECT_TRUE(same(dv, 1e-4, 1e-5)) << "causal " << causal;
+  }
+}
+
 TEST_P(Conformance, SoftmaxAndGrad) {
   for (int64_t dim : {-1, 1}) {
     for (int log = 0; log < 2; ++log) {

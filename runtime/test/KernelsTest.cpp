@@ -617,6 +617,90 @@ TEST_F(Kernels, Cumsum) {
   EXPECT_TRUE(torch::equal(tt(ob), torch::cumsum(xb.to(at::kDouble), 1).to(at::kBFloat16)));
 }
 
+TEST_F(Kernels, Attention) {
+  // The fused kernel against F.scaled_dot_product_attention and its autograd: causal (square
+  // and L != S, top-left aligned), a bool mask broadcast over the heads with a query row that
+  // sees no key (zero output and gradient), a float mask added, grouped-query heads, a value
+  // width unlike the query's, and lengths that leave partial tiles of queries and keys (32, 64
+  // and 256 queries, 512 keys a tile). lse against logsumexp of the masked, scaled scores.
+  struct Case {
+    int64_t B, Hq, Hk, L, S, E, Ev;
+    int mask; // 0 none, 1 bool [B, 1, L, S], 2 float [1, Hq, L, S]
+    bool causal;
+    double scale;
+  };
+  for (Case c : {Case{2, 4, 2, 37, 37, 16, 16, 0, true, 0.25},
+                 Case{1, 2, 2, 300, 300, 8, 8, 0, true, 0.3}, Case{1, 2, 1, 45, 70, 8, 8, 0, true, 0.3},
+                 Case{2, 2, 1, 70, 45, 8, 12, 1, false, 0.5},
+                 Case{1, 4, 4, 33, 600, 16, 16, 2, false, 0.25},
+                 Case{1, 2, 2, 800, 1100, 8, 8, 0, false, 0.35}}) {
+    std::string what = "B" + std::to_string(c.B) + " Hq" + std::to_string(c.Hq) + " Hk" +
+                       std::to_string(c.Hk) + " L" + std::to_string(c.L) + " S" +
+                       std::to_string(c.S) + " mask" + std::to_string(c.mask) +
+                       (c.causal ? " causal" : "");
+    Tensor q = torch::randn({c.B, c.Hq, c.L, c.E}).requires_grad_();
+    Tensor k = torch::randn({c.B, c.Hk, c.S, c.E}).requires_grad_();
+    Tensor v = torch::randn({c.B, c.Hk, c.S, c.Ev}).requires_grad_();
+    std::optional<Tensor> mask;
+    if (c.mask == 1) {
+      Tensor m = torch::rand({c.B, 1, c.L, c.S}) > 0.3;
+      m.index_put_({0, 0, 1}, false);
+      mask = m;
+    } else if (c.mask == 2) {
+      mask = torch::randn({1, c.Hq, c.L, c.S});
+    }
+    Tensor y = at::scaled_dot_product_attention(q, k, v, mask, 0.0, c.causal, c.scale,
+                                                /*enable_gqa=*/c.Hq != c.Hk);
+    Tensor dy = torch::randn(y.sizes());
+    y.backward(dy);
+    dsrt_tensor *o = emptyLike(y), *lse = empty({c.B, c.Hq, c.L});
+    dsrt_attention(ctx, o, lse, rt(q), rt(k), rt(v), mask ? rt(*mask) : nullptr, c.scale,
+                   c.causal);
+    EXPECT_TRUE(closeSum(tt(o), y)) << what;
+    // The reference's log-sum-exp, repeating the key/value heads.
+    Tensor kr = k.detach().repeat_interleave(c.Hq / c.Hk, 1);
+    Tensor sc = torch::matmul(q.detach(), kr.transpose(-1, -2)) * c.scale;
+    if (c.causal)
+      sc = sc.masked_fill(torch::ones({c.L, c.S}, at::kBool).tril().logical_not(),
+                          -INFINITY);
+    else if (c.mask == 1)
+      sc = sc.masked_fill(mask->logical_not(), -INFINITY);
+    else if (c.mask == 2)
+      sc = sc + *mask;
+    EXPECT_TRUE(closeSum(tt(lse), torch::logsumexp(sc, -1))) << what;
+    dsrt_tensor *dq = emptyLike(q), *dk = emptyLike(k), *dv = emptyLike(v);
+    dsrt_attention_grad(ctx, dq, dk, dv, rt(q), rt(k), rt(v), mask ? rt(*mask) : nullptr, o, lse,
+                        rt(dy), c.scale, c.causal);
+    EXPECT_TRUE(closeSum(tt(dq), q.grad())) << what;
+    EXPECT_TRUE(closeSum(tt(dk), k.grad())) << what;
+    EXPECT_TRUE(closeSum(tt(dv), v.grad())) << what;
+    if (c.mask == 1) // the row with no key: zero output, zero gradient
+      EXPECT_EQ(tt(o)[0][0][1].abs().sum().item<double>(), 0.0);
+  }
+  // bf16: the f32 kernel's numbers on the rounded operands, each result rounded once.
+  Tensor q = torch::randn({1, 4, 130, 16}), k = torch::randn({1, 2, 130, 16}),
+         v = torch::randn({1, 2, 130, 16}), dy = torch::randn({1, 4, 130, 16});
+  auto bf = [](const Tensor &t) { return t.to(at::kBFloat16); };
+  dsrt_tensor *o32 = empty({1, 4, 130, 16}), *l32 = empty({1, 4, 130});
+  dsrt_tensor *o16 = empty({1, 4, 130, 16}, at::kBFloat16), *l16 = empty({1, 4, 130});
+  Tensor qr = bf(q).to(at::kFloat), kr = bf(k).to(at::kFloat), vr = bf(v).to(at::kFloat);
+  dsrt_attention(ctx, o32, l32, rt(qr), rt(kr), rt(vr), nullptr, 0.25, 1);
+  dsrt_attention(ctx, o16, l16, rt(bf(q)), rt(bf(k)), rt(bf(v)), nullptr, 0.25, 1);
+  EXPECT_TRUE(torch::equal(tt(o16), bf(tt(o32))));
+  EXPECT_TRUE(torch::equal(tt(l16), tt(l32)));
+  dsrt_tensor *dq = empty({1, 4, 130, 16}, at::kBFloat16), *dk = empty({1, 2, 130, 16}, at::kBFloat16),
+              *dv = empty({1, 2, 130, 16}, at::kBFloat16);
+  dsrt_attention_grad(ctx, dq, dk, dv, rt(bf(q)), rt(bf(k)), rt(bf(v)), nullptr, o16, l16,
+                      rt(bf(dy)), 0.25, 1);
+  Tensor qg = qr.clone().requires_grad_(), kg = kr.clone().requires_grad_(),
+         vg = vr.clone().requires_grad_();
+  Tensor y = at::scaled_dot_product_attention(qg, kg, vg, {}, 0.0, true, 0.25, true);
+  y.backward(bf(dy).to(at::kFloat));
+  EXPECT_TRUE(close(tt(dq).to(at::kFloat), qg.grad(), 2e-2, 2e-2));
+  EXPECT_TRUE(close(tt(dk).to(at::kFloat), kg.grad(), 2e-2, 2e-2));
+  EXPECT_TRUE(close(tt(dv).to(at::kFloat), vg.grad(), 2e-2, 2e-2));
+}
+
 TEST_F(Kernels, SoftmaxAndGrad) {
   for (auto shape : std::vector<std::vector<int64_t>>{{3, 4, 5}, {64, 1000}, {2, 300, 7}}) {
     for (int64_t dim = -1; dim < (int64_t)shape.size(); ++dim) {

@@ -157,6 +157,23 @@ std::vector<Case> cases() {
                  dsrt_softmax(ctx, y, x, 3, 0);
                  return [=] { dsrt_softmax_grad(ctx, dx, y, dy, 3, 0); };
                }});
+  // Fused attention at the long-sequence benchmark's shape: 8192 tokens, 8 heads of 32.
+  const std::vector<int64_t> Q = {1, 8, 8192, 32}, L = {1, 8, 8192};
+  c.push_back({"attention", "causal q, k, v [1, 8, 8192, 32]", [=] {
+                 dsrt_tensor *q = randn(Q), *k = randn(Q), *v = randn(Q);
+                 dsrt_tensor *o = make(DSRT_F32, Q), *lse = make(DSRT_F32, L);
+                 return [=] { dsrt_attention(ctx, o, lse, q, k, v, nullptr, 0.125, 1); };
+               }});
+  c.push_back({"attention_grad", "causal q, k, v [1, 8, 8192, 32]", [=] {
+                 dsrt_tensor *q = randn(Q), *k = randn(Q), *v = randn(Q), *dy = randn(Q);
+                 dsrt_tensor *o = make(DSRT_F32, Q), *lse = make(DSRT_F32, L);
+                 dsrt_tensor *dq = make(DSRT_F32, Q), *dk = make(DSRT_F32, Q),
+                             *dv = make(DSRT_F32, Q);
+                 dsrt_attention(ctx, o, lse, q, k, v, nullptr, 0.125, 1);
+                 return [=] {
+                   dsrt_attention_grad(ctx, dq, dk, dv, q, k, v, nullptr, o, lse, dy, 0.125, 1);
+                 };
+               }});
   c.push_back({"log_softmax", "[2048, 1024] dim -1", [=] {
                  dsrt_tensor *x = randn({T, V}), *y = make(DSRT_F32, {T, V});
                  return [=] { dsrt_softmax(ctx, y, x, 1, 1); };

@@ -98,3 +98,23 @@ module {
     return %s : tensor<f32>
   }
 }
+
+// -----
+
+// Attention's gradient is one ds.attention_grad from the forward's operands, its result and
+// log-sum-exp (no probabilities saved).
+// CHECK-LABEL: func.func @micro_step
+// CHECK: %[[O:[^,]+]], %[[L:[^ ]+]] = ds.attention %{{.+}}, %{{.+}}, %{{.+}} scale = 5.000000e-01 causal
+// CHECK: ds.attention_grad %{{.+}}, %{{.+}}, %{{.+}} result %[[O]], %[[L]] grad %{{.+}} scale = 5.000000e-01 causal
+module {
+  ds.parameter @q trainable : tensor<1x2x4x8xf32>
+  ds.parameter @kv trainable : tensor<1x1x4x8xf32>
+  func.func @forward() -> tensor<f32> {
+    %q = ds.get_parameter @q : tensor<1x2x4x8xf32>
+    %kv = ds.get_parameter @kv : tensor<1x1x4x8xf32>
+    %a:2 = ds.attention %q, %kv, %kv scale = 0.5 causal : (tensor<1x2x4x8xf32>, tensor<1x1x4x8xf32>, tensor<1x1x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+    %p = ds.mul %a#0, %a#0 : tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32> -> tensor<1x2x4x8xf32>
+    %s = ds.sum %p dims = [0, 1, 2, 3] : tensor<1x2x4x8xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}

@@ -84,6 +84,22 @@ Work workOf(Operation *op) {
     int64_t f = 2 * numel(mm.getResult()) * lastDim(mm.getLhs());
     return {f, f};
   }
+  // Attention: the two products (scores, then values) as FlopCounterMode counts SDPA, and
+  // the scaled, masked softmax of every score (7); its gradient: four products (the values',
+  // the probabilities', the queries' and the keys' gradients; the recomputed scores are not
+  // counted, as PyTorch's count of the math backward has no such product) and the softmax
+  // gradient with the recomputed probabilities (6 per score).
+  if (isa<AttentionOp, AttentionGradOp>(op)) {
+    auto shape = [&](unsigned i) {
+      return cast<RankedTensorType>(op->getOperand(i).getType()).getShape();
+    };
+    ArrayRef<int64_t> q = shape(0), k = shape(1), v = shape(2);
+    int64_t scores = q[0] * q[1] * q[2] * k[2];
+    int64_t f = 2 * scores * (q[3] + v[3]);
+    if (isa<AttentionOp>(op))
+      return {f + 7 * scores, f};
+    return {2 * f + 6 * scores, 2 * f};
+  }
   if (auto l = dyn_cast<LinearOp>(op)) {
     int64_t f = 2 * numel(l.getResult()) * lastDim(l.getInput());
     return {f + (l.getBias() ? numel(l.getResult()) : 0), f};

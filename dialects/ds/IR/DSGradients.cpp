@@ -378,6 +378,24 @@ LogicalResult CumsumOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRe
   return success();
 }
 
+LogicalResult AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                         ArrayRef<bool> needed, SmallVectorImpl<Value> &dxs) {
+  if (!dys[0])
+    return success(); // nothing but the gradient reads the log-sum-exp
+  if (getMask() && needed[3])
+    return emitOpError() << "has a mask that needs a gradient (a learned attention bias); the "
+                            "fused attention gives none: compute the bias outside the mask or "
+                            "train it with the decomposed attention";
+  auto g = AttentionGradOp::create(b, getLoc(), typeOf(getQuery()), typeOf(getKey()),
+                                   typeOf(getValue()), getQuery(), getKey(), getValue(),
+                                   getMask(), getResult(), getLse(), dys[0], getScaleAttr(),
+                                   getCausalAttr());
+  dxs[0] = g.getDq();
+  dxs[1] = g.getDk();
+  dxs[2] = g.getDv();
+  return success();
+}
+
 LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool>,
                                          SmallVectorImpl<Value> &dxs) {
   Value x = getInput();

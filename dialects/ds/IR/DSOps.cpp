@@ -84,6 +84,58 @@ LogicalResult mlir::ds::verifyDimInRange(Operation *op, int64_t dim) {
   return success();
 }
 
+LogicalResult mlir::ds::verifyAttention(Operation *op, Value q, Value k, Value v, Value mask,
+                                        bool causal, Value result, Value lse) {
+  if (failed(checkSameElementType(op, {q, k, v, result})))
+    return failure();
+  ArrayRef<int64_t> qs = shapeOf(q), ks = shapeOf(k), vs = shapeOf(v);
+  if (qs.size() != 4 || ks.size() != 4 || vs.size() != 4)
+    return op->emitOpError() << "needs query, key and value of rank 4 ([batch, heads, length, "
+                                "width]), got "
+                             << formatShape(qs) << ", " << formatShape(ks) << ", "
+                             << formatShape(vs);
+  if (qs[0] != ks[0] || ks[0] != vs[0])
+    return op->emitOpError() << "needs one batch size, got " << qs[0] << ", " << ks[0] << ", "
+                             << vs[0];
+  if (ks[1] != vs[1] || ks[2] != vs[2])
+    return op->emitOpError() << "key " << formatShape(ks) << " and value " << formatShape(vs)
+                             << " differ in heads or length";
+  if (ks[1] == 0 || qs[1] % ks[1] != 0)
+    return op->emitOpError() << qs[1] << " query heads over " << ks[1]
+                             << " key/value heads (grouped-query attention needs a divisor)";
+  if (qs[3] != ks[3])
+    return op->emitOpError() << "query width " << qs[3] << " differs from the key's " << ks[3];
+  if (mask) {
+    if (causal)
+      return op->emitOpError() << "has both a mask and causal";
+    ArrayRef<int64_t> ms = shapeOf(mask);
+    int64_t full[4] = {qs[0], qs[1], qs[2], ks[2]};
+    bool ok = ms.size() == 4 && (elementOf(mask).isInteger(1) || elementOf(mask) == elementOf(q));
+    for (size_t d = 0; ok && d < 4; ++d)
+      ok = ms[d] == 1 || ms[d] == full[d];
+    if (!ok)
+      return op->emitOpError() << "mask " << tensorType(mask)
+                               << " is not a bool or query-typed tensor of rank 4 that "
+                                  "broadcasts to the scores "
+                               << formatShape(full);
+  }
+  int64_t rs[4] = {qs[0], qs[1], qs[2], vs[3]}, ls[3] = {qs[0], qs[1], qs[2]};
+  if (shapeOf(result) != ArrayRef<int64_t>(rs))
+    return op->emitOpError() << "result shape " << formatShape(shapeOf(result))
+                             << " is not " << formatShape(rs);
+  if (shapeOf(lse) != ArrayRef<int64_t>(ls) || !elementOf(lse).isF32())
+    return op->emitOpError() << "lse " << tensorType(lse) << " is not f32 of shape "
+                             << formatShape(ls);
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  if (!(getScale().convertToDouble() > 0) && !(getScale().convertToDouble() < 0))
+    return emitOpError() << "scale must be nonzero";
+  return verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getCausal(),
+                         getResult(), getLse());
+}
+
 LogicalResult CumsumOp::verify() {
   if (getInput().getType().getElementType().isInteger(1))
     return emitOpError() << "sums booleans (convert them to i64 first, as torch.cumsum does)";

@@ -27,6 +27,9 @@ namespace mlir::ds {
 LogicalResult verifyBroadcastBinary(Operation *op);
 LogicalResult verifyReduce(Operation *op);
 LogicalResult verifyDimInRange(Operation *op, int64_t dim);
+/// ds.attention's operands and results (ds.attention_grad checks the same forward).
+LogicalResult verifyAttention(Operation *op, Value query, Value key, Value value, Value mask,
+                              bool causal, Value result, Value lse);
 /// The type of the ds.parameter or ds.state that `name` names, or an error on `user`.
 FailureOr<Type> lookupPersistentType(Operation *user, FlatSymbolRefAttr name,
                                      SymbolTableCollection &symbolTable);

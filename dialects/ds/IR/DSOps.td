@@ -376,6 +376,34 @@ def DS_MatmulOp : DS_Op<"matmul", [Pure, DeclareOpInterfaceMethods<DS_GradientOp
   let hasVerifier = 1;
 }
 
+def DS_AttentionOp : DS_Op<"attention", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
+  let summary = "Scaled dot-product attention as one op (a fused, flash-attention kernel).";
+  let description = [{
+    `softmax(query key^T * scale + mask) value` over query `[B, Hq, L, E]`, key `[B, Hk, S, E]`
+    and value `[B, Hk, S, Ev]`, as `F.scaled_dot_product_attention`: grouped-query attention
+    where Hk divides Hq (query head h reads key/value head h / (Hq / Hk)); `causal` lets query i
+    see keys j <= i (aligned to the top left, as PyTorch's `is_causal`); a boolean `mask` keeps
+    the keys where it is true, a float one is added to the scores; it broadcasts to
+    `[B, Hq, L, S]` (rank 4, each dimension 1 or full). A query row with no key to attend to
+    has zero output, as PyTorch's safe softmax. The second result is each row's log-sum-exp of
+    the scaled scores (f32), which the gradient reads instead of the probabilities, so no
+    `L x S` tensor exists: the kernels work in tiles of queries and keys.
+
+    **Constraints:** query, key and value of rank 4 and one element type, the batch equal,
+    Hk dividing Hq, key and value of the same heads and length, query and key of the same
+    width E; not both `mask` and `causal`; the result `[B, Hq, L, Ev]` of the query's type and
+    `lse` `[B, Hq, L]` of f32.
+  }];
+  let arguments = (ins DS_FloatTensor:$query, DS_FloatTensor:$key, DS_FloatTensor:$value,
+                       Optional<DS_Tensor>:$mask, F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs DS_FloatTensor:$result, DS_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`mask` $mask^)? `scale` `=` $scale (`causal` $causal^)? attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def DS_LinearOp : DS_Op<"linear", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "`x @ weight^T + bias` (torch.nn.functional.linear).";
   let description = [{

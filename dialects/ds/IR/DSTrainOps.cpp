@@ -154,6 +154,18 @@ LogicalResult SoftmaxGradOp::verify() {
   return success();
 }
 
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getCausal(),
+                             getResult(), getLse())) ||
+      failed(expectShape(*this, getResultGrad(), shapeOf(getResult()), "result_grad",
+                         getResult())) ||
+      failed(expectShape(*this, getDq(), shapeOf(getQuery()), "dq", getQuery())) ||
+      failed(expectShape(*this, getDk(), shapeOf(getKey()), "dk", getKey())) ||
+      failed(expectShape(*this, getDv(), shapeOf(getValue()), "dv", getValue())))
+    return failure();
+  return success();
+}
+
 LogicalResult LayerNormGradOp::verify() {
   ArrayRef<int64_t> x = shapeOf(getInput()), ns = getNormalizedShape();
   if (ns.size() > x.size() || x.take_back(ns.size()) != ns)

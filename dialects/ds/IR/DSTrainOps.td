@@ -137,6 +137,28 @@ def DS_SoftmaxGradOp : DS_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> 
   let hasVerifier = 1;
 }
 
+def DS_AttentionGradOp : DS_Op<"attention_grad", [Pure]> {
+  let summary = "Gradients of ds.attention (query, key, value), recomputing its probabilities.";
+  let description = [{
+    From the forward's operands, its `result` and `lse`, and the result's gradient: the
+    flash-attention backward, tile by tile (`dq`, and `dk`, `dv` summed over the query heads
+    that share a key/value head). The mask receives no gradient.
+
+    **Constraints:** the operands and attributes of a valid ds.attention with these `result`
+    and `lse`; `result_grad` of the result's type; `dq`, `dk`, `dv` of the query's, key's and
+    value's types.
+  }];
+  let arguments = (ins DS_FloatTensor:$query, DS_FloatTensor:$key, DS_FloatTensor:$value,
+                       Optional<DS_Tensor>:$mask, DS_FloatTensor:$result, DS_FloatTensor:$lse,
+                       DS_FloatTensor:$result_grad, F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs DS_FloatTensor:$dq, DS_FloatTensor:$dk, DS_FloatTensor:$dv);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`mask` $mask^)? `result` $result `,` $lse `grad` $result_grad
+    `scale` `=` $scale (`causal` $causal^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def DS_LayerNormGradOp : DS_Op<"layer_norm_grad", [Pure, DS_OptionalGradients]> {
   let summary = "Gradients of layer norm (input, weight, bias), recomputing its statistics.";
   let description = [{

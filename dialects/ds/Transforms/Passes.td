@@ -20,6 +20,31 @@ def DSPrintParameterTable : Pass<"ds-print-parameter-table", "::mlir::ModuleOp">
 }
 
 
+def DSFuseAttention : Pass<"ds-fuse-attention", "::mlir::ModuleOp"> {
+  let summary = "Folds attention written out as products, mask and softmax into ds.attention.";
+  let description = [{
+    Finds `matmul(softmax(matmul(q, transpose(k)) [* c | / c] [+ mask | where(keep, ., -inf)],
+    dim 3), v)` over rank-4 `[batch, heads, length, width]` operands of f32, bf16 or f16, whose
+    intermediate values have no other use, and replaces it with one `ds.attention` (scale `c`
+    or `1/c`, the float mask added or the boolean one kept), so the step keeps no score or
+    probability tensor for its backward: HF models with `attn_implementation="eager"`,
+    attention written with `masked_fill`, TorchScript exports and core-ATen decompositions of
+    `scaled_dot_product_attention`. A chain with dropout between the softmax and the product, a
+    mask that a trainable parameter reaches (a learned bias: the fused op gives the mask no
+    gradient) or another shape stays decomposed. Then each `ds.attention` whose mask is a
+    constant that keeps exactly the keys `j <= i` (HF's causal mask, which `torch.export`
+    folds to a constant) drops it for `causal`. First in the training pipeline; the importer
+    already emits `ds.attention` for `scaled_dot_product_attention` where it fits. In bf16
+    and fp16 training the written-out chains stay (`written-out=false`): PyTorch rounds each
+    of their ops to 16 bits, which the fused kernel (f32 inside) does not.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+  let options = [
+    Option<"writtenOut", "written-out", "bool", "true",
+           "Fold written-out attention (false: only constant causal masks become `causal`)">,
+  ];
+}
+
 def DSMixedPrecision : Pass<"ds-mixed-precision", "::mlir::ModuleOp"> {
   let summary = "Makes @forward a 16-bit (bf16 or fp16) model that computes in f32.";
   let description = [{

@@ -75,6 +75,7 @@ struct SequenceParallelPass : mlir::ds::impl::DSSequenceParallelBase<SequencePar
   LogicalResult visit(Operation *op);
   LogicalResult elementwise(Operation *op);
   LogicalResult matmul(MatmulOp m);
+  LogicalResult attention(AttentionOp a);
   LogicalResult crossEntropy(CrossEntropyOp ce);
   LogicalResult reduction(Operation *op);
 };
@@ -301,6 +302,36 @@ LogicalResult SequenceParallelPass::matmul(MatmulOp m) {
   return success();
 }
 
+LogicalResult SequenceParallelPass::attention(AttentionOp a) {
+  // Whole sequences for a block of the heads (query and key/value heads both divide by sp),
+  // else of the batch: query, key and value [B, H, L, E] arrive split along their length.
+  OpBuilder b(a);
+  ArrayRef<int64_t> q = typeOf(a.getQuery()).getShape(), k = typeOf(a.getKey()).getShape();
+  int64_t batch = q[1] % sp == 0 && k[1] % sp == 0 ? 1 : q[0] % sp == 0 ? 0 : -1;
+  if (batch < 0)
+    return fail(a, "has " + std::to_string(q[1]) + " query and " + std::to_string(k[1]) +
+                       " key/value heads and a batch of " + std::to_string(q[0]) +
+                       ", none of which divides by sp to exchange the sequence for");
+  for (unsigned i = 0; i < 3; ++i) {
+    State s = stateOf(a->getOperand(i));
+    if (s.kind == State::Whole || (s.kind == State::Seq && s.split.dim != 2))
+      return fail(a, "needs query, key and value split along their length ([B, H, L, E])");
+    if (failed(toOther(b, a, i, batch)))
+      return failure();
+  }
+  if (Value m = a.getMask()) {
+    if (stateOf(m).kind != State::Whole)
+      return fail(a, "has a mask split with the sequence (a padding mask under sp)");
+    if (typeOf(m).getShape()[batch] != 1)
+      a.getMaskMutable().assign(sliceLocal(b, a.getLoc(), m, batch));
+  }
+  for (Value r : a->getResults()) {
+    r.setType(local(typeOf(r), batch));
+    states[r] = State{State::Other, Split{batch, 1}, 2};
+  }
+  return success();
+}
+
 LogicalResult SequenceParallelPass::reduction(Operation *op) {
   Value in = op->getOperand(0);
   State s = stateOf(in);
@@ -396,7 +427,7 @@ LogicalResult SequenceParallelPass::visit(Operation *op) {
   OpBuilder b(op);
   // Blocks of a batch dimension exist only inside the attention: anything else gets the
   // sequence blocks back first.
-  if (!isElementwise(op) && !isa<MatmulOp, SoftmaxOp, LogSoftmaxOp>(op))
+  if (!isElementwise(op) && !isa<MatmulOp, SoftmaxOp, LogSoftmaxOp, AttentionOp>(op))
     for (unsigned i = 0; i < op->getNumOperands(); ++i)
       if (failed(toSeq(b, op, i)))
         return failure();
@@ -404,6 +435,8 @@ LogicalResult SequenceParallelPass::visit(Operation *op) {
     return elementwise(op);
   if (auto m = dyn_cast<MatmulOp>(op))
     return matmul(m);
+  if (auto a = dyn_cast<AttentionOp>(op))
+    return attention(a);
   if (auto ce = dyn_cast<CrossEntropyOp>(op))
     return crossEntropy(ce);
   if (isa<SumOp, MeanOp, AmaxOp>(op))

@@ -77,7 +77,7 @@ struct TensorParallelPass : mlir::ds::impl::DSTensorParallelBase<TensorParallelP
 /// Ops that a region may contain (their rules are in splitOf).
 bool regionOp(Operation *op) {
   return isa<SliceOp, ConcatOp, BroadcastToOp, ReshapeOp, TransposeOp, MatmulOp, SoftmaxOp,
-             LogSoftmaxOp, DropoutOp, GeluOp, CmpOp, WhereOp, ConvertOp>(op) ||
+             LogSoftmaxOp, DropoutOp, GeluOp, CmpOp, WhereOp, ConvertOp, AttentionOp>(op) ||
          (op->hasTrait<OpTrait::SameOperandsAndResultType>() && op->getNumOperands() == 1 &&
           op->getNumResults() == 1 && isa<GradientOpInterface>(op) && isPure(op)) ||
          isa<AddOp, SubOp, MulOp, DivOp, PowOp, MaximumOp, MinimumOp>(op);
@@ -299,6 +299,22 @@ FailureOr<Split> TensorParallelPass::splitOf(Operation *op, Region &r, std::stri
     if (rb >= 0 && (lr - (R - rb) < 0 || lt.getShape()[lr - (R - rb)] == 1))
       return Split{rb, rs->segments};
     return fail("contracts the split dimension");
+  }
+  if (auto a = dyn_cast<AttentionOp>(op)) {
+    // By heads: query, key and value along dimension 1, the mask whole and one head wide
+    // (grouped-query heads stay with their key/value head: both counts divide by tp).
+    std::optional<Split> s;
+    for (Value o : {a.getQuery(), a.getKey(), a.getValue()}) {
+      std::optional<Split> os = splitOfValue(o);
+      if (!os || os->dim != 1 || (s && *s != *os))
+        return fail("needs query, key and value split by heads alike");
+      if (!divides(*os, typeOf(o)))
+        return fail("has heads that do not divide by the tp size");
+      s = os;
+    }
+    if (a.getMask() && (splitOfValue(a.getMask()) || typeOf(a.getMask()).getShape()[1] != 1))
+      return fail("has a mask per head");
+    return *s;
   }
   if (isa<SoftmaxOp, LogSoftmaxOp>(op)) {
     Split in = *splitOfValue(op->getOperand(0));

@@ -17,6 +17,7 @@ void mlir::ds::runtime::populateKernelPatterns(KernelPatterns &patterns) {
   populateElementwiseKernels(patterns);
   populateReductionKernels(patterns);
   populateNormalizationKernels(patterns);
+  populateAttentionKernels(patterns);
   populateLinearAlgebraKernels(patterns);
   populateConvolutionKernels(patterns);
   populateDataMovementKernels(patterns);

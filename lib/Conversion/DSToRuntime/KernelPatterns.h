@@ -94,6 +94,7 @@ void populateKernelPatterns(KernelPatterns &patterns);
 void populateElementwiseKernels(KernelPatterns &patterns);    // Elementwise.cpp
 void populateReductionKernels(KernelPatterns &patterns);      // Reductions.cpp
 void populateNormalizationKernels(KernelPatterns &patterns);  // Normalization.cpp
+void populateAttentionKernels(KernelPatterns &patterns);      // Attention.cpp
 void populateLinearAlgebraKernels(KernelPatterns &patterns);  // LinearAlgebra.cpp
 void populateConvolutionKernels(KernelPatterns &patterns);    // Convolution.cpp
 void populateDataMovementKernels(KernelPatterns &patterns);   // DataMovement.cpp

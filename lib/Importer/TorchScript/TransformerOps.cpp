@@ -1,8 +1,9 @@
 //===- TransformerOps.cpp - the ops of current transformer models ----------===//
 //
-// Scaled dot-product attention, RMSNorm and SiLU, as PyTorch 2.x models call them. Each is
-// decomposed into ds ops the way PyTorch's math reference writes it, so its gradient comes from
-// theirs and matches PyTorch's autograd.
+// Scaled dot-product attention, RMSNorm and SiLU, as PyTorch 2.x models call them. Attention is
+// one ds.attention (fused kernels, no score tensor) where it fits the op, else decomposed as
+// PyTorch's math reference writes it; RMSNorm and SiLU are decomposed into ds ops, so their
+// gradients come from those and match PyTorch's autograd.
 //
 #include "OpHelpers.h"
 
@@ -35,6 +36,78 @@ FailureOr<AV> repeatHeads(Interpreter &I, const AV &x, int64_t groups) {
   return reshape(I, b, shape);
 }
 
+/// Leading dimensions of `x` (all but the last three; one where it has only two) as one.
+SmallVector<int64_t> asRank4(ArrayRef<int64_t> s) {
+  int64_t r = s.size(), lead = 1;
+  for (int64_t d = 0; d + 3 < r; ++d)
+    lead *= s[d];
+  return {lead, r >= 3 ? s[r - 3] : 1, s[r - 2], s[r - 1]};
+}
+
+/// SDPA as one ds.attention where it fits the op: no dropout, f32/bf16/f16, query, key and value
+/// of one rank with the same leading (batch) dimensions, a mask that needs no gradient, of
+/// bool or the query's type, whose leading dimensions broadcast as a whole. Null otherwise:
+/// the caller decomposes.
+FailureOr<std::optional<AV>> fusedAttention(Interpreter &I, const AV &q, const AV &k,
+                                            const AV &v, const AV &mask, double p, bool causal,
+                                            double scale) {
+  Type et = q.type().getElementType();
+  int64_t r = q.rank();
+  auto lead = [&](const AV &x) { return x.shape().drop_back(std::min<int64_t>(3, x.rank())); };
+  bool fits = p == 0 && (et.isF32() || et.isBF16() || et.isF16()) && k.rank() == r &&
+              v.rank() == r && lead(k) == lead(q) && lead(v) == lead(q) &&
+              k.type().getElementType() == et && v.type().getElementType() == et;
+  SmallVector<int64_t> q4 = asRank4(q.shape()), k4 = asRank4(k.shape()), v4 = asRank4(v.shape());
+  SmallVector<int64_t> mask4;
+  if (fits && mask.isTensor()) {
+    Type mt = mask.type().getElementType();
+    fits = !mask.requiresGrad && (mt.isInteger(1) || mt == et) && mask.rank() <= r;
+    SmallVector<int64_t> m(r - std::min<int64_t>(r, mask.rank()), 1);
+    if (fits)
+      m.append(mask.shape().begin(), mask.shape().end());
+    // The leading dimensions: all ones, or all the query's.
+    if (fits && r > 4) {
+      ArrayRef<int64_t> ml = ArrayRef<int64_t>(m).take_front(r - 3);
+      fits = llvm::all_of(ml, [](int64_t d) { return d == 1; }) || ml == lead(q);
+    }
+    if (fits) {
+      mask4 = asRank4(m);
+      int64_t full[4] = {q4[0], q4[1], q4[2], k4[2]};
+      for (int d = 0; d < 4; ++d)
+        fits = fits && (mask4[d] == 1 || mask4[d] == full[d]);
+    }
+  }
+  if (!fits || q4[1] % k4[1] != 0 || q4[3] != k4[3] || k4[2] != v4[2])
+    return std::optional<AV>();
+  auto to4 = [&](const AV &x, ArrayRef<int64_t> s4) -> FailureOr<AV> {
+    if (x.shape() == s4)
+      return x;
+    return reshape(I, x, s4);
+  };
+  TRY(q1, to4(q, q4));
+  TRY(k1, to4(k, k4));
+  TRY(v1, to4(v, v4));
+  Value m1;
+  if (mask.isTensor()) {
+    TRY(mr, to4(mask, mask4));
+    m1 = mr->tensor;
+  }
+  OpBuilder &b = I.b();
+  auto outT = tensorOf({q4[0], q4[1], q4[2], v4[3]}, et);
+  auto lseT = tensorOf({q4[0], q4[1], q4[2]}, b.getF32Type());
+  auto op = AttentionOp::create(I.b(), I.loc(), outT, lseT, q1->tensor, k1->tensor, v1->tensor,
+                                m1, b.getF64FloatAttr(scale),
+                                causal ? b.getUnitAttr() : UnitAttr());
+  AV out = result(op.getResult(), {q, k, v});
+  SmallVector<int64_t> shape(q.shape());
+  shape.back() = v4[3];
+  if (out.shape() != ArrayRef<int64_t>(shape)) {
+    TRY(back, reshape(I, out, shape));
+    out = *back;
+  }
+  return std::optional<AV>(out);
+}
+
 /// aten::scaled_dot_product_attention(q, k, v, attn_mask=None, dropout_p=0.0,
 /// is_causal=False, *, scale=None, enable_gqa=False):
 /// softmax(q k^T * scale + mask) v, with a causal mask aligned to the top left as PyTorch's.
@@ -58,19 +131,29 @@ FailureOr<R> attention(Interpreter &I, R &in) {
     return I.error() << "attention with both attn_mask and is_causal=True (PyTorch refuses it "
                         "too); fold the causal mask into attn_mask",
            failure();
-  if (q->rank() >= 3 && k.rank() >= 3 && q->shape()[q->rank() - 3] != k.shape()[k.rank() - 3]) {
+  int64_t e = q->shape().back();
+  double scale = in.size() > 6 && !in[6].isNone() ? in[6].asDouble() : 1.0 / std::sqrt((double)e);
+  bool grouped =
+      q->rank() >= 3 && k.rank() >= 3 && q->shape()[q->rank() - 3] != k.shape()[k.rank() - 3];
+  if (grouped) {
     int64_t hq = q->shape()[q->rank() - 3], hk = k.shape()[k.rank() - 3];
     if (!gqa || hq % hk != 0 || k.shape()[k.rank() - 3] != v.shape()[v.rank() - 3])
       return I.error() << "attention of " << hq << " query heads over " << hk
                        << " key/value heads needs enable_gqa=True and a multiple",
              failure();
+  }
+  TRY(fused, fusedAttention(I, *q, k, v, mask, p, causal, scale));
+  if (*fused)
+    return one(**fused);
+  // Decomposed as PyTorch's math reference (dropout, f64, broadcast batches): the score
+  // tensor exists whole.
+  if (grouped) {
+    int64_t hq = q->shape()[q->rank() - 3], hk = k.shape()[k.rank() - 3];
     TRY(kr, repeatHeads(I, k, hq / hk));
     TRY(vr, repeatHeads(I, v, hq / hk));
     k = *kr;
     v = *vr;
   }
-  int64_t e = q->shape().back();
-  double scale = in.size() > 6 && !in[6].isNone() ? in[6].asDouble() : 1.0 / std::sqrt((double)e);
   SmallVector<int64_t> perm;
   for (int64_t d = 0; d < k.rank(); ++d)
     perm.push_back(d);

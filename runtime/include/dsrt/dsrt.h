@@ -493,6 +493,22 @@ void dsrt_softmax_grad(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor *y,
  *  floats accumulate in double, integers in their own type. */
 void dsrt_cumsum(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in, int64_t dim,
                  int32_t reverse);
+/** Scaled dot-product attention in tiles (flash attention; no [L, S] tensor): `out`
+ *  [B, Hq, L, Ev] = softmax(q k^T * scale + mask) v and `lse` [B, Hq, L] (f32) the rows'
+ *  log-sum-exp of the scaled, masked scores, from q [B, Hq, L, E], k [B, Hk, S, E] and
+ *  v [B, Hk, S, Ev] (Hk divides Hq: grouped-query heads), all of one float dtype. `mask` is NULL
+ *  or a rank-4 i1 (keep where 1) or q-typed (added) tensor whose dimensions are 1 or those of
+ *  [B, Hq, L, S]; `causal`: query i sees keys j <= i. A row with no key has zero output and
+ *  lse -inf. Computed in f32. */
+void dsrt_attention(dsrt_context *ctx, dsrt_tensor *out, dsrt_tensor *lse, const dsrt_tensor *q,
+                    const dsrt_tensor *k, const dsrt_tensor *v, const dsrt_tensor *mask,
+                    double scale, int32_t causal);
+/** dq, dk, dv of dsrt_attention from its operands, `out`, `lse` and dout, recomputing the
+ *  probabilities tile by tile (dk, dv summed over the query heads of each key/value head). */
+void dsrt_attention_grad(dsrt_context *ctx, dsrt_tensor *dq, dsrt_tensor *dk, dsrt_tensor *dv,
+                         const dsrt_tensor *q, const dsrt_tensor *k, const dsrt_tensor *v,
+                         const dsrt_tensor *mask, const dsrt_tensor *out, const dsrt_tensor *lse,
+                         const dsrt_tensor *dout, double scale, int32_t causal);
 /** Layer norm over the trailing `norm_numel` elements; weight/bias may be NULL. */
 void dsrt_layer_norm(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
                      const dsrt_tensor *weight, const dsrt_tensor *bias, int64_t norm_numel,

@@ -90,6 +90,74 @@ DimSplit cumsum(const dsrt_tensor *out, const dsrt_tensor *in, int64_t dim) {
   return splitAt("cumsum", in, dim);
 }
 
+AttentionShape attention(const dsrt_tensor *out, const dsrt_tensor *lse, const dsrt_tensor *q,
+                         const dsrt_tensor *k, const dsrt_tensor *v, const dsrt_tensor *mask,
+                         int32_t causal) {
+  const char *kn = "attention";
+  if (q->rank != 4 || k->rank != 4 || v->rank != 4)
+    fail(kn, "query %s, key %s and value %s are not all of rank 4", shapeString(q).c_str(),
+         shapeString(k).c_str(), shapeString(v).c_str());
+  if (q->dtype != DSRT_F32 && !isHalfType(q->dtype))
+    fail(kn, "needs an f32, bf16 or f16 query, got %s", dtypeName(q->dtype));
+  checkDtype(kn, k, q->dtype, "key");
+  checkDtype(kn, v, q->dtype, "value");
+  checkDtype(kn, out, q->dtype, "result");
+  checkDtype(kn, lse, DSRT_F32, "lse");
+  AttentionShape s{q->dims[0], q->dims[1], k->dims[1], q->dims[2], k->dims[2], q->dims[3],
+                   v->dims[3], q->dtype, 0, 0, 0, 0, 0};
+  if (k->dims[0] != s.B || v->dims[0] != s.B || v->dims[1] != s.Hk || v->dims[2] != s.S ||
+      k->dims[3] != s.E || s.Hk == 0 || s.Hq % s.Hk != 0)
+    fail(kn, "query %s, key %s and value %s do not fit (batch, heads, length, width)",
+         shapeString(q).c_str(), shapeString(k).c_str(), shapeString(v).c_str());
+  if (out->rank != 4 || out->dims[0] != s.B || out->dims[1] != s.Hq || out->dims[2] != s.L ||
+      out->dims[3] != s.Ev)
+    fail(kn, "result %s is not [B, Hq, L, Ev]", shapeString(out).c_str());
+  if (lse->numel != s.B * s.Hq * s.L)
+    fail(kn, "lse %s is not [B, Hq, L]", shapeString(lse).c_str());
+  if (mask) {
+    if (causal)
+      fail(kn, "has both a mask and causal");
+    int64_t full[4] = {s.B, s.Hq, s.L, s.S}, st[4], at = 1;
+    if (mask->rank != 4)
+      fail(kn, "mask %s is not of rank 4", shapeString(mask).c_str());
+    for (int d = 3; d >= 0; --d) {
+      if (mask->dims[d] != 1 && mask->dims[d] != full[d])
+        fail(kn, "mask %s does not broadcast to the scores [%lld, %lld, %lld, %lld]",
+             shapeString(mask).c_str(), (long long)s.B, (long long)s.Hq, (long long)s.L,
+             (long long)s.S);
+      st[d] = mask->dims[d] == 1 ? 0 : at;
+      at *= mask->dims[d];
+    }
+    if (mask->dtype == DSRT_I1)
+      s.maskKind = 1;
+    else if (mask->dtype == q->dtype)
+      s.maskKind = 2;
+    else
+      fail(kn, "mask is %s, expected i1 or the query's %s", dtypeName(mask->dtype),
+           dtypeName(q->dtype));
+    s.mb = st[0], s.mh = st[1], s.ml = st[2], s.ms = st[3];
+  }
+  return s;
+}
+
+AttentionShape attentionGrad(const dsrt_tensor *dq, const dsrt_tensor *dk, const dsrt_tensor *dv,
+                             const dsrt_tensor *q, const dsrt_tensor *k, const dsrt_tensor *v,
+                             const dsrt_tensor *mask, const dsrt_tensor *out,
+                             const dsrt_tensor *lse, const dsrt_tensor *dout, int32_t causal) {
+  AttentionShape s = attention(out, lse, q, k, v, mask, causal);
+  const char *kn = "attention_grad";
+  auto same = [&](const dsrt_tensor *a, const dsrt_tensor *like, const char *what) {
+    checkDtype(kn, a, like->dtype, what);
+    if (a->numel != like->numel || a->rank != like->rank)
+      fail(kn, "%s %s differs from %s", what, shapeString(a).c_str(), shapeString(like).c_str());
+  };
+  same(dout, out, "result_grad");
+  same(dq, q, "dq");
+  same(dk, k, "dk");
+  same(dv, v, "dv");
+  return s;
+}
+
 DimSplit softmaxGrad(const dsrt_tensor *dx, const dsrt_tensor *y, const dsrt_tensor *dy,
                      int64_t dim) {
   const char *k = "softmax_grad";

@@ -39,6 +39,21 @@ DimSplit softmaxGrad(const dsrt_tensor *dx, const dsrt_tensor *y, const dsrt_ten
 /// A running sum: same shape and dtype (not i1).
 DimSplit cumsum(const dsrt_tensor *out, const dsrt_tensor *in, int64_t dim);
 
+/// Attention's sizes: q [B, Hq, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev], and the mask's
+/// element strides over [B, Hq, L, S] (0 where it broadcasts; kind 0 none, 1 bool, 2 added).
+struct AttentionShape {
+  int64_t B, Hq, Hk, L, S, E, Ev;
+  int32_t dtype, maskKind;
+  int64_t mb, mh, ml, ms;
+};
+AttentionShape attention(const dsrt_tensor *out, const dsrt_tensor *lse, const dsrt_tensor *q,
+                         const dsrt_tensor *k, const dsrt_tensor *v, const dsrt_tensor *mask,
+                         int32_t causal);
+AttentionShape attentionGrad(const dsrt_tensor *dq, const dsrt_tensor *dk, const dsrt_tensor *dv,
+                             const dsrt_tensor *q, const dsrt_tensor *k, const dsrt_tensor *v,
+                             const dsrt_tensor *mask, const dsrt_tensor *out,
+                             const dsrt_tensor *lse, const dsrt_tensor *dout, int32_t causal);
+
 /// The rows of a layer norm over `norm` trailing elements.
 int64_t layerNorm(const dsrt_tensor *out, const dsrt_tensor *x, int64_t norm);
 int64_t layerNormGrad(const dsrt_tensor *dx, const dsrt_tensor *x, const dsrt_tensor *dy,

@@ -1741,3 +1741,67 @@ func.func @cumsum_dim_too_large(%x: tensor<2x3xf32>) {
   %0 = ds.cumsum %x dim = 2 : tensor<2x3xf32>
   return
 }
+
+// -----
+
+func.func @attention_rank(%q: tensor<4x8x16xf32>, %k: tensor<2x2x6x16xf32>, %v: tensor<2x2x6x8xf32>) {
+  // expected-error @+1 {{'ds.attention' op needs query, key and value of rank 4 ([batch, heads, length, width]), got [4, 8, 16], [2, 2, 6, 16], [2, 2, 6, 8]}}
+  %0:2 = ds.attention %q, %k, %v scale = 0.25 : (tensor<4x8x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x8xf32>) -> (tensor<4x8x8xf32>, tensor<4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_heads(%q: tensor<2x3x8x16xf32>, %k: tensor<2x2x6x16xf32>, %v: tensor<2x2x6x8xf32>) {
+  // expected-error @+1 {{'ds.attention' op 3 query heads over 2 key/value heads (grouped-query attention needs a divisor)}}
+  %0:2 = ds.attention %q, %k, %v scale = 0.25 : (tensor<2x3x8x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x8xf32>) -> (tensor<2x3x8x8xf32>, tensor<2x3x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_width(%q: tensor<2x4x8x12xf32>, %k: tensor<2x2x6x16xf32>, %v: tensor<2x2x6x8xf32>) {
+  // expected-error @+1 {{'ds.attention' op query width 12 differs from the key's 16}}
+  %0:2 = ds.attention %q, %k, %v scale = 0.25 : (tensor<2x4x8x12xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_lse(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x6x16xf32>, %v: tensor<2x2x6x8xf32>) {
+  // expected-error @+1 {{'ds.attention' op lse 'tensor<2x4x8xbf16>' is not f32 of shape [2, 4, 8]}}
+  %0:2 = ds.attention %q, %k, %v scale = 0.25 : (tensor<2x4x8x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x4x8xbf16>)
+  return
+}
+
+// -----
+
+func.func @attention_zero_scale(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x6x16xf32>, %v: tensor<2x2x6x8xf32>) {
+  // expected-error @+1 {{'ds.attention' op scale must be nonzero}}
+  %0:2 = ds.attention %q, %k, %v scale = 0.0 : (tensor<2x4x8x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_mask_shape(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x6x16xf32>, %v: tensor<2x2x6x8xf32>, %m: tensor<2x3x8x6xi1>) {
+  // expected-error @+1 {{'ds.attention' op mask 'tensor<2x3x8x6xi1>' is not a bool or query-typed tensor of rank 4 that broadcasts to the scores [2, 4, 8, 6]}}
+  %0:2 = ds.attention %q, %k, %v mask %m scale = 0.25 : (tensor<2x4x8x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x8xf32>, tensor<2x3x8x6xi1>) -> (tensor<2x4x8x8xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_mask_and_causal(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x6x16xf32>, %v: tensor<2x2x6x8xf32>, %m: tensor<2x1x8x6xi1>) {
+  // expected-error @+1 {{'ds.attention' op has both a mask and causal}}
+  %0:2 = ds.attention %q, %k, %v mask %m scale = 0.25 causal : (tensor<2x4x8x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x8xf32>, tensor<2x1x8x6xi1>) -> (tensor<2x4x8x8xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_grad_dk(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x6x16xf32>, %v: tensor<2x2x6x8xf32>, %o: tensor<2x4x8x8xf32>, %l: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'ds.attention_grad' op dk has shape [2, 4, 6, 16], expected [2, 2, 6, 16]}}
+  %0:3 = ds.attention_grad %q, %k, %v result %o, %l grad %o scale = 0.25 : (tensor<2x4x8x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x2x6x8xf32>)
+  return
+}

@@ -149,6 +149,17 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [2, 2]>} {
     return %0, %1 : tensor<2x3xf32>, tensor<2x3xi64>
   }
 
+  // CHECK-LABEL: func.func @attention(
+  func.func @attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x6x16xf32>, %v: tensor<2x2x6x8xf32>, %m: tensor<2x1x8x6xi1>, %dy: tensor<2x4x8x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>) {
+    // CHECK: %{{.+}}, %{{.+}} = ds.attention %{{.+}}, %{{.+}}, %{{.+}} scale = 2.500000e-01 causal : (tensor<2x4x8x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x4x8xf32>)
+    %0:2 = ds.attention %q, %k, %v scale = 0.25 causal : (tensor<2x4x8x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x4x8xf32>)
+    // CHECK: ds.attention %{{.+}}, %{{.+}}, %{{.+}} mask %{{.+}} scale = 2.500000e-01 :
+    %1:2 = ds.attention %q, %k, %v mask %m scale = 0.25 : (tensor<2x4x8x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x8xf32>, tensor<2x1x8x6xi1>) -> (tensor<2x4x8x8xf32>, tensor<2x4x8xf32>)
+    // CHECK: ds.attention_grad %{{.+}}, %{{.+}}, %{{.+}} mask %{{.+}} result %{{.+}}, %{{.+}} grad %{{.+}} scale = 2.500000e-01 :
+    %2:3 = ds.attention_grad %q, %k, %v mask %m result %1#0, %1#1 grad %dy scale = 0.25 : (tensor<2x4x8x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x8xf32>, tensor<2x1x8x6xi1>, tensor<2x4x8x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x8xf32>)
+    return %0#0, %1#0, %2#0 : tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>
+  }
+
   // CHECK-LABEL: func.func @softmax(
   // CHECK-SAME: %[[X:[^:]+]]: tensor<2x3xf32>
   func.func @softmax(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""The longest sequence that trains one step within a memory budget (issue 44).
+
+A Llama-style model (d 256, intermediate 1024, 4 layers, 8 heads over 2 key/value heads of 32,
+vocabulary 32000, untied embeddings: 20.4M parameters; RMSNorm, rotary positions, SwiGLU,
+F.scaled_dot_product_attention with is_causal) at batch 1, one AdamW step, each trial in a
+fresh process. The measure, the same for every side: the growth of the process's peak
+resident memory over its resident memory just before the first step (the model, its
+optimizer and the compiled step already made; /proc/self/clear_refs resets VmHWM there).
+
+Sides: `ds` (ds.initialize, this tree's build), `torch` (PyTorch eager, SDPA on its CPU flash
+kernel). For each, lengths double from --start until the step no longer fits --budget-mib, then
+a bisection to --step tokens; three lengths at the end give the growth per token (a straight
+line: within 5%?).
+
+usage: .venv/bin/python bench/long_sequence.py [--sides ds,torch] [--budget-mib 1024]
+       [--start 1024] [--step 512] [--threads 2]
+       .venv/bin/python bench/long_sequence.py --trial ds --seq 4096   (one trial)
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def build_model():
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    D, INTER, LAYERS, HEADS, KV, VOCAB = 256, 1024, 4, 8, 2, 32000
+    HD = D // HEADS
+
+    def rotate_half(x):
+        x1, x2 = x[..., : HD // 2], x[..., HD // 2:]
+        return torch.cat((-x2, x1), dim=-1)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1 = nn.RMSNorm(D, eps=1e-6)
+            self.q = nn.Linear(D, HEADS * HD, bias=False)
+            self.k = nn.Linear(D, KV * HD, bias=False)
+            self.v = nn.Linear(D, KV * HD, bias=False)
+            self.o = nn.Linear(HEADS * HD, D, bias=False)
+            self.norm2 = nn.RMSNorm(D, eps=1e-6)
+            self.gate = nn.Linear(D, INTER, bias=False)
+            self.up = nn.Linear(D, INTER, bias=False)
+            self.down = nn.Linear(INTER, D, bias=False)
+
+        def forward(self, x, cos, sin):
+            B, T, _ = x.shape
+            h = self.norm1(x)
+            q = self.q(h).view(B, T, HEADS, HD).transpose(1, 2)
+            k = self.k(h).view(B, T, KV, HD).transpose(1, 2)
+            v = self.v(h).view(B, T, KV, HD).transpose(1, 2)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            # HF's repeat_kv: PyTorch's CPU flash kernel then takes every head.
+            k = k.repeat_interleave(HEADS // KV, dim=1)
+            v = v.repeat_interleave(HEADS // KV, dim=1)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.o(a.transpose(1, 2).reshape(B, T, D))
+            h = self.norm2(x)
+            return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+    class LlamaStyle(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, D)
+            self.layers = nn.ModuleList(Block() for _ in range(LAYERS))
+            self.norm = nn.RMSNorm(D, eps=1e-6)
+            self.head = nn.Linear(D, VOCAB, bias=False)
+
+        def forward(self, input_ids, labels):
+            T = input_ids.shape[1]
+            inv = 1.0 / (10000 ** (torch.arange(0, HD, 2, dtype=torch.float32) / HD))
+            f = torch.outer(torch.arange(T, dtype=torch.float32), inv)
+            emb = torch.cat((f, f), dim=-1)
+            cos, sin = emb.cos(), emb.sin()
+            x = self.embed(input_ids)
+            for layer in self.layers:
+                x = layer(x, cos, sin)
+            logits = self.head(self.norm(x))
+            return F.cross_entropy(logits.view(-1, VOCAB), labels.view(-1))
+
+    torch.manual_seed(0)
+    return LlamaStyle(), VOCAB
+
+
+def status(key):
+    with open('/proc/self/status') as f:
+        for line in f:
+            if line.startswith(key + ':'):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def trial(side, seq, threads):
+    """One step at `seq` tokens; prints a JSON line with the growth in bytes."""
+    import torch
+    torch.set_num_threads(threads)
+    model, vocab = build_model()
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, vocab, (1, seq), generator=g)
+    labels = torch.randint(0, vocab, (1, seq), generator=g)
+    t0 = time.time()
+    if side == 'torch':
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+        def step():
+            loss = model(ids, labels)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return loss.item()
+    else:
+        sys.path.insert(0, os.path.join(ROOT, 'build', 'python'))
+        import ds
+        config = {"train_micro_batch_size_per_gpu": 1,
+                  "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}
+        engine, *_ = ds.initialize(model=model, config=config, threads=threads,
+                                   example_inputs={"input_ids": ids, "labels": labels})
+
+        def step():
+            return float(engine.train_batch([{"input_ids": ids, "labels": labels}]))
+    setup = time.time() - t0
+    with open('/proc/self/clear_refs', 'w') as f:
+        f.write('5')
+    before = status('VmRSS')
+    t1 = time.time()
+    loss = step()
+    peak = status('VmHWM')
+    print(json.dumps({'side': side, 'seq': seq, 'growth': peak - before, 'loss': loss,
+                      'step_s': round(time.time() - t1, 2), 'setup_s': round(setup, 1)}))
+
+
+def run_trial(side, seq, threads):
+    cmd = [sys.executable, os.path.abspath(__file__), '--trial', side, '--seq', str(seq),
+           '--threads', str(threads)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    for line in reversed(p.stdout.splitlines()):
+        if line.startswith('{'):
+            return json.loads(line)
+    tail = (p.stderr or p.stdout)[-400:]
+    return {'side': side, 'seq': seq, 'growth': None, 'error': tail}
+
+
+def fits(r, budget):
+    return r['growth'] is not None and r['growth'] <= budget
+
+
+def longest(side, budget, start, step, threads, log):
+    seq, best, worst = start, None, None
+    while True:
+        r = run_trial(side, seq, threads)
+        log(r)
+        if fits(r, budget):
+            best, seq = seq, seq * 2
+        else:
+            worst = seq
+            break
+    lo, hi = best or 0, worst
+    while hi - lo > step:
+        mid = (lo + hi) // 2 // step * step
+        if mid <= lo:
+            break
+        r = run_trial(side, mid, threads)
+        log(r)
+        if fits(r, budget):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--trial')
+    ap.add_argument('--seq', type=int)
+    ap.add_argument('--sides', default='ds,torch')
+    ap.add_argument('--budget-mib', type=int, default=1024)
+    ap.add_argument('--start', type=int, default=1024)
+    ap.add_argument('--step', type=int, default=512)
+    ap.add_argument('--threads', type=int, default=2)
+    a = ap.parse_args()
+    if a.trial:
+        trial(a.trial, a.seq, a.threads)
+        return 0
+    budget = a.budget_mib << 20
+    print(f'cpu: {cpu_name()}; budget {a.budget_mib} MiB of peak growth; {a.threads} threads')
+
+    def log(r):
+        g = r['growth']
+        print(f"  {r['side']:6s} seq {r['seq']:7d}: " +
+              (f"{g / 2**20:8.1f} MiB, step {r['step_s']} s, loss {r['loss']:.4f}" if g is not None
+               else 'failed: ' + r['error'].strip().splitlines()[-1]), flush=True)
+    results = {}
+    for side in a.sides.split(','):
+        results[side] = longest(side, budget, a.start, a.step, a.threads, log)
+    print('\nlongest sequence that trains one step within the budget:')
+    base = results.get('torch')
+    for side, n in results.items():
+        ratio = f'  ({n / base:.1f}x PyTorch eager)' if base and side != 'torch' else ''
+        print(f'  {side:6s} {n:7d} tokens{ratio}')
+    # Growth per token: three lengths up to the longest that fits, on a line?
+    for side, n in results.items():
+        pts = [run_trial(side, s, a.threads) for s in (n // 4, n // 2, n)]
+        if any(p['growth'] is None for p in pts):
+            continue
+        (x0, y0), (x1, y1), (x2, y2) = [(p['seq'], p['growth']) for p in pts]
+        slope = (y2 - y0) / (x2 - x0)
+        mid = y0 + slope * (x1 - x0)
+        print(f'  {side:6s} {slope / 1024:.1f} KiB per token; middle point off the line by '
+              f'{abs(y1 - mid) / y1 * 100:.1f}%')
+    return 0
+
+
+def cpu_name():
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return 'unknown CPU'
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,24 @@
+//===- Attention.cpp - kernel patterns: fused attention and its gradient ---------===//
+#include "RuntimeLowering.h"
+
+using namespace mlir;
+using namespace mlir::ds;
+using namespace mlir::ds::runtime;
+
+void mlir::ds::runtime::populateAttentionKernels(KernelPatterns &p) {
+  p.add<AttentionOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+    auto o = cast<AttentionOp>(op);
+    e.kernel(fn::dsrt_attention, outs[0], outs[1], e.operand(o.getQuery()),
+             e.operand(o.getKey()), e.operand(o.getValue()), e.operand(o.getMask()),
+             e.f64(o.getScale().convertToDouble()), e.i32(o.getCausal()));
+    return success();
+  });
+  p.add<AttentionGradOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+    auto o = cast<AttentionGradOp>(op);
+    e.kernel(fn::dsrt_attention_grad, outs[0], outs[1], outs[2], e.operand(o.getQuery()),
+             e.operand(o.getKey()), e.operand(o.getValue()), e.operand(o.getMask()),
+             e.operand(o.getResult()), e.operand(o.getLse()), e.operand(o.getResultGrad()),
+             e.f64(o.getScale().convertToDouble()), e.i32(o.getCausal()));
+    return success();
+  });
+}
