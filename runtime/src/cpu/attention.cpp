@@ -94,19 +94,6 @@ DSRT_CPU_CLONES float rowMax(const float *x, int64_t n) {
   return m;
 }
 
-/// p = exp(x - m) over a row (p may be x); returns its sum.
-DSRT_CPU_CLONES float expShifted(float *p, const float *x, int64_t n, float m) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i)
-    p[i] = x[i] - m;
-  cpu::vexp(p, p, n);
-  float sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < n; ++i)
-    sum += p[i];
-  return sum;
-}
-
 DSRT_CPU_CLONES void scaleRow(float *x, int64_t n, float a) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
@@ -141,7 +128,7 @@ void dsrt::cpu::attention(dsrt_context *, dsrt_tensor *out, dsrt_tensor *lse,
   float *lseOut = (float *)lse->data;
 #pragma omp parallel
   {
-    std::vector<float> qb, kb, vb, scores(bq * bk), acc(bq * Ev), m(bq), l(bq);
+    std::vector<float> qb, kb, vb, scores(bq * bk), probs(bq * bk), acc(bq * Ev), m(bq), l(bq);
 #pragma omp for collapse(3) schedule(dynamic)
     for (int64_t b = 0; b < s.B; ++b)
       for (int64_t h = 0; h < s.Hq; ++h)
@@ -160,21 +147,22 @@ void dsrt::cpu::attention(dsrt_context *, dsrt_tensor *out, dsrt_tensor *lse,
             float *S = scores.data();
             cpu::sgemm("attention", false, true, nq, nk, E, Q, E, K, E, 0.f, S, nk, sc);
             maskTile(s, mask, causal, b, h, i0, nq, j0, nk, S);
+            float *P = probs.data();
             for (int64_t r = 0; r < nq; ++r) {
-              float *row = S + r * nk;
+              const float *row = S + r * nk;
               const float mnew = std::max(m[r], rowMax(row, nk));
               if (mnew == kNegInf) { // no key so far: nothing to add
-                std::fill(row, row + nk, 0.f);
+                std::fill(P + r * nk, P + (r + 1) * nk, 0.f);
                 continue;
               }
               const float alpha = m[r] == kNegInf ? 0.f : std::exp(m[r] - mnew);
-              const float sum = expShifted(row, row, nk, mnew);
+              const float sum = (float)cpu::vexpShiftSum(P + r * nk, row, mnew, nk, true);
               l[r] = l[r] * alpha + sum;
               if (alpha != 1.f)
                 scaleRow(acc.data() + r * Ev, Ev, alpha);
               m[r] = mnew;
             }
-            cpu::sgemm("attention", false, false, nq, Ev, nk, S, nk, V, Ev, 1.f, acc.data(), Ev);
+            cpu::sgemm("attention", false, false, nq, Ev, nk, P, nk, V, Ev, 1.f, acc.data(), Ev);
           }
           for (int64_t r = 0; r < nq; ++r) {
             float *row = acc.data() + r * Ev;
@@ -217,7 +205,8 @@ void dsrt::cpu::attention_grad(dsrt_context *, dsrt_tensor *dq, dsrt_tensor *dk,
   }
 #pragma omp parallel
   {
-    std::vector<float> qb, kb, vb, ob, gb, P(bq * bk), dP(bq * bk), dQ(bq * E), D(bq);
+    std::vector<float> qb, kb, vb, ob, gb, Sc(bq * bk), P(bq * bk), dP(bq * bk), dQ(bq * E),
+        D(bq);
     // One key/value head per thread at a time, its query heads in order: the sums are the
     // same on every run (a loss recomputed bit for bit).
 #pragma omp for collapse(2) schedule(dynamic)
@@ -240,15 +229,15 @@ void dsrt::cpu::attention_grad(dsrt_context *, dsrt_tensor *dq, dsrt_tensor *dk,
               const int64_t nk = std::min(bk, jEnd - j0);
               const float *K = asF32(k, (kv0 + j0) * E, nk * E, kb);
               const float *V = asF32(v, (kv0 + j0) * Ev, nk * Ev, vb);
-              float *p = P.data(), *dp = dP.data();
-              cpu::sgemm("attention_grad", false, true, nq, nk, E, Q, E, K, E, 0.f, p, nk, sc);
-              maskTile(s, mask, causal, b, h, i0, nq, j0, nk, p);
+              float *sco = Sc.data(), *p = P.data(), *dp = dP.data();
+              cpu::sgemm("attention_grad", false, true, nq, nk, E, Q, E, K, E, 0.f, sco, nk, sc);
+              maskTile(s, mask, causal, b, h, i0, nq, j0, nk, sco);
               for (int64_t r = 0; r < nq; ++r) {
                 const float lr = lseIn[row0 + r];
                 if (lr == kNegInf)
                   std::fill(p + r * nk, p + (r + 1) * nk, 0.f);
                 else
-                  expShifted(p + r * nk, p + r * nk, nk, lr);
+                  cpu::vexpShiftSum(p + r * nk, sco + r * nk, lr, nk, true);
               }
               // dv += p^T do; dp = do v^T; ds = p (dp - D); dq += ds k; dk += ds^T q.
               cpu::sgemm("attention_grad", true, false, nk, Ev, nq, p, nk, G, Ev, 1.f,
