@@ -92,6 +92,9 @@ class OpZoo(nn.Module):
         # mask's integers (OPT's positions), whose values weigh another.
         self.cumsum = rnd(2, 3, 4)
         self.cumsum_pos = rnd(2, 5)
+        # repeat_interleave along a dimension (Llama-style repeat_kv): the gradient sums the
+        # repeats.
+        self.repeat = rnd(2, 3, 4)
         g = torch.Generator().manual_seed(1)
         self.register_buffer('r4', torch.randn(2, 4, generator=g))
         self.register_buffer('r34', torch.randn(2, 3, 4, generator=g))
@@ -158,6 +161,8 @@ class OpZoo(nn.Module):
         loss = loss + (self.mask_pairs * self.types[self.rows, idx - 10].float()).sum() * 1e-6
         loss = loss + (torch.cumsum(self.cumsum, 1) * self.r34).sum()
         loss = loss + (self.cumsum_pos * torch.cumsum(idx > 4, 1).float()).sum()
+        loss = loss + (torch.repeat_interleave(self.repeat, 2, dim=1).pow(2)
+                       * torch.arange(24.0).view(1, 6, 4)).sum()
         return loss
 
 

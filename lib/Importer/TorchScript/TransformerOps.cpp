@@ -18,22 +18,43 @@ using torch::jit::Node;
 using Kind = AV::Kind;
 
 namespace {
+/// torch.repeat_interleave(x, repeats, dim): each slice along `dim` repeated `repeats` times in
+/// place (a broadcast along a new dimension after it, merged into it).
+FailureOr<AV> repeatInterleave(Interpreter &I, const AV &x, int64_t repeats, int64_t dim) {
+  if (repeats == 1)
+    return x;
+  Shape shape(x.shape().begin(), x.shape().end());
+  Shape split = shape;
+  split.insert(split.begin() + dim + 1, 1);
+  TRY(r, reshape(I, x, split));
+  Shape wide = split;
+  wide[dim + 1] = repeats;
+  Value v = BroadcastToOp::create(I.b(), I.loc(), x.type().clone(wide), r->tensor);
+  AV b = result(v, {*r});
+  shape[dim] *= repeats;
+  return reshape(I, b, shape);
+}
+
 /// Grouped-query attention: each of the `groups` query heads that share a key/value head sees
 /// it, as torch.repeat_interleave(x, groups, dim=-3) does.
 FailureOr<AV> repeatHeads(Interpreter &I, const AV &x, int64_t groups) {
-  if (groups == 1)
-    return x;
-  Shape shape(x.shape().begin(), x.shape().end());
-  int64_t h = shape.size() - 3;
-  Shape split = shape;
-  split.insert(split.begin() + h + 1, 1);
-  TRY(r, reshape(I, x, split));
-  Shape wide = split;
-  wide[h + 1] = groups;
-  Value v = BroadcastToOp::create(I.b(), I.loc(), x.type().clone(wide), r->tensor);
-  AV b = result(v, {*r});
-  shape[h] *= groups;
-  return reshape(I, b, shape);
+  return repeatInterleave(I, x, groups, x.rank() - 3);
+}
+
+/// aten::repeat_interleave(x, repeats: int, dim: int) (HF's and Llama-style repeat_kv); a
+/// tensor of repeats or no dim (the flattened form) is not taken.
+FailureOr<R> repeatInterleaveOp(Interpreter &I, R &in) {
+  TRY(x, tensorArg(I, in[0]));
+  if (in[1].kind != Kind::Int || in.size() < 3 || in[2].isNone())
+    return I.error() << "repeat_interleave needs an int count of repeats and a dim (ds does not "
+                        "import a tensor of counts or the flattened form)",
+           failure();
+  TRY(dim, dimArg(I, in[2], x->rank()));
+  if (in[1].i < 1)
+    return I.error() << "repeat_interleave needs a positive count of repeats, got " << in[1].i,
+           failure();
+  TRY(y, repeatInterleave(I, *x, in[1].i, *dim));
+  return one(*y);
 }
 
 /// Leading dimensions of `x` (all but the last three; one where it has only two) as one.
@@ -267,5 +288,8 @@ void mlir::ds::ts::ops::addTransformerOps(llvm::StringMap<OpHandler> &h) {
     return attention(I, in);
   };
   h["aten::rms_norm"] = [](Interpreter &I, Node *, R &in) { return rmsNorm(I, in); };
+  h["aten::repeat_interleave"] = [](Interpreter &I, Node *, R &in) {
+    return repeatInterleaveOp(I, in);
+  };
   h["aten::silu"] = [](Interpreter &I, Node *, R &in) { return silu(I, in); };
 }
