@@ -8,8 +8,9 @@ fresh process. The measure, the same for every side: the growth of the process's
 resident memory over its resident memory just before the first step (the model, its
 optimizer and the compiled step already made; /proc/self/clear_refs resets VmHWM there).
 
-Sides: `ds` (ds.initialize, this tree's build), `torch` (PyTorch eager, SDPA on its CPU flash
-kernel). For each, lengths double from --start until the step no longer fits --budget-mib, then
+Sides: `ds` (ds.initialize, this tree's build: fused attention and the LM head's loss in tiles
+of 512 rows, sequence_tiling.loss_tiles), `ds-untiled` (fused attention only), `torch`
+(PyTorch eager, SDPA on its CPU flash kernel). For each, lengths double from --start until the step no longer fits --budget-mib, then
 a bisection to --step tokens; three lengths at the end give the growth per token (a straight
 line: within 5%?).
 
@@ -125,6 +126,8 @@ def trial(side, seq, threads):
         import ds
         config = {"train_micro_batch_size_per_gpu": 1,
                   "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}
+        if side == 'ds' and seq > 512:
+            config["sequence_tiling"] = {"loss_tiles": seq // 512}
         engine, *_ = ds.initialize(model=model, config=config, threads=threads,
                                    example_inputs={"input_ids": ids, "labels": labels})
 
@@ -184,7 +187,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--trial')
     ap.add_argument('--seq', type=int)
-    ap.add_argument('--sides', default='ds,torch')
+    ap.add_argument('--sides', default='ds,ds-untiled,torch')
     ap.add_argument('--budget-mib', type=int, default=1024)
     ap.add_argument('--start', type=int, default=1024)
     ap.add_argument('--step', type=int, default=512)

@@ -33,7 +33,7 @@ const char *const kDeepSpeedKeys[] = {
     "weight_quantization", "use_data_before_expert_parallelism", "mics_shard_size",
     "mics_hierarchical_params_gather", "zero_quantized_weights", "zero_quantized_gradients",
     "seed", "fp32_allreduce", "timers", "compile", "tensor_parallel", "sequence_parallel_size",
-    "bfloat16",
+    "bfloat16", "sequence_tiling",
 };
 // Keys that DeepSpeed documents as not affecting the numbers: accepted with a warning.
 const char *const kWarnOnlyKeys[] = {
@@ -45,7 +45,7 @@ const char *const kImplementedKeys[] = {
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
     "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed",
     "zero_optimization", "fp16", "bf16", "bfloat16", "tensor_parallel", "sequence_parallel_size",
-    "pipeline", "aio", "activation_checkpointing",
+    "pipeline", "aio", "activation_checkpointing", "sequence_tiling",
 };
 // activation_checkpointing's keys (runtime/activation_checkpointing/config.py).
 const char *const kCheckpointingKeys[] = {"partition_activations", "contiguous_memory_optimization",
@@ -1175,6 +1175,24 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
     } else if (key == "activation_checkpointing") {
       if (Error e = parseCheckpointing(v, cfg.checkpointing, cfg.warnings))
         return std::move(e);
+    } else if (key == "sequence_tiling") {
+      // ds's own section (ALST's tiling, which DeepSpeed does in the model's code).
+      const json::Object *o = v.getAsObject();
+      if (!o)
+        return fail("'sequence_tiling' must be an object such as {\"loss_tiles\": 8}");
+      for (const auto &[k, x] : *o) {
+        if (k == "loss_tiles") {
+          auto i = getPositiveInt(x, "sequence_tiling.loss_tiles");
+          if (!i)
+            return i.takeError();
+          cfg.lossTiles = *i;
+        } else if (k == "mlp_tiles") {
+          return fail("'sequence_tiling.mlp_tiles' (the MLP in tiles) is not implemented yet; "
+                      "drop it (loss_tiles tiles the LM head's loss)");
+        } else {
+          return fail("unknown key 'sequence_tiling." + k.str() + "' (ds takes loss_tiles)");
+        }
+      }
     } else if (key == "sequence_parallel_size") {
       auto i = getPositiveInt(v, key);
       if (!i)

@@ -19,6 +19,7 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   o.tensorParallelSize = config.tensorParallelSize;
   o.tensorParallelSpecs = config.tensorParallelSpecs;
   o.sequenceParallelSize = config.sequenceParallelSize;
+  o.lossTiles = config.lossTiles;
   o.pipeline = config.pipeline;
   o.optimizer = config.optimizer;
   o.gradientClipping = config.gradientClipping;
@@ -52,6 +53,11 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
     mp.dtype = options.precision;
     mp.lossScaling = options.precision == Precision::fp16;
     pm.addPass(createDSMixedPrecision(mp));
+  }
+  if (options.lossTiles > 1) {
+    DSTileSequenceOptions tiling;
+    tiling.lossTiles = options.lossTiles;
+    pm.addPass(createDSTileSequence(tiling));
   }
   bool pipelined = options.pipeline.stages > 1;
   if (pipelined) {

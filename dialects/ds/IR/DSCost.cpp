@@ -100,6 +100,17 @@ Work workOf(Operation *op) {
       return {f + 7 * scores, f};
     return {2 * f + 6 * scores, 2 * f};
   }
+  // The tiled LM head and loss: the logits' product and the cross-entropy (5 per logit); its
+  // gradient: the logits recomputed, their gradient (6 per logit), and the input's and
+  // weight's products.
+  if (isa<LinearCrossEntropyOp, LinearCrossEntropyGradOp>(op)) {
+    auto x = cast<RankedTensorType>(op->getOperand(0).getType()).getShape();
+    auto w = cast<RankedTensorType>(op->getOperand(1).getType()).getShape();
+    int64_t logits = x[0] * w[0], f = 2 * logits * x[1];
+    if (isa<LinearCrossEntropyOp>(op))
+      return {f + 5 * logits, f};
+    return {3 * f + 6 * logits, 3 * f};
+  }
   if (auto l = dyn_cast<LinearOp>(op)) {
     int64_t f = 2 * numel(l.getResult()) * lastDim(l.getInput());
     return {f + (l.getBias() ? numel(l.getResult()) : 0), f};

@@ -378,6 +378,25 @@ LogicalResult CumsumOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRe
   return success();
 }
 
+LogicalResult LinearCrossEntropyOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                                  ArrayRef<bool>, SmallVectorImpl<Value> &dxs) {
+  if (!dys[0])
+    return success();
+  ArrayRef<int64_t> ws = typeOf(getWeight()).getShape();
+  int64_t N = typeOf(getInput()).getShape()[0], V = ws[0], D = ws[1];
+  int64_t rows = (N + getTiles() - 1) / getTiles();
+  auto wsT = RankedTensorType::get({2 * rows * V + V * D + V}, b.getF32Type());
+  auto g = LinearCrossEntropyGradOp::create(
+      b, getLoc(), typeOf(getInput()), typeOf(getWeight()), withShape(getWeight(), {V}), wsT,
+      getInput(), getWeight(), getBias(), getTarget(), dys[0], getTilesAttr(),
+      getIgnoreIndexAttr(), getLabelSmoothingAttr());
+  dxs[0] = g.getDx();
+  dxs[1] = g.getDweight();
+  if (getBias())
+    dxs[2] = g.getDbias();
+  return success();
+}
+
 LogicalResult AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                          ArrayRef<bool> needed, SmallVectorImpl<Value> &dxs) {
   if (!dys[0])

@@ -84,6 +84,38 @@ LogicalResult mlir::ds::verifyDimInRange(Operation *op, int64_t dim) {
   return success();
 }
 
+FailureOr<int64_t> mlir::ds::verifyLinearCrossEntropy(Operation *op, Value x, Value w,
+                                                      Value bias, Value target, int64_t tiles) {
+  if (failed(checkSameElementType(op, {x, w, bias})))
+    return failure();
+  ArrayRef<int64_t> xs = shapeOf(x), ws = shapeOf(w), ts = shapeOf(target);
+  if (xs.size() != 2 || ws.size() != 2 || xs[1] != ws[1])
+    return op->emitOpError() << "needs input [N, D] and weight [V, D], got " << formatShape(xs)
+                             << " and " << formatShape(ws);
+  if (bias && shapeOf(bias) != ArrayRef<int64_t>{ws[0]})
+    return op->emitOpError() << "bias " << formatShape(shapeOf(bias)) << " is not [" << ws[0]
+                             << "]";
+  if (ts.size() != 1 || ts[0] != xs[0])
+    return op->emitOpError() << "target " << formatShape(ts) << " is not [" << xs[0] << "]";
+  if (tiles < 1)
+    return op->emitOpError() << "tiles must be >= 1, got " << tiles;
+  return (xs[0] + tiles - 1) / tiles;
+}
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  FailureOr<int64_t> rows = verifyLinearCrossEntropy(*this, getInput(), getWeight(), getBias(),
+                                                     getTarget(), getTiles());
+  if (failed(rows))
+    return failure();
+  int64_t V = shapeOf(getWeight())[0];
+  if (!shapeOf(getResult()).empty() || elementOf(getResult()) != elementOf(getInput()))
+    return emitOpError() << "result must be a scalar of the input's type";
+  if (shapeOf(getWorkspace()) != ArrayRef<int64_t>{*rows * V + 1} ||
+      !elementOf(getWorkspace()).isF32())
+    return emitOpError() << "workspace must be f32 [" << *rows * V + 1 << "]";
+  return success();
+}
+
 LogicalResult mlir::ds::verifyAttention(Operation *op, Value q, Value k, Value v, Value mask,
                                         bool causal, Value result, Value lse) {
   if (failed(checkSameElementType(op, {q, k, v, result})))

@@ -27,6 +27,9 @@ namespace mlir::ds {
 LogicalResult verifyBroadcastBinary(Operation *op);
 LogicalResult verifyReduce(Operation *op);
 LogicalResult verifyDimInRange(Operation *op, int64_t dim);
+/// ds.linear_cross_entropy's operands (its gradient checks the same), the tile's rows.
+FailureOr<int64_t> verifyLinearCrossEntropy(Operation *op, Value x, Value w, Value bias,
+                                            Value target, int64_t tiles);
 /// ds.attention's operands and results (ds.attention_grad checks the same forward).
 LogicalResult verifyAttention(Operation *op, Value query, Value key, Value value, Value mask,
                               bool causal, Value result, Value lse);

@@ -455,6 +455,31 @@ def DS_CrossEntropyOp : DS_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<
   let hasVerifier = 1;
 }
 
+def DS_LinearCrossEntropyOp : DS_Op<"linear_cross_entropy", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
+  let summary = "The summed cross-entropy of `x @ weight^T + bias` against targets, in row tiles.";
+  let description = [{
+    `sum(F.cross_entropy(x @ weight^T + bias, target, ignore_index=, reduction="sum",
+    label_smoothing=))` for x `[N, D]`, weight `[V, D]` and target `[N]`, computed `tiles` rows
+    tiles at a time so that only one tile's logits (`ceil(N / tiles) x V`) exist: the LM head
+    and its loss of `ds-tile-sequence` (ALST's tiled logits loss). `workspace` is that tile
+    (and the partial sum), a result so that the memory plan counts it; nothing reads it.
+
+    **Constraints:** x 2-D and weight 2-D of one float type with the same width; bias 1-D of
+    V; target integer `[N]`; tiles >= 1; the loss a scalar of x's type; the workspace f32 of
+    `ceil(N / tiles) * V + 1` elements.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$weight,
+                       Optional<DS_FloatTensor>:$bias, DS_IndexTensor:$target, I64Attr:$tiles,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<F64Attr, "0.0">:$label_smoothing);
+  let results = (outs DS_FloatTensor:$result, DS_FloatTensor:$workspace);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? `target` $target `tiles` `=` $tiles attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Shape and layout
 //===----------------------------------------------------------------------===//

@@ -154,6 +154,25 @@ LogicalResult SoftmaxGradOp::verify() {
   return success();
 }
 
+LogicalResult LinearCrossEntropyGradOp::verify() {
+  FailureOr<int64_t> rows = verifyLinearCrossEntropy(*this, getInput(), getWeight(), getBias(),
+                                                     getTarget(), getTiles());
+  if (failed(rows))
+    return failure();
+  ArrayRef<int64_t> ws = shapeOf(getWeight());
+  int64_t V = ws[0], D = ws[1], wsSize = 2 * *rows * V + V * D + V;
+  int64_t bias[1] = {V};
+  if (failed(expectShape(*this, getResultGrad(), {}, "result_grad", getInput())) ||
+      failed(expectShape(*this, getDx(), shapeOf(getInput()), "dx", getInput())) ||
+      failed(expectShape(*this, getDweight(), ws, "dweight", getWeight())) ||
+      failed(expectShape(*this, getDbias(), bias, "dbias", getWeight())))
+    return failure();
+  if (shapeOf(getWorkspace()) != ArrayRef<int64_t>{wsSize} ||
+      !cast<RankedTensorType>(getWorkspace().getType()).getElementType().isF32())
+    return emitOpError() << "workspace must be f32 [" << wsSize << "]";
+  return success();
+}
+
 LogicalResult AttentionGradOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getCausal(),
                              getResult(), getLse())) ||

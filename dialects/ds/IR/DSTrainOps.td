@@ -159,6 +159,32 @@ def DS_AttentionGradOp : DS_Op<"attention_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def DS_LinearCrossEntropyGradOp : DS_Op<"linear_cross_entropy_grad", [Pure]> {
+  let summary = "Gradients of ds.linear_cross_entropy (input, weight, bias), tile by tile.";
+  let description = [{
+    For each tile of rows: the logits recomputed, their gradient `result_grad * (softmax -
+    one-hot)` (label smoothing as the loss's), `dx` of the tile and the weight's and bias's
+    sums over the tiles. `workspace` holds one tile's logits and their gradient, a weight-sized
+    and a bias-sized partial; nothing reads it.
+
+    **Constraints:** the operands of a valid ds.linear_cross_entropy; `result_grad` a scalar;
+    `dx`, `dweight`, `dbias` of the input's, weight's and `[V]` types; the workspace f32 of
+    `2 * ceil(N / tiles) * V + V * D + V` elements.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$weight,
+                       Optional<DS_FloatTensor>:$bias, DS_IndexTensor:$target,
+                       DS_FloatTensor:$result_grad, I64Attr:$tiles,
+                       DefaultValuedAttr<I64Attr, "-100">:$ignore_index,
+                       DefaultValuedAttr<F64Attr, "0.0">:$label_smoothing);
+  let results = (outs DS_FloatTensor:$dx, DS_FloatTensor:$dweight, DS_FloatTensor:$dbias,
+                      DS_FloatTensor:$workspace);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? `target` $target `grad` $result_grad `tiles` `=` $tiles
+    attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def DS_LayerNormGradOp : DS_Op<"layer_norm_grad", [Pure, DS_OptionalGradients]> {
   let summary = "Gradients of layer norm (input, weight, bias), recomputing its statistics.";
   let description = [{

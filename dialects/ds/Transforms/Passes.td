@@ -45,6 +45,26 @@ def DSFuseAttention : Pass<"ds-fuse-attention", "::mlir::ModuleOp"> {
   ];
 }
 
+def DSTileSequence : Pass<"ds-tile-sequence", "::mlir::ModuleOp"> {
+  let summary = "The LM head and its cross-entropy in tiles of rows (ALST's tiled logits loss).";
+  let description = [{
+    With `loss-tiles` > 1 (the config's `sequence_tiling.loss_tiles`), every f32
+    `ds.cross_entropy` of `@forward` whose logits come only from a `ds.linear` (through a
+    reshape to rows) becomes one `ds.linear_cross_entropy` of that many tiles of rows: its
+    kernels compute one tile's logits at a time, and its gradient recomputes each tile's before
+    taking its gradient, so the `[tokens, vocab]` logits never exist whole; a mean is the
+    tiled sum divided by the count of targets that are not `ignore_index`. A config that asks
+    for tiles where no such loss exists (a vocabulary-parallel head under tp, a bf16 or fp16
+    model) is refused by name. Runs after ds-tensor-parallel, ds-sequence-parallel and
+    ds-mixed-precision, before ds-autodiff.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+  let options = [
+    Option<"lossTiles", "loss-tiles", "int64_t", "1",
+           "Tiles of rows of the LM head's loss (1: none)">,
+  ];
+}
+
 def DSMixedPrecision : Pass<"ds-mixed-precision", "::mlir::ModuleOp"> {
   let summary = "Makes @forward a 16-bit (bf16 or fp16) model that computes in f32.";
   let description = [{

@@ -1,4 +1,4 @@
-//===- Reductions.cpp - kernel patterns: reductions, cumsum, softmax, cross-entropy -===//
+//===- Reductions.cpp - kernel patterns: reductions, cumsum, softmax, cross-entropy ===//
 #include "RuntimeLowering.h"
 
 using namespace mlir;
@@ -67,6 +67,23 @@ void mlir::ds::runtime::populateReductionKernels(KernelPatterns &p) {
     e.kernel(fn::dsrt_cross_entropy, outs[0], e.operand(o.getLogits()), e.operand(o.getTarget()),
              e.i64(o.getIgnoreIndex()), e.i32(reductionCode(o.getReduction())),
              e.f64(o.getLabelSmoothing().convertToDouble()));
+    return success();
+  });
+  // The tiled LM head and loss (ds-tile-sequence): the workspace is the last result.
+  p.add<LinearCrossEntropyOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+    auto o = cast<LinearCrossEntropyOp>(op);
+    e.kernel(fn::dsrt_linear_cross_entropy, outs[0], outs[1], e.operand(o.getInput()),
+             e.operand(o.getWeight()), e.operand(o.getBias()), e.operand(o.getTarget()),
+             e.i64(o.getTiles()), e.i64(o.getIgnoreIndex()),
+             e.f64(o.getLabelSmoothing().convertToDouble()));
+    return success();
+  });
+  p.add<LinearCrossEntropyGradOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+    auto o = cast<LinearCrossEntropyGradOp>(op);
+    e.kernel(fn::dsrt_linear_cross_entropy_grad, outs[0], outs[1], outs[2], outs[3],
+             e.operand(o.getInput()), e.operand(o.getWeight()), e.operand(o.getBias()),
+             e.operand(o.getTarget()), e.operand(o.getResultGrad()), e.i64(o.getTiles()),
+             e.i64(o.getIgnoreIndex()), e.f64(o.getLabelSmoothing().convertToDouble()));
     return success();
   });
   p.add<CrossEntropyGradOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {

@@ -561,6 +561,22 @@ void dsrt_cross_entropy_grad(dsrt_context *ctx, dsrt_tensor *dlogits,
                              const dsrt_tensor *logits, const dsrt_tensor *target,
                              const dsrt_tensor *dy, int64_t ignore_index, int32_t reduction,
                              double label_smoothing);
+/** The summed cross-entropy of x [N, D] @ w[V, D]^T (+ bias [V]) against target [N] (i64/i32),
+ *  `tiles` tiles of rows at a time: one tile's logits live in `ws` (f32, ceil(N / tiles) * V + 1
+ *  elements), never all N rows' (a tiled LM head and loss). f32 only; built from the
+ *  linear and cross-entropy kernels, so every device runs it. */
+void dsrt_linear_cross_entropy(dsrt_context *ctx, dsrt_tensor *loss, dsrt_tensor *ws,
+                               const dsrt_tensor *x, const dsrt_tensor *w,
+                               const dsrt_tensor *bias, const dsrt_tensor *target, int64_t tiles,
+                               int64_t ignore_index, double label_smoothing);
+/** Its gradients dx, dw, db (db: zeros without a bias) for the loss's gradient dy, each tile's
+ *  logits recomputed in `ws` (f32, 2 * ceil(N / tiles) * V + V * D + V elements). */
+void dsrt_linear_cross_entropy_grad(dsrt_context *ctx, dsrt_tensor *dx, dsrt_tensor *dw,
+                                    dsrt_tensor *db, dsrt_tensor *ws, const dsrt_tensor *x,
+                                    const dsrt_tensor *w, const dsrt_tensor *bias,
+                                    const dsrt_tensor *target, const dsrt_tensor *dy,
+                                    int64_t tiles, int64_t ignore_index,
+                                    double label_smoothing);
 /** out dim i = in dim perm[i]. */
 void dsrt_transpose(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in,
                     const int64_t *perm);

@@ -1805,3 +1805,19 @@ func.func @attention_grad_dk(%q: tensor<2x4x8x16xf32>, %k: tensor<2x2x6x16xf32>,
   %0:3 = ds.attention_grad %q, %k, %v result %o, %l grad %o scale = 0.25 : (tensor<2x4x8x16xf32>, tensor<2x2x6x16xf32>, tensor<2x2x6x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x2x6x8xf32>)
   return
 }
+
+// -----
+
+func.func @linear_cross_entropy_workspace(%x: tensor<5x4xf32>, %w: tensor<6x4xf32>, %t: tensor<5xi64>) {
+  // expected-error @+1 {{'ds.linear_cross_entropy' op workspace must be f32 [19]}}
+  %0:2 = ds.linear_cross_entropy %x, %w target %t tiles = 2 : (tensor<5x4xf32>, tensor<6x4xf32>, tensor<5xi64>) -> (tensor<f32>, tensor<18xf32>)
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_target(%x: tensor<5x4xf32>, %w: tensor<6x4xf32>, %t: tensor<4xi64>) {
+  // expected-error @+1 {{'ds.linear_cross_entropy' op target [4] is not [5]}}
+  %0:2 = ds.linear_cross_entropy %x, %w target %t tiles = 2 : (tensor<5x4xf32>, tensor<6x4xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<19xf32>)
+  return
+}

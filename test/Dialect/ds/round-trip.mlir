@@ -160,6 +160,15 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [2, 2]>} {
     return %0#0, %1#0, %2#0 : tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>
   }
 
+  // CHECK-LABEL: func.func @linear_cross_entropy(
+  func.func @linear_cross_entropy(%x: tensor<5x4xf32>, %w: tensor<6x4xf32>, %b: tensor<6xf32>, %t: tensor<5xi64>, %dy: tensor<f32>) -> (tensor<f32>, tensor<5x4xf32>) {
+    // CHECK: ds.linear_cross_entropy %{{.+}}, %{{.+}}, %{{.+}} target %{{.+}} tiles = 2 {label_smoothing = 1.000000e-01 : f64} : (tensor<5x4xf32>, tensor<6x4xf32>, tensor<6xf32>, tensor<5xi64>) -> (tensor<f32>, tensor<19xf32>)
+    %0:2 = ds.linear_cross_entropy %x, %w, %b target %t tiles = 2 {label_smoothing = 0.1 : f64} : (tensor<5x4xf32>, tensor<6x4xf32>, tensor<6xf32>, tensor<5xi64>) -> (tensor<f32>, tensor<19xf32>)
+    // CHECK: ds.linear_cross_entropy_grad %{{.+}}, %{{.+}} target %{{.+}} grad %{{.+}} tiles = 2 :
+    %1:4 = ds.linear_cross_entropy_grad %x, %w target %t grad %dy tiles = 2 : (tensor<5x4xf32>, tensor<6x4xf32>, tensor<5xi64>, tensor<f32>) -> (tensor<5x4xf32>, tensor<6x4xf32>, tensor<6xf32>, tensor<66xf32>)
+    return %0#0, %1#0 : tensor<f32>, tensor<5x4xf32>
+  }
+
   // CHECK-LABEL: func.func @softmax(
   // CHECK-SAME: %[[X:[^:]+]]: tensor<2x3xf32>
   func.func @softmax(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
