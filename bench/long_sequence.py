@@ -9,8 +9,9 @@ resident memory over its resident memory just before the first step (the model, 
 optimizer and the compiled step already made; /proc/self/clear_refs resets VmHWM there).
 
 Sides: `ds` (ds.initialize, this tree's build: fused attention and the LM head's loss in tiles
-of 512 rows, sequence_tiling.loss_tiles), `ds-untiled` (fused attention only), `torch`
-(PyTorch eager, SDPA on its CPU flash kernel). For each, lengths double from --start until the step no longer fits --budget-mib, then
+of 512 rows, sequence_tiling.loss_tiles), `ds-ckpt` (that and DeepSpeed's
+activation_checkpointing: each layer recomputed in the backward), `ds-untiled` (fused attention
+only), `torch` (PyTorch eager, SDPA on its CPU flash kernel). For each, lengths double from --start until the step no longer fits --budget-mib, then
 a bisection to --step tokens; three lengths at the end give the growth per token (a straight
 line: within 5%?).
 
@@ -126,8 +127,10 @@ def trial(side, seq, threads):
         import ds
         config = {"train_micro_batch_size_per_gpu": 1,
                   "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}
-        if side == 'ds' and seq > 512:
+        if side in ('ds', 'ds-ckpt') and seq > 512:
             config["sequence_tiling"] = {"loss_tiles": seq // 512}
+        if side == 'ds-ckpt':
+            config["activation_checkpointing"] = {}
         engine, *_ = ds.initialize(model=model, config=config, threads=threads,
                                    example_inputs={"input_ids": ids, "labels": labels})
 
