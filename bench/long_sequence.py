@@ -104,7 +104,7 @@ def status(key):
     return 0
 
 
-def trial(side, seq, threads):
+def trial(side, seq, threads, steps=1):
     """One step at `seq` tokens; prints a JSON line with the growth in bytes."""
     import torch
     torch.set_num_threads(threads)
@@ -143,13 +143,21 @@ def trial(side, seq, threads):
     t1 = time.time()
     loss = step()
     peak = status('VmHWM')
+    first = time.time() - t1
+    # Steady-state step times (--steps > 1): the steps after the first.
+    times = []
+    for _ in range(steps - 1):
+        t2 = time.time()
+        step()
+        times.append(time.time() - t2)
     print(json.dumps({'side': side, 'seq': seq, 'growth': peak - before, 'loss': loss,
-                      'step_s': round(time.time() - t1, 2), 'setup_s': round(setup, 1)}))
+                      'step_s': round(first, 2), 'setup_s': round(setup, 1),
+                      'steady_s': round(sorted(times)[len(times) // 2], 3) if times else None}))
 
 
-def run_trial(side, seq, threads):
+def run_trial(side, seq, threads, steps=1):
     cmd = [sys.executable, os.path.abspath(__file__), '--trial', side, '--seq', str(seq),
-           '--threads', str(threads)]
+           '--threads', str(threads), '--steps', str(steps)]
     p = subprocess.run(cmd, capture_output=True, text=True)
     for line in reversed(p.stdout.splitlines()):
         if line.startswith('{'):
@@ -195,9 +203,26 @@ def main():
     ap.add_argument('--start', type=int, default=1024)
     ap.add_argument('--step', type=int, default=512)
     ap.add_argument('--threads', type=int, default=2)
+    ap.add_argument('--steps', type=int, default=1, help='steps of a trial (the median of '
+                    'those after the first is its steady step time)')
+    ap.add_argument('--speed', type=int, default=0,
+                    help='instead: the steady step time at this length, ds-untiled (fused '
+                         'attention, a plain config) beside torch, at 1 and 2 threads')
     a = ap.parse_args()
     if a.trial:
-        trial(a.trial, a.seq, a.threads)
+        trial(a.trial, a.seq, a.threads, a.steps)
+        return 0
+    if a.speed:
+        print(f'cpu: {cpu_name()}; steady fp32 step at {a.speed} tokens (median of 3 after '
+              f'the first)')
+        for threads in (1, 2):
+            r = {side: run_trial(side, a.speed, threads, 4) for side in ('ds-untiled', 'torch')}
+            d, t = r['ds-untiled'].get('steady_s'), r['torch'].get('steady_s')
+            if d is None or t is None:
+                print(f'  {threads} thread(s): a trial failed: {r}')
+                continue
+            print(f'  {threads} thread(s): ds {d:.3f} s, PyTorch eager {t:.3f} s, '
+                  f'ds/torch {d / t:.2f}')
         return 0
     budget = a.budget_mib << 20
     print(f'cpu: {cpu_name()}; budget {a.budget_mib} MiB of peak growth; {a.threads} threads')

@@ -701,6 +701,39 @@ TEST_F(Kernels, Attention) {
   EXPECT_TRUE(close(tt(dv).to(at::kFloat), vg.grad(), 2e-2, 2e-2));
 }
 
+TEST_F(Kernels, LinearCrossEntropy) {
+  // The tiled LM head and loss against F.cross_entropy(F.linear(x, w, b), t, reduction="sum")
+  // and autograd: 3 tiles of 4 rows over 11 (a short last tile), a bias, an ignored target,
+  // label smoothing; and one tile without a bias.
+  for (int64_t tiles : {3, 1}) {
+    const bool withBias = tiles == 3;
+    Tensor x = randn({11, 8}).requires_grad_(), w = randn({13, 8}).requires_grad_();
+    Tensor b = randn({13}).requires_grad_();
+    Tensor t = torch::randint(0, 13, {11}, at::kLong);
+    t[5] = -100;
+    Tensor y = F::cross_entropy(torch::linear(x, w, withBias ? b : Tensor()), t,
+                                F::CrossEntropyFuncOptions().reduction(torch::kSum)
+                                    .label_smoothing(0.1));
+    Tensor dy = torch::full({}, 0.7);
+    y.backward(dy);
+    const int64_t rows = (11 + tiles - 1) / tiles;
+    dsrt_tensor *loss = empty({}), *ws = empty({rows * 13 + 1});
+    dsrt_linear_cross_entropy(ctx, loss, ws, rt(x), rt(w), withBias ? rt(b) : nullptr, rt(t),
+                              tiles, -100, 0.1);
+    EXPECT_TRUE(closeSum(tt(loss), y)) << "tiles " << tiles;
+    dsrt_tensor *dx = emptyLike(x), *dw = emptyLike(w), *db = empty({13});
+    dsrt_tensor *gws = empty({2 * rows * 13 + 13 * 8 + 13});
+    dsrt_linear_cross_entropy_grad(ctx, dx, dw, db, gws, rt(x), rt(w), withBias ? rt(b) : nullptr,
+                                   rt(t), rt(dy), tiles, -100, 0.1);
+    EXPECT_TRUE(closeSum(tt(dx), x.grad())) << "tiles " << tiles;
+    EXPECT_TRUE(closeSum(tt(dw), w.grad())) << "tiles " << tiles;
+    if (withBias)
+      EXPECT_TRUE(closeSum(tt(db), b.grad()));
+    else
+      EXPECT_EQ(tt(db).abs().sum().item<double>(), 0.0);
+  }
+}
+
 TEST_F(Kernels, SoftmaxAndGrad) {
   for (auto shape : std::vector<std::vector<int64_t>>{{3, 4, 5}, {64, 1000}, {2, 300, 7}}) {
     for (int64_t dim = -1; dim < (int64_t)shape.size(); ++dim) {
