@@ -2,18 +2,19 @@
 """The longest sequence that trains one step within a memory budget (issue 44).
 
 A Llama-style model (d 256, intermediate 1024, 4 layers, 8 heads over 2 key/value heads of 32,
-vocabulary 32000, untied embeddings: 20.4M parameters; RMSNorm, rotary positions, SwiGLU,
+vocabulary 32000, untied embeddings: 20.2M parameters; RMSNorm, rotary positions, SwiGLU,
 F.scaled_dot_product_attention with is_causal) at batch 1, one AdamW step, each trial in a
 fresh process. The measure, the same for every side: the growth of the process's peak
 resident memory over its resident memory just before the first step (the model, its
 optimizer and the compiled step already made; /proc/self/clear_refs resets VmHWM there).
 
-Sides: `ds` (ds.initialize, this tree's build: fused attention and the LM head's loss in tiles
-of 512 rows, sequence_tiling.loss_tiles), `ds-ckpt` (that and DeepSpeed's
-activation_checkpointing: each layer recomputed in the backward), `ds-untiled` (fused attention
-only), `torch` (PyTorch eager, SDPA on its CPU flash kernel). For each, lengths double from --start until the step no longer fits --budget-mib, then
-a bisection to --step tokens; three lengths at the end give the growth per token (a straight
-line: within 5%?).
+Sides: `ds` (ds.initialize, this tree's build: fused attention and the LM head's loss in
+tiles of 512 rows, sequence_tiling.loss_tiles), `ds-ckpt` (that and DeepSpeed's
+activation_checkpointing: each layer recomputed in the backward), `ds-untiled` (fused
+attention only), `torch` (PyTorch eager, SDPA on its CPU flash kernel). For each, lengths
+double from --start until the step no longer fits --budget-mib, then a bisection to --step
+tokens; three lengths at the end give the growth per token (a straight line: within 5%?).
+`--speed N` instead times the steady fp32 step at N tokens, ds beside PyTorch.
 
 usage: .venv/bin/python bench/long_sequence.py [--sides ds,torch] [--budget-mib 1024]
        [--start 1024] [--step 512] [--threads 2]
@@ -21,7 +22,6 @@ usage: .venv/bin/python bench/long_sequence.py [--sides ds,torch] [--budget-mib 
 """
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys

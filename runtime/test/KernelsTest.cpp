@@ -630,7 +630,8 @@ TEST_F(Kernels, Attention) {
     double scale;
   };
   for (Case c : {Case{2, 4, 2, 37, 37, 16, 16, 0, true, 0.25},
-                 Case{1, 2, 2, 300, 300, 8, 8, 0, true, 0.3}, Case{1, 2, 1, 45, 70, 8, 8, 0, true, 0.3},
+                 Case{1, 2, 2, 300, 300, 8, 8, 0, true, 0.3},
+                 Case{1, 2, 1, 45, 70, 8, 8, 0, true, 0.3},
                  Case{2, 2, 1, 70, 45, 8, 12, 1, false, 0.5},
                  Case{1, 4, 4, 33, 600, 16, 16, 2, false, 0.25},
                  Case{1, 2, 2, 800, 1100, 8, 8, 0, false, 0.35}}) {
@@ -688,8 +689,9 @@ TEST_F(Kernels, Attention) {
   dsrt_attention(ctx, o16, l16, rt(bf(q)), rt(bf(k)), rt(bf(v)), nullptr, 0.25, 1);
   EXPECT_TRUE(torch::equal(tt(o16), bf(tt(o32))));
   EXPECT_TRUE(torch::equal(tt(l16), tt(l32)));
-  dsrt_tensor *dq = empty({1, 4, 130, 16}, at::kBFloat16), *dk = empty({1, 2, 130, 16}, at::kBFloat16),
-              *dv = empty({1, 2, 130, 16}, at::kBFloat16);
+  dsrt_tensor *dq = empty({1, 4, 130, 16}, at::kBFloat16);
+  dsrt_tensor *dk = empty({1, 2, 130, 16}, at::kBFloat16);
+  dsrt_tensor *dv = empty({1, 2, 130, 16}, at::kBFloat16);
   dsrt_attention_grad(ctx, dq, dk, dv, rt(bf(q)), rt(bf(k)), rt(bf(v)), nullptr, o16, l16,
                       rt(bf(dy)), 0.25, 1);
   Tensor qg = qr.clone().requires_grad_(), kg = kr.clone().requires_grad_(),

@@ -21,7 +21,8 @@ constexpr int64_t kMaxWidth = 256;
 
 /// The scaled score of (row, key) after the mask, or -inf where the key is dropped.
 template <class S>
-__device__ float scoreOf(const S *q, const S *key, const void *mask, const checks::AttentionShape &s,
+__device__ float scoreOf(const S *q, const S *key, const void *mask,
+                         const checks::AttentionShape &s,
                          int64_t b, int64_t h, int64_t i, int64_t j, float scale, int maskDtype) {
   float dot = 0.f;
   for (int64_t e = 0; e < s.E; ++e)
