@@ -1182,6 +1182,13 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
         return fail("'sequence_tiling' must be an object such as {\"loss_tiles\": 8}");
       for (const auto &[k, x] : *o) {
         if (k == "loss_tiles") {
+          if (std::optional<StringRef> str = x.getAsString()) {
+            if (*str != "auto")
+              return fail("'sequence_tiling.loss_tiles' must be a positive integer or \"auto\", "
+                          "got \"" + *str + "\"");
+            cfg.lossTiles = 0; // ds-tile-sequence picks the count from the logits' size
+            continue;
+          }
           auto i = getPositiveInt(x, "sequence_tiling.loss_tiles");
           if (!i)
             return i.takeError();

@@ -54,7 +54,7 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
     mp.lossScaling = options.precision == Precision::fp16;
     pm.addPass(createDSMixedPrecision(mp));
   }
-  if (options.lossTiles > 1) {
+  if (options.lossTiles != 1) {
     DSTileSequenceOptions tiling;
     tiling.lossTiles = options.lossTiles;
     pm.addPass(createDSTileSequence(tiling));

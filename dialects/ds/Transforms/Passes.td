@@ -53,7 +53,9 @@ def DSTileSequence : Pass<"ds-tile-sequence", "::mlir::ModuleOp"> {
     reshape to rows) becomes one `ds.linear_cross_entropy` of that many tiles of rows: its
     kernels compute one tile's logits at a time, and its gradient recomputes each tile's before
     taking its gradient, so the `[tokens, vocab]` logits never exist whole; a mean is the
-    tiled sum divided by the count of targets that are not `ignore_index`. A config that asks
+    tiled sum divided by the count of targets that are not `ignore_index`. `loss-tiles=0`
+    (the config's `"auto"`) picks tiles of at most 64 MiB of f32 logits, and leaves a loss
+    whose logits are smaller whole (and a model without such a loss). A config that asks
     for tiles where no such loss exists (a vocabulary-parallel head under tp, a bf16 or fp16
     model) is refused by name. Runs after ds-tensor-parallel, ds-sequence-parallel and
     ds-mixed-precision, before ds-autodiff.
@@ -61,7 +63,8 @@ def DSTileSequence : Pass<"ds-tile-sequence", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
   let options = [
     Option<"lossTiles", "loss-tiles", "int64_t", "1",
-           "Tiles of rows of the LM head's loss (1: none)">,
+           "Tiles of rows of the LM head's loss (1: none; 0: auto, tiles of at most 64 MiB "
+           "of logits)">,
   ];
 }
 

@@ -25,6 +25,10 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
+/// "auto" tiles: a tile's f32 logits at most this many bytes (the tiled loss then costs about
+/// a tile's recomputation more than the whole).
+constexpr int64_t kAutoTileBytes = int64_t(64) << 20;
+
 struct TileSequencePass : mlir::ds::impl::DSTileSequenceBase<TileSequencePass> {
   using DSTileSequenceBase::DSTileSequenceBase;
   void runOnOperation() override;
@@ -56,7 +60,13 @@ bool TileSequencePass::tile(CrossEntropyOp ce) {
   Type f32 = b.getF32Type();
   if (xt.getRank() != 2)
     x = ReshapeOp::create(b, loc, RankedTensorType::get({N, D}, f32), x);
-  const int64_t tiles = std::min<int64_t>(lossTiles, std::max<int64_t>(N, 1));
+  // "auto" (0): tiles of at most kAutoTileBytes of logits; one tile is no tiling.
+  int64_t want = lossTiles;
+  if (want == 0)
+    want = (N * V * 4 + kAutoTileBytes - 1) / kAutoTileBytes;
+  const int64_t tiles = std::min<int64_t>(want, std::max<int64_t>(N, 1));
+  if (tiles <= 1)
+    return false;
   const int64_t rows = (N + tiles - 1) / tiles;
   auto scalarT = RankedTensorType::get({}, f32);
   auto lce = LinearCrossEntropyOp::create(
@@ -90,7 +100,7 @@ bool TileSequencePass::tile(CrossEntropyOp ce) {
 }
 
 void TileSequencePass::runOnOperation() {
-  if (lossTiles <= 1)
+  if (lossTiles == 1)
     return;
   ModuleOp module = getOperation();
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
@@ -104,7 +114,7 @@ void TileSequencePass::runOnOperation() {
   int64_t tiled = 0;
   for (CrossEntropyOp ce : losses)
     tiled += tile(ce);
-  if (!tiled) {
+  if (!tiled && lossTiles > 1) {
     forward.emitError() << "ds-tile-sequence: sequence_tiling.loss_tiles is "
                         << static_cast<int64_t>(lossTiles)
                         << " but no f32 cross-entropy reads a linear layer's logits alone "

@@ -148,7 +148,8 @@ struct DeepSpeedConfig {
   int64_t tensorParallelSize = 1;   ///< tensor_parallel.autotp_size
   TensorParallelSpecs tensorParallelSpecs; ///< partition_config, tp_plan
   int64_t sequenceParallelSize = 1; ///< sequence_parallel_size (Ulysses)
-  int64_t lossTiles = 1; ///< sequence_tiling.loss_tiles (ds-tile-sequence; ds's own key)
+  /// sequence_tiling.loss_tiles (ds-tile-sequence; ds's own key); 0: "auto".
+  int64_t lossTiles = 1;
   PipelineConfig pipeline;          ///< pipeline.stages etc. (pp, the outermost mesh axis)
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
