@@ -69,6 +69,8 @@ class BadOps(nn.Module):
             h = h + torch.gather(h, 1, torch.zeros(1, 3, dtype=torch.long))[0]
         elif self.which == 4:  # a padding mode other than constant
             h = F.pad(h.unsqueeze(0), (1, 1), mode='reflect')[0, :, 1:4]
+        elif self.which == 5:  # repeat_interleave without a dim (the flattened form)
+            h = torch.repeat_interleave(h, 2)[:6].view(2, 3)
         else:  # rms_norm with a weight of the wrong size
             h = F.rms_norm(h, [3], torch.ones(4))
         return F.cross_entropy(h, y)
@@ -119,7 +121,7 @@ def main(out):
     frozen.fc.bias.requires_grad_(False)
     torch.export.save(torch.export.export(frozen, args), os.path.join(out, 'frozen.pt2'))
     for which, name in enumerate(['causal_and_mask', 'gqa', 'int_and', 'gather', 'reflect',
-                                  'rms_weight']):
+                                  'repeat_flat', 'rms_weight']):
         torch.jit.save(torch.jit.script(BadOps(which)), os.path.join(out, name + '.pt'))
     # Programs another producer could write: two programs, a non-tensor input, a weight the
     # archive lacks.
