@@ -10,7 +10,8 @@ optimizer and the compiled step already made; /proc/self/clear_refs resets VmHWM
 
 Sides: `ds` (ds.initialize, this tree's build: fused attention and the LM head's loss in
 tiles of 512 rows, sequence_tiling.loss_tiles), `ds-ckpt` (that and DeepSpeed's
-activation_checkpointing: each layer recomputed in the backward), `ds-untiled` (fused
+activation_checkpointing: each layer recomputed in the backward), `ds-alst` (that and the
+MLPs in tiles, sequence_tiling.mlp_tiles "auto": ALST's recipe), `ds-untiled` (fused
 attention only), `torch` (PyTorch eager, SDPA on its CPU flash kernel). For each, lengths
 double from --start until the step no longer fits --budget-mib, then a bisection to --step
 tokens; three lengths at the end give the growth per token (a straight line: within 5%?).
@@ -127,9 +128,11 @@ def trial(side, seq, threads, steps=1):
         import ds
         config = {"train_micro_batch_size_per_gpu": 1,
                   "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}
-        if side in ('ds', 'ds-ckpt') and seq > 512:
+        if side in ('ds', 'ds-ckpt', 'ds-alst') and seq > 512:
             config["sequence_tiling"] = {"loss_tiles": seq // 512}
-        if side == 'ds-ckpt':
+        if side == 'ds-alst' and seq > 512:
+            config["sequence_tiling"]["mlp_tiles"] = "auto"
+        if side in ('ds-ckpt', 'ds-alst'):
             config["activation_checkpointing"] = {}
         engine, *_ = ds.initialize(model=model, config=config, threads=threads,
                                    example_inputs={"input_ids": ids, "labels": labels})

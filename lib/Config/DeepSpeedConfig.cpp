@@ -1181,24 +1181,22 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
       if (!o)
         return fail("'sequence_tiling' must be an object such as {\"loss_tiles\": 8}");
       for (const auto &[k, x] : *o) {
-        if (k == "loss_tiles") {
-          if (std::optional<StringRef> str = x.getAsString()) {
-            if (*str != "auto")
-              return fail("'sequence_tiling.loss_tiles' must be a positive integer or \"auto\", "
-                          "got \"" + *str + "\"");
-            cfg.lossTiles = 0; // ds-tile-sequence picks the count from the logits' size
-            continue;
-          }
-          auto i = getPositiveInt(x, "sequence_tiling.loss_tiles");
-          if (!i)
-            return i.takeError();
-          cfg.lossTiles = *i;
-        } else if (k == "mlp_tiles") {
-          return fail("'sequence_tiling.mlp_tiles' (the MLP in tiles) is not implemented yet; "
-                      "drop it (loss_tiles tiles the LM head's loss)");
-        } else {
-          return fail("unknown key 'sequence_tiling." + k.str() + "' (ds takes loss_tiles)");
+        if (k != "loss_tiles" && k != "mlp_tiles")
+          return fail("unknown key 'sequence_tiling." + k.str() +
+                      "' (ds takes loss_tiles and mlp_tiles)");
+        int64_t &tiles = k == "loss_tiles" ? cfg.lossTiles : cfg.mlpTiles;
+        std::string name = "sequence_tiling." + k.str();
+        if (std::optional<StringRef> str = x.getAsString()) {
+          if (*str != "auto")
+            return fail("'" + name + "' must be a positive integer or \"auto\", got \"" +
+                        *str + "\"");
+          tiles = 0; // ds-tile-sequence picks the count from the sizes
+          continue;
         }
+        auto i = getPositiveInt(x, name);
+        if (!i)
+          return i.takeError();
+        tiles = *i;
       }
     } else if (key == "sequence_parallel_size") {
       auto i = getPositiveInt(v, key);

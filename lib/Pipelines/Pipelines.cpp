@@ -20,6 +20,7 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   o.tensorParallelSpecs = config.tensorParallelSpecs;
   o.sequenceParallelSize = config.sequenceParallelSize;
   o.lossTiles = config.lossTiles;
+  o.mlpTiles = config.mlpTiles;
   o.pipeline = config.pipeline;
   o.optimizer = config.optimizer;
   o.gradientClipping = config.gradientClipping;
@@ -54,9 +55,10 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
     mp.lossScaling = options.precision == Precision::fp16;
     pm.addPass(createDSMixedPrecision(mp));
   }
-  if (options.lossTiles != 1) {
+  if (options.lossTiles != 1 || options.mlpTiles != 1) {
     DSTileSequenceOptions tiling;
     tiling.lossTiles = options.lossTiles;
+    tiling.mlpTiles = options.mlpTiles;
     pm.addPass(createDSTileSequence(tiling));
   }
   bool pipelined = options.pipeline.stages > 1;
@@ -73,8 +75,9 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   pm.addPass(createDSAutodiff(ad));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  if (options.checkpointing.enabled) {
+  if (options.checkpointing.enabled || options.mlpTiles != 1) {
     DSActivationCheckpointOptions ckpt;
+    ckpt.blocks = options.checkpointing.enabled; // else only the MLPs' tiles
     ckpt.segments = options.checkpointing.segments;
     ckpt.cpu = options.checkpointing.cpu;
     pm.addPass(createDSActivationCheckpoint(ckpt));

@@ -18,7 +18,7 @@ module {
 
 // -----
 
-// ERR: error: ds-activation-checkpoint: recomputation in a pipeline is not implemented yet; drop activation_checkpointing or pipeline.stages
+// ERR: error: ds-activation-checkpoint: recomputation in a pipeline is not implemented yet; drop activation_checkpointing (and sequence_tiling.mlp_tiles, which recomputes its tiles) or pipeline.stages
 module attributes {ds.pipeline = #ds.pipeline<stages = 2, virtual_stages = 1>} {
   func.func @micro_step(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
     return %x : tensor<2x4xf32>

@@ -68,7 +68,7 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
       return op->emitError() << "'" << name << "' must be a #ds.pipeline on a builtin.module";
     return success();
   }
-  if (name == kStageAttrName || name == kPipelineRankAttrName) {
+  if (name == kStageAttrName || name == kPipelineRankAttrName || name == kTileAttrName) {
     auto i = dyn_cast<IntegerAttr>(attr.getValue());
     if (!i || i.getInt() < 0)
       return op->emitError() << "'" << name << "' must be a non-negative integer";
@@ -93,6 +93,8 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
                              << "ds.flat_buffer";
     return success();
   }
+  if (name == kRecomputeAttrName && isa<IntegerAttr>(attr.getValue()))
+    return success();
   if (name == kOnHostAttrName || name == kRecomputeAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' is a unit attribute";

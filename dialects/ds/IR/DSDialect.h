@@ -69,8 +69,12 @@ inline constexpr llvm::StringLiteral kMemorySpaceAttrName = "ds.memory_space";
 /// On an op: it runs on the host, over host tensors (the offloaded optimizer).
 inline constexpr llvm::StringLiteral kOnHostAttrName = "ds.on_host";
 /// On an op: a clone that recomputes a forward value in the backward
-/// (ds-activation-checkpoint); CSE must not fold it into the forward op.
+/// (ds-activation-checkpoint); CSE must not fold it into the forward op. Unit, or on a
+/// tile's clone (ds.tile) the i64 round of its recomputation, which keeps rounds apart.
 inline constexpr llvm::StringLiteral kRecomputeAttrName = "ds.recompute";
+/// On a forward op: the tile (i64) of a position-wise region that ds-tile-sequence cut into
+/// tiles of rows; ds-activation-checkpoint recomputes each tile's values in the backward.
+inline constexpr llvm::StringLiteral kTileAttrName = "ds.tile";
 /// On the module: {optimizer, param} offload devices, as ds-offload applied them.
 inline constexpr llvm::StringLiteral kOffloadAttrName = "ds.offload";
 

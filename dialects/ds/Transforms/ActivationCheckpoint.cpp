@@ -152,19 +152,40 @@ llvm::SetVector<Value> recomputeInBackward(Block &body, Operation *loss,
   OpBuilder b(loss->getContext());
   std::vector<IRMapping> maps(groups);
   llvm::SetVector<Value> checkpoints;
+  // Recomputed values of tiles of rows (ds.tile) are reused only until another tile is
+  // recomputed: a tile recomputed for the whole region's result (a block's output) is
+  // recomputed again for its own backward, so one tile's values live at a time.
+  int64_t lastTile = -1, round = 0;
+  SmallVector<std::pair<int64_t, Value>> tileValues;
   std::function<Value(Value, int64_t)> recompute = [&](Value v, int64_t s) -> Value {
     if (Value m = maps[s].lookupOrNull(v))
       return m;
     Operation *def = v.getDefiningOp();
+    IRMapping operands;
     for (Value u : def->getOperands()) {
       Operation *d = u.getDefiningOp();
       if (d && segmentOf.count(d) && segmentOf.lookup(d) == s)
-        recompute(u, s);
+        operands.map(u, recompute(u, s));
       else if (d && !isa<GetParameterOp, ConstantOp>(d))
         checkpoints.insert(u); // a kept forward value the recomputation reads
     }
-    Operation *clone = b.clone(*def, maps[s]);
-    clone->setAttr(kRecomputeAttrName, UnitAttr::get(b.getContext()));
+    if (auto tile = def->getAttrOfType<IntegerAttr>(kTileAttrName)) {
+      if (tile.getInt() != lastTile) {
+        for (auto [seg, t] : tileValues)
+          maps[seg].erase(t);
+        tileValues.clear();
+        lastTile = tile.getInt();
+        ++round;
+      }
+      for (Value r : def->getResults())
+        tileValues.push_back({s, r});
+    }
+    Operation *clone = b.clone(*def, operands);
+    clone->setAttr(kRecomputeAttrName, def->hasAttr(kTileAttrName)
+                                           ? Attribute(b.getI64IntegerAttr(round))
+                                           : Attribute(UnitAttr::get(b.getContext())));
+    for (auto [r, c] : llvm::zip(def->getResults(), clone->getResults()))
+      maps[s].map(r, c);
     return maps[s].lookup(v);
   };
   bool backward = false;
@@ -225,9 +246,13 @@ void ActivationCheckpointPass::runOnOperation() {
     module.emitError() << "ds-activation-checkpoint needs @micro_step (run ds-autodiff first)";
     return signalPassFailure();
   }
-  if (module->hasAttr(kPipelineAttrName)) {
+  bool tiles = false;
+  micro.walk([&](Operation *op) { tiles |= op->hasAttr(kTileAttrName); });
+  if (module->hasAttr(kPipelineAttrName) && (blocks || tiles)) {
     module.emitError() << "ds-activation-checkpoint: recomputation in a pipeline is not "
-                          "implemented yet; drop activation_checkpointing or pipeline.stages";
+                          "implemented yet; drop activation_checkpointing (and "
+                          "sequence_tiling.mlp_tiles, which recomputes its tiles) or "
+                          "pipeline.stages";
     return signalPassFailure();
   }
   Block &body = micro.getBody().front();
@@ -236,16 +261,32 @@ void ActivationCheckpointPass::runOnOperation() {
   if (!loss)
     return;
 
-  auto [prefix, blocks] = findRepeatedBlocks(body, loss);
-  if (blocks.empty()) {
-    module.emitWarning() << "ds-activation-checkpoint: no repeated blocks (parameters named "
-                            "PREFIX.N.NAME for two or more N) in @micro_step; nothing is "
-                            "recomputed";
-    return;
-  }
   int64_t groups = 0;
-  llvm::DenseMap<Operation *, int64_t> segmentOf =
-      assignSegments(body, loss, prefix, blocks, segments, groups);
+  llvm::DenseMap<Operation *, int64_t> segmentOf;
+  if (blocks) {
+    auto [prefix, repeated] = findRepeatedBlocks(body, loss);
+    if (repeated.empty())
+      module.emitWarning() << "ds-activation-checkpoint: no repeated blocks (parameters named "
+                              "PREFIX.N.NAME for two or more N) in @micro_step; nothing is "
+                              "recomputed";
+    else
+      segmentOf = assignSegments(body, loss, prefix, repeated, segments, groups);
+  }
+  // Tiles of rows (ds-tile-sequence) are segments of their own where no block holds them: a
+  // tile's values are recomputed right before that tile's backward. Inside a block segment
+  // the same happens, as each value is recomputed where the backward first reads it.
+  int64_t blockGroups = groups;
+  for (Operation &op : body) {
+    if (&op == loss)
+      break;
+    auto tile = op.getAttrOfType<IntegerAttr>(kTileAttrName);
+    if (!tile || segmentOf.count(&op) || !recomputable(&op))
+      continue;
+    segmentOf[&op] = blockGroups + tile.getInt();
+    groups = std::max(groups, blockGroups + tile.getInt() + 1);
+  }
+  if (segmentOf.empty())
+    return;
   llvm::SetVector<Value> checkpoints = recomputeInBackward(body, loss, segmentOf, groups);
   if (cpu)
     offloadCheckpoints(checkpoints, loss);

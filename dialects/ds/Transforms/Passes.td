@@ -46,8 +46,21 @@ def DSFuseAttention : Pass<"ds-fuse-attention", "::mlir::ModuleOp"> {
 }
 
 def DSTileSequence : Pass<"ds-tile-sequence", "::mlir::ModuleOp"> {
-  let summary = "The LM head and its cross-entropy in tiles of rows (ALST's tiled logits loss).";
+  let summary = "The MLPs, and the LM head with its cross-entropy, in tiles of rows (ALST's TiledMLP and tiled logits loss).";
   let description = [{
+    With `mlp-tiles` > 1 (the config's `sequence_tiling.mlp_tiles`), every position-wise
+    region of `@forward` that widens its input (an MLP: from a value `x` read by a linear
+    layer with more outputs than inputs, through linear layers, matrix products by
+    parameters, elementwise ops and conversions, to the one value that leaves it) runs in
+    that many tiles along `x`'s second-to-last dimension (the sequence): each tile a slice of
+    `x`, the region's ops cloned on it (marked `ds.tile`), the tiles' results concatenated.
+    `ds-activation-checkpoint` then recomputes each tile's values right before that tile's
+    backward, so a tile's intermediates (`tokens/tiles x 4d` of an MLP) are all that exists
+    of them, forward and backward, whether or not `activation_checkpointing` is on; the
+    weights' gradients are the tiles' sums. `mlp-tiles=0` (the config's `"auto"`) takes
+    ALST's count, `ceil(sequence / hidden)`. Dropout ends a region (its random stream is the
+    model's, untiled).
+
     With `loss-tiles` > 1 (the config's `sequence_tiling.loss_tiles`), every f32
     `ds.cross_entropy` of `@forward` whose logits come only from a `ds.linear` (through a
     reshape to rows) becomes one `ds.linear_cross_entropy` of that many tiles of rows: its
@@ -65,6 +78,8 @@ def DSTileSequence : Pass<"ds-tile-sequence", "::mlir::ModuleOp"> {
     Option<"lossTiles", "loss-tiles", "int64_t", "1",
            "Tiles of rows of the LM head's loss (1: none; 0: auto, tiles of at most 64 MiB "
            "of logits)">,
+    Option<"mlpTiles", "mlp-tiles", "int64_t", "1",
+           "Tiles of rows of each MLP (1: none; 0: auto, ceil(sequence / hidden))">,
   ];
 }
 
@@ -239,6 +254,10 @@ def DSActivationCheckpoint : Pass<"ds-activation-checkpoint", "::mlir::ModuleOp"
     same bits and the losses do not change. With `cpu` (DeepSpeed's `cpu_checkpointing`),
     each checkpoint goes to host memory after its last forward use and comes back before its
     first backward use. A module without repeated blocks is left as it is, with a warning.
+
+    Ops that `ds-tile-sequence` marked `ds.tile` (an MLP in tiles of rows) are recomputed
+    the same way, one segment per tile, whether or not blocks are (`blocks=false`: only
+    tiles, as the pipeline runs it for `mlp_tiles` without `activation_checkpointing`).
   }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::func::FuncDialect"];
   let options = [
@@ -246,6 +265,8 @@ def DSActivationCheckpoint : Pass<"ds-activation-checkpoint", "::mlir::ModuleOp"
            "Segments (0: one per repeated block; DeepSpeed's number_checkpoints)">,
     Option<"cpu", "cpu", "bool", "false",
            "Keep the checkpoints in host memory between forward and backward (cpu_checkpointing)">,
+    Option<"blocks", "blocks", "bool", "true",
+           "Recompute the repeated blocks (false: only the tiles ds-tile-sequence marked)">,
   ];
 }
 

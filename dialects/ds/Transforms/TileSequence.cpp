@@ -1,6 +1,6 @@
-//===- TileSequence.cpp - the ds-tile-sequence pass: the LM head's loss in tiles ---===//
+//===- TileSequence.cpp - the ds-tile-sequence pass: MLPs and the LM head's loss in tiles -===//
 //
-// ALST's tiled logits loss as a rewrite of @forward: the LM head's linear whose logits only
+// The MLPs in tiles are TileMlp.cpp's. ALST's tiled logits loss as a rewrite of @forward: the LM head's linear whose logits only
 // feed a cross-entropy (through a reshape to rows) becomes one ds.linear_cross_entropy over
 // `loss-tiles` tiles of rows, whose kernels hold one tile's logits at a time, forward and
 // backward (each tile's logits recomputed for its gradient); a mean is the tiled sum over the
@@ -10,6 +10,7 @@
 #include "ds/Transforms/Passes.h"
 
 #include "TensorParallel.h"
+#include "TileSequence.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -100,7 +101,7 @@ bool TileSequencePass::tile(CrossEntropyOp ce) {
 }
 
 void TileSequencePass::runOnOperation() {
-  if (lossTiles == 1)
+  if (lossTiles == 1 && mlpTiles == 1)
     return;
   ModuleOp module = getOperation();
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
@@ -109,17 +110,32 @@ void TileSequencePass::runOnOperation() {
                           "before ds-autodiff)";
     return signalPassFailure();
   }
-  SmallVector<CrossEntropyOp> losses;
-  forward.walk([&](CrossEntropyOp ce) { losses.push_back(ce); });
-  int64_t tiled = 0;
-  for (CrossEntropyOp ce : losses)
-    tiled += tile(ce);
-  if (!tiled && lossTiles > 1) {
-    forward.emitError() << "ds-tile-sequence: sequence_tiling.loss_tiles is "
-                        << static_cast<int64_t>(lossTiles)
-                        << " but no f32 cross-entropy reads a linear layer's logits alone "
-                           "(a vocabulary-parallel head under tp or a bf16/fp16 model keeps "
-                           "its own); drop loss_tiles";
+  if (lossTiles < 0 || mlpTiles < 0) {
+    module.emitError() << "ds-tile-sequence: loss-tiles and mlp-tiles are counts (0: auto)";
+    return signalPassFailure();
+  }
+  // The loss first: its head is a widening linear layer that is not an MLP.
+  if (lossTiles != 1) {
+    SmallVector<CrossEntropyOp> losses;
+    forward.walk([&](CrossEntropyOp ce) { losses.push_back(ce); });
+    int64_t tiled = 0;
+    for (CrossEntropyOp ce : losses)
+      tiled += tile(ce);
+    if (!tiled && lossTiles > 1) {
+      forward.emitError() << "ds-tile-sequence: sequence_tiling.loss_tiles is "
+                          << static_cast<int64_t>(lossTiles)
+                          << " but no f32 cross-entropy reads a linear layer's logits alone "
+                             "(a vocabulary-parallel head under tp or a bf16/fp16 model keeps "
+                             "its own); drop loss_tiles";
+      return signalPassFailure();
+    }
+  }
+  if (mlpTiles != 1 && tileMlps(forward, mlpTiles) == 0 && mlpTiles > 1) {
+    forward.emitError() << "ds-tile-sequence: sequence_tiling.mlp_tiles is "
+                        << static_cast<int64_t>(mlpTiles)
+                        << " but no MLP was found (a linear layer that widens its input, "
+                           "position-wise ops, and one narrower result), or it has fewer "
+                           "rows than that; drop mlp_tiles";
     return signalPassFailure();
   }
 }

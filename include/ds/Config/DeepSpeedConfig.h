@@ -150,6 +150,8 @@ struct DeepSpeedConfig {
   int64_t sequenceParallelSize = 1; ///< sequence_parallel_size (Ulysses)
   /// sequence_tiling.loss_tiles (ds-tile-sequence; ds's own key); 0: "auto".
   int64_t lossTiles = 1;
+  /// sequence_tiling.mlp_tiles (ds-tile-sequence: each MLP in tiles of rows); 0: "auto".
+  int64_t mlpTiles = 1;
   PipelineConfig pipeline;          ///< pipeline.stages etc. (pp, the outermost mesh axis)
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
