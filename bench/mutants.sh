@@ -6,7 +6,7 @@
 # mutants come in groups, each under 45 minutes here (2 cores): optimizer (optimizers,
 # schedules, data, clipping), parallel (ZeRO, tp, sp, pp), memory (offload, recomputation,
 # resharding, kernels), import (HF's masks), python (ds.initialize and ds.hf), attention (the
-# fused attention kernels, its fold, the tiled loss).
+# fused attention kernels, its fold, the tiled loss and MLP, ring attention).
 #
 #   bash bench/mutants.sh [SCRATCH] [GROUP]   (default SCRATCH: build-mutants/, GROUP: all)
 #   MUTANT_NAMES='OneCycle|Muon' bash bench/mutants.sh     (those whose names match)
@@ -83,6 +83,10 @@ attention|backward drops rowsum(do * o)|runtime/src/cpu/attention.cpp|softmaxGra
 attention|fold keeps masked_fill's dropped keys|dialects/ds/Transforms/FuseAttention.cpp|        case CmpPredicate::eq: return CmpPredicate::ne;|        case CmpPredicate::eq: return CmpPredicate::eq;|e2e/gpt-fidelity.test
 attention|tiled loss: the tiles' sums not added|runtime/src/core/tiled_loss.cpp|      dsrt_binary(ctx, DSRT_ADD, loss, loss, &part);|      (void)part;|e2e/long-sequence.test
 attention|tiled loss: the tiles' weight gradients not added|runtime/src/core/tiled_loss.cpp|      dsrt_binary(ctx, DSRT_ADD, dw, dw, &dwPart);|      (void)dwPart;|e2e/long-sequence.test
+attention|ring: a block's partial result not merged|runtime/src/core/ring_attention.cpp|      dsrt_binary(ctx, DSRT_ADD, out, out, &O);|      (void)O;|e2e/ring-attention.test
+attention|ring: causal attends to later blocks|runtime/src/core/ring_attention.cpp|    } else if (!causal || src < r.rank) {|    } else if (!causal || src != r.rank) {|e2e/ring-attention.test
+attention|ring backward: key gradients left behind|runtime/src/core/ring_attention.cpp|      dsrt_binary(ctx, DSRT_ADD, &GK, &GK, &DK);|      (void)DK;|e2e/ring-attention.test
+attention|mlp tiles: the tiles' results joined in reverse|dialects/ds/Transforms/TileMlp.cpp|    pieces.push_back(map.lookup(exit));|    pieces.insert(pieces.begin(), map.lookup(exit));|e2e/long-sequence.test
 python|train_batch skips a step's last micro-batch|python/ds/engine.py|for k in range(0, self._gas, self._per_call):|for k in range(0, self._gas - 1, self._per_call):|ctest:python-engine
 python|ds.hf: each micro-batch divided by the step's whole token count|python/ds/hf.py|per = n / len(micro)|per = n|ctest:python-engine
 python|ds.hf: every rank reads every batch|python/ds/hf.py|if i % self.ranks == self.rank:|if True:|ctest:python-engine

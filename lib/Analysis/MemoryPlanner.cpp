@@ -341,16 +341,13 @@ static FailureOr<int32_t> groupOf(ModuleOp module, Operation *op) {
                               "module's ds.mesh (same sizes in the same order; ds-zero and the "
                               "parallelism passes make one)";
   auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
-  if (!axes || axes.empty())
+  if (!axes)
     return -1;
-  int32_t mask = 0;
-  for (int16_t a : axes.asArrayRef()) {
+  for (int16_t a : axes.asArrayRef())
     if (a < 0 || a >= static_cast<int64_t>(mesh.getShape().size()))
       return op->emitError() << "ds-lower-to-runtime: grid axis " << a << " is not an axis of "
                              << mesh.str();
-    mask |= 1 << a;
-  }
-  return mask;
+  return runtimeGroupOf(axes.asArrayRef());
 }
 
 static bool reducible(shard::ReductionKind k) {
@@ -416,7 +413,8 @@ FailureOr<bool> MemoryPlanner::planStructure(Operation *op) {
     viewOf(sl.getResult(), sl.getInput());
     return true;
   }
-  if (isa<shard::AllSliceOp, shard::SendOp, shard::RecvOp>(op)) {
+  if (isa<shard::AllSliceOp, shard::SendOp, shard::RecvOp, RingAttentionOp,
+          RingAttentionGradOp>(op)) {
     FailureOr<int32_t> group = groupOf(module, op);
     if (failed(group))
       return failure();

@@ -33,7 +33,7 @@ const char *const kDeepSpeedKeys[] = {
     "weight_quantization", "use_data_before_expert_parallelism", "mics_shard_size",
     "mics_hierarchical_params_gather", "zero_quantized_weights", "zero_quantized_gradients",
     "seed", "fp32_allreduce", "timers", "compile", "tensor_parallel", "sequence_parallel_size",
-    "bfloat16", "sequence_tiling",
+    "bfloat16", "sequence_tiling", "sequence_parallel_mode",
 };
 // Keys that DeepSpeed documents as not affecting the numbers: accepted with a warning.
 const char *const kWarnOnlyKeys[] = {
@@ -45,7 +45,7 @@ const char *const kImplementedKeys[] = {
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
     "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed",
     "zero_optimization", "fp16", "bf16", "bfloat16", "tensor_parallel", "sequence_parallel_size",
-    "pipeline", "aio", "activation_checkpointing", "sequence_tiling",
+    "pipeline", "aio", "activation_checkpointing", "sequence_tiling", "sequence_parallel_mode",
 };
 // activation_checkpointing's keys (runtime/activation_checkpointing/config.py).
 const char *const kCheckpointingKeys[] = {"partition_activations", "contiguous_memory_optimization",
@@ -1203,6 +1203,15 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
       if (!i)
         return i.takeError();
       cfg.sequenceParallelSize = *i;
+    } else if (key == "sequence_parallel_mode") {
+      // ds's own key: how attention is split over sp.
+      auto s = v.getAsString();
+      std::optional<mlir::ds::SequenceParallelMode> mode =
+          s ? mlir::ds::symbolizeSequenceParallelMode(*s) : std::nullopt;
+      if (!mode)
+        return fail("'sequence_parallel_mode' (a ds key) must be \"auto\", \"ulysses\" or "
+                    "\"ring\"");
+      cfg.sequenceParallelMode = *mode;
     } else if (key == "steps_per_print") {
       auto i = getPositiveInt(v, key);
       if (!i)

@@ -19,6 +19,7 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   o.tensorParallelSize = config.tensorParallelSize;
   o.tensorParallelSpecs = config.tensorParallelSpecs;
   o.sequenceParallelSize = config.sequenceParallelSize;
+  o.sequenceParallelMode = config.sequenceParallelMode;
   o.lossTiles = config.lossTiles;
   o.mlpTiles = config.mlpTiles;
   o.pipeline = config.pipeline;
@@ -47,6 +48,7 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   if (options.sequenceParallelSize > 1) {
     DSSequenceParallelOptions sp;
     sp.sequenceParallelSize = options.sequenceParallelSize;
+    sp.mode = options.sequenceParallelMode;
     pm.addPass(createDSSequenceParallel(sp));
   }
   if (mixed) {

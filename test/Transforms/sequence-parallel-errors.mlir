@@ -50,15 +50,16 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", "sp"], shape = [1, 4]>} {
 
 // -----
 
-// Fused attention whose heads (3) and batch (1) do not divide by sp: Ulysses has nothing to
-// exchange the sequence for (ring attention would split it; not built).
+// Fused bf16 attention whose heads (3) and batch (1) do not divide by sp: Ulysses has
+// nothing to exchange the sequence for, and ring attention (which auto takes in f32) computes
+// in f32 only.
 module {
-  func.func @forward(%x: tensor<1x4x6xf32>) -> tensor<f32> {
-    %r = ds.reshape %x : tensor<1x4x6xf32> -> tensor<1x4x3x2xf32>
-    %q = ds.transpose %r perm = [0, 2, 1, 3] : tensor<1x4x3x2xf32> -> tensor<1x3x4x2xf32>
+  func.func @forward(%x: tensor<1x4x6xbf16>) -> tensor<bf16> {
+    %r = ds.reshape %x : tensor<1x4x6xbf16> -> tensor<1x4x3x2xbf16>
+    %q = ds.transpose %r perm = [0, 2, 1, 3] : tensor<1x4x3x2xbf16> -> tensor<1x3x4x2xbf16>
     // expected-error @below {{ds-sequence-parallel: 'ds.attention' has 3 query and 3 key/value heads and a batch of 1, none of which divides by sp to exchange the sequence for}}
-    %a:2 = ds.attention %q, %q, %q scale = 0.5 causal : (tensor<1x3x4x2xf32>, tensor<1x3x4x2xf32>, tensor<1x3x4x2xf32>) -> (tensor<1x3x4x2xf32>, tensor<1x3x4xf32>)
-    %s = ds.sum %a#0 dims = [0, 1, 2, 3] : tensor<1x3x4x2xf32> -> tensor<f32>
-    return %s : tensor<f32>
+    %a:2 = ds.attention %q, %q, %q scale = 0.5 causal : (tensor<1x3x4x2xbf16>, tensor<1x3x4x2xbf16>, tensor<1x3x4x2xbf16>) -> (tensor<1x3x4x2xbf16>, tensor<1x3x4xf32>)
+    %s = ds.sum %a#0 dims = [0, 1, 2, 3] : tensor<1x3x4x2xbf16> -> tensor<bf16>
+    return %s : tensor<bf16>
   }
 }

@@ -20,7 +20,8 @@ MODELS = os.path.join(HERE, '..', 'models')
 
 # Integer inputs are class indices: their exclusive upper bound per family.
 CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'gpt-d512': 1024, 'lm': 64, 'lm-nodrop': 64,
-           'vit': 10, 'resnet18': 10, 'gpt2x': 64, 'lm2x': 64, 'ops2x': 64, 'bn2x': 4,
+           'vit': 10, 'resnet18': 10, 'gpt2x': 64, 'gpt2xgqa': 64, 'lm2x': 64, 'ops2x': 64,
+           'bn2x': 4,
            'hfgpt2': 64, 'hfllama': 64, 'hfbert': 64, 'hfllamapad': 64, 'hfqwen2pad': 64,
            'hfmistralpad': 64, 'hfphi3pad': 64, 'hfoptpad': 64, 'hfbertpad': 64,
            'hfberttypes': 64, 'hfllamapos': 64, 'hfgemma2pad': 64}
@@ -32,7 +33,8 @@ PADDED_FAMILIES = ('hfllamapad', 'hfqwen2pad', 'hfmistralpad', 'hfphi3pad', 'hfo
                    'hfbertpad', 'hfberttypes', 'hfllamapos', 'hfgemma2pad')
 # Families exported by PyTorch 2.x (test/models/make_models2.py; run this script with .venv's
 # python, whose torch also judges step 1).
-TORCH2_FAMILIES = ('gpt2x', 'lm2x', 'ops2x', 'bn2x', 'hfgpt2', 'hfllama', 'hfbert') + PADDED_FAMILIES
+TORCH2_FAMILIES = ('gpt2x', 'gpt2xgqa', 'lm2x', 'ops2x', 'bn2x', 'hfgpt2', 'hfllama',
+                   'hfbert') + PADDED_FAMILIES
 
 _ST_DTYPES = {'F32': np.float32, 'F64': np.float64, 'I64': np.int64, 'I32': np.int32,
               'BOOL': np.bool_, 'F16': np.float16, 'BF16': np.uint16}
@@ -322,7 +324,8 @@ def parse_type(t):
     return [int(d) for d in body[:-1]], body[-1]
 
 
-TOKEN_FAMILIES = ('gpt', 'gpt-d512', 'gpt-wide', 'lm', 'lm-nodrop', 'gpt2x', 'lm2x', 'ops2x', 'hfgpt2',
+TOKEN_FAMILIES = ('gpt', 'gpt-d512', 'gpt-wide', 'lm', 'lm-nodrop', 'gpt2x', 'gpt2xgqa', 'lm2x',
+                  'ops2x', 'hfgpt2',
                   'hfllama', 'hfbert')
 
 

@@ -26,9 +26,11 @@ warnings.filterwarnings('ignore')  # TorchScript's deprecation and tracer warnin
 # gpt2x: nanoGPT as written for PyTorch 2.x (F.scaled_dot_product_attention, tied weights)
 # --------------------------------------------------------------------------
 class CausalSelfAttention(nn.Module):
-    def __init__(self, n_embd: int, n_head: int):
+    def __init__(self, n_embd: int, n_head: int, n_kv_head: int = 0):
         super().__init__()
-        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.n_kv = n_kv_head or n_head
+        self.kv_embd = n_embd // n_head * self.n_kv
+        self.c_attn = nn.Linear(n_embd, n_embd + 2 * self.kv_embd)
         self.c_proj = nn.Linear(n_embd, n_embd)
         self.n_head = n_head
         self.n_embd = n_embd
@@ -36,22 +38,24 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q, k, v = self.c_attn(x).split([self.n_embd, self.kv_embd, self.kv_embd], dim=2)
+        k = k.view(B, T, self.n_kv, C // self.n_head).transpose(1, 2)
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_kv, C // self.n_head).transpose(1, 2)
+        # Grouped-query heads (gpt2xgqa) read each key/value head for n_head / n_kv queries.
+        gqa = {'enable_gqa': True} if self.n_kv != self.n_head else {}
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=None,
                                            dropout_p=self.dropout if self.training else 0.0,
-                                           is_causal=True)
+                                           is_causal=True, **gqa)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.c_proj(y)
 
 
 class Block(nn.Module):
-    def __init__(self, n_embd: int, n_head: int):
+    def __init__(self, n_embd: int, n_head: int, n_kv_head: int = 0):
         super().__init__()
         self.ln_1 = nn.LayerNorm(n_embd)
-        self.attn = CausalSelfAttention(n_embd, n_head)
+        self.attn = CausalSelfAttention(n_embd, n_head, n_kv_head)
         self.ln_2 = nn.LayerNorm(n_embd)
         self.c_fc = nn.Linear(n_embd, 4 * n_embd)
         self.c_proj = nn.Linear(4 * n_embd, n_embd)
@@ -63,11 +67,11 @@ class Block(nn.Module):
 
 class GPT(nn.Module):
     def __init__(self, vocab: int = 64, block_size: int = 16, n_layer: int = 2,
-                 n_head: int = 2, n_embd: int = 32):
+                 n_head: int = 2, n_embd: int = 32, n_kv_head: int = 0):
         super().__init__()
         self.wte = nn.Embedding(vocab, n_embd)
         self.wpe = nn.Embedding(block_size, n_embd)
-        self.h = nn.ModuleList([Block(n_embd, n_head) for _ in range(n_layer)])
+        self.h = nn.ModuleList([Block(n_embd, n_head, n_kv_head) for _ in range(n_layer)])
         self.ln_f = nn.LayerNorm(n_embd)
         self.lm_head = nn.Linear(n_embd, vocab, bias=False)
         self.wte.weight = self.lm_head.weight  # weight tying
@@ -311,6 +315,8 @@ HF_INPUTS = [('input_ids', (4, 16), torch.int64, _tokens(64, (4, 16))),
 # name: (constructor, inputs, kinds)
 FAMILIES = {
     'gpt2x': (GPT, LM_INPUTS, ['script', 'trace', 'export', 'export-core', 'export-dynamic']),
+    # 4 query heads over 2 key/value heads: sp 4 divides neither count of key/value heads.
+    'gpt2xgqa': (lambda: GPT(n_head=4, n_kv_head=2), LM_INPUTS, ['export']),
     'lm2x': (TransformerLM, LM_INPUTS, ['script', 'export']),
     'ops2x': (OpsLM, LM_INPUTS, ['script', 'export', 'export-core']),
     'bn2x': (BNNet, [('x', (8, 16), torch.float32, lambda g: torch.randn((8, 16), generator=g)),

@@ -89,14 +89,23 @@ Work workOf(Operation *op) {
   // the probabilities', the queries' and the keys' gradients; the recomputed scores are not
   // counted, as PyTorch's count of the math backward has no such product) and the softmax
   // gradient with the recomputed probabilities (6 per score).
-  if (isa<AttentionOp, AttentionGradOp>(op)) {
+  // Ring attention: the same over the whole sequence's keys (sp blocks of them).
+  if (isa<AttentionOp, AttentionGradOp, RingAttentionOp, RingAttentionGradOp>(op)) {
     auto shape = [&](unsigned i) {
       return cast<RankedTensorType>(op->getOperand(i).getType()).getShape();
     };
     ArrayRef<int64_t> q = shape(0), k = shape(1), v = shape(2);
-    int64_t scores = q[0] * q[1] * q[2] * k[2];
+    int64_t keys = k[2];
+    if (isa<RingAttentionOp, RingAttentionGradOp>(op)) {
+      auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+          op, op->getAttrOfType<FlatSymbolRefAttr>("grid"));
+      auto axes = op->getAttrOfType<DenseI16ArrayAttr>("grid_axes");
+      for (int16_t a : axes.asArrayRef())
+        keys *= grid ? grid.getShape()[a] : 1;
+    }
+    int64_t scores = q[0] * q[1] * q[2] * keys;
     int64_t f = 2 * scores * (q[3] + v[3]);
-    if (isa<AttentionOp>(op))
+    if (isa<AttentionOp, RingAttentionOp>(op))
       return {f + 7 * scores, f};
     return {2 * f + 6 * scores, 2 * f};
   }

@@ -81,6 +81,17 @@ inline constexpr llvm::StringLiteral kOffloadAttrName = "ds.offload";
 /// Name of the function-argument attribute that holds the PyTorch input name.
 inline constexpr llvm::StringLiteral kInputNameAttrName = "ds.input_name";
 
+/// The runtime group (dsrt.h) of a collective's grid axes, the grid mirroring the module's
+/// mesh: bit i for axis i; DSRT_GROUP_WORLD (-1) for none.
+inline int32_t runtimeGroupOf(llvm::ArrayRef<int16_t> gridAxes) {
+  if (gridAxes.empty())
+    return -1;
+  int32_t mask = 0;
+  for (int16_t a : gridAxes)
+    mask |= 1 << a;
+  return mask;
+}
+
 /// The module's #ds.pipeline (null when it is not cut into pipeline stages).
 inline PipelineAttr getPipeline(Operation *module) {
   return module->getAttrOfType<PipelineAttr>(kPipelineAttrName);

@@ -415,6 +415,23 @@ LogicalResult AttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+LogicalResult RingAttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                             ArrayRef<bool>, SmallVectorImpl<Value> &dxs) {
+  if (!dys[0])
+    return success(); // nothing but the gradient reads the log-sum-exp
+  int64_t kv = typeOf(getKey()).getNumElements() + typeOf(getValue()).getNumElements();
+  auto ws = RankedTensorType::get({5 * kv + typeOf(getQuery()).getNumElements()},
+                                  b.getF32Type());
+  auto g = RingAttentionGradOp::create(
+      b, getLoc(), typeOf(getQuery()), typeOf(getKey()), typeOf(getValue()), ws, getQuery(),
+      getKey(), getValue(), getResult(), getLse(), dys[0], getScaleAttr(), getCausalAttr(),
+      getGridAttr(), getGridAxesAttr());
+  dxs[0] = g.getDq();
+  dxs[1] = g.getDk();
+  dxs[2] = g.getDv();
+  return success();
+}
+
 LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool>,
                                          SmallVectorImpl<Value> &dxs) {
   Value x = getInput();

@@ -41,6 +41,14 @@ def DS_PipelineSchedule : I32EnumAttr<"PipelineSchedule", "a pipeline schedule",
   let parameterPrinter = "$_printer.printKeywordOrString(stringifyPipelineSchedule($_self))";
 }
 def DS_PipelineScheduleAttr : EnumAttr<DS_Dialect, DS_PipelineSchedule, "pipeline_schedule">;
+// How ds-sequence-parallel splits attention (sequence_parallel_mode): Ulysses' all-to-all
+// of heads, ring attention, or Ulysses where the heads divide and ring elsewhere.
+def DS_SequenceParallelMode : I32EnumAttr<"SequenceParallelMode", "a sequence-parallel mode", [
+    I32EnumAttrCase<"automatic", 0, "auto">, I32EnumAttrCase<"ulysses", 1>,
+    I32EnumAttrCase<"ring", 2>]> {
+  let cppNamespace = "::mlir::ds";
+  let genSpecializedAttr = 0;
+}
 // Where ZeRO-Offload puts a state (zero_optimization.offload_*.device).
 def DS_OffloadDevice : I32EnumAttr<"OffloadDevice", "an offload device", [
     I32EnumAttrCase<"none", 0>, I32EnumAttrCase<"cpu", 1>, I32EnumAttrCase<"nvme", 2>]> {

@@ -173,16 +173,54 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
   return success();
 }
 
-LogicalResult AttentionGradOp::verify() {
-  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), getMask(), getCausal(),
-                             getResult(), getLse())) ||
-      failed(expectShape(*this, getResultGrad(), shapeOf(getResult()), "result_grad",
-                         getResult())) ||
-      failed(expectShape(*this, getDq(), shapeOf(getQuery()), "dq", getQuery())) ||
-      failed(expectShape(*this, getDk(), shapeOf(getKey()), "dk", getKey())) ||
-      failed(expectShape(*this, getDv(), shapeOf(getValue()), "dv", getValue())))
+namespace {
+/// An attention gradient (fused or ring): a valid forward, and gradients of its operands'
+/// types.
+template <class GradOp> LogicalResult verifyAttentionGrad(GradOp op, Value mask) {
+  if (failed(verifyAttention(op, op.getQuery(), op.getKey(), op.getValue(), mask,
+                             op.getCausal(), op.getResult(), op.getLse())) ||
+      failed(expectShape(op, op.getResultGrad(), shapeOf(op.getResult()), "result_grad",
+                         op.getResult())) ||
+      failed(expectShape(op, op.getDq(), shapeOf(op.getQuery()), "dq", op.getQuery())) ||
+      failed(expectShape(op, op.getDk(), shapeOf(op.getKey()), "dk", op.getKey())) ||
+      failed(expectShape(op, op.getDv(), shapeOf(op.getValue()), "dv", op.getValue())))
     return failure();
   return success();
+}
+} // namespace
+
+LogicalResult AttentionGradOp::verify() { return verifyAttentionGrad(*this, getMask()); }
+
+namespace {
+/// The f32 workspace of ring attention (forward or gradient): `elements` long.
+LogicalResult verifyRingWorkspace(Operation *op, Value q, Value ws, int64_t elements,
+                                  ArrayRef<int16_t> axes) {
+  if (!elementOf(q).isF32())
+    return op->emitOpError() << "computes in f32 only, got " << q.getType();
+  if (axes.empty())
+    return op->emitOpError() << "needs the grid axes of its ring";
+  if (shapeOf(ws) != ArrayRef<int64_t>{elements} || !elementOf(ws).isF32())
+    return op->emitOpError() << "workspace must be f32 [" << elements << "]";
+  return success();
+}
+int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
+} // namespace
+
+LogicalResult RingAttentionOp::verify() {
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), Value(), getCausal(),
+                             getResult(), getLse())))
+    return failure();
+  int64_t kv = numel(getKey()) + numel(getValue());
+  return verifyRingWorkspace(*this, getQuery(), getWorkspace(),
+                             2 * kv + numel(getResult()) + 3 * numel(getLse()), getGridAxes());
+}
+
+LogicalResult RingAttentionGradOp::verify() {
+  if (failed(verifyAttentionGrad(*this, Value())))
+    return failure();
+  int64_t kv = numel(getKey()) + numel(getValue());
+  return verifyRingWorkspace(*this, getQuery(), getWorkspace(), 5 * kv + numel(getQuery()),
+                             getGridAxes());
 }
 
 LogicalResult LayerNormGradOp::verify() {

@@ -159,6 +159,62 @@ def DS_AttentionGradOp : DS_Op<"attention_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def DS_RingAttentionOp : DS_Op<"ring_attention", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
+  let summary = "ds.attention over a sequence split in blocks along mesh axes: the keys and values go round the ring.";
+  let description = [{
+    Context parallelism (ring attention), made by `ds-sequence-parallel` in ring mode. Each
+    rank of the group along `grid_axes` (the sp ranks, in rank order) holds block r of the
+    sequence: its queries, keys and values `[B, H, L/sp, E]`. In sp steps every rank computes
+    its queries against one block of keys and values while it passes that block on to the
+    next rank and receives the previous rank's (one exchange, overlapped with the kernel),
+    merging the partial results by their log-sum-exp. `causal` is over the whole sequence:
+    the block a rank holds is causal, earlier blocks are whole, later blocks are skipped.
+    `lse` is the whole row's. `workspace` holds two blocks of keys and values, a partial
+    result and its log-sum-exp; nothing reads it.
+
+    **Constraints:** those of ds.attention (no mask) with local shapes; f32; the workspace f32
+    of `2 * (numel(key) + numel(value)) + numel(result) + 3 * numel(lse)` elements.
+  }];
+  let arguments = (ins DS_FloatTensor:$query, DS_FloatTensor:$key, DS_FloatTensor:$value,
+                       F64Attr:$scale, UnitAttr:$causal, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes);
+  let results = (outs DS_FloatTensor:$result, DS_FloatTensor:$lse,
+                      DS_FloatTensor:$workspace);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `scale` `=` $scale (`causal` $causal^)? `on` $grid `grid_axes`
+    `=` $grid_axes attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_RingAttentionGradOp : DS_Op<"ring_attention_grad", [Pure]> {
+  let summary = "Gradients of ds.ring_attention: the key and value gradients go round the ring with their blocks.";
+  let description = [{
+    In sp steps each rank takes the flash-attention backward of its queries against one
+    block of keys and values (with the whole rows' `result` and `lse`, which make each
+    block's share exact), adds it to `dq` and to the gradients that travel with the block,
+    and passes block and gradients on; after sp exchanges every block is home with its
+    gradients summed over all the queries. `workspace` holds two blocks of keys, values and
+    their gradients and one block's partial gradients; nothing reads it.
+
+    **Constraints:** the operands of a valid ds.ring_attention with these `result` and `lse`;
+    `result_grad` of the result's type; `dq`, `dk`, `dv` of the query's, key's and value's
+    types; the workspace f32 of `5 * (numel(key) + numel(value)) + numel(query)` elements.
+  }];
+  let arguments = (ins DS_FloatTensor:$query, DS_FloatTensor:$key, DS_FloatTensor:$value,
+                       DS_FloatTensor:$result, DS_FloatTensor:$lse, DS_FloatTensor:$result_grad,
+                       F64Attr:$scale, UnitAttr:$causal, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes);
+  let results = (outs DS_FloatTensor:$dq, DS_FloatTensor:$dk, DS_FloatTensor:$dv,
+                      DS_FloatTensor:$workspace);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `result` $result `,` $lse `grad` $result_grad `scale` `=` $scale
+    (`causal` $causal^)? `on` $grid `grid_axes` `=` $grid_axes attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def DS_LinearCrossEntropyGradOp : DS_Op<"linear_cross_entropy_grad", [Pure]> {
   let summary = "Gradients of ds.linear_cross_entropy (input, weight, bias), tile by tile.";
   let description = [{

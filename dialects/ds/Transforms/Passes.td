@@ -418,12 +418,22 @@ def DSSequenceParallel : Pass<"ds-sequence-parallel", "::mlir::ModuleOp"> {
     (`ds.parallel_sum`), so the loss is the whole sequence's. A sequence length that does not
     divide by sp, or an op that needs the whole sequence outside an attention, is refused by
     name. Sets the module's mesh to `dp=1 x sp=sequence-parallel-size` when it has none.
+
+    `mode` (the config's `sequence_parallel_mode`) chooses how a fused `ds.attention` is
+    split: `ulysses` as above; `ring` keeps its queries, keys and values in sequence blocks
+    and makes it a `ds.ring_attention`, whose key/value blocks go round the sp ranks (f32,
+    causal or unmasked); `auto` (the default) takes Ulysses where the query and key/value
+    heads both divide by sp, and the ring elsewhere where it can (else Ulysses over the
+    batch).
   }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::shard::ShardDialect"];
   let options = [
     Option<"sequenceParallelSize", "sequence-parallel-size", "int64_t", "1",
            "Sequence-parallel ranks when the module has no ds.mesh (DeepSpeed's "
            "sequence_parallel_size; with a mesh, its sp axis decides)">,
+    Option<"mode", "mode", "::mlir::ds::SequenceParallelMode",
+           "::mlir::ds::SequenceParallelMode::automatic", "auto | ulysses | ring",
+           [{::mlir::ds::EnumOptionValues<::mlir::ds::SequenceParallelMode, ::mlir::ds::getMaxEnumValForSequenceParallelMode, ::mlir::ds::symbolizeSequenceParallelMode>()}]>,
   ];
 }
 

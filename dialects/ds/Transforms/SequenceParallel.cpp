@@ -76,6 +76,14 @@ struct SequenceParallelPass : mlir::ds::impl::DSSequenceParallelBase<SequencePar
   LogicalResult elementwise(Operation *op);
   LogicalResult matmul(MatmulOp m);
   LogicalResult attention(AttentionOp a);
+  LogicalResult ring(AttentionOp a);
+  /// Whether `a` computes in f32: f32 operands in a step that ds-mixed-precision leaves f32
+  /// (the module's ds.run, where the training pipeline recorded it).
+  bool f32(AttentionOp a) {
+    auto run = getOperation()->getAttrOfType<RunAttr>(kRunAttrName);
+    return typeOf(a.getQuery()).getElementType().isF32() &&
+           (!run || run.getPrecision() == Precision::fp32);
+  }
   LogicalResult crossEntropy(CrossEntropyOp ce);
   LogicalResult reduction(Operation *op);
 };
@@ -307,7 +315,12 @@ LogicalResult SequenceParallelPass::attention(AttentionOp a) {
   // else of the batch: query, key and value [B, H, L, E] arrive split along their length.
   OpBuilder b(a);
   ArrayRef<int64_t> q = typeOf(a.getQuery()).getShape(), k = typeOf(a.getKey()).getShape();
-  int64_t batch = q[1] % sp == 0 && k[1] % sp == 0 ? 1 : q[0] % sp == 0 ? 0 : -1;
+  bool heads = q[1] % sp == 0 && k[1] % sp == 0;
+  bool ringable = !a.getMask() && f32(a);
+  if (mode == SequenceParallelMode::ring ||
+      (mode == SequenceParallelMode::automatic && !heads && ringable))
+    return ring(a);
+  int64_t batch = heads ? 1 : q[0] % sp == 0 ? 0 : -1;
   if (batch < 0)
     return fail(a, "has " + std::to_string(q[1]) + " query and " + std::to_string(k[1]) +
                        " key/value heads and a batch of " + std::to_string(q[0]) +
@@ -329,6 +342,37 @@ LogicalResult SequenceParallelPass::attention(AttentionOp a) {
     r.setType(local(typeOf(r), batch));
     states[r] = State{State::Other, Split{batch, 1}, 2};
   }
+  return success();
+}
+
+LogicalResult SequenceParallelPass::ring(AttentionOp a) {
+  // The blocks stay where they are: ds.ring_attention passes the keys and values round.
+  if (a.getMask())
+    return fail(a, "has a mask; ring attention takes a causal or an unmasked attention "
+                   "(sequence_parallel_mode \"ulysses\" exchanges it whole)");
+  if (!f32(a))
+    return fail(a, "is not f32; ring attention computes in f32 only (use "
+                   "sequence_parallel_mode \"ulysses\" for bf16/fp16)");
+  for (unsigned i = 0; i < 3; ++i) {
+    State s = stateOf(a->getOperand(i));
+    if (s.kind != State::Seq || s.split.dim != 2 || s.split.segments != 1)
+      return fail(a, "needs query, key and value split along their length ([B, H, L, E])");
+  }
+  OpBuilder b(a);
+  RankedTensorType out = local(typeOf(a.getResult()), 2), lse = local(typeOf(a.getLse()), 2);
+  int64_t kv = typeOf(a.getKey()).getNumElements() + typeOf(a.getValue()).getNumElements();
+  auto ws = RankedTensorType::get({2 * kv + out.getNumElements() + 3 * lse.getNumElements()},
+                                  b.getF32Type());
+  auto r = RingAttentionOp::create(b, a.getLoc(), out, lse, ws, a.getQuery(), a.getKey(),
+                                   a.getValue(), a.getScaleAttr(), a.getCausalAttr(),
+                                   FlatSymbolRefAttr::get(b.getContext(), axis.grid),
+                                   b.getDenseI16ArrayAttr(axis.axes()));
+  State seq{State::Seq, Split{2, 1}, -1};
+  states[r.getResult()] = seq;
+  states[r.getLse()] = seq;
+  a.getResult().replaceAllUsesWith(r.getResult());
+  a.getLse().replaceAllUsesWith(r.getLse());
+  a.erase();
   return success();
 }
 
@@ -466,6 +510,24 @@ LogicalResult SequenceParallelPass::visit(Operation *op) {
     if (failed(o))
       return fail(op, "reshapes the sequence blocks: " + why);
     return set(r, State{s.kind, *o, -1});
+  }
+  if (auto bc = dyn_cast<BroadcastToOp>(op)) {
+    // New leading dimensions or size-1 ones grown (repeat_kv's expand): the split one stays.
+    int64_t e = s.split.dim + typeOf(r).getRank() - typeOf(in).getRank();
+    if (wholeShape(in)[s.split.dim] != typeOf(r).getShape()[e])
+      return fail(op, "broadcasts the split dimension");
+    return set(r, State{s.kind, Split{e, s.split.segments}, -1});
+  }
+  if (auto c = dyn_cast<ConcatOp>(op)) {
+    // Pieces split alike (rotary's halves), joined along another dimension.
+    for (Value v : c.getInputs()) {
+      State vs = stateOf(v);
+      if (vs.kind != s.kind || !(vs.split == s.split))
+        return fail(op, "concatenates pieces that are not split alike");
+    }
+    if (static_cast<int64_t>(c.getDim()) == s.split.dim)
+      return fail(op, "concatenates along the split sequence dimension");
+    return set(r, s);
   }
   if (auto sl = dyn_cast<SliceOp>(op)) {
     if (static_cast<int64_t>(sl.getDim()) == s.split.dim)

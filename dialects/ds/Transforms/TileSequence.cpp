@@ -1,11 +1,11 @@
-//===- TileSequence.cpp - the ds-tile-sequence pass: MLPs and the LM head's loss in tiles -===//
+//===- TileSequence.cpp - ds-tile-sequence: MLPs and the LM head's loss in tiles -===//
 //
-// The MLPs in tiles are TileMlp.cpp's. ALST's tiled logits loss as a rewrite of @forward: the LM head's linear whose logits only
-// feed a cross-entropy (through a reshape to rows) becomes one ds.linear_cross_entropy over
-// `loss-tiles` tiles of rows, whose kernels hold one tile's logits at a time, forward and
-// backward (each tile's logits recomputed for its gradient); a mean is the tiled sum over the
-// count of targets that are not ignore_index, as F.cross_entropy divides. The [tokens, vocab]
-// logits never exist whole.
+// The MLPs in tiles are TileMlp.cpp's. Here ALST's tiled logits loss as a rewrite of
+// @forward: the LM head's linear whose logits only feed a cross-entropy (through a reshape to
+// rows) becomes one ds.linear_cross_entropy over `loss-tiles` tiles of rows, whose kernels
+// hold one tile's logits at a time, forward and backward (each tile's logits recomputed for
+// its gradient); a mean is the tiled sum over the count of targets that are not
+// ignore_index, as F.cross_entropy divides. The [tokens, vocab] logits never exist whole.
 //
 #include "ds/Transforms/Passes.h"
 

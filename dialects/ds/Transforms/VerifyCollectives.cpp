@@ -30,7 +30,8 @@ namespace {
 bool isCollective(Operation *op) {
   return isa<shard::AllGatherOp, shard::AllReduceOp, shard::AllSliceOp, shard::AllToAllOp,
              shard::BroadcastOp, shard::GatherOp, shard::RecvOp, shard::ReduceOp,
-             shard::ReduceScatterOp, shard::ScatterOp, shard::SendOp, shard::ShiftOp>(op);
+             shard::ReduceScatterOp, shard::ScatterOp, shard::SendOp, shard::ShiftOp,
+             RingAttentionOp, RingAttentionGradOp>(op);
 }
 
 /// What must match between ranks: the op's name, attributes (grid, axes, reduction, ...) and

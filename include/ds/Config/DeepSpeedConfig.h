@@ -148,6 +148,8 @@ struct DeepSpeedConfig {
   int64_t tensorParallelSize = 1;   ///< tensor_parallel.autotp_size
   TensorParallelSpecs tensorParallelSpecs; ///< partition_config, tp_plan
   int64_t sequenceParallelSize = 1; ///< sequence_parallel_size (Ulysses)
+  /// sequence_parallel_mode (ds's own key): Ulysses, ring, or auto.
+  mlir::ds::SequenceParallelMode sequenceParallelMode = mlir::ds::SequenceParallelMode::automatic;
   /// sequence_tiling.loss_tiles (ds-tile-sequence; ds's own key); 0: "auto".
   int64_t lossTiles = 1;
   /// sequence_tiling.mlp_tiles (ds-tile-sequence: each MLP in tiles of rows); 0: "auto".

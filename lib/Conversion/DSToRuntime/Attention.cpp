@@ -1,4 +1,4 @@
-//===- Attention.cpp - kernel patterns: fused attention and its gradient ---------===//
+//===- Attention.cpp - kernel patterns: fused and ring attention and their gradients ---===//
 #include "RuntimeLowering.h"
 
 using namespace mlir;
@@ -19,6 +19,24 @@ void mlir::ds::runtime::populateAttentionKernels(KernelPatterns &p) {
              e.operand(o.getKey()), e.operand(o.getValue()), e.operand(o.getMask()),
              e.operand(o.getResult()), e.operand(o.getLse()), e.operand(o.getResultGrad()),
              e.f64(o.getScale().convertToDouble()), e.i32(o.getCausal()));
+    return success();
+  });
+  // Ring attention: the runtime group of its grid axes (checked against the mesh by the
+  // memory plan, which sees the op as a collective).
+  p.add<RingAttentionOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+    auto o = cast<RingAttentionOp>(op);
+    e.kernel(fn::dsrt_ring_attention, e.i32(runtimeGroupOf(o.getGridAxes())), outs[0], outs[1],
+             outs[2], e.operand(o.getQuery()), e.operand(o.getKey()), e.operand(o.getValue()),
+             e.f64(o.getScale().convertToDouble()), e.i32(o.getCausal()));
+    return success();
+  });
+  p.add<RingAttentionGradOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+    auto o = cast<RingAttentionGradOp>(op);
+    e.kernel(fn::dsrt_ring_attention_grad, e.i32(runtimeGroupOf(o.getGridAxes())), outs[0],
+             outs[1], outs[2], outs[3], e.operand(o.getQuery()), e.operand(o.getKey()),
+             e.operand(o.getValue()), e.operand(o.getResult()), e.operand(o.getLse()),
+             e.operand(o.getResultGrad()), e.f64(o.getScale().convertToDouble()),
+             e.i32(o.getCausal()));
     return success();
   });
 }

@@ -115,7 +115,7 @@ template <class R, class... P> struct Function<R(P...)> {
   X(dsrt_copy) X(dsrt_convert) X(dsrt_unary) X(dsrt_binary) X(dsrt_cmp) X(dsrt_where)         \
   X(dsrt_reduce) X(dsrt_cumsum) X(dsrt_softmax) X(dsrt_softmax_grad) X(dsrt_layer_norm)       \
   X(dsrt_layer_norm_grad) X(dsrt_attention) X(dsrt_attention_grad) X(dsrt_batch_norm)       \
-  X(dsrt_batch_norm_grad)                                                                     \
+  X(dsrt_batch_norm_grad) X(dsrt_ring_attention) X(dsrt_ring_attention_grad)                  \
   X(dsrt_batch_norm_inference) X(dsrt_matmul) X(dsrt_matmul_view) X(dsrt_linear)              \
   X(dsrt_linear_grad_weight) X(dsrt_embedding) X(dsrt_embedding_grad) X(dsrt_cross_entropy)   \
   X(dsrt_cross_entropy_grad) X(dsrt_linear_cross_entropy) X(dsrt_linear_cross_entropy_grad)   \

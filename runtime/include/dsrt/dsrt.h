@@ -509,6 +509,23 @@ void dsrt_attention_grad(dsrt_context *ctx, dsrt_tensor *dq, dsrt_tensor *dk, ds
                          const dsrt_tensor *q, const dsrt_tensor *k, const dsrt_tensor *v,
                          const dsrt_tensor *mask, const dsrt_tensor *out, const dsrt_tensor *lse,
                          const dsrt_tensor *dout, double scale, int32_t causal);
+/** Ring attention over `group` (ds.ring_attention): each rank holds block r (its group
+ *  rank) of the sequence's q, k, v (f32, no mask); the k, v blocks go round the group in
+ *  size steps (dsrt_send_recv to rank r+1, from rank r-1, overlapped with the kernel) and the
+ *  partial results merge by their log-sum-exp into `out` and `lse` (the whole rows'). With
+ *  `causal`, the rank's own block is causal, earlier blocks whole, later ones skipped. `ws`
+ *  f32 of 2 * (numel(k) + numel(v)) + numel(out) + 3 * numel(lse) elements. */
+void dsrt_ring_attention(dsrt_context *ctx, int32_t group, dsrt_tensor *out, dsrt_tensor *lse,
+                         dsrt_tensor *ws, const dsrt_tensor *q, const dsrt_tensor *k,
+                         const dsrt_tensor *v, double scale, int32_t causal);
+/** dq, dk, dv of dsrt_ring_attention: each block's backward with the whole rows' `out` and
+ *  `lse`; the k, v blocks travel with their gradients and come home after size exchanges.
+ *  `ws` f32 of 5 * (numel(k) + numel(v)) + numel(q) elements. */
+void dsrt_ring_attention_grad(dsrt_context *ctx, int32_t group, dsrt_tensor *dq,
+                              dsrt_tensor *dk, dsrt_tensor *dv, dsrt_tensor *ws,
+                              const dsrt_tensor *q, const dsrt_tensor *k, const dsrt_tensor *v,
+                              const dsrt_tensor *out, const dsrt_tensor *lse,
+                              const dsrt_tensor *dout, double scale, int32_t causal);
 /** Layer norm over the trailing `norm_numel` elements; weight/bias may be NULL. */
 void dsrt_layer_norm(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
                      const dsrt_tensor *weight, const dsrt_tensor *bias, int64_t norm_numel,
