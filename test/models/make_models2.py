@@ -26,11 +26,9 @@ warnings.filterwarnings('ignore')  # TorchScript's deprecation and tracer warnin
 # gpt2x: nanoGPT as written for PyTorch 2.x (F.scaled_dot_product_attention, tied weights)
 # --------------------------------------------------------------------------
 class CausalSelfAttention(nn.Module):
-    def __init__(self, n_embd: int, n_head: int, n_kv_head: int = 0):
+    def __init__(self, n_embd: int, n_head: int):
         super().__init__()
-        self.n_kv = n_kv_head or n_head
-        self.kv_embd = n_embd // n_head * self.n_kv
-        self.c_attn = nn.Linear(n_embd, n_embd + 2 * self.kv_embd)
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
         self.c_proj = nn.Linear(n_embd, n_embd)
         self.n_head = n_head
         self.n_embd = n_embd
@@ -38,15 +36,35 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, C = x.size()
-        q, k, v = self.c_attn(x).split([self.n_embd, self.kv_embd, self.kv_embd], dim=2)
-        k = k.view(B, T, self.n_kv, C // self.n_head).transpose(1, 2)
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_kv, C // self.n_head).transpose(1, 2)
-        # Grouped-query heads (gpt2xgqa) read each key/value head for n_head / n_kv queries.
-        gqa = {'enable_gqa': True} if self.n_kv != self.n_head else {}
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=None,
                                            dropout_p=self.dropout if self.training else 0.0,
-                                           is_causal=True, **gqa)
+                                           is_causal=True)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class GroupedQueryAttention(nn.Module):
+    """gpt2xgqa's attention: n_head query heads over n_kv key/value heads (SDPA enable_gqa)."""
+
+    def __init__(self, n_embd: int, n_head: int, n_kv: int):
+        super().__init__()
+        self.width = n_embd // n_head
+        self.c_attn = nn.Linear(n_embd, (n_head + 2 * n_kv) * self.width)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.n_head, self.n_kv, self.n_embd = n_head, n_kv, n_embd
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.size()
+        kv = self.n_kv * self.width
+        q, k, v = self.c_attn(x).split([self.n_embd, kv, kv], dim=2)
+        q = q.view(B, T, self.n_head, self.width).transpose(1, 2)
+        k = k.view(B, T, self.n_kv, self.width).transpose(1, 2)
+        v = v.view(B, T, self.n_kv, self.width).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.c_proj(y)
 
@@ -55,7 +73,8 @@ class Block(nn.Module):
     def __init__(self, n_embd: int, n_head: int, n_kv_head: int = 0):
         super().__init__()
         self.ln_1 = nn.LayerNorm(n_embd)
-        self.attn = CausalSelfAttention(n_embd, n_head, n_kv_head)
+        self.attn = (GroupedQueryAttention(n_embd, n_head, n_kv_head) if n_kv_head
+                     else CausalSelfAttention(n_embd, n_head))
         self.ln_2 = nn.LayerNorm(n_embd)
         self.c_fc = nn.Linear(n_embd, 4 * n_embd)
         self.c_proj = nn.Linear(4 * n_embd, n_embd)
@@ -315,7 +334,7 @@ HF_INPUTS = [('input_ids', (4, 16), torch.int64, _tokens(64, (4, 16))),
 # name: (constructor, inputs, kinds)
 FAMILIES = {
     'gpt2x': (GPT, LM_INPUTS, ['script', 'trace', 'export', 'export-core', 'export-dynamic']),
-    # 4 query heads over 2 key/value heads: sp 4 divides neither count of key/value heads.
+    # 4 query heads over 2 key/value heads: sp 4 divides the query heads, not the others.
     'gpt2xgqa': (lambda: GPT(n_head=4, n_kv_head=2), LM_INPUTS, ['export']),
     'lm2x': (TransformerLM, LM_INPUTS, ['script', 'export']),
     'ops2x': (OpsLM, LM_INPUTS, ['script', 'export', 'export-core']),
