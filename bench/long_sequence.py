@@ -17,7 +17,7 @@ double from --start until the step no longer fits --budget-mib, then a bisection
 tokens; three lengths at the end give the growth per token (a straight line: within 5%?).
 `--speed N` instead times the steady fp32 step at N tokens, ds beside PyTorch.
 
-usage: .venv/bin/python bench/long_sequence.py [--sides ds,torch] [--budget-mib 1024]
+usage: .venv/bin/python bench/long_sequence.py [--sides ds-alst,torch] [--budget-mib 1024]
        [--start 1024] [--step 512] [--threads 2]
        .venv/bin/python bench/long_sequence.py --trial ds --seq 4096   (one trial)
 """
@@ -201,7 +201,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--trial')
     ap.add_argument('--seq', type=int)
-    ap.add_argument('--sides', default='ds,ds-untiled,torch')
+    ap.add_argument('--sides', default='ds-alst,ds,ds-untiled,torch')
     ap.add_argument('--budget-mib', type=int, default=1024)
     ap.add_argument('--start', type=int, default=1024)
     ap.add_argument('--step', type=int, default=512)
