@@ -1,4 +1,6 @@
 // RUN: ds-opt %s --ds-tile-sequence=mlp-tiles=3 --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: not ds-opt %s --ds-tile-sequence=mlp-tiles=-1 --split-input-file 2>&1 | FileCheck %s --check-prefix=NEG
+// NEG: ds-tile-sequence: loss-tiles and mlp-tiles are counts (0: auto)
 
 // A Llama MLP (gate, up, SiLU written out, down) over [2, 7, 8]: three tiles of the
 // sequence (3, 3 and 1 rows), each a slice of the input with the region's ops cloned on it

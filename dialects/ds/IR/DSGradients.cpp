@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ds/IR/DSOps.h"
+#include "ds/IR/RingWorkspace.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -419,9 +420,7 @@ LogicalResult RingAttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                              ArrayRef<bool>, SmallVectorImpl<Value> &dxs) {
   if (!dys[0])
     return success(); // nothing but the gradient reads the log-sum-exp
-  int64_t kv = typeOf(getKey()).getNumElements() + typeOf(getValue()).getNumElements();
-  auto ws = RankedTensorType::get({5 * kv + typeOf(getQuery()).getNumElements()},
-                                  b.getF32Type());
+  auto ws = ringAttentionGradWorkspace(typeOf(getQuery()), typeOf(getKey()), typeOf(getValue()));
   auto g = RingAttentionGradOp::create(
       b, getLoc(), typeOf(getQuery()), typeOf(getKey()), typeOf(getValue()), ws, getQuery(),
       getKey(), getValue(), getResult(), getLse(), dys[0], getScaleAttr(), getCausalAttr(),

@@ -1,5 +1,6 @@
 //===- DSTrainOps.cpp - verifiers of the training-state and gradient ops ---===//
 #include "ds/IR/DSOps.h"
+#include "ds/IR/RingWorkspace.h"
 #include "ds/IR/DSShapes.h"
 
 #include "mlir/IR/Builders.h"
@@ -192,35 +193,37 @@ template <class GradOp> LogicalResult verifyAttentionGrad(GradOp op, Value mask)
 LogicalResult AttentionGradOp::verify() { return verifyAttentionGrad(*this, getMask()); }
 
 namespace {
-/// The f32 workspace of ring attention (forward or gradient): `elements` long.
-LogicalResult verifyRingWorkspace(Operation *op, Value q, Value ws, int64_t elements,
-                                  ArrayRef<int16_t> axes) {
-  if (!elementOf(q).isF32())
+/// Ring attention's f32 operands, grid axes and workspace (RingWorkspace.h's size).
+LogicalResult verifyRing(Operation *op, Value q, Value ws, RankedTensorType expected,
+                         ArrayRef<int16_t> axes) {
+  if (!cast<RankedTensorType>(q.getType()).getElementType().isF32())
     return op->emitOpError() << "computes in f32 only, got " << q.getType();
   if (axes.empty())
     return op->emitOpError() << "needs the grid axes of its ring";
-  if (shapeOf(ws) != ArrayRef<int64_t>{elements} || !elementOf(ws).isF32())
-    return op->emitOpError() << "workspace must be f32 [" << elements << "]";
+  if (ws.getType() != expected)
+    return op->emitOpError() << "workspace must be " << expected;
   return success();
 }
-int64_t numel(Value v) { return cast<RankedTensorType>(v.getType()).getNumElements(); }
+RankedTensorType typeOfValue(Value v) { return cast<RankedTensorType>(v.getType()); }
 } // namespace
 
 LogicalResult RingAttentionOp::verify() {
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(), Value(), getCausal(),
                              getResult(), getLse())))
     return failure();
-  int64_t kv = numel(getKey()) + numel(getValue());
-  return verifyRingWorkspace(*this, getQuery(), getWorkspace(),
-                             2 * kv + numel(getResult()) + 3 * numel(getLse()), getGridAxes());
+  return verifyRing(*this, getQuery(), getWorkspace(),
+                    ringAttentionWorkspace(typeOfValue(getKey()), typeOfValue(getValue()),
+                                           typeOfValue(getResult()), typeOfValue(getLse())),
+                    getGridAxes());
 }
 
 LogicalResult RingAttentionGradOp::verify() {
   if (failed(verifyAttentionGrad(*this, Value())))
     return failure();
-  int64_t kv = numel(getKey()) + numel(getValue());
-  return verifyRingWorkspace(*this, getQuery(), getWorkspace(), 5 * kv + numel(getQuery()),
-                             getGridAxes());
+  return verifyRing(*this, getQuery(), getWorkspace(),
+                    ringAttentionGradWorkspace(typeOfValue(getQuery()), typeOfValue(getKey()),
+                                               typeOfValue(getValue())),
+                    getGridAxes());
 }
 
 LogicalResult LayerNormGradOp::verify() {

@@ -17,6 +17,8 @@
 
 #include "TensorParallel.h"
 
+#include "ds/IR/RingWorkspace.h"
+
 #include "mlir/IR/Builders.h"
 
 namespace mlir::ds {
@@ -360,9 +362,7 @@ LogicalResult SequenceParallelPass::ring(AttentionOp a) {
   }
   OpBuilder b(a);
   RankedTensorType out = local(typeOf(a.getResult()), 2), lse = local(typeOf(a.getLse()), 2);
-  int64_t kv = typeOf(a.getKey()).getNumElements() + typeOf(a.getValue()).getNumElements();
-  auto ws = RankedTensorType::get({2 * kv + out.getNumElements() + 3 * lse.getNumElements()},
-                                  b.getF32Type());
+  auto ws = ringAttentionWorkspace(typeOf(a.getKey()), typeOf(a.getValue()), out, lse);
   auto r = RingAttentionOp::create(b, a.getLoc(), out, lse, ws, a.getQuery(), a.getKey(),
                                    a.getValue(), a.getScaleAttr(), a.getCausalAttr(),
                                    FlatSymbolRefAttr::get(b.getContext(), axis.grid),

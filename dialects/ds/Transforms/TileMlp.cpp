@@ -173,35 +173,30 @@ void cutIntoTiles(TiledRegion &r, Value exit, int64_t tiles, int64_t &nextTile) 
 } // namespace
 
 int64_t mlir::ds::tileMlps(func::FuncOp forward, int64_t tiles) {
+  // The inputs of widening linear layers, in order; cutting a region drops the candidates
+  // it computed (their ops are erased).
+  llvm::SetVector<Value> candidates;
+  forward.walk([&](LinearOp lin) {
+    RankedTensorType in = typeOf(lin.getInput());
+    if (in.getRank() >= 2 && typeOf(lin.getResult()).getShape().back() > in.getShape().back())
+      candidates.insert(lin.getInput());
+  });
   Invariants invariant;
-  llvm::DenseSet<Value> tried;
   int64_t cut = 0, nextTile = 0;
-  while (true) {
-    // The input of the next widening linear layer not yet tried (cutting erases ops).
-    Value x;
-    forward.walk([&](LinearOp lin) {
-      RankedTensorType in = typeOf(lin.getInput());
-      if (in.getRank() >= 2 && !lin->hasAttr(kTileAttrName) &&
-          typeOf(lin.getResult()).getShape().back() > in.getShape().back() &&
-          !tried.contains(lin.getInput())) {
-        x = lin.getInput();
-        return WalkResult::interrupt();
-      }
-      return WalkResult::advance();
-    });
-    if (!x)
-      return cut;
-    tried.insert(x);
+  while (!candidates.empty()) {
     TiledRegion r;
-    r.x = x;
-    r.lead = typeOf(x).getShape().drop_back();
-    const int64_t rows = r.lead.back(), hidden = typeOf(x).getShape().back();
+    r.x = candidates.front();
+    candidates.remove(r.x);
+    r.lead = typeOf(r.x).getShape().drop_back();
+    const int64_t rows = r.lead.back(), hidden = typeOf(r.x).getShape().back();
     // "auto" (0): ALST's ceil(sequence / hidden); never more tiles than rows.
     const int64_t want = std::min(tiles ? tiles : (rows + hidden - 1) / hidden, rows);
     Value exit = growRegion(r, invariant);
     if (!exit || want <= 1)
       continue;
+    candidates.remove_if([&](Value v) { return r.values.contains(v); });
     cutIntoTiles(r, exit, want, nextTile);
     ++cut;
   }
+  return cut;
 }

@@ -1821,3 +1821,35 @@ func.func @linear_cross_entropy_target(%x: tensor<5x4xf32>, %w: tensor<6x4xf32>,
   %0:2 = ds.linear_cross_entropy %x, %w target %t tiles = 2 : (tensor<5x4xf32>, tensor<6x4xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<19xf32>)
   return
 }
+
+// -----
+
+func.func @ring_attention_bf16(%q: tensor<1x2x4x2xbf16>, %k: tensor<1x1x4x2xbf16>) {
+  // expected-error @+1 {{'ds.ring_attention' op computes in f32 only, got 'tensor<1x2x4x2xbf16>'}}
+  %0:3 = ds.ring_attention %q, %k, %k scale = 0.5 causal on @mesh grid_axes = [1] : (tensor<1x2x4x2xbf16>, tensor<1x1x4x2xbf16>, tensor<1x1x4x2xbf16>) -> (tensor<1x2x4x2xbf16>, tensor<1x2x4xf32>, tensor<72xf32>)
+  return
+}
+
+// -----
+
+func.func @ring_attention_no_axes(%q: tensor<1x2x4x2xf32>, %k: tensor<1x1x4x2xf32>) {
+  // expected-error @+1 {{'ds.ring_attention' op needs the grid axes of its ring}}
+  %0:3 = ds.ring_attention %q, %k, %k scale = 0.5 on @mesh grid_axes = [] : (tensor<1x2x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>, tensor<72xf32>)
+  return
+}
+
+// -----
+
+func.func @ring_attention_workspace(%q: tensor<1x2x4x2xf32>, %k: tensor<1x1x4x2xf32>) {
+  // expected-error @+1 {{'ds.ring_attention' op workspace must be 'tensor<72xf32>'}}
+  %0:3 = ds.ring_attention %q, %k, %k scale = 0.5 on @mesh grid_axes = [1] : (tensor<1x2x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>, tensor<70xf32>)
+  return
+}
+
+// -----
+
+func.func @ring_attention_grad_workspace(%q: tensor<1x2x4x2xf32>, %k: tensor<1x1x4x2xf32>, %l: tensor<1x2x4xf32>) {
+  // expected-error @+1 {{'ds.ring_attention_grad' op workspace must be 'tensor<96xf32>'}}
+  %0:4 = ds.ring_attention_grad %q, %k, %k result %q, %l grad %q scale = 0.5 causal on @mesh grid_axes = [1] : (tensor<1x2x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>, tensor<95xf32>)
+  return
+}
