@@ -12,13 +12,18 @@ Sides: `ds` (ds.initialize, this tree's build: fused attention and the LM head's
 tiles of 512 rows, sequence_tiling.loss_tiles), `ds-ckpt` (that and DeepSpeed's
 activation_checkpointing: each layer recomputed in the backward), `ds-alst` (that and the
 MLPs in tiles, sequence_tiling.mlp_tiles "auto": ALST's recipe), `ds-untiled` (fused
-attention only), `torch` (PyTorch eager, SDPA on its CPU flash kernel). For each, lengths
+attention only), `torch` (PyTorch eager, SDPA on its CPU flash kernel), `deepspeed-alst`
+(PyTorch eager with DeepSpeed's ALST pieces on one rank: TiledMLP, TiledFusedLogitsLoss and
+checkpointed layers; `pip install deepspeed`, which scripts/setup.sh does). For each, lengths
 double from --start until the step no longer fits --budget-mib, then a bisection to --step
 tokens; three lengths at the end give the growth per token (a straight line: within 5%?).
-`--speed N` instead times the steady fp32 step at N tokens, ds beside PyTorch.
+`--speed N` instead times the steady fp32 step at N tokens, ds beside PyTorch. `--sp N` adds
+the sequence-parallel row: ds-alst at N times its single-rank length on N ranks (ds-launch),
+whose per-rank growth should stay the single rank's.
 
 usage: .venv/bin/python bench/long_sequence.py [--sides ds-alst,torch] [--budget-mib 1024]
        [--start 1024] [--step 512] [--threads 2]
+       .venv/bin/python bench/long_sequence.py --sides '' --sp 4 --sp-base 32768  (the sp row)
        .venv/bin/python bench/long_sequence.py --trial ds --seq 4096   (one trial)
 """
 import argparse
@@ -70,8 +75,10 @@ def build_model():
             v = v.repeat_interleave(HEADS // KV, dim=1)
             a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
             x = x + self.o(a.transpose(1, 2).reshape(B, T, D))
-            h = self.norm2(x)
-            return x + self.down(F.silu(self.gate(h)) * self.up(h))
+            return x + self.mlp(self.norm2(x))
+
+        def mlp(self, h):
+            return self.down(F.silu(self.gate(h)) * self.up(h))
 
     class LlamaStyle(nn.Module):
         def __init__(self):
@@ -80,6 +87,7 @@ def build_model():
             self.layers = nn.ModuleList(Block() for _ in range(LAYERS))
             self.norm = nn.RMSNorm(D, eps=1e-6)
             self.head = nn.Linear(D, VOCAB, bias=False)
+            self.checkpointing = False  # each layer under torch.utils.checkpoint
 
         def forward(self, input_ids, labels):
             T = input_ids.shape[1]
@@ -89,9 +97,14 @@ def build_model():
             cos, sin = emb.cos(), emb.sin()
             x = self.embed(input_ids)
             for layer in self.layers:
-                x = layer(x, cos, sin)
-            logits = self.head(self.norm(x))
-            return F.cross_entropy(logits.view(-1, VOCAB), labels.view(-1))
+                if self.checkpointing:
+                    x = torch.utils.checkpoint.checkpoint(layer, x, cos, sin, use_reentrant=False)
+                else:
+                    x = layer(x, cos, sin)
+            return self.loss(self.norm(x), labels)
+
+        def loss(self, h, labels):
+            return F.cross_entropy(self.head(h).view(-1, VOCAB), labels.view(-1))
 
     torch.manual_seed(0)
     return LlamaStyle(), VOCAB
@@ -105,8 +118,9 @@ def status(key):
     return 0
 
 
-def trial(side, seq, threads, steps=1):
-    """One step at `seq` tokens; prints a JSON line with the growth in bytes."""
+def trial(side, seq, threads, steps=1, sp=1):
+    """One step at `seq` tokens; prints a JSON line with the growth in bytes (under mpirun
+    with sp ranks: one line per rank, each of its own process)."""
     import torch
     torch.set_num_threads(threads)
     model, vocab = build_model()
@@ -114,7 +128,9 @@ def trial(side, seq, threads, steps=1):
     ids = torch.randint(0, vocab, (1, seq), generator=g)
     labels = torch.randint(0, vocab, (1, seq), generator=g)
     t0 = time.time()
-    if side == 'torch':
+    if side == 'deepspeed-alst':
+        deepspeed_alst(model, seq)
+    if side in ('torch', 'deepspeed-alst'):
         opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
         def step():
@@ -128,10 +144,13 @@ def trial(side, seq, threads, steps=1):
         import ds
         config = {"train_micro_batch_size_per_gpu": 1,
                   "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}
-        if side in ('ds', 'ds-ckpt', 'ds-alst') and seq > 512:
-            config["sequence_tiling"] = {"loss_tiles": seq // 512}
-        if side == 'ds-alst' and seq > 512:
+        rows = seq // sp  # a rank's rows of the sequence
+        if side in ('ds', 'ds-ckpt', 'ds-alst') and rows > 512:
+            config["sequence_tiling"] = {"loss_tiles": rows // 512}
+        if side == 'ds-alst' and rows > 512:
             config["sequence_tiling"]["mlp_tiles"] = "auto"
+        if sp > 1:
+            config["sequence_parallel_size"] = sp
         if side in ('ds-ckpt', 'ds-alst'):
             config["activation_checkpointing"] = {}
         engine, *_ = ds.initialize(model=model, config=config, threads=threads,
@@ -153,18 +172,51 @@ def trial(side, seq, threads, steps=1):
         t2 = time.time()
         step()
         times.append(time.time() - t2)
-    print(json.dumps({'side': side, 'seq': seq, 'growth': peak - before, 'loss': loss,
+    print(json.dumps({'side': side, 'seq': seq, 'sp': sp, 'growth': peak - before, 'loss': loss,
                       'step_s': round(first, 2), 'setup_s': round(setup, 1),
                       'steady_s': round(sorted(times)[len(times) // 2], 3) if times else None}))
 
 
-def run_trial(side, seq, threads, steps=1):
+def deepspeed_alst(model, seq):
+    """DeepSpeed's ALST on one rank, as its Arctic recipe applies it to a HF model: each MLP
+    through deepspeed's TiledMLP (ceil(seq / hidden) shards), the LM head and the loss through
+    TiledFusedLogitsLoss (tiles of 512 rows, as ds's), each layer under activation
+    checkpointing (torch.utils.checkpoint, as HF's gradient_checkpointing). Ulysses
+    (UlyssesSPAttentionHF) has nothing to split on one rank."""
+    import math
+    from deepspeed.runtime.sequence_parallel.ulysses_sp import TiledFusedLogitsLoss, TiledMLP
+    hidden = model.head.weight.shape[1]
+    for layer in model.layers:
+        def tiled_mlp(h, layer=layer):
+            fn = type(layer).mlp
+            params = [layer.gate.weight, layer.up.weight, layer.down.weight]
+            return TiledMLP.apply(fn, layer, h, math.ceil(seq / hidden), params)
+        layer.mlp = tiled_mlp
+    loss_fn = type(model).loss
+
+    def tiled_loss(h, labels):
+        return TiledFusedLogitsLoss.apply(loss_fn, model, h, labels, None, max(1, seq // 512),
+                                          [model.head.weight], "mean")
+    model.loss = tiled_loss
+    model.checkpointing = True
+
+
+def run_trial(side, seq, threads, steps=1, sp=1):
+    """One trial in fresh processes; under sp the largest growth of the sp ranks."""
     cmd = [sys.executable, os.path.abspath(__file__), '--trial', side, '--seq', str(seq),
-           '--threads', str(threads), '--steps', str(steps)]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    for line in reversed(p.stdout.splitlines()):
-        if line.startswith('{'):
-            return json.loads(line)
+           '--threads', str(threads), '--steps', str(steps), '--sp', str(sp)]
+    if sp > 1:
+        cmd = [os.path.join(os.path.dirname(sys.executable), 'ds-launch'), '-np', str(sp)] + cmd[1:]
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, 'build', 'python'))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    # The ranks' lines may arrive joined: every JSON object in the output.
+    rows, dec, i = [], json.JSONDecoder(), p.stdout.find('{')
+    while i >= 0:
+        r, end = dec.raw_decode(p.stdout, i)
+        rows.append(r)
+        i = p.stdout.find('{', end)
+    if len(rows) == sp:
+        return max(rows, key=lambda r: r['growth'])
     tail = (p.stderr or p.stdout)[-400:]
     return {'side': side, 'seq': seq, 'growth': None, 'error': tail}
 
@@ -206,6 +258,13 @@ def main():
     ap.add_argument('--start', type=int, default=1024)
     ap.add_argument('--step', type=int, default=512)
     ap.add_argument('--threads', type=int, default=2)
+    ap.add_argument('--sp', type=int, default=1,
+                    help='the sequence-parallel row: ds-alst at SP x its single-rank length under '
+                         'ds-launch -np SP (sequence_parallel_size SP) beside the single rank; '
+                         'with --trial, the trial under SP ranks')
+    ap.add_argument('--sp-base', type=int, default=0,
+                    help='the single-rank length of the sp row (default: the longest ds-alst '
+                         'found by this run; with --sides "" only the row runs)')
     ap.add_argument('--steps', type=int, default=1, help='steps of a trial (the median of '
                     'those after the first is its steady step time)')
     ap.add_argument('--speed', type=int, default=0,
@@ -213,7 +272,7 @@ def main():
                          'attention, a plain config) beside torch, at 1 and 2 threads')
     a = ap.parse_args()
     if a.trial:
-        trial(a.trial, a.seq, a.threads, a.steps)
+        trial(a.trial, a.seq, a.threads, a.steps, a.sp)
         return 0
     if a.speed:
         print(f'cpu: {cpu_name()}; steady fp32 step at {a.speed} tokens (median of 3 after '
@@ -236,13 +295,15 @@ def main():
               (f"{g / 2**20:8.1f} MiB, step {r['step_s']} s, loss {r['loss']:.4f}" if g is not None
                else 'failed: ' + r['error'].strip().splitlines()[-1]), flush=True)
     results = {}
-    for side in a.sides.split(','):
+    for side in filter(None, a.sides.split(',')):
         results[side] = longest(side, budget, a.start, a.step, a.threads, log)
     print('\nlongest sequence that trains one step within the budget:')
     base = results.get('torch')
     for side, n in results.items():
         ratio = f'  ({n / base:.1f}x PyTorch eager)' if base and side != 'torch' else ''
         print(f'  {side:6s} {n:7d} tokens{ratio}')
+    if a.sp > 1:
+        sp_row(a.sp, a.sp_base or results.get('ds-alst', 0), budget, a.threads)
     # Growth per token: three lengths up to the longest that fits, on a line?
     for side, n in results.items():
         pts = [run_trial(side, s, a.threads) for s in (n // 4, n // 2, n)]
@@ -254,6 +315,23 @@ def main():
         print(f'  {side:6s} {slope / 1024:.1f} KiB per token; middle point off the line by '
               f'{abs(y1 - mid) / y1 * 100:.1f}%')
     return 0
+
+
+def sp_row(sp, base, budget, threads):
+    """ds-alst at sp x `base` tokens on sp ranks beside `base` tokens on one rank: the
+    per-rank growth (the largest of the ranks') should stay the single rank's."""
+    if not base:
+        print('sp row: no single-rank length (give --sp-base or include ds-alst in --sides)')
+        return
+    one = run_trial('ds-alst', base, threads)
+    many = run_trial('ds-alst', base * sp, max(1, threads // sp), sp=sp)
+    if one['growth'] is None or many['growth'] is None:
+        print(f'sp row: a trial failed: {one if one["growth"] is None else many}')
+        return
+    g1, gn = one['growth'] / 2**20, many['growth'] / 2**20
+    print(f'\nsp{sp} on {sp} ranks at {base * sp} tokens: {gn:.1f} MiB per rank (the most of the '
+          f'ranks), step {many["step_s"]} s; one rank at {base} tokens: {g1:.1f} MiB; ratio '
+          f'{gn / g1:.3f}; within the budget: {"yes" if many["growth"] <= budget else "no"}')
 
 
 def cpu_name():

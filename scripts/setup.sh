@@ -54,7 +54,9 @@ fi
 # SYCL build: TBB threading, which ignores ds's OpenMP thread count, and 1.9 GB of Intel
 # compiler and SYCL runtimes.
 # nanobind builds the package ds's extension (python/); pytest runs its tests; accelerate is
-# what HF's Trainer needs (ds.hf and the HF Trainer it is judged by).
+# what HF's Trainer needs (ds.hf and the HF Trainer it is judged by). DeepSpeed (its Python
+# only, no ops built) is what the benchmarks set ds beside: ALST's TiledMLP and tiled loss in
+# bench/long_sequence.py.
 py_pkgs=('torch==2.15.*' 'transformers==5.24.*' 'numpy<3' 'nanobind==3.1.*' 'pytest==9.*'
          'accelerate==1.16.*'
          'onednn-cpu-gomp==2023.2.0' 'onednn-devel-cpu-gomp==2023.2.0')
@@ -65,7 +67,7 @@ import importlib.metadata as m
 assert m.version("torch").startswith("2.15.") and m.version("transformers").startswith("5.24.")
 m.version("numpy")
 assert m.version("nanobind").startswith("3.1.") and m.version("pytest").startswith("9.")
-assert m.version("accelerate").startswith("1.16.")
+assert m.version("accelerate").startswith("1.16.") and m.version("deepspeed").startswith("0.19.")
 assert m.version("onednn-cpu-gomp") == m.version("onednn-devel-cpu-gomp") == "2023.2.0"
 PY
 then
@@ -73,4 +75,6 @@ then
 else
   echo "setup: installing ${py_pkgs[*]} in .venv (about 3 GB)"
   "$venv/bin/pip" install -q "${py_pkgs[@]}"
+  # DeepSpeed's setup.py imports torch: after it.
+  "$venv/bin/pip" install -q 'deepspeed==0.19.*'
 fi

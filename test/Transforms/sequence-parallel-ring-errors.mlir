@@ -29,6 +29,22 @@ module {
 
 // -----
 
+// A shift along the sequence (concatenated there, sliced back to its length) of a value the
+// model computes, not of an input: refused, with the fix.
+module {
+  func.func @forward(%x: tensor<2x4x3xf32>) -> tensor<f32> {
+    %e = ds.exp %x : tensor<2x4x3xf32>
+    %p = ds.constant dense<0.0> : tensor<2x1x3xf32>
+    // expected-error @below {{ds-sequence-parallel: 'ds.concat' concatenates along the split sequence dimension a value computed in the model (only an input shifted along the sequence splits; shift it in the data, as DeepSpeed's ALST does with shift_labels)}}
+    %c = ds.concat %e, %p dim = 1 : (tensor<2x4x3xf32>, tensor<2x1x3xf32>) -> tensor<2x5x3xf32>
+    %l = ds.slice %c dim = 1[1 : 5] : tensor<2x5x3xf32> -> tensor<2x4x3xf32>
+    %s = ds.sum %l dims = [0, 1, 2] : tensor<2x4x3xf32> -> tensor<f32>
+    return %s : tensor<f32>
+  }
+}
+
+// -----
+
 module {
   func.func @forward(%x: tensor<2x4x3xf32>) -> tensor<f32> {
     %w = ds.constant dense<1.0> : tensor<2x4x3xf32>

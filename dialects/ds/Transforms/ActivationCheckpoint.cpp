@@ -27,8 +27,14 @@ using namespace mlir::ds;
 
 namespace {
 /// Ops whose values are kept rather than recomputed: random masks (the same bits), reads of
-/// parameters and states (views), constants, collectives, and transfers.
+/// parameters and states (views), constants, collectives, and transfers. The exception is
+/// sequence parallelism's all-to-all: it moves activations (Ulysses' q, k, v and attention
+/// output, as large as the layer's own), so a recomputed segment exchanges them again in
+/// the backward, as DeepSpeed's checkpointed DistributedAttention does, rather than keeping
+/// them through the whole step. Every rank of the group recomputes the same exchange.
 bool recomputable(Operation *op) {
+  if (isa<shard::AllToAllOp>(op))
+    return true;
   return !isa<DropoutMaskOp, GetParameterOp, ConstantOp, MoveOp, AssignOp>(op) &&
          !isa<shard::ShardDialect>(op->getDialect()) && op->getNumRegions() == 0 &&
          op->getNumResults() > 0;

@@ -251,7 +251,10 @@ def DSActivationCheckpoint : Pass<"ds-activation-checkpoint", "::mlir::ModuleOp"
     (marked `ds.recompute`, so that CSE keeps them apart) from the segment's inputs, which are
     the values kept: the checkpoints. Dropout masks, parameter reads, constants and
     collectives are never cloned (their values are kept), so the recomputed values are the
-    same bits and the losses do not change. With `cpu` (DeepSpeed's `cpu_checkpointing`),
+    same bits and the losses do not change. Sequence parallelism's all-to-alls are the
+    exception: they move activations as large as the block's own, so they are recomputed
+    with their block (every sp rank exchanges them again in the backward, as DeepSpeed's
+    checkpointed DistributedAttention does). With `cpu` (DeepSpeed's `cpu_checkpointing`),
     each checkpoint goes to host memory after its last forward use and comes back before its
     first backward use. A module without repeated blocks is left as it is, with a warning.
 
@@ -415,9 +418,11 @@ def DSSequenceParallel : Pass<"ds-sequence-parallel", "::mlir::ModuleOp"> {
     A replicated operand of the sequence's length is sliced to the block (a position table by
     its indices, a parameter by `shard.all_slice`, whose gradient gathers the blocks'); sums
     and means over the sequence, and the cross-entropy's, are completed over sp
-    (`ds.parallel_sum`), so the loss is the whole sequence's. A sequence length that does not
-    divide by sp, or an op that needs the whole sequence outside an attention, is refused by
-    name. Sets the module's mesh to `dp=1 x sp=sequence-parallel-size` when it has none.
+    (`ds.parallel_sum`), so the loss is the whole sequence's. An input shifted along the
+    sequence (concatenated there and sliced back to its length: HF's causal-LM loss shifts
+    its labels so) is shifted whole, then sliced to the block. A sequence length that does
+    not divide by sp, or an op that needs the whole sequence outside an attention, is
+    refused by name. Sets the module's mesh to `dp=1 x sp=sequence-parallel-size` when it has none.
 
     `mode` (the config's `sequence_parallel_mode`) chooses how a fused `ds.attention` is
     split: `ulysses` as above; `ring` keeps its queries, keys and values in sequence blocks

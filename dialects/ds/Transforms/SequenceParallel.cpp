@@ -45,6 +45,8 @@ struct SequenceParallelPass : mlir::ds::impl::DSSequenceParallelBase<SequencePar
   int64_t sp = 1, T = 0;
   MeshAxisRef axis;
   llvm::DenseMap<Value, State> states;
+  /// The inputs' rank blocks, and the whole inputs (which every rank holds) they slice.
+  llvm::DenseMap<Value, Value> wholeInput;
   std::string error;
   Operation *errorAt = nullptr;
 
@@ -74,6 +76,7 @@ struct SequenceParallelPass : mlir::ds::impl::DSSequenceParallelBase<SequencePar
   Value sliceLocal(OpBuilder &b, Location loc, Value v, int64_t dim);
   LogicalResult toOther(OpBuilder &b, Operation *user, unsigned operand, int64_t batchDim);
   LogicalResult toSeq(OpBuilder &b, Operation *user, unsigned operand);
+  LogicalResult shiftInput(ConcatOp c, int64_t dim);
   LogicalResult visit(Operation *op);
   LogicalResult elementwise(Operation *op);
   LogicalResult matmul(MatmulOp m);
@@ -190,6 +193,42 @@ Value SequenceParallelPass::sliceLocal(OpBuilder &b, Location loc, Value v, int6
   x = shard::AllSliceOp::create(b, loc, RankedTensorType::get(one, elem), x, axis.grid,
                                 axis.axes(), 0);
   return ReshapeOp::create(b, loc, local(t, dim), x);
+}
+
+// An input shifted along the sequence: concatenated with a constant there and sliced back to
+// its length (HF's causal-LM loss shifts the labels so: pad with -100, drop the first). Rank
+// r's block of the shift needs the first positions of rank r + 1's block; every rank holds
+// the whole input, so the shift runs on it before this rank's block is sliced from the
+// result (ALST asks its users to pre-shift the labels instead).
+LogicalResult SequenceParallelPass::shiftInput(ConcatOp c, int64_t dim) {
+  auto sl = c->hasOneUse() ? dyn_cast<SliceOp>(*c->getUsers().begin()) : SliceOp();
+  if (!sl || static_cast<int64_t>(sl.getDim()) != dim ||
+      typeOf(sl.getResult()).getShape()[dim] != T)
+    return fail(c, "concatenates along the split sequence dimension (only an input shifted "
+                   "along the sequence, concatenated there and sliced back to its length, "
+                   "splits)");
+  for (OpOperand &in : c->getOpOperands()) {
+    State st = stateOf(in.get());
+    if (st.kind == State::Whole)
+      continue;
+    Value whole = wholeInput.lookup(in.get());
+    if (!whole)
+      return fail(c, "concatenates along the split sequence dimension a value computed in "
+                     "the model (only an input shifted along the sequence splits; shift it "
+                     "in the data, as DeepSpeed's ALST does with shift_labels)");
+    in.set(whole);
+  }
+  // The whole shift, then this rank's block of it: its users see the block.
+  SmallVector<OpOperand *> uses;
+  for (OpOperand &u : sl.getResult().getUses())
+    uses.push_back(&u);
+  OpBuilder b(sl->getContext());
+  b.setInsertionPointAfter(sl);
+  Value local = sliceLocal(b, sl.getLoc(), sl.getResult(), dim);
+  for (OpOperand *u : uses)
+    u->set(local);
+  states[local] = State{State::Seq, Split{dim, 1}, -1};
+  return success();
 }
 
 LogicalResult SequenceParallelPass::toOther(OpBuilder &b, Operation *user, unsigned i,
@@ -519,6 +558,8 @@ LogicalResult SequenceParallelPass::visit(Operation *op) {
     return set(r, State{s.kind, Split{e, s.split.segments}, -1});
   }
   if (auto c = dyn_cast<ConcatOp>(op)) {
+    if (static_cast<int64_t>(c.getDim()) == s.split.dim && s.kind == State::Seq)
+      return shiftInput(c, s.split.dim);
     // Pieces split alike (rotary's halves), joined along another dimension.
     for (Value v : c.getInputs()) {
       State vs = stateOf(v);
@@ -526,7 +567,7 @@ LogicalResult SequenceParallelPass::visit(Operation *op) {
         return fail(op, "concatenates pieces that are not split alike");
     }
     if (static_cast<int64_t>(c.getDim()) == s.split.dim)
-      return fail(op, "concatenates along the split sequence dimension");
+      return fail(op, "concatenates along the split dimension");
     return set(r, s);
   }
   if (auto sl = dyn_cast<SliceOp>(op)) {
@@ -615,6 +656,7 @@ void SequenceParallelPass::runOnOperation() {
     for (OpOperand *u : uses)
       u->set(l);
     states[l] = State{State::Seq, Split{1, 1}, -1};
+    wholeInput[l] = arg;
   }
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
     if (op.getNumResults() && states.contains(op.getResult(0)))
