@@ -32,16 +32,16 @@ using Rows = std::map<std::pair<std::string, std::string>, std::pair<int64_t, in
 
 /// The table of (axis, collective) -> calls and bytes, each line after `indent`.
 void printRows(const Rows &rows, llvm::raw_ostream &os, llvm::StringRef indent = "") {
-  os << indent << llvm::format("%-8s %-16s %10s %16s\n", "axis", "collective", "calls", "bytes");
+  os << indent << llvm::format("%-8s %-20s %10s %16s\n", "axis", "collective", "calls", "bytes");
   int64_t calls = 0, total = 0;
   for (auto &[key, row] : rows) {
     os << indent
-       << llvm::format("%-8s %-16s %10lld %16lld\n", key.first.c_str(), key.second.c_str(),
+       << llvm::format("%-8s %-20s %10lld %16lld\n", key.first.c_str(), key.second.c_str(),
                        (long long)row.first, (long long)row.second);
     calls += row.first;
     total += row.second;
   }
-  os << indent << llvm::format("%-8s %-16s %10lld %16lld\n", "total", "", (long long)calls,
+  os << indent << llvm::format("%-8s %-20s %10lld %16lld\n", "total", "", (long long)calls,
                                (long long)total);
 }
 
@@ -56,6 +56,20 @@ std::string axesName(MeshAttr mesh, Operation *op) {
          (a < static_cast<int64_t>(mesh.getAxes().size()) ? mesh.getAxes()[a].getValue().str()
                                                            : std::to_string(a));
   return s;
+}
+/// The exchanges of a ring attention op (count, bytes of each): the forward passes its keys
+/// and values on group-1 times, the backward passes them with their gradients group times
+/// (runtime/src/core/ring_attention.cpp). Zero exchanges for other ops.
+std::pair<int64_t, int64_t> ringExchanges(MeshAttr mesh, Operation *op) {
+  if (!isa<RingAttentionOp, RingAttentionGradOp>(op) || !mesh)
+    return {0, 0};
+  int64_t group = 1;
+  for (int16_t a : op->getAttrOfType<DenseI16ArrayAttr>("grid_axes").asArrayRef())
+    group *= mesh.getShape()[a];
+  int64_t kv = tensorBytes(op->getOperand(1).getType()) + tensorBytes(op->getOperand(2).getType());
+  if (isa<RingAttentionOp>(op))
+    return {group - 1, kv};
+  return {group, 2 * kv};
 }
 } // namespace
 
@@ -138,16 +152,18 @@ LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os) 
   Rows rows;
   auto count = [&](func::FuncOp f, int64_t times) {
     f.walk([&](Operation *op) {
-      int64_t bytes;
+      int64_t bytes, calls = 1;
       if (isa<shard::AllReduceOp, shard::ReduceScatterOp, shard::AllToAllOp>(op))
         bytes = tensorBytes(op->getOperand(0).getType());
       else if (isa<shard::AllGatherOp>(op))
         bytes = tensorBytes(op->getResult(0).getType());
+      else if (auto [n, each] = ringExchanges(mesh, op); n > 0)
+        std::tie(calls, bytes) = std::make_pair(n, each); // send_recv inside the op
       else
         return; // all_slice is a view: no communication
       auto &row = rows[{axesName(mesh, op), op->getName().stripDialect().str()}];
-      row.first += times;
-      row.second += times * bytes;
+      row.first += times * calls;
+      row.second += times * calls * bytes;
     });
   };
   count(micro, gas);

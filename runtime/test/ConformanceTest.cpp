@@ -346,10 +346,10 @@ TEST_P(Conformance, Cumsum) {
 }
 
 TEST_P(Conformance, Attention) {
-  // The fused attention and its gradient, causal with grouped-query heads and with a bool
-  // mask broadcast over the heads (a row that sees no key).
-  for (int variant = 0; variant < 2; ++variant) {
-    const bool causal = variant == 0;
+  // The fused attention and its gradient, causal with grouped-query heads, strictly causal
+  // (a striped ring's later blocks: row 0 sees no key), and with a bool mask broadcast over
+  // the heads (a row that sees no key).
+  for (int32_t causal : {DSRT_CAUSAL, DSRT_CAUSAL_STRICT, DSRT_CAUSAL_NONE}) {
     Both q = randn({2, 4, 70, 16}), k = randn({2, 2, 70, 16}), v = randn({2, 2, 70, 8});
     Both o = out({2, 4, 70, 8}), lse = out({2, 4, 70}), dy = randn({2, 4, 70, 8});
     std::vector<uint8_t> mv(2 * 70 * 70);

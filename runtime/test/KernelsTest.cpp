@@ -703,6 +703,31 @@ TEST_F(Kernels, Attention) {
   EXPECT_TRUE(close(tt(dv).to(at::kFloat), vg.grad(), 2e-2, 2e-2));
 }
 
+TEST_F(Kernels, AttentionStrictlyCausal) {
+  // DSRT_CAUSAL_STRICT (a striped ring's later blocks: query i sees keys j < i) against
+  // PyTorch's causal SDPA of queries 1.. over the same keys (query i - 1 there sees keys
+  // j <= i - 1); query 0 sees no key: zero output, lse -inf, no gradient. 300 rows: partial
+  // tiles.
+  Tensor q = torch::randn({1, 4, 300, 16}).requires_grad_();
+  Tensor k = torch::randn({1, 2, 300, 16}).requires_grad_();
+  Tensor v = torch::randn({1, 2, 300, 8}).requires_grad_();
+  Tensor dy = torch::randn({1, 4, 300, 8});
+  Tensor rest = q.narrow(2, 1, 299);
+  Tensor y = at::scaled_dot_product_attention(rest, k, v, {}, 0.0, true, 0.3, true);
+  y.backward(dy.narrow(2, 1, 299));
+  dsrt_tensor *o = empty({1, 4, 300, 8}), *lse = empty({1, 4, 300});
+  dsrt_attention(ctx, o, lse, rt(q), rt(k), rt(v), nullptr, 0.3, DSRT_CAUSAL_STRICT);
+  EXPECT_TRUE(closeSum(tt(o).narrow(2, 1, 299), y));
+  EXPECT_EQ(tt(o).narrow(2, 0, 1).abs().sum().item<double>(), 0.0);
+  EXPECT_TRUE(torch::all(torch::isneginf(tt(lse).narrow(2, 0, 1))).item<bool>());
+  dsrt_tensor *dq = emptyLike(q), *dk = emptyLike(k), *dv = emptyLike(v);
+  dsrt_attention_grad(ctx, dq, dk, dv, rt(q), rt(k), rt(v), nullptr, o, lse, rt(dy), 0.3,
+                      DSRT_CAUSAL_STRICT);
+  EXPECT_TRUE(closeSum(tt(dq), q.grad()));
+  EXPECT_TRUE(closeSum(tt(dk), k.grad()));
+  EXPECT_TRUE(closeSum(tt(dv), v.grad()));
+}
+
 TEST_F(Kernels, LinearCrossEntropy) {
   // The tiled LM head and loss against F.cross_entropy(F.linear(x, w, b), t, reduction="sum")
   // and autograd: 3 tiles of 4 rows over 11 (a short last tile), a bias, an ignored target,

@@ -37,7 +37,7 @@ func.func @forward(%x: tensor<4xf32>) -> tensor<f32> {
 
 // @forward must return what is whole (the loss), not a block of the sequence.
 func.func @forward(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
-  // expected-error @below {{ds-sequence-parallel: @forward returns a value split along the sequence; return the loss (a sum or mean over it)}}
+  // expected-error @below {{ds-sequence-parallel: 'func.return' returns a value split along the sequence; return the loss (a sum or mean over it)}}
   return %x : tensor<2x4xf32>
 }
 

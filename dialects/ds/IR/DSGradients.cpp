@@ -424,7 +424,7 @@ LogicalResult RingAttentionOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   auto g = RingAttentionGradOp::create(
       b, getLoc(), typeOf(getQuery()), typeOf(getKey()), typeOf(getValue()), ws, getQuery(),
       getKey(), getValue(), getResult(), getLse(), dys[0], getScaleAttr(), getCausalAttr(),
-      getGridAttr(), getGridAxesAttr());
+      getStripedAttr(), getGridAttr(), getGridAxesAttr());
   dxs[0] = g.getDq();
   dxs[1] = g.getDk();
   dxs[2] = g.getDv();

@@ -195,7 +195,9 @@ LogicalResult AttentionGradOp::verify() { return verifyAttentionGrad(*this, getM
 namespace {
 /// Ring attention's f32 operands, grid axes and workspace (RingWorkspace.h's size).
 LogicalResult verifyRing(Operation *op, Value q, Value ws, RankedTensorType expected,
-                         ArrayRef<int16_t> axes) {
+                         ArrayRef<int16_t> axes, bool causal, bool striped) {
+  if (striped && !causal)
+    return op->emitOpError() << "is striped but not causal (striped is a causal layout)";
   if (!cast<RankedTensorType>(q.getType()).getElementType().isF32())
     return op->emitOpError() << "computes in f32 only, got " << q.getType();
   if (axes.empty())
@@ -214,7 +216,7 @@ LogicalResult RingAttentionOp::verify() {
   return verifyRing(*this, getQuery(), getWorkspace(),
                     ringAttentionWorkspace(typeOfValue(getKey()), typeOfValue(getValue()),
                                            typeOfValue(getResult()), typeOfValue(getLse())),
-                    getGridAxes());
+                    getGridAxes(), getCausal(), getStriped());
 }
 
 LogicalResult RingAttentionGradOp::verify() {
@@ -223,7 +225,7 @@ LogicalResult RingAttentionGradOp::verify() {
   return verifyRing(*this, getQuery(), getWorkspace(),
                     ringAttentionGradWorkspace(typeOfValue(getQuery()), typeOfValue(getKey()),
                                                typeOfValue(getValue())),
-                    getGridAxes());
+                    getGridAxes(), getCausal(), getStriped());
 }
 
 LogicalResult LayerNormGradOp::verify() {

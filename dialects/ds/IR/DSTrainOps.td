@@ -169,6 +169,10 @@ def DS_RingAttentionOp : DS_Op<"ring_attention", [Pure, DeclareOpInterfaceMethod
     next rank and receives the previous rank's (one exchange, overlapped with the kernel),
     merging the partial results by their log-sum-exp. `causal` is over the whole sequence:
     the block a rank holds is causal, earlier blocks are whole, later blocks are skipped.
+    With `striped` (causal only; Striped Attention's load balance), rank r holds positions
+    r, r + sp, r + 2 sp, ... instead of a contiguous block: the blocks of ranks up to r are
+    causal and those of later ranks strictly causal, so every rank does the same work at
+    every step (in sequence order, the last rank does sp blocks while the first does one).
     `lse` is the whole row's. `workspace` holds two blocks of keys and values, a partial
     result and its log-sum-exp; nothing reads it.
 
@@ -176,13 +180,13 @@ def DS_RingAttentionOp : DS_Op<"ring_attention", [Pure, DeclareOpInterfaceMethod
     of `2 * (numel(key) + numel(value)) + numel(result) + 3 * numel(lse)` elements.
   }];
   let arguments = (ins DS_FloatTensor:$query, DS_FloatTensor:$key, DS_FloatTensor:$value,
-                       F64Attr:$scale, UnitAttr:$causal, FlatSymbolRefAttr:$grid,
-                       DenseI16ArrayAttr:$grid_axes);
+                       F64Attr:$scale, UnitAttr:$causal, UnitAttr:$striped,
+                       FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$grid_axes);
   let results = (outs DS_FloatTensor:$result, DS_FloatTensor:$lse,
                       DS_FloatTensor:$workspace);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `scale` `=` $scale (`causal` $causal^)? `on` $grid `grid_axes`
-    `=` $grid_axes attr-dict `:` functional-type(operands, results)
+    $query `,` $key `,` $value `scale` `=` $scale (`causal` $causal^)? (`striped` $striped^)?
+    `on` $grid `grid_axes` `=` $grid_axes attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -203,14 +207,14 @@ def DS_RingAttentionGradOp : DS_Op<"ring_attention_grad", [Pure]> {
   }];
   let arguments = (ins DS_FloatTensor:$query, DS_FloatTensor:$key, DS_FloatTensor:$value,
                        DS_FloatTensor:$result, DS_FloatTensor:$lse, DS_FloatTensor:$result_grad,
-                       F64Attr:$scale, UnitAttr:$causal, FlatSymbolRefAttr:$grid,
-                       DenseI16ArrayAttr:$grid_axes);
+                       F64Attr:$scale, UnitAttr:$causal, UnitAttr:$striped,
+                       FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$grid_axes);
   let results = (outs DS_FloatTensor:$dq, DS_FloatTensor:$dk, DS_FloatTensor:$dv,
                       DS_FloatTensor:$workspace);
   let assemblyFormat = [{
     $query `,` $key `,` $value `result` $result `,` $lse `grad` $result_grad `scale` `=` $scale
-    (`causal` $causal^)? `on` $grid `grid_axes` `=` $grid_axes attr-dict `:`
-    functional-type(operands, results)
+    (`causal` $causal^)? (`striped` $striped^)? `on` $grid `grid_axes` `=` $grid_axes
+    attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

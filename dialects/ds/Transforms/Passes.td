@@ -429,7 +429,10 @@ def DSSequenceParallel : Pass<"ds-sequence-parallel", "::mlir::ModuleOp"> {
     and makes it a `ds.ring_attention`, whose key/value blocks go round the sp ranks (f32,
     causal or unmasked); `auto` (the default) takes Ulysses where the query and key/value
     heads both divide by sp, and the ring elsewhere where it can (else Ulysses over the
-    batch).
+    batch). A causal attention in the ring stripes the sequence over the ranks instead of
+    blocks (rank r holds positions r, r + sp, ...; the op is `striped`), so that every rank
+    does the same work at every step; where Ulysses' exchange is needed too, the blocks stay
+    in sequence order.
   }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::shard::ShardDialect"];
   let options = [

@@ -45,6 +45,9 @@ struct SequenceParallelPass : mlir::ds::impl::DSSequenceParallelBase<SequencePar
   int64_t sp = 1, T = 0;
   MeshAxisRef axis;
   llvm::DenseMap<Value, State> states;
+  /// The sequence striped over the ranks (rank r holds positions r, r + sp, ...: Striped
+  /// Attention's causal load balance for the ring) rather than in contiguous blocks.
+  bool striped = false;
   /// The inputs' rank blocks, and the whole inputs (which every rank holds) they slice.
   llvm::DenseMap<Value, Value> wholeInput;
   std::string error;
@@ -73,7 +76,9 @@ struct SequenceParallelPass : mlir::ds::impl::DSSequenceParallelBase<SequencePar
     return shape;
   }
   Value allToAll(OpBuilder &b, Location loc, Value x, int64_t gather, int64_t scatter);
-  Value sliceLocal(OpBuilder &b, Location loc, Value v, int64_t dim);
+  Value sliceLocal(OpBuilder &b, Location loc, Value v, int64_t dim, bool sequence = true);
+  bool goesRing(AttentionOp a);
+  LogicalResult split(func::FuncOp forward);
   LogicalResult toOther(OpBuilder &b, Operation *user, unsigned operand, int64_t batchDim);
   LogicalResult toSeq(OpBuilder &b, Operation *user, unsigned operand);
   LogicalResult shiftInput(ConcatOp c, int64_t dim);
@@ -159,29 +164,34 @@ Value SequenceParallelPass::allToAll(OpBuilder &b, Location loc, Value x, int64_
 /// This rank's block of dimension `dim` of a replicated value. A lookup of a table is redone
 /// on the block of its indices (a position table: no communication, an exact gradient);
 /// anything else takes its block as a view (shard.all_slice along a leading sp factor).
-Value SequenceParallelPass::sliceLocal(OpBuilder &b, Location loc, Value v, int64_t dim) {
+Value SequenceParallelPass::sliceLocal(OpBuilder &b, Location loc, Value v, int64_t dim,
+                                       bool sequence) {
   RankedTensorType t = typeOf(v);
   if (auto e = v.getDefiningOp<EmbeddingOp>();
       e && dim < typeOf(e.getIndices()).getRank()) {
-    Value idx = sliceLocal(b, loc, e.getIndices(), dim);
+    Value idx = sliceLocal(b, loc, e.getIndices(), dim, sequence);
     return EmbeddingOp::create(b, loc, local(t, dim), e.getWeight(), idx,
                                e.getPaddingIdxAttr());
   }
   Type elem = t.getElementType();
   ArrayRef<int64_t> s = t.getShape();
-  // [..., n, ...] -> [..., sp, n / sp, ...] -> [sp, ..., n / sp, ...] -> this rank's
-  // [1, ..., n / sp, ...] -> [..., n / sp, ...].
+  // [..., n, ...] -> [..., sp, n / sp, ...] (striped: [..., n / sp, sp, ...]) -> [sp, ...,
+  // n / sp, ...] -> this rank's [1, ..., n / sp, ...] -> [..., n / sp, ...].
+  const bool stripes = sequence && striped;
+  const int64_t at = stripes ? dim + 1 : dim; // where the sp factor is
   SmallVector<int64_t> s1;
   for (int64_t d = 0; d < t.getRank(); ++d) {
-    if (d == dim)
+    if (d == dim && !stripes)
       s1.push_back(sp);
     s1.push_back(d == dim ? s[d] / sp : s[d]);
+    if (d == dim && stripes)
+      s1.push_back(sp);
   }
   Value x = ReshapeOp::create(b, loc, RankedTensorType::get(s1, elem), v);
-  if (dim != 0) {
-    SmallVector<int64_t> perm{dim}, s2{sp};
+  if (at != 0) {
+    SmallVector<int64_t> perm{at}, s2{sp};
     for (int64_t d = 0; d < static_cast<int64_t>(s1.size()); ++d)
-      if (d != dim) {
+      if (d != at) {
         perm.push_back(d);
         s2.push_back(s1[d]);
       }
@@ -235,6 +245,8 @@ LogicalResult SequenceParallelPass::toOther(OpBuilder &b, Operation *user, unsig
                                             int64_t batchDim) {
   Value x = user->getOperand(i);
   State s = stateOf(x);
+  if (striped)
+    return fail(user, "exchanges a striped sequence (the ring's layout)");
   if (s.kind == State::Other)
     return s.split.dim == batchDim ? success()
                                    : fail(user, "combines blocks of different batch dimensions");
@@ -351,15 +363,21 @@ LogicalResult SequenceParallelPass::matmul(MatmulOp m) {
   return success();
 }
 
+bool SequenceParallelPass::goesRing(AttentionOp a) {
+  ArrayRef<int64_t> q = typeOf(a.getQuery()).getShape(), k = typeOf(a.getKey()).getShape();
+  bool heads = q[1] % sp == 0 && k[1] % sp == 0;
+  bool ringable = !a.getMask() && f32(a);
+  return mode == SequenceParallelMode::ring ||
+         (mode == SequenceParallelMode::automatic && !heads && ringable);
+}
+
 LogicalResult SequenceParallelPass::attention(AttentionOp a) {
   // Whole sequences for a block of the heads (query and key/value heads both divide by sp),
   // else of the batch: query, key and value [B, H, L, E] arrive split along their length.
   OpBuilder b(a);
   ArrayRef<int64_t> q = typeOf(a.getQuery()).getShape(), k = typeOf(a.getKey()).getShape();
   bool heads = q[1] % sp == 0 && k[1] % sp == 0;
-  bool ringable = !a.getMask() && f32(a);
-  if (mode == SequenceParallelMode::ring ||
-      (mode == SequenceParallelMode::automatic && !heads && ringable))
+  if (goesRing(a))
     return ring(a);
   int64_t batch = heads ? 1 : q[0] % sp == 0 ? 0 : -1;
   if (batch < 0)
@@ -377,7 +395,7 @@ LogicalResult SequenceParallelPass::attention(AttentionOp a) {
     if (stateOf(m).kind != State::Whole)
       return fail(a, "has a mask split with the sequence (a padding mask under sp)");
     if (typeOf(m).getShape()[batch] != 1)
-      a.getMaskMutable().assign(sliceLocal(b, a.getLoc(), m, batch));
+      a.getMaskMutable().assign(sliceLocal(b, a.getLoc(), m, batch, /*sequence=*/false));
   }
   for (Value r : a->getResults()) {
     r.setType(local(typeOf(r), batch));
@@ -404,6 +422,7 @@ LogicalResult SequenceParallelPass::ring(AttentionOp a) {
   auto ws = ringAttentionWorkspace(typeOf(a.getKey()), typeOf(a.getValue()), out, lse);
   auto r = RingAttentionOp::create(b, a.getLoc(), out, lse, ws, a.getQuery(), a.getKey(),
                                    a.getValue(), a.getScaleAttr(), a.getCausalAttr(),
+                                   striped && a.getCausal() ? b.getUnitAttr() : UnitAttr(),
                                    FlatSymbolRefAttr::get(b.getContext(), axis.grid),
                                    b.getDenseI16ArrayAttr(axis.axes()));
   State seq{State::Seq, Split{2, 1}, -1};
@@ -644,6 +663,34 @@ void SequenceParallelPass::runOnOperation() {
                         << "; pick a length that does or another size";
     return signalPassFailure();
   }
+  // A causal attention that takes the ring: the sequence striped over the ranks, so that the
+  // ring's steps are as long on every rank. Where the walk then needs an exchange of the
+  // sequence (Ulysses beside the ring), it starts again with contiguous blocks.
+  forward.walk([&](AttentionOp a) { striped |= a.getCausal() && goesRing(a); });
+  if (striped) {
+    auto backup = cast<func::FuncOp>(forward->clone());
+    if (succeeded(split(forward))) {
+      backup.erase();
+      return;
+    }
+    forward.getBody().takeBody(backup.getBody());
+    backup.erase();
+    states.clear();
+    wholeInput.clear();
+    error.clear();
+    errorAt = nullptr;
+    striped = false;
+  }
+  if (failed(split(forward))) {
+    errorAt->emitError() << "ds-sequence-parallel: '" << errorAt->getName().getStringRef()
+                         << "' " << error;
+    return signalPassFailure();
+  }
+}
+
+/// Slices the inputs to this rank's part of the sequence and walks @forward.
+LogicalResult SequenceParallelPass::split(func::FuncOp forward) {
+  Block &body = forward.getBody().front();
   OpBuilder b = OpBuilder::atBlockBegin(&body);
   for (BlockArgument arg : body.getArguments()) {
     auto t = dyn_cast<RankedTensorType>(arg.getType());
@@ -661,17 +708,13 @@ void SequenceParallelPass::runOnOperation() {
   for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
     if (op.getNumResults() && states.contains(op.getResult(0)))
       continue; // made by this pass
-    if (failed(visit(&op))) {
-      errorAt->emitError() << "ds-sequence-parallel: '" << errorAt->getName().getStringRef()
-                           << "' " << error;
-      return signalPassFailure();
-    }
+    if (failed(visit(&op)))
+      return failure();
   }
   Operation *ret = body.getTerminator();
   for (Value v : ret->getOperands())
-    if (stateOf(v).kind != State::Whole) {
-      ret->emitError() << "ds-sequence-parallel: @forward returns a value split along the "
-                          "sequence; return the loss (a sum or mean over it)";
-      return signalPassFailure();
-    }
+    if (stateOf(v).kind != State::Whole)
+      return fail(ret, "returns a value split along the sequence; return the loss (a sum or "
+                       "mean over it)");
+  return success();
 }

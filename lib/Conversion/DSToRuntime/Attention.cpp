@@ -5,6 +5,13 @@ using namespace mlir;
 using namespace mlir::ds;
 using namespace mlir::ds::runtime;
 
+namespace {
+/// The runtime's dsrt_causal of a ring op.
+template <class Ring> int32_t ringCausal(Ring o) {
+  return !o.getCausal() ? DSRT_CAUSAL_NONE : o.getStriped() ? DSRT_CAUSAL_STRIPED : DSRT_CAUSAL;
+}
+} // namespace
+
 void mlir::ds::runtime::populateAttentionKernels(KernelPatterns &p) {
   p.add<AttentionOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
     auto o = cast<AttentionOp>(op);
@@ -27,7 +34,7 @@ void mlir::ds::runtime::populateAttentionKernels(KernelPatterns &p) {
     auto o = cast<RingAttentionOp>(op);
     e.kernel(fn::dsrt_ring_attention, e.i32(runtimeGroupOf(o.getGridAxes())), outs[0], outs[1],
              outs[2], e.operand(o.getQuery()), e.operand(o.getKey()), e.operand(o.getValue()),
-             e.f64(o.getScale().convertToDouble()), e.i32(o.getCausal()));
+             e.f64(o.getScale().convertToDouble()), e.i32(ringCausal(o)));
     return success();
   });
   p.add<RingAttentionGradOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
@@ -36,7 +43,7 @@ void mlir::ds::runtime::populateAttentionKernels(KernelPatterns &p) {
              outs[1], outs[2], outs[3], e.operand(o.getQuery()), e.operand(o.getKey()),
              e.operand(o.getValue()), e.operand(o.getResult()), e.operand(o.getLse()),
              e.operand(o.getResultGrad()), e.f64(o.getScale().convertToDouble()),
-             e.i32(o.getCausal()));
+             e.i32(ringCausal(o)));
     return success();
   });
 }

@@ -493,13 +493,22 @@ void dsrt_softmax_grad(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor *y,
  *  floats accumulate in double, integers in their own type. */
 void dsrt_cumsum(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *in, int64_t dim,
                  int32_t reverse);
+/** The `causal` argument of the attention kernels: none; query i sees keys j <= i; strictly,
+ *  keys j < i (a striped ring's later blocks); and, for the ring alone, causal over a striped
+ *  sequence (rank r of the group holds positions r, r + size, r + 2 size, ...). */
+enum dsrt_causal {
+  DSRT_CAUSAL_NONE = 0,
+  DSRT_CAUSAL = 1,
+  DSRT_CAUSAL_STRICT = 2,
+  DSRT_CAUSAL_STRIPED = 3
+};
 /** Scaled dot-product attention in tiles (flash attention; no [L, S] tensor): `out`
  *  [B, Hq, L, Ev] = softmax(q k^T * scale + mask) v and `lse` [B, Hq, L] (f32) the rows'
  *  log-sum-exp of the scaled, masked scores, from q [B, Hq, L, E], k [B, Hk, S, E] and
  *  v [B, Hk, S, Ev] (Hk divides Hq: grouped-query heads), all of one float dtype. `mask` is NULL
  *  or a rank-4 i1 (keep where 1) or q-typed (added) tensor whose dimensions are 1 or those of
- *  [B, Hq, L, S]; `causal`: query i sees keys j <= i. A row with no key has zero output and
- *  lse -inf. Computed in f32. */
+ *  [B, Hq, L, S]; `causal` a dsrt_causal (NONE, CAUSAL or STRICT). A row with no key has
+ *  zero output and lse -inf. Computed in f32. */
 void dsrt_attention(dsrt_context *ctx, dsrt_tensor *out, dsrt_tensor *lse, const dsrt_tensor *q,
                     const dsrt_tensor *k, const dsrt_tensor *v, const dsrt_tensor *mask,
                     double scale, int32_t causal);
@@ -513,7 +522,10 @@ void dsrt_attention_grad(dsrt_context *ctx, dsrt_tensor *dq, dsrt_tensor *dk, ds
  *  rank) of the sequence's q, k, v (f32, no mask); the k, v blocks go round the group in
  *  size steps (dsrt_send_recv to rank r+1, from rank r-1, overlapped with the kernel) and the
  *  partial results merge by their log-sum-exp into `out` and `lse` (the whole rows'). With
- *  `causal`, the rank's own block is causal, earlier blocks whole, later ones skipped. `ws`
+ *  `causal` DSRT_CAUSAL (blocks in sequence order), the rank's own block is causal, earlier
+ *  blocks whole, later ones skipped; with DSRT_CAUSAL_STRIPED (rank r holds positions r,
+ *  r + size, ...), the blocks of ranks up to r are causal and the later ones strictly so,
+ *  which gives every rank the same work at every step. `ws`
  *  f32 of 2 * (numel(k) + numel(v)) + numel(out) + 3 * numel(lse) elements. */
 void dsrt_ring_attention(dsrt_context *ctx, int32_t group, dsrt_tensor *out, dsrt_tensor *lse,
                          dsrt_tensor *ws, const dsrt_tensor *q, const dsrt_tensor *k,

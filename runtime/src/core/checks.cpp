@@ -114,6 +114,8 @@ AttentionShape attention(const dsrt_tensor *out, const dsrt_tensor *lse, const d
     fail(kn, "result %s is not [B, Hq, L, Ev]", shapeString(out).c_str());
   if (lse->numel != s.B * s.Hq * s.L)
     fail(kn, "lse %s is not [B, Hq, L]", shapeString(lse).c_str());
+  if (causal != DSRT_CAUSAL_NONE && causal != DSRT_CAUSAL && causal != DSRT_CAUSAL_STRICT)
+    fail(kn, "causal is %d, not DSRT_CAUSAL_NONE, DSRT_CAUSAL or DSRT_CAUSAL_STRICT", causal);
   if (mask) {
     if (causal)
       fail(kn, "has both a mask and causal");

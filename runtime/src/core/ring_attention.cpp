@@ -60,6 +60,23 @@ dsrt_event *pass(dsrt_context *ctx, int32_t group, const Ring &r, float *cur, fl
                         (r.rank + 1) % r.size);
 }
 
+/// The mask of rank `r`'s queries against the block of rank `src` (dsrt_causal): in sequence
+/// order, earlier blocks whole, its own causal, later ones skipped (-1); striped (rank r holds
+/// positions r, r + size, ...), the blocks of ranks up to r causal, the later ones strictly.
+int32_t blockMask(const char *k, int32_t causal, int32_t src, int32_t rank) {
+  switch (causal) {
+  case DSRT_CAUSAL_NONE:
+    return DSRT_CAUSAL_NONE;
+  case DSRT_CAUSAL:
+    return src < rank ? DSRT_CAUSAL_NONE : src == rank ? DSRT_CAUSAL : -1;
+  case DSRT_CAUSAL_STRIPED:
+    return src <= rank ? DSRT_CAUSAL : DSRT_CAUSAL_STRICT;
+  default:
+    fail(k, "causal is %d, not DSRT_CAUSAL_NONE, DSRT_CAUSAL or DSRT_CAUSAL_STRIPED", causal);
+  }
+  return -1;
+}
+
 void finish(dsrt_context *ctx, dsrt_event *e) {
   dsrt_event_wait(ctx, e);
   dsrt_event_release(e);
@@ -77,6 +94,7 @@ extern "C" void dsrt_ring_attention(dsrt_context *ctx, int32_t group, dsrt_tenso
     fail(kn, "workspace %s is not [%lld]", shapeString(ws).c_str(),
          (long long)(2 * (nk + nv) + no + 3 * nl));
   Ring r = ringOf(ctx, group, kn);
+  blockMask(kn, causal, r.rank, r.rank);
   float *w = static_cast<float *>(ws->data);
   float *packet[2] = {w, w + nk + nv};
   float *oj = w + 2 * (nk + nv), *lj = oj + no, *top = lj + nl, *share = top + nl;
@@ -92,12 +110,14 @@ extern "C" void dsrt_ring_attention(dsrt_context *ctx, int32_t group, dsrt_tenso
                                    : nullptr;
     K = like(cur, k);
     V = like(cur + nk, v);
-    int32_t src = r.source(j);
+    const int32_t mask = blockMask(kn, causal, r.source(j), r.rank);
     if (j == 0) {
       // The rank's own block: causal as the whole sequence is.
-      dsrt_attention(ctx, out, lse, q, &K, &V, nullptr, scale, causal);
-    } else if (!causal || src < r.rank) {
-      dsrt_attention(ctx, &O, &L, q, &K, &V, nullptr, scale, 0);
+      dsrt_attention(ctx, out, lse, q, &K, &V, nullptr, scale, mask);
+    } else if (mask >= 0) {
+      // Striped rows with no key here (the strict blocks' first) come back with lse -inf
+      // and add nothing: the own block gave every row a key.
+      dsrt_attention(ctx, &O, &L, q, &K, &V, nullptr, scale, mask);
       // lse' = m + log(e^(lse-m) + e^(l-m)); out' = out e^(lse-lse') + o e^(l-lse').
       dsrt_binary(ctx, DSRT_MAX, &T, lse, &L);
       dsrt_binary(ctx, DSRT_SUB, &S, lse, &T);
@@ -131,6 +151,7 @@ extern "C" void dsrt_ring_attention_grad(dsrt_context *ctx, int32_t group, dsrt_
     fail(kn, "workspace %s is not [%lld]", shapeString(ws).c_str(),
          (long long)(5 * (nk + nv) + nq));
   Ring r = ringOf(ctx, group, kn);
+  blockMask(kn, causal, r.rank, r.rank);
   float *w = static_cast<float *>(ws->data);
   // A travelling block: keys, values, and their gradients summed so far.
   float *packet[2] = {w, w + block};
@@ -144,13 +165,13 @@ extern "C" void dsrt_ring_attention_grad(dsrt_context *ctx, int32_t group, dsrt_
   dsrt_tensor DQ = like(dqj, q), DK = like(dkj, k), DV = like(dvj, v);
   for (int32_t j = 0; j < r.size; ++j) {
     float *cur = packet[j % 2];
-    int32_t src = r.source(j);
-    if (!causal || src <= r.rank) {
+    const int32_t mask = blockMask(kn, causal, r.source(j), r.rank);
+    if (mask >= 0) {
       K = like(cur, k);
       V = like(cur + nk, v);
       dsrt_tensor GK = like(cur + nk + nv, k), GV = like(cur + 2 * nk + nv, v);
       dsrt_attention_grad(ctx, &DQ, &DK, &DV, q, &K, &V, nullptr, out, lse, dout, scale,
-                          causal && src == r.rank);
+                          mask);
       dsrt_binary(ctx, DSRT_ADD, dq, dq, &DQ);
       dsrt_binary(ctx, DSRT_ADD, &GK, &GK, &DK);
       dsrt_binary(ctx, DSRT_ADD, &GV, &GV, &DV);

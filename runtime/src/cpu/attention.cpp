@@ -56,11 +56,13 @@ void store(dsrt_tensor *t, int64_t at, const float *x, int64_t n) {
 
 /// One tile of scaled scores [nq, nk] (row stride nk) for queries i0.. and keys j0..: the
 /// causal limit, the boolean mask (dropped keys at -inf) or the added one.
-void maskTile(const AttentionShape &s, const dsrt_tensor *mask, bool causal, int64_t b,
+void maskTile(const AttentionShape &s, const dsrt_tensor *mask, int32_t causal, int64_t b,
               int64_t h, int64_t i0, int64_t nq, int64_t j0, int64_t nk, float *sc) {
   if (causal) {
+    // Keys past i (DSRT_CAUSAL), or from i on (DSRT_CAUSAL_STRICT), are dropped.
+    const int64_t from = causal == DSRT_CAUSAL_STRICT ? 0 : 1;
     for (int64_t r = 0; r < nq; ++r)
-      for (int64_t c = std::max<int64_t>(0, i0 + r - j0 + 1); c < nk; ++c)
+      for (int64_t c = std::max<int64_t>(0, i0 + r - j0 + from); c < nk; ++c)
         sc[r * nk + c] = kNegInf;
     return;
   }

@@ -47,6 +47,12 @@ __device__ Row rowOf(const checks::AttentionShape &s, int64_t row) {
   return {i, h, b, (b * s.Hk + h / (s.Hq / s.Hk)) * s.S};
 }
 
+/// The end of query i's keys under a causal kind: j <= i, or j < i (DSRT_CAUSAL_STRICT).
+__device__ int64_t causalEnd(int64_t i, int64_t S, int causal) {
+  const int64_t end = causal == DSRT_CAUSAL_STRICT ? i : i + 1;
+  return end < S ? end : S;
+}
+
 template <class S>
 __global__ void attentionForward(S *out, float *lse, const S *Q, const S *K, const S *V,
                                  const void *mask, checks::AttentionShape s, float scale,
@@ -59,7 +65,7 @@ __global__ void attentionForward(S *out, float *lse, const S *Q, const S *K, con
     float m = -INFINITY, l = 0.f, acc[kMaxWidth];
     for (int64_t c = 0; c < s.Ev; ++c)
       acc[c] = 0.f;
-    const int64_t jEnd = causal ? (i + 1 < s.S ? i + 1 : s.S) : s.S;
+    const int64_t jEnd = causal ? causalEnd(i, s.S, causal) : s.S;
     for (int64_t j = 0; j < jEnd; ++j) {
       const float sc = scoreOf(q, K + (kv0 + j) * s.E, mask, s, b, h, i, j, scale, maskDtype);
       if (sc == -INFINITY)
@@ -94,7 +100,7 @@ __global__ void attentionBackward(S *dq, float *dk, float *dv, const S *Q, const
     for (int64_t c = 0; c < s.Ev; ++c)
       D += (float)load(g[c]) * (float)load(o[c]);
     const float lr = lse[row];
-    const int64_t jEnd = lr == -INFINITY ? 0 : causal ? (i + 1 < s.S ? i + 1 : s.S) : s.S;
+    const int64_t jEnd = lr == -INFINITY ? 0 : causal ? causalEnd(i, s.S, causal) : s.S;
     for (int64_t j = 0; j < jEnd; ++j) {
       const S *kj = K + (kv0 + j) * s.E, *vj = V + (kv0 + j) * s.Ev;
       const float sc = scoreOf(q, kj, mask, s, b, h, i, j, scale, maskDtype);
