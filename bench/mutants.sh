@@ -84,6 +84,7 @@ attention|fold keeps masked_fill's dropped keys|dialects/ds/Transforms/FuseAtten
 attention|tiled loss: the tiles' sums not added|runtime/src/core/tiled_loss.cpp|      dsrt_binary(ctx, DSRT_ADD, loss, loss, &part);|      (void)part;|e2e/long-sequence.test
 attention|tiled loss: the tiles' weight gradients not added|runtime/src/core/tiled_loss.cpp|      dsrt_binary(ctx, DSRT_ADD, dw, dw, &dwPart);|      (void)dwPart;|e2e/long-sequence.test
 attention|ring: a block's partial result not merged|runtime/src/core/ring_attention.cpp|      dsrt_binary(ctx, DSRT_ADD, out, out, &O);|      (void)O;|e2e/ring-attention.test
+memory|checkpoint segments cut at the first parameter read|dialects/ds/Transforms/ActivationCheckpoint.cpp|    starts[s] = ops[best];|    (void)best;|Transforms/activation-checkpoint-cut.mlir
 attention|ring: striped later blocks see their diagonal|runtime/src/core/ring_attention.cpp|return src <= rank ? DSRT_CAUSAL : DSRT_CAUSAL_STRICT;|return DSRT_CAUSAL;|e2e/ring-attention.test
 attention|ring: strict causal keeps the diagonal|runtime/src/cpu/attention.cpp|const int64_t from = causal == DSRT_CAUSAL_STRICT ? 0 : 1;|const int64_t from = 1;|e2e/ring-attention.test
 attention|sp: a striped ring fed blocks in sequence order|dialects/ds/Transforms/SequenceParallel.cpp|const bool stripes = sequence && striped;|const bool stripes = false;|e2e/ring-attention.test

@@ -84,6 +84,74 @@ std::pair<std::string, SmallVector<int64_t>> findRepeatedBlocks(Block &body, Ope
   return {prefix, SmallVector<int64_t>(indices[prefix].begin(), indices[prefix].end())};
 }
 
+/// The bytes of a tensor value (0 for others).
+int64_t valueBytes(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  if (!t || !t.hasStaticShape())
+    return 0;
+  return t.getNumElements() * std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+}
+
+/// Moves each segment's start back, from the first op that reads the block's parameters, to
+/// where the fewest forward bytes cross it (the latest such place), no earlier than the op
+/// after `floor(s)` (the previous block's last parameter read; for the first segment, the
+/// last parameter read before it). The ops before a block's
+/// first parameter read (a norm's statistics: x^2, mean, rsqrt, x * rsqrt) otherwise end the
+/// previous segment, and their result is kept as a checkpoint beside the residual stream.
+void moveCutsToNarrowest(Block &body, Operation *loss, SmallVectorImpl<Operation *> &starts,
+                         llvm::function_ref<Operation *(int64_t)> floor) {
+  // Forward ops in order; the bytes that cross the cut before each (values defined before it
+  // and read by a forward op at or after it; parameters and constants are kept anyway).
+  SmallVector<Operation *> ops;
+  llvm::DenseMap<Operation *, int64_t> at;
+  for (Operation &op : body) {
+    if (&op == loss)
+      break;
+    at[&op] = static_cast<int64_t>(ops.size());
+    ops.push_back(&op);
+  }
+  SmallVector<int64_t> delta(ops.size() + 1, 0);
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    if (isa<GetParameterOp, ConstantOp>(op))
+      continue;
+    for (Value r : op->getResults()) {
+      int64_t last = -1;
+      for (Operation *u : r.getUsers())
+        if (auto it = at.find(u); it != at.end())
+          last = std::max(last, it->second);
+      if (last > static_cast<int64_t>(i)) { // crosses the cuts i + 1 .. last
+        delta[i + 1] += valueBytes(r);
+        delta[last + 1] -= valueBytes(r);
+      }
+    }
+  }
+  SmallVector<int64_t> crossing(ops.size() + 1, 0);
+  for (size_t p = 1; p <= ops.size(); ++p)
+    crossing[p] = crossing[p - 1] + delta[p];
+  auto readsParameter = [](Operation *op) {
+    return llvm::any_of(op->getOperands(),
+                        [](Value v) { return v.getDefiningOp<GetParameterOp>(); });
+  };
+  for (auto [s, start] : llvm::enumerate(starts)) {
+    if (!at.count(start))
+      continue;
+    // The first segment: no earlier than the op after the last parameter read before it
+    // (the embedding).
+    int64_t lo = -1;
+    if (Operation *f = floor(static_cast<int64_t>(s)); f && at.count(f))
+      lo = at[f];
+    else
+      for (int64_t p = at[start] - 1; p >= 0 && lo < 0; --p)
+        if (readsParameter(ops[p]))
+          lo = p;
+    int64_t best = at[start];
+    for (int64_t p = at[start] - 1; p > lo; --p)
+      if (crossing[p] < crossing[best])
+        best = p;
+    starts[s] = ops[best];
+  }
+}
+
 /// Each forward op's segment (the blocks of `prefix` grouped into `segments` runs of
 /// consecutive blocks; 0: one per block), without the segments' outputs, which are kept.
 llvm::DenseMap<Operation *, int64_t> assignSegments(Block &body, Operation *loss,
@@ -113,6 +181,9 @@ llvm::DenseMap<Operation *, int64_t> assignSegments(Block &body, Operation *loss
   SmallVector<Operation *> starts;
   for (int64_t s = 0; s < groups; ++s)
     starts.push_back(firstOp[blocks[s * n / groups]]);
+  moveCutsToNarrowest(body, loss, starts, [&](int64_t s) {
+    return s == 0 ? nullptr : lastOp[blocks[s * n / groups - 1]];
+  });
   // The last segment runs to the first op that reads another parameter (a final norm, the
   // head), or to the loss.
   Operation *end = lastOp[blocks.back()]->getNextNode();

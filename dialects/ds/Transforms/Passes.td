@@ -245,7 +245,9 @@ def DSActivationCheckpoint : Pass<"ds-activation-checkpoint", "::mlir::ModuleOp"
     Runs on `@micro_step` after `ds-autodiff` (before `ds-zero`). Finds the repeated blocks
     of the model in its parameters' names (`PREFIX.N.rest`: the prefix with the most
     distinct N, such as `transformer.h`), and cuts the forward into `segments` segments at
-    the blocks' first ops (0: one per block; DeepSpeed's `number_checkpoints`). Every value a
+    the blocks' first ops (0: one per block; DeepSpeed's `number_checkpoints`): each cut
+    moves back from a block's first parameter read to where the fewest bytes cross it, so a
+    pre-norm block's statistics go with it and only the residual stream is kept. Every value a
     segment computes that the backward reads is recomputed instead of kept: right before
     the first backward op that needs it, the segment's ops that produce it are cloned
     (marked `ds.recompute`, so that CSE keeps them apart) from the segment's inputs, which are
