@@ -9,6 +9,7 @@
 #include "ds/Pipelines/Pipelines.h"
 
 #include "ds/IR/DSDialect.h"
+#include "ds/IR/DSShapes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/Support/Format.h"
@@ -18,14 +19,6 @@
 
 using namespace mlir;
 using namespace mlir::ds;
-
-namespace {
-int64_t tensorBytes(Type t) {
-  auto rt = cast<RankedTensorType>(t);
-  int64_t bits = rt.getElementType().getIntOrFloatBitWidth();
-  return rt.getNumElements() * std::max<int64_t>(1, bits / 8);
-}
-} // namespace
 
 namespace {
 using Rows = std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>>;

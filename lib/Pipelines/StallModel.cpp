@@ -12,6 +12,7 @@
 #include "ds/Pipelines/Pipelines.h"
 
 #include "ds/IR/DSDialect.h"
+#include "ds/IR/DSShapes.h"
 #include "ds/IR/DSOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -59,10 +60,7 @@ bool TierRates::parse(llvm::StringRef spec, std::string &err) {
 }
 
 namespace {
-int64_t bytesOf(Type t) {
-  auto rt = cast<RankedTensorType>(t);
-  return rt.getNumElements() * std::max<int64_t>(1, rt.getElementTypeBitWidth() / 8);
-}
+int64_t bytesOf(Type t) { return tensorBytes(t); }
 
 /// The NVMe states of the module.
 llvm::StringSet<> nvmeStates(ModuleOp module) {

@@ -1,10 +1,18 @@
 //===- DSShapes.cpp - PyTorch's shape rules for ds ops ---------------------===//
 #include "ds/IR/DSShapes.h"
 
+#include "mlir/IR/BuiltinTypes.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
 using namespace mlir::ds;
+
+int64_t mlir::ds::tensorBytes(Type t) {
+  auto rt = dyn_cast<RankedTensorType>(t);
+  if (!rt || !rt.hasStaticShape())
+    return 0;
+  return rt.getNumElements() * std::max<int64_t>(1, rt.getElementTypeBitWidth() / 8);
+}
 
 int64_t mlir::ds::numElements(ArrayRef<int64_t> shape) {
   int64_t n = 1;

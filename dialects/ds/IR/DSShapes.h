@@ -42,6 +42,9 @@ FailureOr<Shape> pool2dShape(ArrayRef<int64_t> in, ArrayRef<int64_t> kernel,
                              ArrayRef<int64_t> stride, ArrayRef<int64_t> padding,
                              ArrayRef<int64_t> dilation, bool ceilMode, EmitErrorFn emit);
 int64_t numElements(ArrayRef<int64_t> shape);
+/// The bytes of a static ranked tensor type (sub-byte elements as one byte each); 0 for
+/// anything else.
+int64_t tensorBytes(Type t);
 /// "[4, 16, 32]"
 std::string formatShape(ArrayRef<int64_t> shape);
 } // namespace mlir::ds

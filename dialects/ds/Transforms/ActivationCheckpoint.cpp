@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "ds/Transforms/Passes.h"
 
+#include "CutBytes.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
@@ -84,14 +86,6 @@ std::pair<std::string, SmallVector<int64_t>> findRepeatedBlocks(Block &body, Ope
   return {prefix, SmallVector<int64_t>(indices[prefix].begin(), indices[prefix].end())};
 }
 
-/// The bytes of a tensor value (0 for others).
-int64_t valueBytes(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  if (!t || !t.hasStaticShape())
-    return 0;
-  return t.getNumElements() * std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
-}
-
 /// Moves each segment's start back, from the first op that reads the block's parameters, to
 /// where the fewest forward bytes cross it (the latest such place), no earlier than the op
 /// after `floor(s)` (the previous block's last parameter read; for the first segment, the
@@ -107,27 +101,12 @@ void moveCutsToNarrowest(Block &body, Operation *loss, SmallVectorImpl<Operation
   for (Operation &op : body) {
     if (&op == loss)
       break;
+    if (isa<GetParameterOp, ConstantOp>(op))
+      continue;
     at[&op] = static_cast<int64_t>(ops.size());
     ops.push_back(&op);
   }
-  SmallVector<int64_t> delta(ops.size() + 1, 0);
-  for (auto [i, op] : llvm::enumerate(ops)) {
-    if (isa<GetParameterOp, ConstantOp>(op))
-      continue;
-    for (Value r : op->getResults()) {
-      int64_t last = -1;
-      for (Operation *u : r.getUsers())
-        if (auto it = at.find(u); it != at.end())
-          last = std::max(last, it->second);
-      if (last > static_cast<int64_t>(i)) { // crosses the cuts i + 1 .. last
-        delta[i + 1] += valueBytes(r);
-        delta[last + 1] -= valueBytes(r);
-      }
-    }
-  }
-  SmallVector<int64_t> crossing(ops.size() + 1, 0);
-  for (size_t p = 1; p <= ops.size(); ++p)
-    crossing[p] = crossing[p - 1] + delta[p];
+  SmallVector<int64_t> crossing = cutBytes(ops, at);
   auto readsParameter = [](Operation *op) {
     return llvm::any_of(op->getOperands(),
                         [](Value v) { return v.getDefiningOp<GetParameterOp>(); });

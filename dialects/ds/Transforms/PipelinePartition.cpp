@@ -9,6 +9,8 @@
 
 #include "Mesh.h"
 
+#include "CutBytes.h"
+
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
@@ -36,13 +38,7 @@ struct PipelinePartitionPass
 /// Ops that are copied to where they are used rather than computed once and sent.
 bool isFree(Operation *op) { return isa<ConstantOp, GetParameterOp>(op); }
 
-int64_t tensorBytes(Value v) {
-  auto t = dyn_cast<RankedTensorType>(v.getType());
-  if (!t || !t.hasStaticShape())
-    return 0;
-  int64_t bits = t.getElementType().getIntOrFloatBitWidth();
-  return t.getNumElements() * std::max<int64_t>(1, bits / 8);
-}
+int64_t tensorBytes(Value v) { return mlir::ds::tensorBytes(v.getType()); }
 
 /// The module path of a state_dict name: without its last component.
 StringRef modulePath(StringRef name) {
@@ -228,23 +224,7 @@ LogicalResult Partitioner::weigh() {
 }
 
 void Partitioner::measureCrossings() {
-  crossing.assign(n + 2, 0);
-  for (int64_t d = 0; d < n; ++d)
-    for (Value r : ops[d]->getResults()) {
-      int64_t last = -1;
-      for (Operation *u : r.getUsers()) {
-        if (auto it = index.find(u); it != index.end())
-          last = std::max(last, it->second);
-        else if (u == func.getBody().front().getTerminator())
-          last = n;
-      }
-      if (last > d) {
-        crossing[d + 1] += tensorBytes(r);
-        crossing[last + 1] -= tensorBytes(r);
-      }
-    }
-  for (int64_t j = 1; j <= n + 1; ++j)
-    crossing[j] += crossing[j - 1];
+  crossing = cutBytes(ops, index, func.getBody().front().getTerminator());
   prefix.assign(n + 1, 0.0);
   for (int64_t j = 0; j < n; ++j)
     prefix[j + 1] = prefix[j] + weight[j];

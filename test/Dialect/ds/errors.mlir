@@ -1832,6 +1832,14 @@ func.func @ring_attention_bf16(%q: tensor<1x2x4x2xbf16>, %k: tensor<1x1x4x2xbf16
 
 // -----
 
+func.func @ring_attention_striped_not_causal(%q: tensor<1x2x4x2xf32>, %k: tensor<1x1x4x2xf32>) {
+  // expected-error @+1 {{'ds.ring_attention' op is striped but not causal (striped is a causal layout)}}
+  %0:3 = ds.ring_attention %q, %k, %k scale = 0.5 striped on @mesh grid_axes = [1] : (tensor<1x2x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>, tensor<72xf32>)
+  return
+}
+
+// -----
+
 func.func @ring_attention_no_axes(%q: tensor<1x2x4x2xf32>, %k: tensor<1x1x4x2xf32>) {
   // expected-error @+1 {{'ds.ring_attention' op needs the grid axes of its ring}}
   %0:3 = ds.ring_attention %q, %k, %k scale = 0.5 on @mesh grid_axes = [] : (tensor<1x2x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x2x4xf32>, tensor<72xf32>)
