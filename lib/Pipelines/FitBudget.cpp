@@ -1,9 +1,11 @@
-//===- FitBudget.cpp - ds-opt --device-memory: recomputation and offload ----===//
+//===- FitBudget.cpp - ds-opt --device-memory: tiling, recomputation, offload ===//
 //
 // A plan over the device budget is made to fit by the cheapest mix the compiler knows of:
-// recomputation first (it costs FLOPs and no memory elsewhere), then the optimizer state on
-// the host, then the parameters too (stage 3), each also with recomputation. Every candidate
-// is compiled and its exact plan read; the first that fits is kept, and what it costs is said.
+// sequence tiling first ("auto" tiles of the MLPs and of the LM head's loss: each tile
+// recomputed once), then recomputation of whole segments (it costs FLOPs and no memory
+// elsewhere), both together, then the optimizer state on the host, then the parameters too
+// (stage 3), each also with recomputation and tiling. Every candidate is compiled and its
+// exact plan read; the first that fits is kept, and what it costs is said.
 //
 //===----------------------------------------------------------------------===//
 #include "ds/Pipelines/Pipelines.h"
@@ -19,8 +21,22 @@ using namespace mlir::ds;
 namespace {
 struct Candidate {
   const char *what;
-  bool recompute, optimizer, param;
+  bool tile, recompute, optimizer, param;
 };
+
+/// What sequence tiling cut in a built step: the MLP tiles (slices marked as tiles) and the
+/// tiles of the LM head's loss (ds.linear_cross_entropy's count), in @micro_step.
+std::pair<int64_t, int64_t> tilesOf(ModuleOp step) {
+  int64_t mlp = 0, loss = 0;
+  if (auto micro = step.lookupSymbol<func::FuncOp>("micro_step"))
+    micro.walk([&](Operation *op) {
+      if (isa<SliceOp>(op) && op->hasAttr(kTileAttrName) && !op->hasAttr(kRecomputeAttrName))
+        ++mlp;
+      if (auto lce = dyn_cast<LinearCrossEntropyOp>(op))
+        loss += lce.getTiles();
+    });
+  return {mlp, loss};
+}
 
 /// The device peak, and the bytes moved per step, of a built step's plan.
 FailureOr<std::pair<int64_t, int64_t>> planOf(ModuleOp step) {
@@ -56,16 +72,31 @@ FailureOr<OwningOpRef<ModuleOp>> mlir::ds::fitDeviceMemory(ModuleOp imported,
                            (config.optimizer.type == ::ds::OptimizerKind::adam ||
                             config.optimizer.type == ::ds::OptimizerKind::adamw);
   const bool recomputable = config.pipeline.stages == 1;
+  // Tiling candidates only where the config leaves both counts at 1 (none asked for).
+  const bool tileable = config.lossTiles == 1 && config.mlpTiles == 1;
   const Candidate candidates[] = {
-      {"as configured", false, false, false},
-      {"activation checkpointing", true, false, false},
-      {"zero_optimization.offload_optimizer {\"device\": \"cpu\"}", false, true, false},
-      {"activation checkpointing + offload_optimizer cpu", true, true, false},
-      {"offload_optimizer + offload_param cpu", false, true, true},
-      {"activation checkpointing + offload_optimizer + offload_param cpu", true, true, true}};
+      {"as configured", false, false, false, false},
+      {"sequence_tiling auto", true, false, false, false},
+      {"activation checkpointing", false, true, false, false},
+      {"sequence_tiling auto + activation checkpointing", true, true, false, false},
+      {"zero_optimization.offload_optimizer {\"device\": \"cpu\"}", false, false, true, false},
+      {"activation checkpointing + offload_optimizer cpu", false, true, true, false},
+      {"sequence_tiling auto + activation checkpointing + offload_optimizer cpu", true, true,
+       true, false},
+      {"offload_optimizer + offload_param cpu", false, false, true, true},
+      {"activation checkpointing + offload_optimizer + offload_param cpu", false, true, true,
+       true},
+      {"sequence_tiling auto + activation checkpointing + offload_optimizer + offload_param "
+       "cpu",
+       true, true, true, true}};
   int64_t basePeak = -1, bestPeak = -1;
   for (const Candidate &c : candidates) {
     ::ds::DeepSpeedConfig cfg = config;
+    if (c.tile) {
+      if (!tileable)
+        continue;
+      cfg.lossTiles = cfg.mlpTiles = 0;
+    }
     if (c.recompute) {
       if (!recomputable || cfg.checkpointing.enabled)
         continue;
@@ -89,6 +120,9 @@ FailureOr<OwningOpRef<ModuleOp>> mlir::ds::fitDeviceMemory(ModuleOp imported,
       return imported.emitError() << "--device-memory: the plan of the step " << c.what
                                   << " could not be read";
     int64_t peak = plan->first;
+    std::pair<int64_t, int64_t> tiles = tilesOf(*step);
+    if (c.tile && tiles.first == 0 && tiles.second == 0)
+      continue; // "auto" found nothing to tile: the candidate without tiling is the same
     if (basePeak < 0)
       basePeak = peak;
     bestPeak = bestPeak < 0 ? peak : std::min(bestPeak, peak);
@@ -97,6 +131,9 @@ FailureOr<OwningOpRef<ModuleOp>> mlir::ds::fitDeviceMemory(ModuleOp imported,
     if (&c != &candidates[0]) {
       note << "ds-opt: --device-memory " << budget << ": the plan as configured needs "
            << basePeak << " bytes; chose " << c.what << ": " << peak << " bytes";
+      if (c.tile)
+        note << ", " << tiles.first << " MLP tiles and " << tiles.second
+             << " loss tiles in all (each recomputed for its gradient)";
       if (c.recompute)
         note << ", recomputing " << recomputedFlops(*step) << " FLOPs per step";
       if (c.optimizer)
@@ -108,7 +145,7 @@ FailureOr<OwningOpRef<ModuleOp>> mlir::ds::fitDeviceMemory(ModuleOp imported,
   }
   return imported.emitError() << "--device-memory " << budget << ": no plan fits: as "
                               << "configured it needs " << basePeak << " bytes and the least "
-                              << "that recomputation and offload reach is " << bestPeak
+                              << "that tiling, recomputation and offload reach is " << bestPeak
                               << "; raise the budget, lower train_micro_batch_size_per_gpu, or "
                                  "shard over more ranks (zero_optimization.stage, --world-size)";
 }

@@ -109,3 +109,30 @@ func.func @embedding(%tok: tensor<16x4xbf16>, %pos: tensor<8x4xbf16>, %idx: tens
   %r = ds.convert %s : tensor<2x3x4xf32> -> tensor<2x3x4xbf16>
   return %r : tensor<2x3x4xbf16>
 }
+
+// Attention and its gradient between roundings run on the 16-bit tensors, their log-sum-exp
+// in f32 (neither a widening nor a rounding): the kernels hold 16-bit values where PyTorch's
+// 16-bit flash kernel does. An f32 operand that no widening reaches keeps the op in f32.
+// CHECK-LABEL: func.func @attention
+// CHECK: %[[O:.+]], %[[L:.+]] = ds.attention %arg0, %arg1, %arg2 scale = 5.000000e-01 causal : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> (tensor<1x2x4x8xbf16>, tensor<1x2x4xf32>)
+// CHECK: ds.attention_grad %arg0, %arg1, %arg2 result %[[O]], %[[L]] grad %arg3 scale = 5.000000e-01 causal : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4xf32>, tensor<1x2x4x8xbf16>) -> (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>)
+// CHECK: ds.attention %{{.+}}, %{{.+}}, %{{.+}} scale = 5.000000e-01 : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+func.func @attention(%q: tensor<1x2x4x8xbf16>, %k: tensor<1x2x4x8xbf16>, %v: tensor<1x2x4x8xbf16>,
+                     %dy: tensor<1x2x4x8xbf16>, %f: tensor<1x2x4x8xf32>)
+    -> (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>,
+        tensor<1x2x4x8xbf16>) {
+  %q32 = ds.convert %q : tensor<1x2x4x8xbf16> -> tensor<1x2x4x8xf32>
+  %k32 = ds.convert %k : tensor<1x2x4x8xbf16> -> tensor<1x2x4x8xf32>
+  %v32 = ds.convert %v : tensor<1x2x4x8xbf16> -> tensor<1x2x4x8xf32>
+  %o, %lse = ds.attention %q32, %k32, %v32 scale = 5.000000e-01 causal : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  %or = ds.convert %o : tensor<1x2x4x8xf32> -> tensor<1x2x4x8xbf16>
+  %o32 = ds.convert %or : tensor<1x2x4x8xbf16> -> tensor<1x2x4x8xf32>
+  %dy32 = ds.convert %dy : tensor<1x2x4x8xbf16> -> tensor<1x2x4x8xf32>
+  %dq, %dk, %dv = ds.attention_grad %q32, %k32, %v32 result %o32, %lse grad %dy32 scale = 5.000000e-01 causal : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>)
+  %dqr = ds.convert %dq : tensor<1x2x4x8xf32> -> tensor<1x2x4x8xbf16>
+  %dkr = ds.convert %dk : tensor<1x2x4x8xf32> -> tensor<1x2x4x8xbf16>
+  %dvr = ds.convert %dv : tensor<1x2x4x8xf32> -> tensor<1x2x4x8xbf16>
+  %o2, %lse2 = ds.attention %q32, %f, %v32 scale = 5.000000e-01 : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> (tensor<1x2x4x8xf32>, tensor<1x2x4xf32>)
+  %o2r = ds.convert %o2 : tensor<1x2x4x8xf32> -> tensor<1x2x4x8xbf16>
+  return %or, %dqr, %dkr, %dvr, %o2r : tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>
+}

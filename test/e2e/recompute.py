@@ -30,6 +30,18 @@ def report_peak(b, mlir):
     return int(out[2].split()[7]), out
 
 
+def compile_step(b, w, pt, inputs, name, cfg, extra=()):
+    """ds-opt of the model `pt` with the config `cfg` (written to WORK/NAME.json) into
+    WORK/NAME.mlir; returns that path and ds-opt's stderr (its notes)."""
+    json.dump(cfg, open(w(name + '.json'), 'w'))
+    r = subprocess.run([b('ds-opt'), pt] + inputs + ['--config', w(name + '.json'), '-o',
+                                                     w(name + '.mlir')] + list(extra),
+                       capture_output=True, text=True)
+    if r.returncode:
+        sys.exit('ds-opt failed: ' + r.stderr)
+    return w(name + '.mlir'), r.stderr
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--bin', required=True)
@@ -64,13 +76,7 @@ def main():
             'zero_optimization': {'stage': args.stage}, 'steps_per_print': 1000}
 
     def compile(name, cfg, extra=()):
-        json.dump(cfg, open(w(name + '.json'), 'w'))
-        r = subprocess.run([b('ds-opt'), pt] + inputs + ['--config', w(name + '.json'), '-o',
-                                                         w(name + '.mlir')] + list(extra),
-                           capture_output=True, text=True)
-        if r.returncode:
-            sys.exit('ds-opt failed: ' + r.stderr)
-        return w(name + '.mlir'), r.stderr
+        return compile_step(b, w, pt, inputs, name, cfg, extra)
 
     def train(name, mlir, flags=()):
         log = w(name + '.jsonl')

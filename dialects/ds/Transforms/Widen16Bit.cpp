@@ -78,6 +78,8 @@ bool runsIn16Bit(Operation *op) {
     return cast<DenseElementsAttr>(c.getValue()).isSplat();
   if (isHalfProduct(op) || isHalfElementwise(op))
     return true;
+  if (isa<AttentionOp, AttentionGradOp>(op)) // 16-bit tensors, the log-sum-exp in f32
+    return isHalf(op->getOperand(0).getType());
   return isa<ConvertOp, GetParameterOp, AssignOp, ReshapeOp, TransposeOp, BroadcastToOp,
              SliceOp, InsertSliceOp, ConcatOp, EmbeddingOp, shard::AllReduceOp,
              shard::AllGatherOp, shard::ReduceScatterOp, shard::AllSliceOp>(op) ||
@@ -240,6 +242,16 @@ Value exactHalfConstant(Value v, Type element) {
   return ConstantOp::create(b, v.getLoc(), exactHalfSplat(v, element));
 }
 
+/// Attention's log-sum-exp: f32 at every precision (a result of ds.attention, an operand of
+/// ds.attention_grad), never a widening or a rounding.
+bool isLse(Operation *op, Value v) {
+  if (auto a = dyn_cast<AttentionOp>(op))
+    return v == a.getLse();
+  if (auto g = dyn_cast<AttentionGradOp>(op))
+    return v == g.getLse();
+  return false;
+}
+
 /// ds-mixed-precision leaves products and elementwise ops as f32 ops between roundings:
 /// convert(16-bit -> f32) on every floating-point operand, the op, convert(f32 -> 16-bit) as
 /// the only use of every floating-point result, with element moves (reshape, transpose,
@@ -247,11 +259,14 @@ Value exactHalfConstant(Value v, Type element) {
 /// the 16-bit values (computed in f32 and rounded once by every device: the same numbers,
 /// without the f32 copies), the moves on 16-bit values. An f32 splat constant operand whose
 /// value is exact in 16 bits (a mask's -inf, a scale) becomes a 16-bit one. A result used
-/// unrounded (a weight gradient accumulated in f32) keeps the op in f32.
+/// unrounded (a weight gradient accumulated in f32) keeps the op in f32. Attention and its
+/// gradient too, their f32 log-sum-exp aside: the kernels then hold 16-bit values where
+/// PyTorch's 16-bit flash kernel does (runtime/src/cpu/attention.cpp).
 void narrowBetweenRoundings(ModuleOp module) {
   SmallVector<Operation *> ops;
   module.walk([&](Operation *op) {
-    if (isa<MatmulOp, LinearOp, LinearGradWeightOp>(op) || isHalfKernel(op))
+    if (isa<MatmulOp, LinearOp, LinearGradWeightOp, AttentionOp, AttentionGradOp>(op) ||
+        isHalfKernel(op))
       ops.push_back(op);
   });
   DenseMap<Value, Value> made;
@@ -265,14 +280,14 @@ void narrowBetweenRoundings(ModuleOp module) {
     Type element;
     bool ok = true;
     for (Value v : op->getOperands()) {
-      if (!isFloatTensor(v) || v.getDefiningOp<ConstantOp>())
+      if (!isFloatTensor(v) || v.getDefiningOp<ConstantOp>() || isLse(op, v))
         continue;
       Type e = widenedFrom(v);
       ok = ok && e && (!element || e == element);
       element = e;
     }
     for (Value r : op->getResults())
-      ok = ok && element && (!isFloatTensor(r) || roundedUses(r, element));
+      ok = ok && element && (!isFloatTensor(r) || isLse(op, r) || roundedUses(r, element));
     // A constant that 16 bits cannot hold keeps the op in f32: checked before anything is built.
     for (Value v : op->getOperands())
       if (ok && isFloatTensor(v) && v.getDefiningOp<ConstantOp>())
@@ -281,7 +296,7 @@ void narrowBetweenRoundings(ModuleOp module) {
       continue;
     SmallVector<Value> narrow;
     for (Value v : op->getOperands()) {
-      if (!isFloatTensor(v))
+      if (!isFloatTensor(v) || isLse(op, v))
         narrow.push_back(v);
       else if (v.getDefiningOp<ConstantOp>())
         narrow.push_back(exactHalfConstant(v, element));
@@ -290,11 +305,13 @@ void narrowBetweenRoundings(ModuleOp module) {
       assert(narrow.back() && "widenedFrom and narrowSource follow the same moves");
     }
     for (Value v : op->getOperands())
-      if (isFloatTensor(v))
+      if (isFloatTensor(v) && !isLse(op, v))
         widenings.push_back(v.getDefiningOp());
     Operation *half = cloneAs(op, narrow, element);
     for (auto [old, res] : llvm::zip(op->getResults(), half->getResults())) {
-      if (isFloatTensor(old))
+      if (isLse(op, old))
+        res.setType(old.getType());
+      if (isFloatTensor(old) && !isLse(op, old))
         replaceRounded(old, res);
       else
         old.replaceAllUsesWith(res);

@@ -9,7 +9,12 @@
 // takes one key/value head at a time (its query heads in order: the same sums on every run).
 // Nothing of [L, S] is allocated: the per-thread scratch is a few tiles (outside the arena's
 // count), and 16-bit gradients of the keys and values are summed in f32 first.
-// bf16 and f16 tensors are widened tile by tile and computed in f32.
+// bf16 and f16 tensors are widened tile by tile and computed in f32, rounding where PyTorch's
+// 16-bit CPU flash kernel holds 16-bit values: the probabilities before their product with
+// the values (the row sums stay f32), in the backward the probabilities and the score
+// gradients before their products, and each gradient's running sum after every tile (its
+// output buffer is 16-bit); a key/value head's query heads (GQA, whose PyTorch export repeats
+// the heads) are each summed so, then added in f32 and rounded once, as the repeat's sum.
 #include "cpu_device.h"
 #include "gemm_half.h"
 #include "half_rows.h"
@@ -117,6 +122,17 @@ DSRT_CPU_CLONES void softmaxGradRow(float *dp, const float *p, int64_t n, float 
     dp[i] = p[i] * (dp[i] - d);
 }
 
+/// x[i] rounded to the 16-bit `dtype` and back, over one row (nothing for f32).
+void roundRow(int32_t dtype, float *x, int64_t n) {
+  if (dtype == DSRT_F32)
+    return;
+  cpu::withHalf(dtype, [&](auto h) {
+    using H = decltype(h);
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = H::load(H::store(x[i]));
+  });
+}
+
 } // namespace
 
 void dsrt::cpu::attention(dsrt_context *, dsrt_tensor *out, dsrt_tensor *lse,
@@ -159,6 +175,7 @@ void dsrt::cpu::attention(dsrt_context *, dsrt_tensor *out, dsrt_tensor *lse,
               }
               const float alpha = m[r] == kNegInf ? 0.f : std::exp(m[r] - mnew);
               const float sum = (float)cpu::vexpShiftSum(P + r * nk, row, mnew, nk, true);
+              roundRow(s.dtype, P + r * nk, nk);
               l[r] = l[r] * alpha + sum;
               if (alpha != 1.f)
                 scaleRow(acc.data() + r * Ev, Ev, alpha);
@@ -205,10 +222,12 @@ void dsrt::cpu::attention_grad(dsrt_context *, dsrt_tensor *dq, dsrt_tensor *dk,
     std::memset(DK, 0, dk->numel * sizeof(float));
     std::memset(DV, 0, dv->numel * sizeof(float));
   }
+  // A 16-bit GQA head sums each query head's rounded gradients in scratch of its own.
+  const bool perHead = s.dtype != DSRT_F32 && group > 1;
 #pragma omp parallel
   {
     std::vector<float> qb, kb, vb, ob, gb, Sc(bq * bk), P(bq * bk), dP(bq * bk), dQ(bq * E),
-        D(bq);
+        D(bq), dKq(perHead ? S * E : 0), dVq(perHead ? S * Ev : 0);
     // One key/value head per thread at a time, its query heads in order: the sums are the
     // same on every run (a loss recomputed bit for bit).
 #pragma omp for collapse(2) schedule(dynamic)
@@ -216,7 +235,12 @@ void dsrt::cpu::attention_grad(dsrt_context *, dsrt_tensor *dq, dsrt_tensor *dk,
       for (int64_t hk = 0; hk < s.Hk; ++hk) {
         const int64_t kv0 = (b * s.Hk + hk) * S;
         float *dKh = DK + kv0 * E, *dVh = DV + kv0 * Ev;
-        for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
+        float *dKa = perHead ? dKq.data() : dKh, *dVa = perHead ? dVq.data() : dVh;
+        for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+          if (perHead) {
+            std::fill(dKq.begin(), dKq.end(), 0.f);
+            std::fill(dVq.begin(), dVq.end(), 0.f);
+          }
           for (int64_t t = 0; t < tiles; ++t) {
             const int64_t i0 = t * bq, nq = std::min(bq, s.L - i0);
             const int64_t row0 = (b * s.Hq + h) * s.L + i0;
@@ -241,19 +265,32 @@ void dsrt::cpu::attention_grad(dsrt_context *, dsrt_tensor *dq, dsrt_tensor *dk,
                 else
                   cpu::vexpShiftSum(p + r * nk, sco + r * nk, lr, nk, true);
               }
-              // dv += p^T do; dp = do v^T; ds = p (dp - D); dq += ds k; dk += ds^T q.
-              cpu::sgemm("attention_grad", true, false, nk, Ev, nq, p, nk, G, Ev, 1.f,
-                         dVh + j0 * Ev, Ev);
+              // dp = do v^T; ds = p (dp - D); dv += p^T do; dq += ds k; dk += ds^T q (p and
+              // ds rounded first for 16-bit tensors, each sum after its tile).
               cpu::sgemm("attention_grad", false, true, nq, nk, Ev, G, Ev, V, Ev, 0.f, dp, nk);
               for (int64_t r = 0; r < nq; ++r)
                 softmaxGradRow(dp + r * nk, p + r * nk, nk, D[r]);
+              roundRow(s.dtype, p, nq * nk);
+              roundRow(s.dtype, dp, nq * nk);
+              cpu::sgemm("attention_grad", true, false, nk, Ev, nq, p, nk, G, Ev, 1.f,
+                         dVa + j0 * Ev, Ev);
               cpu::sgemm("attention_grad", false, false, nq, E, nk, dp, nk, K, E, 1.f,
                          dQ.data(), E, sc);
               cpu::sgemm("attention_grad", true, false, nk, E, nq, dp, nk, Q, E, 1.f,
-                         dKh + j0 * E, E, sc);
+                         dKa + j0 * E, E, sc);
+              roundRow(s.dtype, dVa + j0 * Ev, nk * Ev);
+              roundRow(s.dtype, dQ.data(), nq * E);
+              roundRow(s.dtype, dKa + j0 * E, nk * E);
             }
             store(dq, row0 * E, dQ.data(), nq * E);
           }
+          if (perHead) {
+            for (int64_t i = 0; i < S * E; ++i)
+              dKh[i] += dKq[i];
+            for (int64_t i = 0; i < S * Ev; ++i)
+              dVh[i] += dVq[i];
+          }
+        }
       }
   }
   if (s.dtype != DSRT_F32) {
