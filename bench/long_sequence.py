@@ -19,11 +19,16 @@ double from --start until the step no longer fits --budget-mib, then a bisection
 tokens; three lengths at the end give the growth per token (a straight line: within 5%?).
 `--speed N` instead times the steady fp32 step at N tokens, ds beside PyTorch. `--sp N` adds
 the sequence-parallel row: ds-alst at N times its single-rank length on N ranks (ds-launch),
-whose per-rank growth should stay the single rank's.
+whose per-rank growth should stay the single rank's; `--sp-sides ds-alst,deepspeed-alst-hf`
+adds DeepSpeed's whole ALST beside it: UlyssesSPAttentionHF over N ranks (torch.distributed
+on gloo), TiledMLP, TiledFusedLogitsLoss and HF's gradient checkpointing on HF's
+LlamaForCausalLM of the same shapes (Ulysses wraps HF's attention, not a plain module).
 
 usage: .venv/bin/python bench/long_sequence.py [--sides ds-alst,torch] [--budget-mib 1024]
        [--start 1024] [--step 512] [--threads 2]
        .venv/bin/python bench/long_sequence.py --sides '' --sp 4 --sp-base 32768  (the sp row)
+       .venv/bin/python bench/long_sequence.py --sides '' --sp 2 --sp-base 8192 \
+           --sp-sides ds-alst,deepspeed-alst-hf
        .venv/bin/python bench/long_sequence.py --trial ds --seq 4096   (one trial)
 """
 import argparse
@@ -201,11 +206,98 @@ def deepspeed_alst(model, seq):
     model.checkpointing = True
 
 
+def deepspeed_alst_hf(seq, threads, steps, sp):
+    """DeepSpeed's ALST as its Arctic recipe runs it on an HF model, at sp ranks: the bench's
+    architecture as HF's LlamaForCausalLM (same shapes, 20.2M parameters, SDPA),
+    UlyssesSPAttentionHF (registered with transformers over the sp group: q, k, v and the
+    output exchanged all-to-all), TiledMLP on each LlamaMLP, TiledFusedLogitsLoss for the LM
+    head and the loss, HF's gradient checkpointing, the gradients all-reduced over the ranks
+    (DeepSpeed's data parallelism over the sp group, stage 0). Each rank feeds its part of the
+    sequence with its global position_ids and its part of the labels shifted as a whole
+    (ALST's shift_labels); the loss is the ranks' mean. Started by torch.distributed.run (gloo);
+    one JSON line per rank, as trial()."""
+    import math
+    import torch
+    import deepspeed
+    import deepspeed.comm as dist
+    from deepspeed.runtime.sequence_parallel.ulysses_sp import (TiledFusedLogitsLoss, TiledMLP,
+                                                                UlyssesSPAttentionHF)
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.set_num_threads(threads)
+    if sp > 1:
+        deepspeed.init_distributed(dist_backend='gloo')
+    rank = dist.get_rank() if sp > 1 else 0
+    cfg = LlamaConfig(vocab_size=32000, hidden_size=256, intermediate_size=1024,
+                      num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=2,
+                      max_position_embeddings=seq, tie_word_embeddings=False,
+                      attn_implementation='sdpa')
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(cfg)
+    model.train()
+    if sp > 1:
+        UlyssesSPAttentionHF.register_with_transformers(
+            model, core_attn_implementation='sdpa', sequence_parallel_size=sp,
+            micro_batch_size=1, seq_length=seq, seq_length_is_variable=False)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={'use_reentrant': False})
+    hidden = cfg.hidden_size
+    for layer in model.model.layers:
+        mlp = layer.mlp
+
+        def tiled(x, mlp=mlp):
+            return TiledMLP.apply(type(mlp).forward, mlp, x, math.ceil(x.shape[1] / hidden),
+                                  [mlp.gate_proj.weight, mlp.up_proj.weight,
+                                   mlp.down_proj.weight])
+        mlp.forward = tiled
+
+    def head_loss(self, h, labels):
+        logits = self.lm_head(h).float()
+        return torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]),
+                                                 labels.view(-1), ignore_index=-100)
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, cfg.vocab_size, (1, seq), generator=g)
+    labels = torch.randint(0, cfg.vocab_size, (1, seq), generator=g)
+    shifted = torch.cat([labels[:, 1:], torch.full((1, 1), -100)], dim=1)
+    part = seq // sp
+    mine = slice(rank * part, (rank + 1) * part)
+    ids_r, shifted_r = ids[:, mine], shifted[:, mine]
+    pos = torch.arange(rank * part, (rank + 1) * part).unsqueeze(0)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step():
+        h = model.model(input_ids=ids_r, position_ids=pos).last_hidden_state
+        loss = TiledFusedLogitsLoss.apply(head_loss, model, h, shifted_r, None,
+                                          max(1, part // 512), [model.lm_head.weight], "mean")
+        loss.backward()
+        if sp > 1:
+            for p in model.parameters():
+                dist.all_reduce(p.grad)
+                p.grad.div_(sp)
+            mean = loss.detach().clone()
+            dist.all_reduce(mean)
+            loss = mean / sp
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return float(loss.detach())
+    with open('/proc/self/clear_refs', 'w') as f:
+        f.write('5')
+    before = status('VmRSS')
+    t1 = time.time()
+    loss = step()
+    peak = status('VmHWM')
+    print(json.dumps({'side': 'deepspeed-alst-hf', 'seq': seq, 'sp': sp, 'rank': rank,
+                      'growth': peak - before, 'loss': loss,
+                      'step_s': round(time.time() - t1, 2), 'setup_s': 0, 'steady_s': None}),
+          flush=True)
+
+
 def run_trial(side, seq, threads, steps=1, sp=1):
     """One trial in fresh processes; under sp the largest growth of the sp ranks."""
     cmd = [sys.executable, os.path.abspath(__file__), '--trial', side, '--seq', str(seq),
            '--threads', str(threads), '--steps', str(steps), '--sp', str(sp)]
-    if sp > 1:
+    if sp > 1 and side == 'deepspeed-alst-hf':
+        cmd = [sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', str(sp),
+               '--master_port', '29517'] + cmd[1:]
+    elif sp > 1:
         cmd = [os.path.join(os.path.dirname(sys.executable), 'ds-launch'), '-np', str(sp)] + cmd[1:]
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, 'build', 'python'))
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -262,6 +354,9 @@ def main():
                     help='the sequence-parallel row: ds-alst at SP x its single-rank length under '
                          'ds-launch -np SP (sequence_parallel_size SP) beside the single rank; '
                          'with --trial, the trial under SP ranks')
+    ap.add_argument('--sp-sides', default='ds-alst',
+                    help='the sides of the sp row: ds-alst, deepspeed-alst-hf (DeepSpeed\'s '
+                         'ALST with UlyssesSPAttentionHF on HF\'s LlamaForCausalLM, gloo)')
     ap.add_argument('--sp-base', type=int, default=0,
                     help='the single-rank length of the sp row (default: the longest ds-alst '
                          'found by this run; with --sides "" only the row runs)')
@@ -271,6 +366,9 @@ def main():
                     help='instead: the steady step time at this length, ds-untiled (fused '
                          'attention, a plain config) beside torch, at 1 and 2 threads')
     a = ap.parse_args()
+    if a.trial == 'deepspeed-alst-hf':
+        deepspeed_alst_hf(a.seq, a.threads, a.steps, a.sp)
+        return 0
     if a.trial:
         trial(a.trial, a.seq, a.threads, a.steps, a.sp)
         return 0
@@ -303,7 +401,8 @@ def main():
         ratio = f'  ({n / base:.1f}x PyTorch eager)' if base and side != 'torch' else ''
         print(f'  {side:6s} {n:7d} tokens{ratio}')
     if a.sp > 1:
-        sp_row(a.sp, a.sp_base or results.get('ds-alst', 0), budget, a.threads)
+        for side in a.sp_sides.split(','):
+            sp_row(a.sp, a.sp_base or results.get(side, 0), budget, a.threads, side)
     # Growth per token: three lengths up to the longest that fits, on a line?
     for side, n in results.items():
         pts = [run_trial(side, s, a.threads) for s in (n // 4, n // 2, n)]
@@ -317,21 +416,21 @@ def main():
     return 0
 
 
-def sp_row(sp, base, budget, threads):
-    """ds-alst at sp x `base` tokens on sp ranks beside `base` tokens on one rank: the
+def sp_row(sp, base, budget, threads, side='ds-alst'):
+    """`side` at sp x `base` tokens on sp ranks beside `base` tokens on one rank: the
     per-rank growth (the largest of the ranks') should stay the single rank's."""
     if not base:
         print('sp row: no single-rank length (give --sp-base or include ds-alst in --sides)')
         return
-    one = run_trial('ds-alst', base, threads)
-    many = run_trial('ds-alst', base * sp, max(1, threads // sp), sp=sp)
+    one = run_trial(side, base, threads)
+    many = run_trial(side, base * sp, max(1, threads // sp), sp=sp)
     if one['growth'] is None or many['growth'] is None:
-        print(f'sp row: a trial failed: {one if one["growth"] is None else many}')
+        print(f'sp row ({side}): a trial failed: {one if one["growth"] is None else many}')
         return
     g1, gn = one['growth'] / 2**20, many['growth'] / 2**20
-    print(f'\nsp{sp} on {sp} ranks at {base * sp} tokens: {gn:.1f} MiB per rank (the most of the '
-          f'ranks), step {many["step_s"]} s; one rank at {base} tokens: {g1:.1f} MiB; ratio '
-          f'{gn / g1:.3f}; within the budget: {"yes" if many["growth"] <= budget else "no"}')
+    print(f'\n{side} sp{sp} on {sp} ranks at {base * sp} tokens: {gn:.1f} MiB per rank (the most '
+          f'of the ranks), step {many["step_s"]} s; one rank at {base} tokens: {g1:.1f} MiB; '
+          f'ratio {gn / g1:.3f}; within the budget: {"yes" if many["growth"] <= budget else "no"}')
 
 
 def cpu_name():

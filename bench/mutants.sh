@@ -92,6 +92,11 @@ attention|sp: the rank's labels sliced before the shift|dialects/ds/Transforms/S
 attention|checkpointing keeps the all-to-alls|dialects/ds/Transforms/ActivationCheckpoint.cpp|  if (isa<shard::AllToAllOp>(op))|  if (false)|Transforms/activation-checkpoint-sequence-parallel.mlir
 attention|ring backward: key gradients left behind|runtime/src/core/ring_attention.cpp|      dsrt_binary(ctx, DSRT_ADD, &GK, &GK, &DK);|      (void)DK;|e2e/ring-attention.test
 attention|mlp tiles: the tiles' results joined in reverse|dialects/ds/Transforms/TileMlp.cpp|    pieces.push_back(map.lookup(exit));|    pieces.insert(pieces.begin(), map.lookup(exit));|e2e/long-sequence.test
+attention|16-bit forward: probabilities kept in f32 for their product|runtime/src/cpu/attention.cpp|              roundRow(s.dtype, P + r * nk, nk);|              (void)0;|ctest:runtime-kernels e2e/long-sequence.test
+attention|16-bit backward: score gradients kept in f32|runtime/src/cpu/attention.cpp|              roundRow(s.dtype, dp, nq * nk);|              (void)0;|ctest:runtime-kernels e2e/long-sequence.test
+attention|16-bit backward: key gradients' running sums kept in f32|runtime/src/cpu/attention.cpp|              roundRow(s.dtype, dKh + j0 * E, nk * E);|              (void)0;|ctest:runtime-kernels e2e/long-sequence.test
+attention|bf16 attention computed in f32 and rounded|dialects/ds/Transforms/Widen16Bit.cpp|isa<MatmulOp, LinearOp, LinearGradWeightOp, AttentionOp, AttentionGradOp>(op)|isa<MatmulOp, LinearOp, LinearGradWeightOp, LinearGradWeightOp>(op)|Transforms/widen-16bit-products.mlir e2e/long-sequence.test
+attention|--device-memory never tries sequence tiling|lib/Pipelines/FitBudget.cpp|      if (!tileable)|      if (true)|e2e/long-sequence.test
 python|train_batch skips a step's last micro-batch|python/ds/engine.py|for k in range(0, self._gas, self._per_call):|for k in range(0, self._gas - 1, self._per_call):|ctest:python-engine
 python|ds.hf: each micro-batch divided by the step's whole token count|python/ds/hf.py|per = n / len(micro)|per = n|ctest:python-engine
 python|ds.hf: every rank reads every batch|python/ds/hf.py|if i % self.ranks == self.rank:|if True:|ctest:python-engine

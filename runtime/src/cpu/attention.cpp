@@ -13,8 +13,8 @@
 // 16-bit CPU flash kernel holds 16-bit values: the probabilities before their product with
 // the values (the row sums stay f32), in the backward the probabilities and the score
 // gradients before their products, and each gradient's running sum after every tile (its
-// output buffer is 16-bit); a key/value head's query heads (GQA, whose PyTorch export repeats
-// the heads) are each summed so, then added in f32 and rounded once, as the repeat's sum.
+// output buffer is 16-bit; a key/value head's one sum over its query heads in order, as
+// PyTorch's GQA backward adds them).
 #include "cpu_device.h"
 #include "gemm_half.h"
 #include "half_rows.h"
@@ -222,12 +222,10 @@ void dsrt::cpu::attention_grad(dsrt_context *, dsrt_tensor *dq, dsrt_tensor *dk,
     std::memset(DK, 0, dk->numel * sizeof(float));
     std::memset(DV, 0, dv->numel * sizeof(float));
   }
-  // A 16-bit GQA head sums each query head's rounded gradients in scratch of its own.
-  const bool perHead = s.dtype != DSRT_F32 && group > 1;
 #pragma omp parallel
   {
     std::vector<float> qb, kb, vb, ob, gb, Sc(bq * bk), P(bq * bk), dP(bq * bk), dQ(bq * E),
-        D(bq), dKq(perHead ? S * E : 0), dVq(perHead ? S * Ev : 0);
+        D(bq);
     // One key/value head per thread at a time, its query heads in order: the sums are the
     // same on every run (a loss recomputed bit for bit).
 #pragma omp for collapse(2) schedule(dynamic)
@@ -235,12 +233,7 @@ void dsrt::cpu::attention_grad(dsrt_context *, dsrt_tensor *dq, dsrt_tensor *dk,
       for (int64_t hk = 0; hk < s.Hk; ++hk) {
         const int64_t kv0 = (b * s.Hk + hk) * S;
         float *dKh = DK + kv0 * E, *dVh = DV + kv0 * Ev;
-        float *dKa = perHead ? dKq.data() : dKh, *dVa = perHead ? dVq.data() : dVh;
-        for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
-          if (perHead) {
-            std::fill(dKq.begin(), dKq.end(), 0.f);
-            std::fill(dVq.begin(), dVq.end(), 0.f);
-          }
+        for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
           for (int64_t t = 0; t < tiles; ++t) {
             const int64_t i0 = t * bq, nq = std::min(bq, s.L - i0);
             const int64_t row0 = (b * s.Hq + h) * s.L + i0;
@@ -273,24 +266,17 @@ void dsrt::cpu::attention_grad(dsrt_context *, dsrt_tensor *dq, dsrt_tensor *dk,
               roundRow(s.dtype, p, nq * nk);
               roundRow(s.dtype, dp, nq * nk);
               cpu::sgemm("attention_grad", true, false, nk, Ev, nq, p, nk, G, Ev, 1.f,
-                         dVa + j0 * Ev, Ev);
+                         dVh + j0 * Ev, Ev);
               cpu::sgemm("attention_grad", false, false, nq, E, nk, dp, nk, K, E, 1.f,
                          dQ.data(), E, sc);
               cpu::sgemm("attention_grad", true, false, nk, E, nq, dp, nk, Q, E, 1.f,
-                         dKa + j0 * E, E, sc);
-              roundRow(s.dtype, dVa + j0 * Ev, nk * Ev);
+                         dKh + j0 * E, E, sc);
+              roundRow(s.dtype, dVh + j0 * Ev, nk * Ev);
               roundRow(s.dtype, dQ.data(), nq * E);
-              roundRow(s.dtype, dKa + j0 * E, nk * E);
+              roundRow(s.dtype, dKh + j0 * E, nk * E);
             }
             store(dq, row0 * E, dQ.data(), nq * E);
           }
-          if (perHead) {
-            for (int64_t i = 0; i < S * E; ++i)
-              dKh[i] += dKq[i];
-            for (int64_t i = 0; i < S * Ev; ++i)
-              dVh[i] += dVq[i];
-          }
-        }
       }
   }
   if (s.dtype != DSRT_F32) {
