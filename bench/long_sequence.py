@@ -40,6 +40,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+SIDES = ('ds', 'ds-ckpt', 'ds-alst', 'ds-untiled', 'torch', 'deepspeed-alst',
+         'deepspeed-alst-hf')
 
 
 def build_model():
@@ -366,6 +368,11 @@ def main():
                     help='instead: the steady step time at this length, ds-untiled (fused '
                          'attention, a plain config) beside torch, at 1 and 2 threads')
     a = ap.parse_args()
+    named = ([a.trial] if a.trial else []) + [x for x in a.sides.split(',') if x] + \
+        ([x for x in a.sp_sides.split(',') if x] if a.sp > 1 else [])
+    unknown = [x for x in named if x not in SIDES]
+    if unknown:
+        ap.error(f'unknown side {", ".join(unknown)} (the sides: {", ".join(SIDES)})')
     if a.trial == 'deepspeed-alst-hf':
         deepspeed_alst_hf(a.seq, a.threads, a.steps, a.sp)
         return 0
