@@ -165,7 +165,14 @@ def trial(side, seq, threads, steps=1, sp=1):
 
         def step():
             return float(engine.train_batch([{"input_ids": ids, "labels": labels}]))
-    setup = time.time() - t0
+    measure(step, steps, {'side': side, 'seq': seq, 'sp': sp,
+                          'setup_s': round(time.time() - t0, 1)})
+
+
+def measure(step, steps, row):
+    """Runs `step` `steps` times and prints `row` as a JSON line with the growth of the peak
+    resident memory over the first step (VmHWM reset just before it), its loss and time, and
+    the median time of the steps after it (--steps > 1)."""
     with open('/proc/self/clear_refs', 'w') as f:
         f.write('5')
     before = status('VmRSS')
@@ -173,15 +180,14 @@ def trial(side, seq, threads, steps=1, sp=1):
     loss = step()
     peak = status('VmHWM')
     first = time.time() - t1
-    # Steady-state step times (--steps > 1): the steps after the first.
     times = []
     for _ in range(steps - 1):
         t2 = time.time()
         step()
         times.append(time.time() - t2)
-    print(json.dumps({'side': side, 'seq': seq, 'sp': sp, 'growth': peak - before, 'loss': loss,
-                      'step_s': round(first, 2), 'setup_s': round(setup, 1),
-                      'steady_s': round(sorted(times)[len(times) // 2], 3) if times else None}))
+    print(json.dumps(dict(row, growth=peak - before, loss=loss, step_s=round(first, 2),
+                          steady_s=round(sorted(times)[len(times) // 2], 3) if times else None)),
+          flush=True)
 
 
 def deepspeed_alst(model, seq):
@@ -217,7 +223,7 @@ def deepspeed_alst_hf(seq, threads, steps, sp):
     (DeepSpeed's data parallelism over the sp group, stage 0). Each rank feeds its part of the
     sequence with its global position_ids and its part of the labels shifted as a whole
     (ALST's shift_labels); the loss is the ranks' mean. Started by torch.distributed.run (gloo);
-    one JSON line per rank, as trial()."""
+    one JSON line per rank (measure())."""
     import math
     import torch
     import deepspeed
@@ -225,6 +231,7 @@ def deepspeed_alst_hf(seq, threads, steps, sp):
     from deepspeed.runtime.sequence_parallel.ulysses_sp import (TiledFusedLogitsLoss, TiledMLP,
                                                                 UlyssesSPAttentionHF)
     from transformers import LlamaConfig, LlamaForCausalLM
+    t0 = time.time()
     torch.set_num_threads(threads)
     if sp > 1:
         deepspeed.init_distributed(dist_backend='gloo')
@@ -280,16 +287,8 @@ def deepspeed_alst_hf(seq, threads, steps, sp):
         opt.step()
         opt.zero_grad(set_to_none=True)
         return float(loss.detach())
-    with open('/proc/self/clear_refs', 'w') as f:
-        f.write('5')
-    before = status('VmRSS')
-    t1 = time.time()
-    loss = step()
-    peak = status('VmHWM')
-    print(json.dumps({'side': 'deepspeed-alst-hf', 'seq': seq, 'sp': sp, 'rank': rank,
-                      'growth': peak - before, 'loss': loss,
-                      'step_s': round(time.time() - t1, 2), 'setup_s': 0, 'steady_s': None}),
-          flush=True)
+    measure(step, steps, {'side': 'deepspeed-alst-hf', 'seq': seq, 'sp': sp, 'rank': rank,
+                          'setup_s': round(time.time() - t0, 1)})
 
 
 def run_trial(side, seq, threads, steps=1, sp=1):
