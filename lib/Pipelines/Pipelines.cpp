@@ -37,6 +37,7 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   DSFuseAttentionOptions fuse;
   fuse.writtenOut = !mixed; // PyTorch rounds each op of a written-out 16-bit attention
   pm.addPass(createDSFuseAttention(fuse));
+  pm.addPass(createDSFuseExperts());
   if (options.tensorParallelSize > 1) {
     DSTensorParallelOptions tp;
     tp.autotpSize = options.tensorParallelSize;

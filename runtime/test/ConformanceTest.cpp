@@ -549,6 +549,27 @@ TEST_P(Conformance, EmbeddingAndGrad) {
   }
 }
 
+// A router's top-k and the routed experts' products and weight gradients (both layouts;
+// ids beyond the experts give zeros).
+TEST_P(Conformance, TopKAndExperts) {
+  Both r = randn({40, 8}), v = out({40, 2}), i = out({40, 2}, DSRT_I64);
+  run([&](dsrt_context *c, int s) { dsrt_top_k(c, v[s], i[s], r[s]); });
+  EXPECT_TRUE(same(v, 0, 0));
+  EXPECT_TRUE(same(i));
+  for (int32_t transposed : {0, 1}) {
+    Both x = randn({40, 24}), w = randn(transposed ? std::vector<int64_t>{5, 24, 16}
+                                                   : std::vector<int64_t>{5, 16, 24}),
+         ids = indices({40}, 6, DSRT_I64), y = out({40, 16}), dy = randn({40, 16}),
+         dw = out(transposed ? std::vector<int64_t>{5, 24, 16} : std::vector<int64_t>{5, 16, 24});
+    run([&](dsrt_context *c, int s) {
+      dsrt_expert_linear(c, y[s], x[s], w[s], ids[s], transposed);
+      dsrt_expert_linear_grad_weight(c, dw[s], x[s], dy[s], ids[s], transposed);
+    });
+    EXPECT_TRUE(same(y, 1e-5, 1e-5)) << "transposed " << transposed;
+    EXPECT_TRUE(same(dw, 1e-5, 1e-5)) << "transposed " << transposed;
+  }
+}
+
 // Tables of data (a mask's rows, token types): 8-byte and 1-byte elements gathered exactly.
 TEST_P(Conformance, EmbeddingOfData) {
   std::vector<int64_t> wide(11 * 3);

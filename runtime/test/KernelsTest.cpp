@@ -1171,6 +1171,53 @@ TEST_F(Kernels, EmbeddingAndGrad) {
   EXPECT_TRUE(close(tt(dw), w.grad(), 1e-5, 1e-5));
 }
 
+// A router's top-k against torch.topk: values and indices, ties by the lower index.
+TEST_F(Kernels, TopK) {
+  Tensor x = randn({37, 8});
+  x[3][5] = x[3][2]; // a tie: PyTorch and ds both give the lower index first here
+  for (int64_t k : {1, 2, 8}) {
+    auto [v, i] = torch::topk(x, k);
+    dsrt_tensor *dv = empty({37, k}), *di = empty({37, k}, at::kLong);
+    dsrt_top_k(ctx, dv, di, rt(x));
+    EXPECT_TRUE(close(tt(dv), v)) << "k " << k;
+    EXPECT_TRUE(close(tt(di), i)) << "k " << k;
+  }
+}
+
+// Routed experts against HF's batched_mm arithmetic in PyTorch: each row times its expert's
+// gathered weights (bmm), and autograd's gradients; both weight layouts, ids of i64 and i32,
+// rows routed outside the experts (zeros, no gradient), an expert with no rows.
+TEST_F(Kernels, ExpertLinearAndGrad) {
+  const int64_t N = 50, E = 5, in = 24, out = 40;
+  for (bool transposed : {false, true}) {
+    for (auto idxType : {at::kLong, at::kInt}) {
+      Tensor w = randn(transposed ? at::IntArrayRef{E, in, out} : at::IntArrayRef{E, out, in})
+                     .requires_grad_();
+      Tensor x = randn({N, in}).requires_grad_();
+      Tensor ids = torch::randint(0, E - 1, {N}, at::kLong); // expert E-1 gets no rows
+      ids[7] = -1;
+      ids[11] = E; // another rank's experts
+      Tensor valid = (ids >= 0) & (ids < E);
+      Tensor rows = w.index({ids.clamp(0, E - 1)});
+      Tensor y = transposed ? torch::bmm(x.unsqueeze(1), rows).squeeze(1)
+                            : torch::bmm(rows, x.unsqueeze(-1)).squeeze(-1);
+      y = y * valid.unsqueeze(-1).to(at::kFloat);
+      Tensor dy = randn(y.sizes());
+      y.backward(dy);
+      dsrt_tensor *o = emptyLike(y);
+      dsrt_expert_linear(ctx, o, rt(x), rt(w), rt(ids.to(idxType)), transposed);
+      EXPECT_TRUE(closeSum(tt(o), y)) << "transposed " << transposed;
+      // dx: the same kernel with the weight's other orientation.
+      dsrt_tensor *dx = emptyLike(x);
+      dsrt_expert_linear(ctx, dx, rt(dy), rt(w), rt(ids.to(idxType)), !transposed);
+      EXPECT_TRUE(closeSum(tt(dx), x.grad())) << "transposed " << transposed;
+      dsrt_tensor *dw = emptyLike(w);
+      dsrt_expert_linear_grad_weight(ctx, dw, rt(x), rt(dy), rt(ids.to(idxType)), transposed);
+      EXPECT_TRUE(closeSum(tt(dw), w.grad())) << "transposed " << transposed;
+    }
+  }
+}
+
 // Tables of data (an attention mask's rows, token types): 64-bit, 32-bit and boolean elements
 // gathered whole, against LibTorch's index_select.
 TEST_F(Kernels, EmbeddingOfData) {

@@ -24,7 +24,8 @@ CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'gpt-d512': 1024, 'lm': 64, 'lm-
            'bn2x': 4,
            'hfgpt2': 64, 'hfllama': 64, 'hfbert': 64, 'hfllamapad': 64, 'hfqwen2pad': 64,
            'hfmistralpad': 64, 'hfphi3pad': 64, 'hfoptpad': 64, 'hfbertpad': 64,
-           'hfberttypes': 64, 'hfllamapos': 64, 'hfgemma2pad': 64}
+           'hfberttypes': 64, 'hfllamapos': 64, 'hfgemma2pad': 64, 'hfmixtral': 64,
+           'hfmixtralg': 64}
 # Families fed padded batches (input_ids, attention_mask, labels), as HF's data collators make
 # them: -100 labels on the padding, to lengths from half the window up. Left padding: with
 # right padding a causal model's real tokens never see the padding, and a mask ignored would
@@ -34,7 +35,7 @@ PADDED_FAMILIES = ('hfllamapad', 'hfqwen2pad', 'hfmistralpad', 'hfphi3pad', 'hfo
 # Families exported by PyTorch 2.x (test/models/make_models2.py; run this script with .venv's
 # python, whose torch also judges step 1).
 TORCH2_FAMILIES = ('gpt2x', 'gpt2xgqa', 'lm2x', 'ops2x', 'bn2x', 'hfgpt2', 'hfllama',
-                   'hfbert') + PADDED_FAMILIES
+                   'hfbert', 'hfmixtral', 'hfmixtralg') + PADDED_FAMILIES
 
 _ST_DTYPES = {'F32': np.float32, 'F64': np.float64, 'I64': np.int64, 'I32': np.int32,
               'BOOL': np.bool_, 'F16': np.float16, 'BF16': np.uint16}
@@ -326,7 +327,7 @@ def parse_type(t):
 
 TOKEN_FAMILIES = ('gpt', 'gpt-d512', 'gpt-wide', 'lm', 'lm-nodrop', 'gpt2x', 'gpt2xgqa', 'lm2x',
                   'ops2x', 'hfgpt2',
-                  'hfllama', 'hfbert')
+                  'hfllama', 'hfbert', 'hfmixtral', 'hfmixtralg')
 
 
 def markov_tokens(n, vocab, rng, first=None):

@@ -301,6 +301,20 @@ def make_hf_llama():
     return HFLoss(LlamaForCausalLM(cfg))
 
 
+def make_hf_mixtral(experts):
+    # Mixtral: 4 experts, top-2 routing renormalised, SwiGLU experts, the router's auxiliary
+    # load-balancing loss in .loss (coefficient 0.05, so a wrong aux term moves the loss). The
+    # eager experts do not export (FACTS.md); `experts` is HF's batched_mm or grouped_mm form.
+    from transformers import MixtralConfig, MixtralForCausalLM
+    cfg = MixtralConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,
+                        num_local_experts=4, num_experts_per_tok=2, output_router_logits=True,
+                        router_aux_loss_coef=0.05, router_jitter_noise=0.0,
+                        attention_dropout=0.0, experts_implementation=experts)
+    cfg._attn_implementation = 'sdpa'
+    return HFLoss(MixtralForCausalLM(cfg))
+
+
 def make_hf_bert():
     # A traced BERT reads its token types by a gather from an integer buffer (no
     # token_type_ids given), its positions by a slice of another.
@@ -344,6 +358,8 @@ FAMILIES = {
     'hfgpt2': (make_hf_gpt2, HF_INPUTS, ['trace', 'export']),
     'hfllama': (make_hf_llama, HF_INPUTS, ['trace', 'export', 'export-core']),
     'hfbert': (make_hf_bert, HF_INPUTS, ['trace', 'export']),
+    'hfmixtral': (lambda: make_hf_mixtral('batched_mm'), HF_INPUTS, ['export']),
+    'hfmixtralg': (lambda: make_hf_mixtral('grouped_mm'), HF_INPUTS, ['export']),
     'hfllamapad': (lambda: make_hf_padded('llama')(), HF_PADDED_INPUTS, ['trace', 'export']),
     'hfqwen2pad': (lambda: make_hf_padded('qwen2')(), HF_PADDED_INPUTS, ['trace', 'export']),
     'hfmistralpad': (lambda: make_hf_padded('mistral')(), HF_PADDED_INPUTS, ['trace', 'export']),

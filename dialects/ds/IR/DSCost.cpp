@@ -79,6 +79,18 @@ Work workOf(Operation *op) {
     return perInput(op, 5);
   if (isa<CrossEntropyGradOp>(op))
     return perResult(op, 6);
+  // A router's top-k: one comparison per input element (k is small).
+  if (isa<TopKOp>(op))
+    return perInput(op, 1);
+  // Routed experts: one [1, in] x [in, out] product per row (as FlopCounterMode counts HF's
+  // bmm of gathered weights); the weight gradient the same per row.
+  if (isa<ExpertLinearOp, ExpertLinearGradWeightOp>(op)) {
+    auto x = cast<RankedTensorType>(op->getOperand(0).getType()).getShape();
+    auto y = cast<RankedTensorType>(op->getOperand(1).getType()).getShape();
+    int64_t width = isa<ExpertLinearOp>(op) ? lastDim(op->getResult(0)) : y[1];
+    int64_t f = 2 * x[0] * x[1] * width;
+    return {f, f};
+  }
   // Matrix products.
   if (auto mm = dyn_cast<MatmulOp>(op)) {
     int64_t f = 2 * numel(mm.getResult()) * lastDim(mm.getLhs());

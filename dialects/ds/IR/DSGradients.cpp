@@ -549,6 +549,50 @@ LogicalResult LinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRe
   return success();
 }
 
+/// A value v at a chosen position goes back to it: dx = sum_j onehot(indices[..., j]) dv[..., j]
+/// (the one-hot [..., k, n] compares the indices with 0..n-1; k and n are a router's few).
+LogicalResult TopKOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool>,
+                                    SmallVectorImpl<Value> &dxs) {
+  Location loc = getLoc();
+  Value x = getInput(), dv = dys[0], idx = getIndices();
+  if (!dv)
+    return success();
+  ArrayRef<int64_t> xs = typeOf(x).getShape();
+  int64_t n = xs.back(), r = xs.size();
+  SmallVector<int64_t> column(typeOf(idx).getShape()), iotaShape(r + 1, 1), pairs(column);
+  column.push_back(1);
+  iotaShape.back() = n;
+  pairs.push_back(n);
+  auto i64 = RankedTensorType::get(iotaShape, b.getI64Type());
+  SmallVector<int64_t> iota(n);
+  for (int64_t i = 0; i < n; ++i)
+    iota[i] = i;
+  Value positions = ConstantOp::create(b, loc, DenseElementsAttr::get(i64, ArrayRef(iota)));
+  Value idxColumn =
+      ReshapeOp::create(b, loc, RankedTensorType::get(column, b.getI64Type()), idx);
+  Value hit = cmp(b, loc, CmpPredicate::eq, idxColumn, positions, pairs);
+  Value onehot = ConvertOp::create(b, loc, withShape(x, pairs), hit);
+  Value dvColumn = ReshapeOp::create(b, loc, withShape(x, column), dv);
+  Value spread = mul(b, loc, onehot, dvColumn, onehot);
+  dxs[0] = SumOp::create(b, loc, typeOf(x), spread, b.getDenseI64ArrayAttr({r - 1}), nullptr);
+  return success();
+}
+
+/// dx = expert_linear(dy, w, ids) with the weight's other orientation; dw per expert.
+LogicalResult ExpertLinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                            ArrayRef<bool> needed,
+                                            SmallVectorImpl<Value> &dxs) {
+  Location loc = getLoc();
+  Value x = getInput(), w = getWeight(), ids = getExpertIds(), dy = dys[0];
+  if (needed[0])
+    dxs[0] = ExpertLinearOp::create(b, loc, typeOf(x), dy, w, ids,
+                                    getTransposed() ? UnitAttr() : b.getUnitAttr());
+  if (needed[1])
+    dxs[1] = ExpertLinearGradWeightOp::create(b, loc, typeOf(w), x, dy, ids,
+                                              getTransposedAttr());
+  return success();
+}
+
 LogicalResult EmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool>,
                                          SmallVectorImpl<Value> &dxs) {
   dxs[0] = EmbeddingGradOp::create(b, getLoc(), typeOf(getWeight()), dys[0], getIndices(),

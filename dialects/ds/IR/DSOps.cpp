@@ -423,6 +423,33 @@ LogicalResult EmbeddingOp::verify() {
                                          [&] { return emitOpError(); }));
 }
 
+LogicalResult ExpertLinearOp::verify() {
+  if (failed(checkSameElementType(*this, {getInput(), getWeight(), getResult()})))
+    return failure();
+  return checkResultShape(*this, getResult(),
+                          expertLinearShape(shapeOf(getInput()), shapeOf(getWeight()),
+                                            shapeOf(getExpertIds()), getTransposed(),
+                                            [&] { return emitOpError(); }));
+}
+
+LogicalResult TopKOp::verify() {
+  ArrayRef<int64_t> in = shapeOf(getInput());
+  if (in.empty())
+    return emitOpError() << "input must have rank >= 1";
+  int64_t k = getK();
+  if (k < 1 || k > in.back())
+    return emitOpError() << "k = " << k << " must be in [1, " << in.back() << "]";
+  Shape out(in.begin(), in.end());
+  out.back() = k;
+  if (failed(checkSameElementType(*this, {getInput(), getValues()})))
+    return failure();
+  if (!getIndices().getType().getElementType().isInteger(64))
+    return emitOpError() << "indices must be i64";
+  if (failed(checkResultShape(*this, getValues(), FailureOr<Shape>(out))))
+    return failure();
+  return checkResultShape(*this, getIndices(), FailureOr<Shape>(out));
+}
+
 LogicalResult CrossEntropyOp::verify() {
   if (failed(checkSameElementType(*this, {getLogits(), getResult()})))
     return failure();

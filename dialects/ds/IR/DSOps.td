@@ -300,6 +300,22 @@ def DS_CumsumOp : DS_Op<"cumsum", [Pure, DeclareOpInterfaceMethods<DS_GradientOp
   let hasVerifier = 1;
 }
 
+def DS_TopKOp : DS_Op<"top_k", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
+  let summary = "The k largest elements of each row along the last dimension (torch.topk).";
+  let description = [{
+    `values, indices = torch.topk(input, k)`: largest first; equal values keep the lower index
+    first; NaN counts as the largest. A mixture-of-experts router picks each token's experts
+    so. The gradient reaches the input at the chosen positions; the indices have none.
+
+    **Constraints:** input of rank >= 1; 1 <= k <= its last dimension; `values` of the
+    input's shape with k last and its type, `indices` of that shape and i64.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, I64Attr:$k);
+  let results = (outs DS_FloatTensor:$values, DS_IndexTensor:$indices);
+  let assemblyFormat = "$input `k` `=` $k attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def DS_LayerNormOp : DS_Op<"layer_norm", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>, AttrSizedOperandSegments]> {
   let summary = "Layer normalization over the trailing `normalized_shape` dimensions.";
   let description = [{
@@ -416,6 +432,30 @@ def DS_LinearOp : DS_Op<"linear", [Pure, DeclareOpInterfaceMethods<DS_GradientOp
                        Optional<DS_FloatTensor>:$bias);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = "$input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def DS_ExpertLinearOp : DS_Op<"expert_linear", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
+  let summary = "Each row through its expert's linear map: `result[n] = weight[ids[n]] input[n]`.";
+  let description = [{
+    `[N, in] x [E, out, in] x [N] -> [N, out]` (with `transposed`, the weight is `[E, in, out]`
+    and `result[n] = input[n] weight[ids[n]]`, as HF's transposed experts): the routed experts
+    of a mixture-of-experts layer, each token-expert pair a row. HF's `batched_mm` experts
+    write it as `bmm(weight[ids], input[..., None])`, which gathers an `[N, out, in]` copy of
+    the weights; `ds-fuse-experts` folds that into this op, whose kernels multiply each
+    expert's rows as one product. A row whose id is outside `[0, E)` gives zeros and receives
+    no gradient (a token that another rank's experts take).
+
+    **Constraints:** input `[N, in]`, weight of rank 3 with `in` in place, integer ids `[N]`,
+    the result `[N, out]`; one element type for input, weight and result.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$weight,
+                       DS_IndexTensor:$expert_ids, UnitAttr:$transposed);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `[` $expert_ids `]` (`transposed` $transposed^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 

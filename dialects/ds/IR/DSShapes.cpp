@@ -105,6 +105,19 @@ FailureOr<Shape> mlir::ds::embeddingShape(ArrayRef<int64_t> w, ArrayRef<int64_t>
   return out;
 }
 
+FailureOr<Shape> mlir::ds::expertLinearShape(ArrayRef<int64_t> x, ArrayRef<int64_t> w,
+                                             ArrayRef<int64_t> ids, bool transposed,
+                                             EmitErrorFn emit) {
+  if (x.size() != 2 || w.size() != 3 || ids.size() != 1 || ids[0] != x[0])
+    return emit() << "expert_linear takes input [N, in], weight [E, out, in] and ids [N], got "
+                  << formatShape(x) << ", " << formatShape(w) << " and " << formatShape(ids);
+  int64_t in = w[transposed ? 1 : 2], out = w[transposed ? 2 : 1];
+  if (x[1] != in)
+    return emit() << "input " << formatShape(x) << " has " << x[1] << " features, the weight "
+                  << formatShape(w) << (transposed ? " (transposed)" : "") << " takes " << in;
+  return Shape{x[0], out};
+}
+
 FailureOr<Shape> mlir::ds::reduceShape(ArrayRef<int64_t> in, ArrayRef<int64_t> dims,
                                        bool keepdim, EmitErrorFn emit) {
   llvm::SmallVector<bool> reduced(in.size(), false);

@@ -23,6 +23,10 @@ FailureOr<Shape> matmulShape(ArrayRef<int64_t> a, ArrayRef<int64_t> b, EmitError
 FailureOr<Shape> linearShape(ArrayRef<int64_t> x, ArrayRef<int64_t> w,
                              std::optional<ArrayRef<int64_t>> bias, EmitErrorFn emit);
 FailureOr<Shape> embeddingShape(ArrayRef<int64_t> w, ArrayRef<int64_t> idx, EmitErrorFn emit);
+/// ds.expert_linear's result [N, out] for input [N, in], weight [E, out, in] (transposed:
+/// [E, in, out]) and ids [N].
+FailureOr<Shape> expertLinearShape(ArrayRef<int64_t> x, ArrayRef<int64_t> w,
+                                   ArrayRef<int64_t> ids, bool transposed, EmitErrorFn emit);
 FailureOr<Shape> reduceShape(ArrayRef<int64_t> in, ArrayRef<int64_t> dims, bool keepdim,
                              EmitErrorFn emit);
 FailureOr<Shape> transposeShape(ArrayRef<int64_t> in, ArrayRef<int64_t> perm, EmitErrorFn emit);

@@ -273,6 +273,15 @@ LogicalResult LinearGradWeightOp::verify() {
   return success();
 }
 
+LogicalResult ExpertLinearGradWeightOp::verify() {
+  auto result = expertLinearShape(shapeOf(getInput()), shapeOf(getDweight()),
+                                  shapeOf(getExpertIds()), getTransposed(),
+                                  [&] { return emitOpError(); });
+  if (failed(result))
+    return failure();
+  return expectShape(*this, getResultGrad(), *result, "result_grad", getInput());
+}
+
 LogicalResult EmbeddingGradOp::verify() {
   ArrayRef<int64_t> w = shapeOf(getResult());
   if (w.size() != 2)

@@ -291,6 +291,25 @@ def DS_LinearGradWeightOp : DS_Op<"linear_grad_weight", [Pure, DS_OptionalGradie
   let hasVerifier = 1;
 }
 
+def DS_ExpertLinearGradWeightOp : DS_Op<"expert_linear_grad_weight", [Pure]> {
+  let summary = "Weight gradient of `ds.expert_linear`: each expert's `dy^T x` over its rows.";
+  let description = [{
+    `dweight[e] = sum over the rows n with ids[n] = e of dy[n]^T input[n]` (with `transposed`,
+    `input[n]^T dy[n]`, the weight's `[E, in, out]` layout); an expert with no rows gets zeros.
+
+    **Constraints:** as `ds.expert_linear` with `result_grad` in the result's place and the
+    result of the weight's type.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$result_grad,
+                       DS_IndexTensor:$expert_ids, UnitAttr:$transposed);
+  let results = (outs DS_FloatTensor:$dweight);
+  let assemblyFormat = [{
+    $input `,` $result_grad `[` $expert_ids `]` (`transposed` $transposed^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def DS_EmbeddingGradOp : DS_Op<"embedding_grad", [Pure]> {
   let summary = "Weight gradient of `ds.embedding`: rows of dy scattered and summed.";
   let description = [{

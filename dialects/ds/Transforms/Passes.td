@@ -45,6 +45,29 @@ def DSFuseAttention : Pass<"ds-fuse-attention", "::mlir::ModuleOp"> {
   ];
 }
 
+def DSFuseExperts : Pass<"ds-fuse-experts", "::mlir::ModuleOp"> {
+  let summary = "Folds experts' products over gathered weights (HF's batched_mm) into ds.expert_linear.";
+  let description = [{
+    Finds `matmul(reshape(embedding(reshape(w), ids)), x)` where `w` is `[E, out, in]`, `ids`
+    `[N]` and `x` `[N, in, 1]` (and the transposed `matmul(x [N, 1, in], w_rows [N, in, out])`),
+    which is how HF's `batched_mm` experts (`bmm(weight[expert_ids], x[..., None])`) import,
+    and replaces it with `ds.expert_linear(x, w, ids)`, so no `[N, out, in]` copy of the
+    weights exists in the forward or in the backward; a gather used elsewhere stays.
+    ```mlir
+    %t = ds.reshape %w : tensor<4x96x32xf32> -> tensor<4x3072xf32>
+    %g = ds.embedding %t[%ids] : (tensor<4x3072xf32>, tensor<128xi64>) -> tensor<128x3072xf32>
+    %r = ds.reshape %g : tensor<128x3072xf32> -> tensor<128x96x32xf32>
+    %y = ds.matmul %r, %x : tensor<128x96x32xf32>, tensor<128x32x1xf32> -> tensor<128x96x1xf32>
+    // becomes
+    %x2 = ds.reshape %x : tensor<128x32x1xf32> -> tensor<128x32xf32>
+    %e = ds.expert_linear %x2, %w[%ids] : (...) -> tensor<128x96xf32>
+    %y = ds.reshape %e : tensor<128x96xf32> -> tensor<128x96x1xf32>
+    ```
+    In the training pipeline after `ds-fuse-attention`.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 def DSTileSequence : Pass<"ds-tile-sequence", "::mlir::ModuleOp"> {
   let summary = "The MLPs, and the LM head with its cross-entropy, in tiles of rows (ALST's TiledMLP and tiled logits loss).";
   let description = [{

@@ -19,6 +19,7 @@ void mlir::ds::runtime::populateKernelPatterns(KernelPatterns &patterns) {
   populateNormalizationKernels(patterns);
   populateAttentionKernels(patterns);
   populateLinearAlgebraKernels(patterns);
+  populateExpertKernels(patterns);
   populateConvolutionKernels(patterns);
   populateDataMovementKernels(patterns);
 }

@@ -96,6 +96,7 @@ void populateReductionKernels(KernelPatterns &patterns);      // Reductions.cpp
 void populateNormalizationKernels(KernelPatterns &patterns);  // Normalization.cpp
 void populateAttentionKernels(KernelPatterns &patterns);      // Attention.cpp
 void populateLinearAlgebraKernels(KernelPatterns &patterns);  // LinearAlgebra.cpp
+void populateExpertKernels(KernelPatterns &patterns);         // Experts.cpp
 void populateConvolutionKernels(KernelPatterns &patterns);    // Convolution.cpp
 void populateDataMovementKernels(KernelPatterns &patterns);   // DataMovement.cpp
 

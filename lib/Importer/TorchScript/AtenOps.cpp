@@ -1210,6 +1210,7 @@ llvm::StringMap<OpHandler> buildHandlers() {
   addConvolutionAndFactoryHandlers(h);
   addTransformerOps(h);
   addCoreAtenOps(h);
+  addExpertOps(h);
 
   // In-place variants: the functional op, then a rebinding (or a buffer assignment).
   for (const char *name : {"add", "sub", "mul", "div", "relu", "gelu", "masked_fill", "dropout",

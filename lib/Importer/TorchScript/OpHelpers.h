@@ -80,6 +80,8 @@ FailureOr<AV> unaryFloat(Interpreter &I, const AV &x) {
 
 /// Adds the handlers of TransformerOps.cpp (attention, RMSNorm, SiLU) to `h`.
 void addTransformerOps(llvm::StringMap<OpHandler> &h);
+/// Adds the handlers of ExpertOps.cpp (a mixture-of-experts router's topk and histc) to `h`.
+void addExpertOps(llvm::StringMap<OpHandler> &h);
 /// Adds the handlers of CoreAtenOps.cpp (decomposed programs, masks, padding) to `h`.
 void addCoreAtenOps(llvm::StringMap<OpHandler> &h);
 

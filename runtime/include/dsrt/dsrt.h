@@ -583,6 +583,24 @@ void dsrt_embedding(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *weig
 /** dweight (zeroed here) += scatter of dy rows; rows equal to padding_idx (if >= 0) skipped. */
 void dsrt_embedding_grad(dsrt_context *ctx, dsrt_tensor *dweight, const dsrt_tensor *dy,
                          const dsrt_tensor *indices, int64_t padding_idx);
+/** The k largest of each row of `in` [..., n] along its last dimension, largest first, ties
+ *  by the lower index: `values` [..., k] of in's type and their `indices` [..., k] (i64), as
+ *  torch.topk(in, k) (a router's choice of experts). f32. */
+void dsrt_top_k(dsrt_context *ctx, dsrt_tensor *values, dsrt_tensor *indices,
+                const dsrt_tensor *in);
+/** Each row through its expert's linear map: out[n] = w[ids[n]] x[n] for x [N, in], w
+ *  [E, out, in] (with `transposed`, [E, in, out] and out[n] = x[n] w[ids[n]]) and ids [N]
+ *  (i64 or i32). A row whose id is outside [0, E) gets zeros (a token another rank's experts
+ *  take). The rows of each expert are gathered and multiplied as one product: no tensor of
+ *  every row's weights exists. f32. */
+void dsrt_expert_linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
+                        const dsrt_tensor *w, const dsrt_tensor *ids, int32_t transposed);
+/** The weight gradient of dsrt_expert_linear: dw[e] = sum over the rows n with ids[n] = e of
+ *  dy[n] x[n]^T ([E, out, in]; with `transposed`, x[n] dy[n]^T in [E, in, out]); dw is
+ *  overwritten, an expert with no rows gets zeros. f32. */
+void dsrt_expert_linear_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, const dsrt_tensor *x,
+                                    const dsrt_tensor *dy, const dsrt_tensor *ids,
+                                    int32_t transposed);
 void dsrt_cross_entropy(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *logits,
                         const dsrt_tensor *target, int64_t ignore_index, int32_t reduction,
                         double label_smoothing);

@@ -300,6 +300,40 @@ EmbeddingShape embeddingGrad(const dsrt_tensor *dweight, const dsrt_tensor *dy,
   return {dweight->dims[0], dweight->dims[1], indices->numel};
 }
 
+TopKShape topK(const dsrt_tensor *values, const dsrt_tensor *indices, const dsrt_tensor *in) {
+  const char *k = "top_k";
+  checkDtype(k, in, DSRT_F32, "input");
+  checkDtype(k, values, DSRT_F32, "values");
+  checkDtype(k, indices, DSRT_I64, "indices");
+  checkSameShape(k, values, indices);
+  if (in->rank < 1 || values->rank != in->rank)
+    fail(k, "values %s for input %s", shapeString(values).c_str(), shapeString(in).c_str());
+  for (int d = 0; d + 1 < in->rank; ++d)
+    if (values->dims[d] != in->dims[d])
+      fail(k, "values %s for input %s", shapeString(values).c_str(), shapeString(in).c_str());
+  const int64_t n = in->dims[in->rank - 1], kk = values->dims[in->rank - 1];
+  if (kk > n)
+    fail(k, "k = %lld of %lld elements", (long long)kk, (long long)n);
+  return {n ? in->numel / n : 0, n, kk};
+}
+
+ExpertShape expertLinear(const char *k, const dsrt_tensor *y, const dsrt_tensor *x,
+                         const dsrt_tensor *w, const dsrt_tensor *ids, int32_t transposed) {
+  indexDtype(k, ids);
+  checkDtype(k, x, DSRT_F32, "x");
+  checkDtype(k, y, DSRT_F32, "rows");
+  checkDtype(k, w, DSRT_F32, "weight");
+  if (x->rank != 2 || y->rank != 2 || w->rank != 3 || ids->numel != x->dims[0] ||
+      y->dims[0] != x->dims[0])
+    fail(k, "x %s, rows %s, weight %s and ids %s disagree", shapeString(x).c_str(),
+         shapeString(y).c_str(), shapeString(w).c_str(), shapeString(ids).c_str());
+  const int64_t in = w->dims[transposed ? 1 : 2], out = w->dims[transposed ? 2 : 1];
+  if (x->dims[1] != in || y->dims[1] != out)
+    fail(k, "x %s and rows %s for weight %s%s", shapeString(x).c_str(), shapeString(y).c_str(),
+         shapeString(w).c_str(), transposed ? " (transposed)" : "");
+  return {x->dims[0], w->dims[0], in, out};
+}
+
 CEShape crossEntropy(const char *k, const dsrt_tensor *logits, const dsrt_tensor *target,
                      const dsrt_tensor *result, int32_t reduction) {
   checkDtype(k, logits, DSRT_F32, "logits");

@@ -100,6 +100,20 @@ EmbeddingShape embedding(const dsrt_tensor *out, const dsrt_tensor *weight,
 EmbeddingShape embeddingGrad(const dsrt_tensor *dweight, const dsrt_tensor *dy,
                              const dsrt_tensor *indices);
 
+/// Rows [rows, n] of a top-k selection of k.
+struct TopKShape {
+  int64_t rows, n, k;
+};
+TopKShape topK(const dsrt_tensor *values, const dsrt_tensor *indices, const dsrt_tensor *in);
+
+/// N rows of `in` features through E experts' [out, in] maps.
+struct ExpertShape {
+  int64_t N, E, in, out;
+};
+/// `y` is the result (forward) or dy (weight gradient); `w` the weight or dw.
+ExpertShape expertLinear(const char *k, const dsrt_tensor *y, const dsrt_tensor *x,
+                         const dsrt_tensor *w, const dsrt_tensor *ids, int32_t transposed);
+
 /// logits [N, C] (or [C]) and N targets; `result` is the loss (or dy for the gradient).
 struct CEShape {
   int64_t N, C;

@@ -1861,3 +1861,51 @@ func.func @ring_attention_grad_workspace(%q: tensor<1x2x4x2xf32>, %k: tensor<1x1
   %0:4 = ds.ring_attention_grad %q, %k, %k result %q, %l grad %q scale = 0.5 causal on @mesh grid_axes = [1] : (tensor<1x2x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x2x4x2xf32>, tensor<1x2x4xf32>, tensor<1x2x4x2xf32>) -> (tensor<1x2x4x2xf32>, tensor<1x1x4x2xf32>, tensor<1x1x4x2xf32>, tensor<95xf32>)
   return
 }
+
+// -----
+
+func.func @top_k_k(%x: tensor<8x4xf32>) {
+  // expected-error @+1 {{'ds.top_k' op k = 5 must be in [1, 4]}}
+  %v, %i = ds.top_k %x k = 5 : (tensor<8x4xf32>) -> (tensor<8x5xf32>, tensor<8x5xi64>)
+  return
+}
+
+// -----
+
+func.func @top_k_shape(%x: tensor<8x4xf32>) {
+  // expected-error @+1 {{'ds.top_k' op}}
+  %v, %i = ds.top_k %x k = 2 : (tensor<8x4xf32>) -> (tensor<8x3xf32>, tensor<8x2xi64>)
+  return
+}
+
+// -----
+
+func.func @top_k_indices(%x: tensor<8x4xf32>) {
+  // expected-error @+1 {{'ds.top_k' op indices must be i64}}
+  %v, %i = ds.top_k %x k = 2 : (tensor<8x4xf32>) -> (tensor<8x2xf32>, tensor<8x2xi32>)
+  return
+}
+
+// -----
+
+func.func @expert_linear_width(%x: tensor<6x8xf32>, %w: tensor<4x10x9xf32>, %ids: tensor<6xi64>) {
+  // expected-error @+1 {{'ds.expert_linear' op input [6, 8] has 8 features, the weight [4, 10, 9] takes 9}}
+  %y = ds.expert_linear %x, %w[%ids] : (tensor<6x8xf32>, tensor<4x10x9xf32>, tensor<6xi64>) -> tensor<6x10xf32>
+  return
+}
+
+// -----
+
+func.func @expert_linear_ids(%x: tensor<6x8xf32>, %w: tensor<4x10x8xf32>, %ids: tensor<5xi64>) {
+  // expected-error @+1 {{'ds.expert_linear' op expert_linear takes input [N, in], weight [E, out, in] and ids [N], got [6, 8], [4, 10, 8] and [5]}}
+  %y = ds.expert_linear %x, %w[%ids] : (tensor<6x8xf32>, tensor<4x10x8xf32>, tensor<5xi64>) -> tensor<6x10xf32>
+  return
+}
+
+// -----
+
+func.func @expert_linear_grad_weight(%x: tensor<6x8xf32>, %dy: tensor<6x9xf32>, %ids: tensor<6xi64>) {
+  // expected-error @+1 {{'ds.expert_linear_grad_weight' op}}
+  %dw = ds.expert_linear_grad_weight %x, %dy[%ids] : (tensor<6x8xf32>, tensor<6x9xf32>, tensor<6xi64>) -> tensor<4x10x8xf32>
+  return
+}

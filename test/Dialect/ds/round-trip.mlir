@@ -160,6 +160,21 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [2, 2]>} {
     return %0#0, %1#0, %2#0 : tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<2x4x8x16xf32>
   }
 
+  // CHECK-LABEL: func.func @experts(
+  func.func @experts(%r: tensor<6x4xf32>, %x: tensor<6x8xf32>, %w: tensor<4x10x8xf32>, %wt: tensor<4x8x10xf32>, %ids: tensor<6xi32>, %dy: tensor<6x10xf32>) -> (tensor<6x2xf32>, tensor<6x10xf32>, tensor<6x10xf32>, tensor<4x10x8xf32>, tensor<4x8x10xf32>) {
+    // CHECK: %{{.+}}, %{{.+}} = ds.top_k %{{.+}} k = 2 : (tensor<6x4xf32>) -> (tensor<6x2xf32>, tensor<6x2xi64>)
+    %v, %i = ds.top_k %r k = 2 : (tensor<6x4xf32>) -> (tensor<6x2xf32>, tensor<6x2xi64>)
+    // CHECK: ds.expert_linear %{{.+}}, %{{.+}}[%{{.+}}] : (tensor<6x8xf32>, tensor<4x10x8xf32>, tensor<6xi32>) -> tensor<6x10xf32>
+    %y = ds.expert_linear %x, %w[%ids] : (tensor<6x8xf32>, tensor<4x10x8xf32>, tensor<6xi32>) -> tensor<6x10xf32>
+    // CHECK: ds.expert_linear %{{.+}}, %{{.+}}[%{{.+}}] transposed :
+    %yt = ds.expert_linear %x, %wt[%ids] transposed : (tensor<6x8xf32>, tensor<4x8x10xf32>, tensor<6xi32>) -> tensor<6x10xf32>
+    // CHECK: ds.expert_linear_grad_weight %{{.+}}, %{{.+}}[%{{.+}}] : (tensor<6x8xf32>, tensor<6x10xf32>, tensor<6xi32>) -> tensor<4x10x8xf32>
+    %dw = ds.expert_linear_grad_weight %x, %dy[%ids] : (tensor<6x8xf32>, tensor<6x10xf32>, tensor<6xi32>) -> tensor<4x10x8xf32>
+    // CHECK: ds.expert_linear_grad_weight %{{.+}}, %{{.+}}[%{{.+}}] transposed :
+    %dwt = ds.expert_linear_grad_weight %x, %dy[%ids] transposed : (tensor<6x8xf32>, tensor<6x10xf32>, tensor<6xi32>) -> tensor<4x8x10xf32>
+    return %v, %y, %yt, %dw, %dwt : tensor<6x2xf32>, tensor<6x10xf32>, tensor<6x10xf32>, tensor<4x10x8xf32>, tensor<4x8x10xf32>
+  }
+
   // CHECK-LABEL: func.func @linear_cross_entropy(
   func.func @linear_cross_entropy(%x: tensor<5x4xf32>, %w: tensor<6x4xf32>, %b: tensor<6xf32>, %t: tensor<5xi64>, %dy: tensor<f32>) -> (tensor<f32>, tensor<5x4xf32>) {
     // CHECK: ds.linear_cross_entropy %{{.+}}, %{{.+}}, %{{.+}} target %{{.+}} tiles = 2 {label_smoothing = 1.000000e-01 : f64} : (tensor<5x4xf32>, tensor<6x4xf32>, tensor<6xf32>, tensor<5xi64>) -> (tensor<f32>, tensor<19xf32>)

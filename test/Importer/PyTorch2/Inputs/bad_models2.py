@@ -71,8 +71,14 @@ class BadOps(nn.Module):
             h = F.pad(h.unsqueeze(0), (1, 1), mode='reflect')[0, :, 1:4]
         elif self.which == 5:  # repeat_interleave without a dim (the flattened form)
             h = torch.repeat_interleave(h, 2)[:6].view(2, 3)
-        else:  # rms_norm with a weight of the wrong size
+        elif self.which == 6:  # rms_norm with a weight of the wrong size
             h = F.rms_norm(h, [3], torch.ones(4))
+        elif self.which == 7:  # topk along a dimension other than the last
+            h = h + torch.topk(h, 1, dim=0)[0]
+        elif self.which == 8:  # topk of the smallest
+            h = h + torch.topk(h, 1, largest=False)[0]
+        else:  # histc over the data's range (min == max)
+            h = h + torch.histc(h, bins=3).sum()
         return F.cross_entropy(h, y)
 
 
@@ -121,7 +127,8 @@ def main(out):
     frozen.fc.bias.requires_grad_(False)
     torch.export.save(torch.export.export(frozen, args), os.path.join(out, 'frozen.pt2'))
     for which, name in enumerate(['causal_and_mask', 'gqa', 'int_and', 'gather', 'reflect',
-                                  'repeat_flat', 'rms_weight']):
+                                  'repeat_flat', 'rms_weight', 'topk_dim', 'topk_smallest',
+                                  'histc_range']):
         torch.jit.save(torch.jit.script(BadOps(which)), os.path.join(out, name + '.pt'))
     # Programs another producer could write: two programs, a non-tensor input, a weight the
     # archive lacks.

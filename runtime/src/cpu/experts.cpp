@@ -1,0 +1,140 @@
+// CPU kernels of routed experts: the router's top-k, and each row through its expert's linear
+// map as one product per expert over that expert's rows (gathered, multiplied, scattered).
+#include "cpu_device.h"
+#include "gemm_half.h"
+#include "../kernels/checks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+using namespace dsrt;
+
+namespace {
+
+int64_t idAt(const dsrt_tensor *ids, int64_t i) {
+  return ids->dtype == DSRT_I64 ? static_cast<const int64_t *>(ids->data)[i]
+                                : static_cast<const int32_t *>(ids->data)[i];
+}
+
+/// The rows of each expert in row order: rows[start[e] .. start[e + 1]) (a counting sort).
+/// Rows routed outside [0, E) are in no group.
+struct Groups {
+  std::vector<int64_t> start, rows;
+};
+Groups groupRows(const dsrt_tensor *ids, int64_t N, int64_t E) {
+  Groups g;
+  g.start.assign(E + 1, 0);
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t e = idAt(ids, n);
+    if (e >= 0 && e < E)
+      ++g.start[e + 1];
+  }
+  std::partial_sum(g.start.begin(), g.start.end(), g.start.begin());
+  g.rows.resize(g.start[E]);
+  std::vector<int64_t> next(g.start.begin(), g.start.end() - 1);
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t e = idAt(ids, n);
+    if (e >= 0 && e < E)
+      g.rows[next[e]++] = n;
+  }
+  return g;
+}
+
+/// rows of `src` [*, width] listed in `rows` into `dst` [rows.size(), width].
+void gatherRows(float *dst, const float *src, const int64_t *rows, int64_t m, int64_t width) {
+  for (int64_t i = 0; i < m; ++i)
+    std::memcpy(dst + i * width, src + rows[i] * width, width * sizeof(float));
+}
+
+} // namespace
+
+void dsrt::cpu::top_k(dsrt_context *, dsrt_tensor *values, dsrt_tensor *indices,
+                      const dsrt_tensor *in) {
+  DSRT_PROFILE("top_k");
+  const checks::TopKShape s = checks::topK(values, indices, in);
+  const float *x = static_cast<const float *>(in->data);
+  float *v = static_cast<float *>(values->data);
+  int64_t *ix = static_cast<int64_t *>(indices->data);
+  // NaN counts as the largest, as torch.topk has it; equal values keep the lower index first.
+  auto before = [](float a, int64_t ia, float b, int64_t ib) {
+    bool na = std::isnan(a), nb = std::isnan(b);
+    if (na || nb)
+      return na && (!nb || ia < ib);
+    return a > b || (a == b && ia < ib);
+  };
+#pragma omp parallel if (s.rows * s.n > (1 << 16))
+  {
+    std::vector<int64_t> order(s.n);
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < s.rows; ++r) {
+      const float *row = x + r * s.n;
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + s.k, order.end(),
+                        [&](int64_t a, int64_t b) { return before(row[a], a, row[b], b); });
+      for (int64_t j = 0; j < s.k; ++j) {
+        v[r * s.k + j] = row[order[j]];
+        ix[r * s.k + j] = order[j];
+      }
+    }
+  }
+}
+
+void dsrt::cpu::expert_linear(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x,
+                              const dsrt_tensor *w, const dsrt_tensor *ids, int32_t transposed) {
+  DSRT_PROFILE("expert_linear");
+  const char *k = "expert_linear";
+  const checks::ExpertShape s = checks::expertLinear(k, out, x, w, ids, transposed);
+  const float *X = static_cast<const float *>(x->data), *W = static_cast<const float *>(w->data);
+  float *Y = static_cast<float *>(out->data);
+  std::memset(Y, 0, s.N * s.out * sizeof(float));
+  const Groups g = groupRows(ids, s.N, s.E);
+  std::vector<float> xs, ys;
+  for (int64_t e = 0; e < s.E; ++e) {
+    const int64_t m = g.start[e + 1] - g.start[e];
+    if (m == 0)
+      continue;
+    const int64_t *rows = g.rows.data() + g.start[e];
+    xs.resize(m * s.in);
+    ys.resize(m * s.out);
+    gatherRows(xs.data(), X, rows, m, s.in);
+    // [m, in] by the expert's [out, in]^T (or its [in, out]).
+    cpu::sgemm(k, false, !transposed, m, s.out, s.in, xs.data(), s.in, W + e * s.in * s.out,
+               transposed ? s.out : s.in, 0.f, ys.data(), s.out);
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(Y + rows[i] * s.out, ys.data() + i * s.out, s.out * sizeof(float));
+  }
+}
+
+void dsrt::cpu::expert_linear_grad_weight(dsrt_context *, dsrt_tensor *dw, const dsrt_tensor *x,
+                                          const dsrt_tensor *dy, const dsrt_tensor *ids,
+                                          int32_t transposed) {
+  DSRT_PROFILE("expert_linear_grad_weight");
+  const char *k = "expert_linear_grad_weight";
+  const checks::ExpertShape s = checks::expertLinear(k, dy, x, dw, ids, transposed);
+  const float *X = static_cast<const float *>(x->data), *G = static_cast<const float *>(dy->data);
+  float *DW = static_cast<float *>(dw->data);
+  const Groups g = groupRows(ids, s.N, s.E);
+  std::vector<float> xs, gs;
+  for (int64_t e = 0; e < s.E; ++e) {
+    float *D = DW + e * s.in * s.out;
+    const int64_t m = g.start[e + 1] - g.start[e];
+    if (m == 0) {
+      std::memset(D, 0, s.in * s.out * sizeof(float));
+      continue;
+    }
+    const int64_t *rows = g.rows.data() + g.start[e];
+    xs.resize(m * s.in);
+    gs.resize(m * s.out);
+    gatherRows(xs.data(), X, rows, m, s.in);
+    gatherRows(gs.data(), G, rows, m, s.out);
+    if (transposed) // [in, out] = x^T dy
+      cpu::sgemm(k, true, false, s.in, s.out, m, xs.data(), s.in, gs.data(), s.out, 0.f, D,
+                 s.out);
+    else // [out, in] = dy^T x
+      cpu::sgemm(k, true, false, s.out, s.in, m, gs.data(), s.out, xs.data(), s.in, 0.f, D,
+                 s.in);
+  }
+}
