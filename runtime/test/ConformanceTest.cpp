@@ -553,9 +553,16 @@ TEST_P(Conformance, EmbeddingAndGrad) {
 // ids beyond the experts give zeros).
 TEST_P(Conformance, TopKAndExperts) {
   Both r = randn({40, 8}), v = out({40, 2}), i = out({40, 2}, DSRT_I64);
-  run([&](dsrt_context *c, int s) { dsrt_top_k(c, v[s], i[s], r[s]); });
-  EXPECT_TRUE(same(v, 0, 0));
-  EXPECT_TRUE(same(i));
+  for (int32_t smallest : {0, 1}) {
+    run([&](dsrt_context *c, int s) { dsrt_top_k(c, v[s], i[s], r[s], smallest); });
+    EXPECT_TRUE(same(v, 0, 0));
+    EXPECT_TRUE(same(i));
+  }
+  Both ids = indices({3, 40}, 6, DSRT_I64), sv = out({3, 40}, DSRT_I64),
+       si = out({3, 40}, DSRT_I64);
+  run([&](dsrt_context *c, int s) { dsrt_top_k(c, sv[s], si[s], ids[s], 1); });
+  EXPECT_TRUE(same(sv));
+  EXPECT_TRUE(same(si));
   for (int32_t transposed : {0, 1}) {
     Both x = randn({40, 24}), w = randn(transposed ? std::vector<int64_t>{5, 24, 16}
                                                    : std::vector<int64_t>{5, 16, 24}),

@@ -1175,13 +1175,22 @@ TEST_F(Kernels, EmbeddingAndGrad) {
 TEST_F(Kernels, TopK) {
   Tensor x = randn({37, 8});
   x[3][5] = x[3][2]; // a tie: PyTorch and ds both give the lower index first here
-  for (int64_t k : {1, 2, 8}) {
-    auto [v, i] = torch::topk(x, k);
-    dsrt_tensor *dv = empty({37, k}), *di = empty({37, k}, at::kLong);
-    dsrt_top_k(ctx, dv, di, rt(x));
-    EXPECT_TRUE(close(tt(dv), v)) << "k " << k;
-    EXPECT_TRUE(close(tt(di), i)) << "k " << k;
+  for (bool largest : {true, false}) {
+    for (int64_t k : {1, 2, 8}) {
+      auto [v, i] = torch::topk(x, k, -1, largest);
+      dsrt_tensor *dv = empty({37, k}), *di = empty({37, k}, at::kLong);
+      dsrt_top_k(ctx, dv, di, rt(x), !largest);
+      EXPECT_TRUE(close(tt(dv), v)) << "k " << k << " largest " << largest;
+      EXPECT_TRUE(close(tt(di), i)) << "k " << k << " largest " << largest;
+    }
   }
+  // With k the whole row and the smallest first: torch.sort(stable=True) of expert ids.
+  Tensor ids = torch::randint(0, 6, {3, 40}, at::kLong);
+  auto [sv, si] = torch::sort(ids, /*stable=*/true, -1, /*descending=*/false);
+  dsrt_tensor *dv = empty({3, 40}, at::kLong), *di = empty({3, 40}, at::kLong);
+  dsrt_top_k(ctx, dv, di, rt(ids), 1);
+  EXPECT_TRUE(close(tt(dv), sv));
+  EXPECT_TRUE(close(tt(di), si));
 }
 
 // Routed experts against HF's batched_mm arithmetic in PyTorch: each row times its expert's

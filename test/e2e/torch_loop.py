@@ -213,6 +213,12 @@ def embedding_and_head(module):
 def load_module(path):
     import torch
     if path.endswith('.pt2'):
+        # HF's grouped_mm experts call a custom operator that importing transformers registers.
+        import zipfile
+        with zipfile.ZipFile(path) as z:
+            if any(b'torch.ops.transformers.' in z.read(n) for n in z.namelist()
+                   if n.endswith('.json') and '/models/' in n):
+                import transformers.integrations.moe  # noqa: F401
         return torch.export.load(path).module()
     m = torch.jit.load(path)
     m.train()

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from torch_loop import deepspeed_lr  # DeepSpeed's schedules, written out in the oracle
+from torch_loop import deepspeed_lr, load_module  # the oracle's schedules and its loader
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, '..', 'models')
@@ -25,7 +25,7 @@ CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'gpt-d512': 1024, 'lm': 64, 'lm-
            'hfgpt2': 64, 'hfllama': 64, 'hfbert': 64, 'hfllamapad': 64, 'hfqwen2pad': 64,
            'hfmistralpad': 64, 'hfphi3pad': 64, 'hfoptpad': 64, 'hfbertpad': 64,
            'hfberttypes': 64, 'hfllamapos': 64, 'hfgemma2pad': 64, 'hfmixtral': 64,
-           'hfmixtralg': 64}
+           'hfmixtralg': 64, 'hfqwenmoe': 64, 'hfqwenmoeg': 64}
 # Families fed padded batches (input_ids, attention_mask, labels), as HF's data collators make
 # them: -100 labels on the padding, to lengths from half the window up. Left padding: with
 # right padding a causal model's real tokens never see the padding, and a mask ignored would
@@ -35,7 +35,8 @@ PADDED_FAMILIES = ('hfllamapad', 'hfqwen2pad', 'hfmistralpad', 'hfphi3pad', 'hfo
 # Families exported by PyTorch 2.x (test/models/make_models2.py; run this script with .venv's
 # python, whose torch also judges step 1).
 TORCH2_FAMILIES = ('gpt2x', 'gpt2xgqa', 'lm2x', 'ops2x', 'bn2x', 'hfgpt2', 'hfllama',
-                   'hfbert', 'hfmixtral', 'hfmixtralg') + PADDED_FAMILIES
+                   'hfbert', 'hfmixtral', 'hfmixtralg', 'hfqwenmoe',
+                   'hfqwenmoeg') + PADDED_FAMILIES
 
 _ST_DTYPES = {'F32': np.float32, 'F64': np.float64, 'I64': np.int64, 'I32': np.int32,
               'BOOL': np.bool_, 'F16': np.float16, 'BF16': np.uint16}
@@ -327,7 +328,7 @@ def parse_type(t):
 
 TOKEN_FAMILIES = ('gpt', 'gpt-d512', 'gpt-wide', 'lm', 'lm-nodrop', 'gpt2x', 'gpt2xgqa', 'lm2x',
                   'ops2x', 'hfgpt2',
-                  'hfllama', 'hfbert', 'hfmixtral', 'hfmixtralg')
+                  'hfllama', 'hfbert', 'hfmixtral', 'hfmixtralg', 'hfqwenmoe', 'hfqwenmoeg')
 
 
 def markov_tokens(n, vocab, rng, first=None):
@@ -423,11 +424,7 @@ def python_step1_loss(pt, flags, specs, mb, gas, ranks):
     paths = {flags[i + 1].split('=', 1)[0]: flags[i + 1].split('=', 1)[1]
              for i in range(0, len(flags), 2) if flags[i] == '--data'}
     arrays = [np.load(paths[name]) for name, _ in specs]
-    if pt.endswith('.pt2'):
-        module = torch.export.load(pt).module()  # a GraphModule: no train()/eval() modes
-    else:
-        module = torch.jit.load(pt)
-        module.train()
+    module = load_module(pt)  # a .pt2's GraphModule has no train()/eval() modes
     losses = []
     with torch.no_grad():
         for r in range(ranks):

@@ -315,6 +315,21 @@ def make_hf_mixtral(experts):
     return HFLoss(MixtralForCausalLM(cfg))
 
 
+def make_hf_qwen_moe(experts):
+    # Qwen2-MoE: 8 experts, top-2 without renormalisation (norm_topk_prob False), a shared
+    # expert behind a sigmoid gate beside the routed ones, the aux loss at 0.05.
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+    cfg = Qwen2MoeConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                         moe_intermediate_size=24, shared_expert_intermediate_size=40,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=16, num_experts=8, num_experts_per_tok=2,
+                         norm_topk_prob=False, output_router_logits=True,
+                         router_aux_loss_coef=0.05, attention_dropout=0.0,
+                         experts_implementation=experts)
+    cfg._attn_implementation = 'sdpa'
+    return HFLoss(Qwen2MoeForCausalLM(cfg))
+
+
 def make_hf_bert():
     # A traced BERT reads its token types by a gather from an integer buffer (no
     # token_type_ids given), its positions by a slice of another.
@@ -360,6 +375,8 @@ FAMILIES = {
     'hfbert': (make_hf_bert, HF_INPUTS, ['trace', 'export']),
     'hfmixtral': (lambda: make_hf_mixtral('batched_mm'), HF_INPUTS, ['export']),
     'hfmixtralg': (lambda: make_hf_mixtral('grouped_mm'), HF_INPUTS, ['export']),
+    'hfqwenmoe': (lambda: make_hf_qwen_moe('batched_mm'), HF_INPUTS, ['export']),
+    'hfqwenmoeg': (lambda: make_hf_qwen_moe('grouped_mm'), HF_INPUTS, ['export']),
     'hfllamapad': (lambda: make_hf_padded('llama')(), HF_PADDED_INPUTS, ['trace', 'export']),
     'hfqwen2pad': (lambda: make_hf_padded('qwen2')(), HF_PADDED_INPUTS, ['trace', 'export']),
     'hfmistralpad': (lambda: make_hf_padded('mistral')(), HF_PADDED_INPUTS, ['trace', 'export']),

@@ -441,6 +441,9 @@ LogicalResult TopKOp::verify() {
     return emitOpError() << "k = " << k << " must be in [1, " << in.back() << "]";
   Shape out(in.begin(), in.end());
   out.back() = k;
+  Type et = getInput().getType().getElementType();
+  if (!isa<FloatType>(et) && !et.isInteger(64))
+    return emitOpError() << "input must be float or i64, got " << et;
   if (failed(checkSameElementType(*this, {getInput(), getValues()})))
     return failure();
   if (!getIndices().getType().getElementType().isInteger(64))

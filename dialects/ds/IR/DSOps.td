@@ -301,18 +301,22 @@ def DS_CumsumOp : DS_Op<"cumsum", [Pure, DeclareOpInterfaceMethods<DS_GradientOp
 }
 
 def DS_TopKOp : DS_Op<"top_k", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
-  let summary = "The k largest elements of each row along the last dimension (torch.topk).";
+  let summary = "The k largest (or smallest) elements of each row along the last dimension (torch.topk).";
   let description = [{
-    `values, indices = torch.topk(input, k)`: largest first; equal values keep the lower index
-    first; NaN counts as the largest. A mixture-of-experts router picks each token's experts
-    so. The gradient reaches the input at the chosen positions; the indices have none.
+    `values, indices = torch.topk(input, k, largest=not smallest)`: in that order; equal
+    values keep the lower index first; NaN counts as the largest. A mixture-of-experts router
+    picks each token's experts so; with `k` the whole row and `smallest` it is a stable
+    ascending sort (`torch.sort`, which HF's grouped_mm experts run on the expert ids). The
+    gradient reaches a float input at the chosen positions; the indices have none.
 
-    **Constraints:** input of rank >= 1; 1 <= k <= its last dimension; `values` of the
-    input's shape with k last and its type, `indices` of that shape and i64.
+    **Constraints:** input of rank >= 1, f32/bf16/f16 or i64; 1 <= k <= its last dimension;
+    `values` of the input's shape with k last and its type, `indices` of that shape and i64.
   }];
-  let arguments = (ins DS_FloatTensor:$input, I64Attr:$k);
-  let results = (outs DS_FloatTensor:$values, DS_IndexTensor:$indices);
-  let assemblyFormat = "$input `k` `=` $k attr-dict `:` functional-type(operands, results)";
+  let arguments = (ins DS_Tensor:$input, I64Attr:$k, UnitAttr:$smallest);
+  let results = (outs DS_Tensor:$values, DS_IndexTensor:$indices);
+  let assemblyFormat = [{
+    $input `k` `=` $k (`smallest` $smallest^)? attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 

@@ -7,7 +7,8 @@ using namespace mlir::ds::runtime;
 
 void mlir::ds::runtime::populateExpertKernels(KernelPatterns &p) {
   p.add<TopKOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
-    e.kernel(fn::dsrt_top_k, outs[0], outs[1], e.operand(cast<TopKOp>(op).getInput()));
+    auto o = cast<TopKOp>(op);
+    e.kernel(fn::dsrt_top_k, outs[0], outs[1], e.operand(o.getInput()), e.i32(o.getSmallest()));
     return success();
   });
   p.add<ExpertLinearOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {

@@ -360,6 +360,8 @@ struct Program {
     if (name == "aten::_assert_tensor_metadata" || name == "aten::_assert_scalar" ||
         name == "aten::sym_constrain_range_for_size")
       return true; // checks of the example's metadata; shapes are static here
+    if (ns != "aten")
+      ensureModelCustomOp(name);
     auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
     if (!handle)
       return fail("the program calls " + target + ", which this LibTorch (" +

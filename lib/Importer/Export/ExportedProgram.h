@@ -15,4 +15,10 @@ std::string loadProgram(caffe2::serialize::PyTorchStreamReader &archive,
 
 } // namespace mlir::ds::exported
 
+namespace mlir::ds {
+/// Registers `qualifiedName` (ns::name) in LibTorch with a reference implementation if it is a
+/// model library's custom operator ds knows (CustomOps.cpp) and the process lacks it.
+void ensureModelCustomOp(const std::string &qualifiedName);
+} // namespace mlir::ds
+
 #endif

@@ -583,11 +583,12 @@ void dsrt_embedding(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *weig
 /** dweight (zeroed here) += scatter of dy rows; rows equal to padding_idx (if >= 0) skipped. */
 void dsrt_embedding_grad(dsrt_context *ctx, dsrt_tensor *dweight, const dsrt_tensor *dy,
                          const dsrt_tensor *indices, int64_t padding_idx);
-/** The k largest of each row of `in` [..., n] along its last dimension, largest first, ties
- *  by the lower index: `values` [..., k] of in's type and their `indices` [..., k] (i64), as
- *  torch.topk(in, k) (a router's choice of experts). f32. */
+/** The k largest (with `smallest`, smallest) of each row of `in` [..., n] along its last
+ *  dimension, in that order, ties by the lower index, NaN the largest: `values` [..., k] of
+ *  in's type and their `indices` [..., k] (i64), as torch.topk(in, k, largest=!smallest) (a
+ *  router's choice of experts; with k = n, a stable sort). f32 or i64. */
 void dsrt_top_k(dsrt_context *ctx, dsrt_tensor *values, dsrt_tensor *indices,
-                const dsrt_tensor *in);
+                const dsrt_tensor *in, int32_t smallest);
 /** Each row through its expert's linear map: out[n] = w[ids[n]] x[n] for x [N, in], w
  *  [E, out, in] (with `transposed`, [E, in, out] and out[n] = x[n] w[ids[n]]) and ids [N]
  *  (i64 or i32). A row whose id is outside [0, E) gets zeros (a token another rank's experts

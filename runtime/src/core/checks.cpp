@@ -302,8 +302,9 @@ EmbeddingShape embeddingGrad(const dsrt_tensor *dweight, const dsrt_tensor *dy,
 
 TopKShape topK(const dsrt_tensor *values, const dsrt_tensor *indices, const dsrt_tensor *in) {
   const char *k = "top_k";
-  checkDtype(k, in, DSRT_F32, "input");
-  checkDtype(k, values, DSRT_F32, "values");
+  if (in->dtype != DSRT_F32 && in->dtype != DSRT_I64)
+    fail(k, "input is %s, expected f32 or i64", dtypeName(in->dtype));
+  checkDtype(k, values, in->dtype, "values");
   checkDtype(k, indices, DSRT_I64, "indices");
   checkSameShape(k, values, indices);
   if (in->rank < 1 || values->rank != in->rank)

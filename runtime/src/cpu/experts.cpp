@@ -3,9 +3,9 @@
 #include "cpu_device.h"
 #include "gemm_half.h"
 #include "../kernels/checks.h"
+#include "../kernels/scalar_ops.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -51,35 +51,39 @@ void gatherRows(float *dst, const float *src, const int64_t *rows, int64_t m, in
 
 } // namespace
 
-void dsrt::cpu::top_k(dsrt_context *, dsrt_tensor *values, dsrt_tensor *indices,
-                      const dsrt_tensor *in) {
-  DSRT_PROFILE("top_k");
-  const checks::TopKShape s = checks::topK(values, indices, in);
-  const float *x = static_cast<const float *>(in->data);
-  float *v = static_cast<float *>(values->data);
-  int64_t *ix = static_cast<int64_t *>(indices->data);
-  // NaN counts as the largest, as torch.topk has it; equal values keep the lower index first.
-  auto before = [](float a, int64_t ia, float b, int64_t ib) {
-    bool na = std::isnan(a), nb = std::isnan(b);
-    if (na || nb)
-      return na && (!nb || ia < ib);
-    return a > b || (a == b && ia < ib);
-  };
+namespace {
+template <class T>
+void topKRows(const T *x, T *v, int64_t *ix, const checks::TopKShape &s, bool smallest) {
 #pragma omp parallel if (s.rows * s.n > (1 << 16))
   {
     std::vector<int64_t> order(s.n);
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < s.rows; ++r) {
-      const float *row = x + r * s.n;
+      const T *row = x + r * s.n;
       std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + s.k, order.end(),
-                        [&](int64_t a, int64_t b) { return before(row[a], a, row[b], b); });
+      std::partial_sort(order.begin(), order.begin() + s.k, order.end(), [&](int64_t a, int64_t b) {
+        return ops::topKBefore(row[a], a, row[b], b, smallest);
+      });
       for (int64_t j = 0; j < s.k; ++j) {
         v[r * s.k + j] = row[order[j]];
         ix[r * s.k + j] = order[j];
       }
     }
   }
+}
+} // namespace
+
+void dsrt::cpu::top_k(dsrt_context *, dsrt_tensor *values, dsrt_tensor *indices,
+                      const dsrt_tensor *in, int32_t smallest) {
+  DSRT_PROFILE("top_k");
+  const checks::TopKShape s = checks::topK(values, indices, in);
+  int64_t *ix = static_cast<int64_t *>(indices->data);
+  if (in->dtype == DSRT_I64)
+    topKRows(static_cast<const int64_t *>(in->data), static_cast<int64_t *>(values->data), ix, s,
+             smallest);
+  else
+    topKRows(static_cast<const float *>(in->data), static_cast<float *>(values->data), ix, s,
+             smallest);
 }
 
 void dsrt::cpu::expert_linear(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x,

@@ -5,6 +5,7 @@
 // still to come; these are what the conformance suite checks the CPU's against.
 //
 #include "../kernels/checks.h"
+#include "../kernels/scalar_ops.h"
 #include "cuda_device.h"
 
 using namespace dsrt;
@@ -16,27 +17,20 @@ __device__ __forceinline__ int64_t idAt(const void *p, bool i64, int64_t i) {
   return i64 ? static_cast<const int64_t *>(p)[i] : static_cast<const int32_t *>(p)[i];
 }
 
-/// NaN first, then larger values, equal ones by the lower index (the CPU's order).
-__device__ __forceinline__ bool before(float a, int64_t ia, float b, int64_t ib) {
-  bool na = isnan(a), nb = isnan(b);
-  if (na || nb)
-    return na && (!nb || ia < ib);
-  return a > b || (a == b && ia < ib);
-}
-
 /// One thread per row: k passes, each taking the best element after the previous pick.
-__global__ void topKKernel(float *V, int64_t *I, const float *X, int64_t rows, int64_t n,
-                           int64_t k) {
+template <class T>
+__global__ void topKKernel(T *V, int64_t *I, const T *X, int64_t rows, int64_t n, int64_t k,
+                           bool smallest) {
   DSRT_GRID_STRIDE(r, rows) {
-    const float *x = X + r * n;
-    float pv = 0;
+    const T *x = X + r * n;
+    T pv = 0;
     int64_t pi = -1;
     for (int64_t j = 0; j < k; ++j) {
       int64_t best = -1;
       for (int64_t c = 0; c < n; ++c) {
-        if (pi >= 0 && !before(pv, pi, x[c], c))
+        if (pi >= 0 && !ops::topKBefore(pv, pi, x[c], c, smallest))
           continue; // taken by an earlier pass
-        if (best < 0 || before(x[c], c, x[best], best))
+        if (best < 0 || ops::topKBefore(x[c], c, x[best], best, smallest))
           best = c;
       }
       V[r * k + j] = x[best];
@@ -79,13 +73,19 @@ __global__ void expertLinearGradWeightKernel(float *DW, const float *X, const fl
 } // namespace
 
 void dsrt::cuda::top_k(dsrt_context *ctx, dsrt_tensor *values, dsrt_tensor *indices,
-                       const dsrt_tensor *in) {
+                       const dsrt_tensor *in, int32_t smallest) {
   const char *k = "top_k";
   const checks::TopKShape s = checks::topK(values, indices, in);
   if (!values->numel)
     return;
-  topKKernel<<<blocksFor(s.rows), kThreads, 0, stream(ctx)>>>(
-      (float *)values->data, (int64_t *)indices->data, (const float *)in->data, s.rows, s.n, s.k);
+  if (in->dtype == DSRT_I64)
+    topKKernel<int64_t><<<blocksFor(s.rows), kThreads, 0, stream(ctx)>>>(
+        (int64_t *)values->data, (int64_t *)indices->data, (const int64_t *)in->data, s.rows, s.n,
+        s.k, smallest != 0);
+  else
+    topKKernel<float><<<blocksFor(s.rows), kThreads, 0, stream(ctx)>>>(
+        (float *)values->data, (int64_t *)indices->data, (const float *)in->data, s.rows, s.n,
+        s.k, smallest != 0);
   launched(k);
 }
 

@@ -298,6 +298,21 @@ template <class O, class Acc> DSRT_HD O finishReduction(Acc acc, int32_t kind, i
     return O(acc);
 }
 
+/// top_k's order: whether (a, ia) comes before (b, ib): the larger first (`smallest`: the
+/// smaller), NaN the largest, as torch.topk has it; equal values keep the lower index first (a
+/// stable sort).
+template <class T> DSRT_HD bool topKBefore(T a, int64_t ia, T b, int64_t ib, bool smallest) {
+  bool na = a != a, nb = b != b; // NaN (never for integers)
+  if (na || nb) {
+    if (na && nb)
+      return ia < ib;
+    return smallest ? nb : na;
+  }
+  if (a == b)
+    return ia < ib;
+  return smallest ? a < b : a > b;
+}
+
 } // namespace dsrt::ops
 
 #endif // DSRT_KERNELS_SCALAR_OPS_H

@@ -164,6 +164,8 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [2, 2]>} {
   func.func @experts(%r: tensor<6x4xf32>, %x: tensor<6x8xf32>, %w: tensor<4x10x8xf32>, %wt: tensor<4x8x10xf32>, %ids: tensor<6xi32>, %dy: tensor<6x10xf32>) -> (tensor<6x2xf32>, tensor<6x10xf32>, tensor<6x10xf32>, tensor<4x10x8xf32>, tensor<4x8x10xf32>) {
     // CHECK: %{{.+}}, %{{.+}} = ds.top_k %{{.+}} k = 2 : (tensor<6x4xf32>) -> (tensor<6x2xf32>, tensor<6x2xi64>)
     %v, %i = ds.top_k %r k = 2 : (tensor<6x4xf32>) -> (tensor<6x2xf32>, tensor<6x2xi64>)
+    // CHECK: ds.top_k %{{.+}} k = 2 smallest : (tensor<6x2xi64>) -> (tensor<6x2xi64>, tensor<6x2xi64>)
+    %sv, %si = ds.top_k %i k = 2 smallest : (tensor<6x2xi64>) -> (tensor<6x2xi64>, tensor<6x2xi64>)
     // CHECK: ds.expert_linear %{{.+}}, %{{.+}}[%{{.+}}] : (tensor<6x8xf32>, tensor<4x10x8xf32>, tensor<6xi32>) -> tensor<6x10xf32>
     %y = ds.expert_linear %x, %w[%ids] : (tensor<6x8xf32>, tensor<4x10x8xf32>, tensor<6xi32>) -> tensor<6x10xf32>
     // CHECK: ds.expert_linear %{{.+}}, %{{.+}}[%{{.+}}] transposed :

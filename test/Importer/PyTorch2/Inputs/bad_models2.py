@@ -75,8 +75,8 @@ class BadOps(nn.Module):
             h = F.rms_norm(h, [3], torch.ones(4))
         elif self.which == 7:  # topk along a dimension other than the last
             h = h + torch.topk(h, 1, dim=0)[0]
-        elif self.which == 8:  # topk of the smallest
-            h = h + torch.topk(h, 1, largest=False)[0]
+        elif self.which == 8:  # topk of more elements than a row has
+            h = h + torch.topk(h, 5)[0].sum()
         else:  # histc over the data's range (min == max)
             h = h + torch.histc(h, bins=3).sum()
         return F.cross_entropy(h, y)
@@ -127,7 +127,7 @@ def main(out):
     frozen.fc.bias.requires_grad_(False)
     torch.export.save(torch.export.export(frozen, args), os.path.join(out, 'frozen.pt2'))
     for which, name in enumerate(['causal_and_mask', 'gqa', 'int_and', 'gather', 'reflect',
-                                  'repeat_flat', 'rms_weight', 'topk_dim', 'topk_smallest',
+                                  'repeat_flat', 'rms_weight', 'topk_dim', 'topk_k',
                                   'histc_range']):
         torch.jit.save(torch.jit.script(BadOps(which)), os.path.join(out, name + '.pt'))
     # Programs another producer could write: two programs, a non-tensor input, a weight the
