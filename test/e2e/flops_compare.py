@@ -5,7 +5,7 @@ FLOPs of @micro_step (forward and backward), which must equal what PyTorch 2.x's
 `torch.utils.flop_counter.FlopCounterMode` counts for the same module's forward and backward
 on inputs of the same shapes. Run with the project's PyTorch 2.x (.venv/bin/python).
 
-usage: flops_compare.py --bin BUILD/bin --work DIR --family gpt
+usage: flops_compare.py --bin BUILD/bin --work DIR --family gpt [--export]
 """
 import argparse
 import json
@@ -17,6 +17,8 @@ import warnings
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
+
+from torch_loop import load_module  # a TorchScript file in training mode, or a .pt2's module
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.join(HERE, '..', 'models')
@@ -37,10 +39,20 @@ def main():
     ap.add_argument('--bin', required=True)
     ap.add_argument('--work', required=True)
     ap.add_argument('--family', required=True)
+    ap.add_argument('--export', action='store_true',
+                    help='a torch.export program of make_models2.py (HF models) instead of a '
+                         'committed TorchScript model')
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
-    pt = os.path.join(MODELS, '%s_script.pt' % args.family)
-    specs = [l.strip() for l in open(os.path.join(MODELS, args.family + '.inputs')) if l.strip()]
+    if args.export:
+        subprocess.run([sys.executable, os.path.join(MODELS, 'make_models2.py'), args.work,
+                        '%s:export' % args.family], check=True, stdout=subprocess.DEVNULL)
+        pt = os.path.join(args.work, '%s_export.pt2' % args.family)
+        inputs_file = os.path.join(args.work, args.family + '.inputs')
+    else:
+        pt = os.path.join(MODELS, '%s_script.pt' % args.family)
+        inputs_file = os.path.join(MODELS, args.family + '.inputs')
+    specs = [l.strip() for l in open(inputs_file) if l.strip()]
     batch = int(specs[0].split('<')[1].split('x')[0])
     cfg = os.path.join(args.work, 'cfg.json')
     json.dump({'train_batch_size': batch, 'train_micro_batch_size_per_gpu': batch,
@@ -58,8 +70,7 @@ def main():
     ds_flops, ds_matmul = int(row.group(1)), int(row.group(2))
 
     warnings.filterwarnings('ignore')
-    module = torch.jit.load(pt)
-    module.train()
+    module = load_module(pt)
     inputs = [example(s)[1] for s in specs]
     with FlopCounterMode(display=False) as counter:
         out = module(*inputs)

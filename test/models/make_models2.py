@@ -301,7 +301,7 @@ def make_hf_llama():
     return HFLoss(LlamaForCausalLM(cfg))
 
 
-def make_hf_mixtral(experts):
+def make_hf_mixtral(experts, attention='sdpa'):
     # Mixtral: 4 experts, top-2 routing renormalised, SwiGLU experts, the router's auxiliary
     # load-balancing loss in .loss (coefficient 0.05, so a wrong aux term moves the loss). The
     # eager experts do not export (FACTS.md); `experts` is HF's batched_mm or grouped_mm form.
@@ -311,7 +311,7 @@ def make_hf_mixtral(experts):
                         num_local_experts=4, num_experts_per_tok=2, output_router_logits=True,
                         router_aux_loss_coef=0.05, router_jitter_noise=0.0,
                         attention_dropout=0.0, experts_implementation=experts)
-    cfg._attn_implementation = 'sdpa'
+    cfg._attn_implementation = attention
     return HFLoss(MixtralForCausalLM(cfg))
 
 
@@ -375,6 +375,9 @@ FAMILIES = {
     'hfbert': (make_hf_bert, HF_INPUTS, ['trace', 'export']),
     'hfmixtral': (lambda: make_hf_mixtral('batched_mm'), HF_INPUTS, ['export']),
     'hfmixtralg': (lambda: make_hf_mixtral('grouped_mm'), HF_INPUTS, ['export']),
+    # Eager attention: PyTorch's FlopCounterMode counts its products as ds counts ds.attention
+    # (flops.test; an SDPA's backward it counts with the recomputed scores, one product more).
+    'hfmixtrale': (lambda: make_hf_mixtral('batched_mm', 'eager'), HF_INPUTS, ['export']),
     'hfqwenmoe': (lambda: make_hf_qwen_moe('batched_mm'), HF_INPUTS, ['export']),
     'hfqwenmoeg': (lambda: make_hf_qwen_moe('grouped_mm'), HF_INPUTS, ['export']),
     'hfllamapad': (lambda: make_hf_padded('llama')(), HF_PADDED_INPUTS, ['trace', 'export']),

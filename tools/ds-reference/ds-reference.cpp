@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <set>
@@ -53,24 +54,22 @@ const char *const kFlags = "--config, --data, --steps, --log, --world-size, --lo
                            "--weights, --threads, --device-memory, --save-weights, "
                            "--dump-grads, --precision, --help";
 
-/// The useful line of a LibTorch exception: TorchScript wraps the cause ("RuntimeError: ...")
-/// after a traceback.
+/// The useful line of a LibTorch exception: TorchScript wraps the cause ("RuntimeError: ...",
+/// after a traceback, sometimes right after the model's source text); without such a line, the
+/// message up to LibTorch's C++ frames.
 std::string causeOf(const std::exception &e) {
   std::string what = e.what(), best;
-  size_t start = 0;
-  while (start < what.size()) {
-    size_t end = what.find('\n', start);
-    std::string line = what.substr(start, end == std::string::npos ? std::string::npos
-                                                                     : end - start);
-    line.erase(0, line.find_first_not_of(' '));
-    size_t k = line.find("Error: ");
-    if (k != std::string::npos && line.substr(0, k).find(' ') == std::string::npos)
-      best = line.substr(k + 7);
-    if (end == std::string::npos)
+  what = what.substr(0, what.find("\nException raised from"));
+  for (const char *kind : {"RuntimeError: ", "ValueError: ", "TypeError: ", "IndexError: ",
+                           "NotImplementedError: ", "AssertionError: "}) {
+    size_t k = what.rfind(kind);
+    if (k != std::string::npos) {
+      size_t start = k + std::strlen(kind);
+      best = what.substr(start, what.find('\n', start) - start);
       break;
-    start = end + 1;
+    }
   }
-  return best.empty() ? what.substr(0, what.find('\n')) : best;
+  return best.empty() ? what : best;
 }
 
 [[noreturn]] void die(const std::string &msg) {
