@@ -33,7 +33,7 @@ const char *const kDeepSpeedKeys[] = {
     "weight_quantization", "use_data_before_expert_parallelism", "mics_shard_size",
     "mics_hierarchical_params_gather", "zero_quantized_weights", "zero_quantized_gradients",
     "seed", "fp32_allreduce", "timers", "compile", "tensor_parallel", "sequence_parallel_size",
-    "bfloat16", "sequence_tiling", "sequence_parallel_mode",
+    "bfloat16", "sequence_tiling", "sequence_parallel_mode", "expert_parallel",
 };
 // Keys that DeepSpeed documents as not affecting the numbers: accepted with a warning.
 const char *const kWarnOnlyKeys[] = {

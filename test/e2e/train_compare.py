@@ -25,7 +25,8 @@ CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'gpt-d512': 1024, 'lm': 64, 'lm-
            'hfgpt2': 64, 'hfllama': 64, 'hfbert': 64, 'hfllamapad': 64, 'hfqwen2pad': 64,
            'hfmistralpad': 64, 'hfphi3pad': 64, 'hfoptpad': 64, 'hfbertpad': 64,
            'hfberttypes': 64, 'hfllamapos': 64, 'hfgemma2pad': 64, 'hfmixtral': 64,
-           'hfmixtralg': 64, 'hfqwenmoe': 64, 'hfqwenmoeg': 64}
+           'hfmixtralg': 64, 'hfqwenmoe': 64, 'hfqwenmoeg': 64, 'hfolmoe': 64,
+           'hfqwen3moe': 64}
 # Families fed padded batches (input_ids, attention_mask, labels), as HF's data collators make
 # them: -100 labels on the padding, to lengths from half the window up. Left padding: with
 # right padding a causal model's real tokens never see the padding, and a mask ignored would
@@ -36,7 +37,7 @@ PADDED_FAMILIES = ('hfllamapad', 'hfqwen2pad', 'hfmistralpad', 'hfphi3pad', 'hfo
 # python, whose torch also judges step 1).
 TORCH2_FAMILIES = ('gpt2x', 'gpt2xgqa', 'lm2x', 'ops2x', 'bn2x', 'hfgpt2', 'hfllama',
                    'hfbert', 'hfmixtral', 'hfmixtralg', 'hfqwenmoe',
-                   'hfqwenmoeg') + PADDED_FAMILIES
+                   'hfqwenmoeg', 'hfolmoe', 'hfqwen3moe') + PADDED_FAMILIES
 
 _ST_DTYPES = {'F32': np.float32, 'F64': np.float64, 'I64': np.int64, 'I32': np.int32,
               'BOOL': np.bool_, 'F16': np.float16, 'BF16': np.uint16}
@@ -328,7 +329,8 @@ def parse_type(t):
 
 TOKEN_FAMILIES = ('gpt', 'gpt-d512', 'gpt-wide', 'lm', 'lm-nodrop', 'gpt2x', 'gpt2xgqa', 'lm2x',
                   'ops2x', 'hfgpt2',
-                  'hfllama', 'hfbert', 'hfmixtral', 'hfmixtralg', 'hfqwenmoe', 'hfqwenmoeg')
+                  'hfllama', 'hfbert', 'hfmixtral', 'hfmixtralg', 'hfqwenmoe', 'hfqwenmoeg',
+                  'hfolmoe', 'hfqwen3moe')
 
 
 def markov_tokens(n, vocab, rng, first=None):

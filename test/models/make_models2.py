@@ -330,6 +330,25 @@ def make_hf_qwen_moe(experts):
     return HFLoss(Qwen2MoeForCausalLM(cfg))
 
 
+def make_hf_moe(arch):
+    # OLMoE (8 experts, top-2 not renormalised, q/k norms) and Qwen3-MoE (8 experts, top-2
+    # renormalised, per-head q/k norms), batched_mm experts, the aux loss at 0.05.
+    import transformers
+    common = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=16, attention_dropout=0.0,
+                  num_experts=8, num_experts_per_tok=2, output_router_logits=True,
+                  router_aux_loss_coef=0.05, experts_implementation='batched_mm')
+    if arch == 'olmoe':
+        cfg = transformers.OlmoeConfig(intermediate_size=24, **common)
+        model = transformers.OlmoeForCausalLM
+    else:
+        cfg = transformers.Qwen3MoeConfig(intermediate_size=48, moe_intermediate_size=24,
+                                          norm_topk_prob=True, head_dim=8, **common)
+        model = transformers.Qwen3MoeForCausalLM
+    cfg._attn_implementation = 'sdpa'
+    return HFLoss(model(cfg))
+
+
 def make_hf_bert():
     # A traced BERT reads its token types by a gather from an integer buffer (no
     # token_type_ids given), its positions by a slice of another.
@@ -379,6 +398,8 @@ FAMILIES = {
     # (flops.test; an SDPA's backward it counts with the recomputed scores, one product more).
     'hfmixtrale': (lambda: make_hf_mixtral('batched_mm', 'eager'), HF_INPUTS, ['export']),
     'hfqwenmoe': (lambda: make_hf_qwen_moe('batched_mm'), HF_INPUTS, ['export']),
+    'hfolmoe': (lambda: make_hf_moe('olmoe'), HF_INPUTS, ['export']),
+    'hfqwen3moe': (lambda: make_hf_moe('qwen3'), HF_INPUTS, ['export']),
     'hfqwenmoeg': (lambda: make_hf_qwen_moe('grouped_mm'), HF_INPUTS, ['export']),
     'hfllamapad': (lambda: make_hf_padded('llama')(), HF_PADDED_INPUTS, ['trace', 'export']),
     'hfqwen2pad': (lambda: make_hf_padded('qwen2')(), HF_PADDED_INPUTS, ['trace', 'export']),
