@@ -6,7 +6,8 @@
 # mutants come in groups, each under 45 minutes here (2 cores): optimizer (optimizers,
 # schedules, data, clipping), parallel (ZeRO, tp, sp, pp), memory (offload, recomputation,
 # resharding, kernels), import (HF's masks), python (ds.initialize and ds.hf), attention (the
-# fused attention kernels, its fold, the tiled loss and MLP, ring attention).
+# fused attention kernels, its fold, the tiled loss and MLP, ring attention), moe (the routed
+# experts' kernels, their import and fold, their cost).
 #
 #   bash bench/mutants.sh [SCRATCH] [GROUP]   (default SCRATCH: build-mutants/, GROUP: all)
 #   MUTANT_NAMES='OneCycle|Muon' bash bench/mutants.sh     (those whose names match)
@@ -97,6 +98,13 @@ attention|16-bit backward: score gradients kept in f32|runtime/src/cpu/attention
 attention|16-bit backward: key gradients' running sums kept in f32|runtime/src/cpu/attention.cpp|              roundRow(s.dtype, dKh + j0 * E, nk * E);|              (void)0;|ctest:runtime-kernels e2e/long-sequence.test
 attention|bf16 attention computed in f32 and rounded|dialects/ds/Transforms/Widen16Bit.cpp|isa<MatmulOp, LinearOp, LinearGradWeightOp, AttentionOp, AttentionGradOp>(op)|isa<MatmulOp, LinearOp, LinearGradWeightOp, LinearGradWeightOp>(op)|Transforms/widen-16bit-products.mlir e2e/long-sequence.test
 attention|--device-memory never tries sequence tiling|lib/Pipelines/FitBudget.cpp|      if (!tileable)|      if (true)|e2e/long-sequence.test
+moe|expert weight gradient in the other layout|runtime/src/cpu/experts.cpp|    if (transposed) // [in, out] = x^T dy|    if (!transposed) // [in, out] = x^T dy|e2e/moe.test
+moe|top_k gradient to the unchosen experts|dialects/ds/IR/DSGradients.cpp|Value hit = cmp(b, loc, CmpPredicate::eq, idxColumn, positions, pairs);|Value hit = cmp(b, loc, CmpPredicate::ne, idxColumn, positions, pairs);|e2e/moe.test
+moe|batched_mm's gathered weights not folded|dialects/ds/Transforms/FuseExperts.cpp|      fuse(m);|      (void)m;|Transforms/fuse-experts.mlir e2e/moe.test
+moe|histc's last bin open|lib/Importer/TorchScript/ExpertOps.cpp|return b + 1 == bins ? std::numeric_limits<double>::infinity() : (double)(b + 1);|return (double)(b + 1);|e2e/moe.test
+moe|grouped_mm rows past their expert's end|lib/Importer/TorchScript/ExpertOps.cpp|TRY(passed, compare(I, CmpPredicate::le, *endsRow, *rows));|TRY(passed, compare(I, CmpPredicate::lt, *endsRow, *rows));|e2e/moe.test
+moe|floor_divide rounding exact quotients down|lib/Importer/TorchScript/ExpertOps.cpp|TRY(off, compare(I, CmpPredicate::lt, *rb, AV::integer(0)));|TRY(off, compare(I, CmpPredicate::le, *rb, AV::integer(0)));|e2e/moe.test
+moe|expert products counted once|dialects/ds/IR/DSCost.cpp|    int64_t f = 2 * x[0] * x[1] * width;|    int64_t f = x[0] * x[1] * width;|e2e/flops.test
 python|train_batch skips a step's last micro-batch|python/ds/engine.py|for k in range(0, self._gas, self._per_call):|for k in range(0, self._gas - 1, self._per_call):|ctest:python-engine
 python|ds.hf: each micro-batch divided by the step's whole token count|python/ds/hf.py|per = n / len(micro)|per = n|ctest:python-engine
 python|ds.hf: every rank reads every batch|python/ds/hf.py|if i % self.ranks == self.rank:|if True:|ctest:python-engine
