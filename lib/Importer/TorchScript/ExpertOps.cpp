@@ -228,9 +228,7 @@ FailureOr<R> groupedMm(Interpreter &I, R &in) {
     weight = t.getInput();
     transposed = false;
   }
-  AV wv = result(weight, {*w});
-  if (failed(I.asTensor(wv, x->type().getElementType())) ||
-      w->type().getElementType() != x->type().getElementType())
+  if (w->type().getElementType() != x->type().getElementType())
     return I.error() << "grouped_mm_fallback of " << x->describe() << " by " << w->describe()
                      << ": one element type expected",
            failure();
