@@ -76,3 +76,7 @@ if int(os.environ.get("RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0"))) == 0
     os.makedirs(OUT, exist_ok=True)
     with open(os.path.join(OUT, "log_history.json"), "w") as f:
         json.dump(trainer.state.log_history, f)
+# Under torchrun, torch.distributed's process group ends before Python does: gloo's threads
+# outliving the interpreter abort the process at exit (pytorch/pytorch#179291).
+if torch.distributed.is_initialized():
+    torch.distributed.destroy_process_group()
