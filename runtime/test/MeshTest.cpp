@@ -141,6 +141,87 @@ TEST(Mesh, SendRecvBothWays) {
   }
 }
 
+// Row n of world rank r goes to this expert: even ranks spread theirs over every expert and
+// `experts` itself (a row that no expert takes), odd ranks send everything to the last rank.
+int64_t expertOf(int32_t r, int64_t n, int64_t experts) {
+  return r % 2 ? experts - 1 - n % 2 : (3 * r + 5 * n) % (experts + 1);
+}
+
+TEST(Mesh, ExpertExchange) {
+  // Over tp (i64 ids) and over the world (i32 ids): route, dispatch, each rank's experts scale
+  // their rows by the expert's global id + 1, combine; every expected value from expertOf.
+  for (int32_t group : {kTp, DSRT_GROUP_WORLD}) {
+    const int32_t size = dsrt_group_size(ctx(), group), me = dsrt_group_rank(ctx(), group);
+    const int64_t rows = 7, width = 3, perRank = 2, experts = perRank * size;
+    const int64_t capacity = rows * size, planLength = rows + 2 * size;
+    const int32_t idType = group == kTp ? DSRT_I64 : DSRT_I32;
+    auto member = [&](int32_t q) { return group == kTp ? worldRank(dpIndex(), q) : q; };
+    auto tensor = [&](int32_t dtype, int64_t a, int64_t b) {
+      const int64_t dims[] = {a, b};
+      return dsrt_tensor_alloc(ctx(), dtype, b ? 2 : 1, dims);
+    };
+    auto id = [&](dsrt_tensor *t, int64_t i) -> int64_t {
+      return idType == DSRT_I64 ? static_cast<int64_t *>(t->data)[i]
+                                : static_cast<int32_t *>(t->data)[i];
+    };
+    dsrt_tensor *ids = tensor(idType, rows, 0), *plan = tensor(DSRT_I64, planLength, 0);
+    dsrt_tensor *local = tensor(idType, capacity, 0), *x = tensor(DSRT_F32, rows, width);
+    dsrt_tensor *recv = tensor(DSRT_F32, capacity, width), *out = tensor(DSRT_F32, rows, width);
+    for (int64_t n = 0; n < rows; ++n) {
+      int64_t e = expertOf(rank(), n, experts);
+      if (idType == DSRT_I64)
+        static_cast<int64_t *>(ids->data)[n] = e;
+      else
+        static_cast<int32_t *>(ids->data)[n] = static_cast<int32_t>(e);
+      for (int64_t j = 0; j < width; ++j)
+        data(x)[n * width + j] = value(rank(), n * width + j);
+    }
+    // Garbage where the exchange must write zeros and -1.
+    for (int64_t i = 0; i < capacity; ++i) {
+      for (int64_t j = 0; j < width; ++j)
+        data(recv)[i * width + j] = 7.0f;
+      if (idType == DSRT_I64)
+        static_cast<int64_t *>(local->data)[i] = 99;
+      else
+        static_cast<int32_t *>(local->data)[i] = 99;
+    }
+    for (int64_t i = 0; i < rows * width; ++i)
+      data(out)[i] = 7.0f;
+    finish(dsrt_expert_route(ctx(), group, plan, local, ids, experts));
+    finish(dsrt_expert_dispatch(ctx(), group, recv, x, plan));
+    int64_t at = 0;
+    for (int32_t q = 0; q < size; ++q)
+      for (int64_t n = 0; n < rows; ++n) {
+        int64_t e = expertOf(member(q), n, experts);
+        if (e >= experts || e / perRank != me)
+          continue;
+        ASSERT_EQ(id(local, at), e - me * perRank) << "group " << group << " row " << at;
+        for (int64_t j = 0; j < width; ++j)
+          ASSERT_EQ(data(recv)[at * width + j], value(member(q), n * width + j))
+              << "group " << group << " row " << at;
+        ++at;
+      }
+    for (int64_t i = at; i < capacity; ++i) {
+      ASSERT_EQ(id(local, i), -1) << "group " << group << " unused row " << i;
+      for (int64_t j = 0; j < width; ++j)
+        ASSERT_EQ(data(recv)[i * width + j], 0.0f) << "group " << group << " unused row " << i;
+    }
+    for (int64_t i = 0; i < at; ++i)
+      for (int64_t j = 0; j < width; ++j)
+        data(recv)[i * width + j] *= static_cast<float>(id(local, i) + me * perRank + 1);
+    finish(dsrt_expert_combine(ctx(), group, out, recv, plan));
+    for (int64_t n = 0; n < rows; ++n) {
+      int64_t e = expertOf(rank(), n, experts);
+      for (int64_t j = 0; j < width; ++j)
+        ASSERT_EQ(data(out)[n * width + j],
+                  e < experts ? data(x)[n * width + j] * static_cast<float>(e + 1) : 0.0f)
+            << "group " << group << " row " << n;
+    }
+    for (dsrt_tensor *t : {ids, plan, local, x, recv, out})
+      dsrt_tensor_free(ctx(), t);
+  }
+}
+
 TEST(Mesh, AxesDoNotWaitOnEachOther) {
   // Ranks with dp == tp issue the dp collective first, the others the tp collective first:
   // (0,0) waits for (1,0) over dp, (1,0) for (1,1) over tp, (1,1) for (0,1) over dp and (0,1)

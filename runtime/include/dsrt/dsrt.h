@@ -247,6 +247,25 @@ dsrt_event *dsrt_gather(dsrt_context *ctx, int32_t group, void *out, const void 
                         const int64_t *bytes, int32_t root);
 /** Every rank's `t` becomes group rank `root`'s. */
 dsrt_event *dsrt_comm_broadcast(dsrt_context *ctx, int32_t group, dsrt_tensor *t, int32_t root);
+/** Expert parallelism's token exchange over `group`, whose ranks hold `experts` experts in
+ *  equal consecutive parts (rank q: experts [q*L, (q+1)*L), L = experts / size). Every rank
+ *  routes the same number N of rows. dsrt_expert_route reads each row's expert `ids` ([N], i32
+ *  or i64; an id outside [0, experts) is a row that no expert takes) and writes the `plan`
+ *  (i64 [N + 2*size]: each row's place in the send order, -1 for a row not sent, then the
+ *  rows sent to each rank, then the rows received from each rank; the counts are exchanged
+ *  here) and `local_ids` (the ids' dtype, [C]: the received rows' experts numbered from this
+ *  rank's first, in the order of the sending ranks, -1 past the rows received). C, the
+ *  receive capacity, is N*size, the dropless worst case. dsrt_expert_dispatch moves the rows
+ *  of `x` ([N, ...]) along the plan into `recv` ([C, ...], zeros past the rows received);
+ *  dsrt_expert_combine moves the rows of `y` ([C, ...]) back to the rows they came from in
+ *  `out` ([N, ...], zeros for a row not sent). Combine is dispatch's adjoint: each is the
+ *  other's gradient. The plan must come from a route over the same group. */
+dsrt_event *dsrt_expert_route(dsrt_context *ctx, int32_t group, dsrt_tensor *plan,
+                              dsrt_tensor *local_ids, const dsrt_tensor *ids, int64_t experts);
+dsrt_event *dsrt_expert_dispatch(dsrt_context *ctx, int32_t group, dsrt_tensor *recv,
+                                 const dsrt_tensor *x, const dsrt_tensor *plan);
+dsrt_event *dsrt_expert_combine(dsrt_context *ctx, int32_t group, dsrt_tensor *out,
+                                const dsrt_tensor *y, const dsrt_tensor *plan);
 
 /*===--------------------------------------------------------------------===*
  * Persistent slots: parameters, buffers, gradients, optimizer state

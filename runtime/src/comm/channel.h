@@ -51,6 +51,12 @@ public:
   /// `in` holds size() blocks of `bytes` each; block q goes to rank q, and `out`'s block q
   /// comes from rank q (MPI_Alltoall). `out` and `in` do not overlap.
   virtual void allToAll(const CommOp &op, void *out, const void *in, int64_t bytes) = 0;
+  /// `in` holds size() blocks one after another, block q (sendBytes[q] bytes) going to rank
+  /// q; `out` gets recvBytes[q] bytes from each rank q, one after another in rank order
+  /// (MPI_Alltoallv with 64-bit counts). Each rank's recvBytes[q] equals rank q's
+  /// sendBytes[rank()] (the caller exchanged them first). `out` and `in` do not overlap.
+  virtual void allToAllV(const CommOp &op, void *out, const std::vector<int64_t> &recvBytes,
+                         const void *in, const std::vector<int64_t> &sendBytes) = 0;
   /// Point to point, both at once: sends `sendBytes` at `in` to rank `dst` and receives
   /// `recvBytes` into `out` from rank `src` (-1: none), as one exchange, so that two ranks that
   /// each send to the other never wait on each other (a pipeline's forward activations one

@@ -10,6 +10,7 @@
 // promptly.
 //
 #include "channel.h"
+#include "queue.h"
 
 #include "../core/internal.h"
 
@@ -494,6 +495,14 @@ extern "C" dsrt_event *dsrt_all_to_all(dsrt_context *ctx, int32_t group, dsrt_te
   return q.enqueue(ctx, {out, in}, "all_to_all",
                    elements(in->numel / q.size, in->dtype) + " per rank pair",
                    [=](Channel &ch, const CommOp &op) { ch.allToAll(op, o, i, bytes); });
+}
+
+dsrt_event *dsrt::enqueueOnGroup(dsrt_context *ctx, int32_t group, const char *what,
+                                 std::initializer_list<const dsrt_tensor *> tensors,
+                                 std::string detail,
+                                 std::function<void(Channel &, const CommOp &)> work) {
+  Queue &q = comm(ctx, what).queue(group, what);
+  return q.enqueue(ctx, tensors, what, std::move(detail), std::move(work));
 }
 
 extern "C" dsrt_event *dsrt_send_recv(dsrt_context *ctx, int32_t group, dsrt_tensor *out,

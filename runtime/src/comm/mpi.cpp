@@ -130,6 +130,7 @@ struct Position {
 };
 constexpr int kReportTag = 7001;
 constexpr int kP2pTag = 7002; ///< sendRecv's messages (on the group's own communicator)
+constexpr int kAllToAllVTag = 7003; ///< allToAllV's messages
 
 std::string rankList(const std::vector<int> &ranks) {
   std::string s = ranks.size() == 1 ? "rank " : "ranks ";
@@ -309,6 +310,47 @@ public:
             "MPI_Ialltoall");
       wait(r);
     });
+  }
+
+  void allToAllV(const CommOp &op, void *out, const std::vector<int64_t> &recvBytes,
+                 const void *in, const std::vector<int64_t> &sendBytes) override {
+    Scope s(*this, op);
+    // Point to point, so that counts and offsets are 64-bit: every receive posted first, in
+    // calls of at most maxCount_ bytes, then every send; this rank's own block is a copy.
+    const char *src = static_cast<const char *>(in);
+    char *dst = static_cast<char *>(out);
+    std::vector<MPI_Request> rs;
+    auto post = [&](bool receive) {
+      int64_t at = 0;
+      const std::vector<int64_t> &bytes = receive ? recvBytes : sendBytes;
+      for (int q = 0; q < size_; ++q) {
+        if (q != rank_ && bytes[q] > 0)
+          forEachChunk(bytes[q], maxCount_, [&](int64_t off, int64_t n) {
+            rs.push_back(MPI_REQUEST_NULL);
+            int count = static_cast<int>(n);
+            if (receive)
+              check(MPI_Irecv(dst + at + off, count, MPI_BYTE, q, kAllToAllVTag, comm_,
+                              &rs.back()),
+                    "MPI_Irecv");
+            else
+              check(MPI_Isend(src + at + off, count, MPI_BYTE, q, kAllToAllVTag, comm_,
+                              &rs.back()),
+                    "MPI_Isend");
+          });
+        at += bytes[q];
+      }
+    };
+    post(true);
+    post(false);
+    int64_t ownFrom = 0, ownTo = 0;
+    for (int q = 0; q < rank_; ++q) {
+      ownFrom += sendBytes[q];
+      ownTo += recvBytes[q];
+    }
+    if (recvBytes[rank_] > 0)
+      std::memcpy(dst + ownTo, src + ownFrom, recvBytes[rank_]);
+    for (MPI_Request &r : rs)
+      wait(r);
   }
 
   std::unique_ptr<Channel> split(int color, int key, std::string &why) override {

@@ -147,6 +147,26 @@ public:
     ncclResult_t end = ncclGroupEnd();
     launched(op, r == ncclSuccess || r == ncclInProgress ? end : r);
   }
+  void allToAllV(const CommOp &op, void *out, const std::vector<int64_t> &recvBytes,
+                 const void *in, const std::vector<int64_t> &sendBytes) override {
+    if (!onDevice(in))
+      return host_->allToAllV(op, out, recvBytes, in, sendBytes);
+    // A send and a receive per peer with a block, grouped.
+    ncclResult_t r = ncclGroupStart();
+    int64_t sent = 0, received = 0;
+    for (int q = 0; q < size() && (r == ncclSuccess || r == ncclInProgress); ++q) {
+      if (sendBytes[q] > 0)
+        r = ncclSend(static_cast<const char *>(in) + sent, (size_t)sendBytes[q], ncclUint8, q,
+                     comm_, stream_);
+      if (recvBytes[q] > 0 && (r == ncclSuccess || r == ncclInProgress))
+        r = ncclRecv(static_cast<char *>(out) + received, (size_t)recvBytes[q], ncclUint8, q,
+                     comm_, stream_);
+      sent += sendBytes[q];
+      received += recvBytes[q];
+    }
+    ncclResult_t end = ncclGroupEnd();
+    launched(op, r == ncclSuccess || r == ncclInProgress ? end : r);
+  }
   void sendRecv(const CommOp &op, void *out, int64_t recvBytes, int src, const void *in,
                 int64_t sendBytes, int dst) override {
     if (!onDevice(dst >= 0 ? in : out))
