@@ -414,7 +414,7 @@ FailureOr<bool> MemoryPlanner::planStructure(Operation *op) {
     return true;
   }
   if (isa<shard::AllSliceOp, shard::SendOp, shard::RecvOp, RingAttentionOp,
-          RingAttentionGradOp>(op)) {
+          RingAttentionGradOp, ExpertRouteOp, ExpertDispatchOp, ExpertCombineOp>(op)) {
     FailureOr<int32_t> group = groupOf(module, op);
     if (failed(group))
       return failure();

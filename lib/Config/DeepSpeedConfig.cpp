@@ -46,6 +46,7 @@ const char *const kImplementedKeys[] = {
     "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed",
     "zero_optimization", "fp16", "bf16", "bfloat16", "tensor_parallel", "sequence_parallel_size",
     "pipeline", "aio", "activation_checkpointing", "sequence_tiling", "sequence_parallel_mode",
+    "expert_parallel",
 };
 // activation_checkpointing's keys (runtime/activation_checkpointing/config.py).
 const char *const kCheckpointingKeys[] = {"partition_activations", "contiguous_memory_optimization",
@@ -77,6 +78,16 @@ const char *const kTensorParallelKeys[] = {
 const char *const kPartitionConfigKeys[] = {"use_default_specs", "layer_specs"};
 const char *const kLayerSpecKeys[] = {"patterns", "partition_type", "shape", "partition_dim",
                                       "model_types"};
+// expert_parallel's keys (DeepSpeed's AutoEP, module_inject/auto_ep_config.py): the ones that
+// find the experts in a module (ds finds them in the graph: ignored with a warning), and the
+// ones that replace the model's own routing (refused: ds trains the routing as exported).
+const char *const kExpertParallelFindKeys[] = {
+    "preset_model", "moe_layer_pattern", "expert_pattern", "router_pattern", "use_grouped_mm",
+    "grouped_mm_backend", "expert_w1", "expert_w2", "expert_w3", "num_experts_attr",
+    "top_k_attr", "has_shared_experts", "shared_experts_pattern"};
+const char *const kExpertParallelRoutingKeys[] = {
+    "route_norm", "route_scale", "score_apply", "num_expert_groups", "num_limited_groups",
+    "score_func", "top_k", "load_balance_coeff", "routed_scaling_factor"};
 // fp16's and bf16's keys (runtime/precision_config.py).
 const char *const kFp16Keys[] = {"enabled", "auto_cast", "loss_scale", "initial_scale_power",
                                  "loss_scale_window", "hysteresis", "consecutive_hysteresis",
@@ -682,6 +693,69 @@ Error parseTensorParallel(const json::Value &v, int64_t &size, TensorParallelSpe
   return Error::success();
 }
 
+/// `expert_parallel` (AutoEP): `enabled` and `autoep_size` decide the experts' ranks.
+Error parseExpertParallel(const json::Value &v, int64_t &size,
+                          std::vector<std::string> &warnings) {
+  const json::Object *obj = v.getAsObject();
+  if (!obj)
+    return fail("'expert_parallel' must be an object, e.g. {\"enabled\": true, "
+                "\"autoep_size\": 2}");
+  bool enabled = false;
+  int64_t ranks = 1;
+  for (const auto &kv : *obj) {
+    StringRef key = kv.first;
+    std::string full = ("expert_parallel." + key).str();
+    if (key == "enabled") {
+      std::optional<bool> b = kv.second.getAsBoolean();
+      if (!b)
+        return fail("'" + full + "' must be true or false");
+      enabled = *b;
+    } else if (key == "autoep_size") {
+      auto i = getPositiveInt(kv.second, full);
+      if (!i)
+        return i.takeError();
+      ranks = *i;
+    } else if (contains(kExpertParallelFindKeys, key)) {
+      warnings.push_back("'" + full + "' is ignored: ds finds the experts in the graph (the "
+                         "parameters that only the routed experts' products read)");
+    } else if (contains(kExpertParallelRoutingKeys, key)) {
+      return fail("'" + full + "' would replace the model's own routing, which ds trains as "
+                  "exported; it is not implemented: remove it");
+    } else {
+      return fail("'" + full + "' is not an expert_parallel key (ds reads enabled and "
+                  "autoep_size)");
+    }
+  }
+  size = enabled ? ranks : 1;
+  return Error::success();
+}
+
+/// What expert parallelism composes with so far: the experts split over every data-parallel
+/// rank, at ZeRO stage 0, without tp, sp or pipeline stages.
+Error checkExpertParallel(const DeepSpeedConfig &cfg, int64_t dataParallel) {
+  if (cfg.expertParallelSize == 1)
+    return Error::success();
+  auto notYet = [&](StringRef what) {
+    return fail("expert_parallel with " + what + " is not implemented by ds yet; expert "
+                "parallelism runs at ZeRO stage 0 over data-parallel ranks alone");
+  };
+  if (cfg.zeroStage != 0)
+    return notYet(formatv("zero_optimization.stage {0}", cfg.zeroStage).str());
+  if (cfg.tensorParallelSize > 1)
+    return notYet("tensor_parallel.autotp_size > 1");
+  if (cfg.sequenceParallelSize > 1)
+    return notYet("sequence_parallel_size > 1");
+  if (cfg.pipeline.stages > 1)
+    return notYet("pipeline.stages > 1");
+  if (cfg.expertParallelSize != dataParallel)
+    return fail(formatv("expert_parallel.autoep_size {0} must equal the data-parallel size {1}: "
+                        "ds splits the experts over every data-parallel rank (groups of fewer "
+                        "ranks, each expert replicated over several groups, are not "
+                        "implemented yet); set autoep_size to {1}",
+                        cfg.expertParallelSize, dataParallel));
+  return Error::success();
+}
+
 Error parsePipeline(const json::Value &v, PipelineConfig &p, std::vector<std::string> &warnings) {
   const json::Object *obj = v.getAsObject();
   if (!obj)
@@ -1169,6 +1243,9 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
     } else if (key == "pipeline") {
       if (Error e = parsePipeline(v, cfg.pipeline, cfg.warnings))
         return std::move(e);
+    } else if (key == "expert_parallel") {
+      if (Error e = parseExpertParallel(v, cfg.expertParallelSize, cfg.warnings))
+        return std::move(e);
     } else if (key == "aio") {
       if (Error e = parseAio(v, cfg.aio, cfg.warnings))
         return std::move(e);
@@ -1309,6 +1386,8 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
   }
   if (Error e = checkOffload(cfg))
     return std::move(e);
+  if (Error e = checkExpertParallel(cfg, worldSize))
+    return std::move(e);
   if (cfg.checkpointing.enabled && cfg.pipeline.stages > 1)
     return fail("activation_checkpointing with pipeline.stages > 1 is not implemented by ds "
                 "yet (recomputation runs without pipeline stages)");
@@ -1360,6 +1439,8 @@ json::Object DeepSpeedConfig::toObject() const {
                     {"world_size", worldSize},
                     {"tensor_parallel", json::Object{{"autotp_size", tensorParallelSize}}},
                     {"sequence_parallel_size", sequenceParallelSize},
+                    {"expert_parallel", json::Object{{"enabled", expertParallelSize > 1},
+                                                     {"autoep_size", expertParallelSize}}},
                     {"optimizer", std::move(opt)},
                     {"gradient_clipping", gradientClipping},
                     {"steps_per_print", stepsPerPrint},

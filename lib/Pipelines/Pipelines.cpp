@@ -19,6 +19,7 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   o.tensorParallelSize = config.tensorParallelSize;
   o.tensorParallelSpecs = config.tensorParallelSpecs;
   o.sequenceParallelSize = config.sequenceParallelSize;
+  o.expertParallelSize = config.expertParallelSize;
   o.sequenceParallelMode = config.sequenceParallelMode;
   o.lossTiles = config.lossTiles;
   o.mlpTiles = config.mlpTiles;
@@ -38,6 +39,11 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   fuse.writtenOut = !mixed; // PyTorch rounds each op of a written-out 16-bit attention
   pm.addPass(createDSFuseAttention(fuse));
   pm.addPass(createDSFuseExperts());
+  if (options.expertParallelSize > 1) {
+    DSExpertParallelOptions ep;
+    ep.expertParallelSize = options.expertParallelSize;
+    pm.addPass(createDSExpertParallel(ep));
+  }
   if (options.tensorParallelSize > 1) {
     DSTensorParallelOptions tp;
     tp.autotpSize = options.tensorParallelSize;

@@ -100,6 +100,29 @@ void mlir::ds::printStepSummary(ModuleOp step, const ::ds::DeepSpeedConfig &conf
     os << ", " << config.pipeline.stages << " pipeline stages";
   os << "\n";
 
+  if (config.expertParallelSize > 1) {
+    // Expert parallelism: which parameters hold experts, and how many each rank keeps.
+    Groups experts;
+    int64_t n = 0;
+    for (ParameterOp param : step.getOps<ParameterOp>()) {
+      ShardingAttr sharding = param.getShardingAttr();
+      if (!sharding || sharding.getDims().empty() ||
+          cast<ArrayAttr>(sharding.getDims()[0]) !=
+              ArrayAttr::get(step.getContext(),
+                             {StringAttr::get(step.getContext(), stringifyMeshAxis(MeshAxis::dp))}))
+        continue;
+      int64_t local = param.getTensorType().getShape()[0];
+      experts[{layerPattern(param.getSymName()),
+               std::to_string(local * config.expertParallelSize) + " experts, " +
+                   std::to_string(local) + " per rank"}]
+          .add(param.getSymName());
+      ++n;
+    }
+    os << "ds-opt: expert parallelism over dp=" << config.expertParallelSize << ": " << n
+       << " expert parameters split by expert, their rows exchanged by all-to-all:\n";
+    for (const auto &[key, group] : experts)
+      os << "  " << group.str(key.first) << ": " << key.second << "\n";
+  }
   if (config.tensorParallelSize <= 1)
     return;
   Groups split;

@@ -514,6 +514,9 @@ def main():
     ap.add_argument('--sp', type=int, default=1,
                     help='sequence-parallel ranks (sequence_parallel_size): ds-run under '
                          'mpirun -np ranks x tp x sp; the reference stays at --world-size ranks')
+    ap.add_argument('--ep', type=int, default=1,
+                    help='expert-parallel ranks (expert_parallel.autoep_size), within the '
+                         '--ranks data-parallel ones; the reference keeps every expert')
     ap.add_argument('--pp', type=int, default=1,
                     help='pipeline stages (the config\'s pipeline.stages): mpirun -np ranks x '
                          'tp x sp x pp; the reference stays at --world-size ranks')
@@ -618,6 +621,8 @@ def main():
     ref_cfg = dict(cfg)
     if args.tp > 1:
         cfg['tensor_parallel'] = {'autotp_size': args.tp}
+    if args.ep > 1:
+        cfg['expert_parallel'] = {'enabled': True, 'autoep_size': args.ep}
     if args.sp > 1:
         cfg['sequence_parallel_size'] = args.sp
     if args.pp > 1:

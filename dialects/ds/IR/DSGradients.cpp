@@ -593,6 +593,21 @@ LogicalResult ExpertLinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+/// Dispatch and combine are each other's adjoints along the same plan.
+LogicalResult ExpertDispatchOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                              ArrayRef<bool>, SmallVectorImpl<Value> &dxs) {
+  dxs[0] = ExpertCombineOp::create(b, getLoc(), typeOf(getInput()), dys[0], getPlan(),
+                                   getGridAttr(), getGridAxesAttr());
+  return success();
+}
+
+LogicalResult ExpertCombineOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
+                                             ArrayRef<bool>, SmallVectorImpl<Value> &dxs) {
+  dxs[0] = ExpertDispatchOp::create(b, getLoc(), typeOf(getInput()), dys[0], getPlan(),
+                                    getGridAttr(), getGridAxesAttr());
+  return success();
+}
+
 LogicalResult EmbeddingOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool>,
                                          SmallVectorImpl<Value> &dxs) {
   dxs[0] = EmbeddingGradOp::create(b, getLoc(), typeOf(getWeight()), dys[0], getIndices(),

@@ -3,6 +3,7 @@
 #include "ds/IR/RingWorkspace.h"
 #include "ds/IR/DSShapes.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -281,6 +282,75 @@ LogicalResult ExpertLinearGradWeightOp::verify() {
     return failure();
   return expectShape(*this, getResultGrad(), *result, "result_grad", getInput());
 }
+
+namespace {
+/// The ranks of the group along `axes` of `grid` (a shard.grid).
+FailureOr<int64_t> groupSize(Operation *op, FlatSymbolRefAttr grid, ArrayRef<int16_t> axes) {
+  auto g = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, grid);
+  if (!g)
+    return op->emitOpError() << "names " << grid << ", which is not a shard.grid";
+  if (axes.empty())
+    return op->emitOpError() << "needs the grid axes of its group";
+  int64_t n = 1;
+  for (int16_t a : axes) {
+    if (a < 0 || a >= static_cast<int64_t>(g.getShape().size()) || g.getShape()[a] < 1)
+      return op->emitOpError() << "grid axis " << a << " is not a static axis of " << grid;
+    n *= g.getShape()[a];
+  }
+  return n;
+}
+
+/// The rows an expert exchange's plan routes (its length less 2 G), after checking it.
+FailureOr<int64_t> planRows(Operation *op, Value plan, int64_t ranks) {
+  ArrayRef<int64_t> p = shapeOf(plan);
+  if (p.size() != 1 || !elementOf(plan).isInteger(64) || p[0] < 2 * ranks)
+    return op->emitOpError() << "plan must be i64 [rows + 2 x " << ranks << "], got "
+                             << plan.getType();
+  return p[0] - 2 * ranks;
+}
+
+/// An exchange's `input` and `result`: `rows` and `rows` x `factor` rows of the same rows.
+template <class Exchange>
+LogicalResult verifyExchange(Exchange op, bool toExperts) {
+  FailureOr<int64_t> g = groupSize(op, op.getGridAttr(), op.getGridAxes());
+  if (failed(g))
+    return failure();
+  FailureOr<int64_t> rows = planRows(op, op.getPlan(), *g);
+  if (failed(rows))
+    return failure();
+  Value from = op.getInput(), to = op.getResult();
+  if (!toExperts)
+    std::swap(from, to);
+  ArrayRef<int64_t> x = shapeOf(from);
+  if (x.empty() || x[0] != *rows)
+    return op->emitOpError() << (toExperts ? "input" : "result") << " must have the plan's "
+                             << *rows << " rows, got " << from.getType();
+  Shape expected(x);
+  expected[0] = *rows * *g;
+  return expectShape(op, to, expected, toExperts ? "result" : "input", from);
+}
+} // namespace
+
+LogicalResult ExpertRouteOp::verify() {
+  FailureOr<int64_t> g = groupSize(*this, getGridAttr(), getGridAxes());
+  if (failed(g))
+    return failure();
+  ArrayRef<int64_t> ids = shapeOf(getExpertIds());
+  if (ids.size() != 1)
+    return emitOpError() << "expert_ids must be [N], got " << getExpertIds().getType();
+  if (getExperts() < 1 || getExperts() % *g != 0)
+    return emitOpError() << getExperts() << " experts do not split evenly over the group's "
+                         << *g << " ranks";
+  FailureOr<int64_t> rows = planRows(*this, getPlan(), *g);
+  if (failed(rows))
+    return failure();
+  if (*rows != ids[0])
+    return emitOpError() << "plan routes " << *rows << " rows, not the " << ids[0] << " ids";
+  return expectShape(*this, getLocalIds(), {ids[0] * *g}, "local_ids", getExpertIds());
+}
+
+LogicalResult ExpertDispatchOp::verify() { return verifyExchange(*this, true); }
+LogicalResult ExpertCombineOp::verify() { return verifyExchange(*this, false); }
 
 LogicalResult EmbeddingGradOp::verify() {
   ArrayRef<int64_t> w = shapeOf(getResult());

@@ -310,6 +310,72 @@ def DS_ExpertLinearGradWeightOp : DS_Op<"expert_linear_grad_weight", [Pure]> {
   let hasVerifier = 1;
 }
 
+def DS_ExpertRouteOp : DS_Op<"expert_route", [Pure]> {
+  let summary = "Expert parallelism: where each routed row goes, and the ids of the rows this rank receives.";
+  let description = [{
+    Made by `ds-expert-parallel`. The G ranks of the group along `grid_axes` hold `experts`
+    experts in equal consecutive parts (rank q: `[q E/G, (q+1) E/G)`). Each row n, routed to
+    expert `expert_ids[n]`, goes to the rank that holds it; an id outside `[0, experts)` is a
+    row no expert takes. The counts are decided at run time: the route exchanges them (an
+    all-to-all of G counts), then the ids. `plan` records the exchange for
+    `ds.expert_dispatch` and `ds.expert_combine` (each row's place in the send order, the rows
+    sent to and received from each rank); `local_ids` are the received rows' experts
+    numbered from this rank's first, -1 past the rows received. Every rank routes N rows, so a
+    rank receives at most N G (the dropless worst case, the receive buffers' rows).
+
+    **Constraints:** `expert_ids` `[N]`; `local_ids` `[N G]` of the ids' type; `plan` i64
+    `[N + 2 G]`; `experts` a positive multiple of G; the grid a `shard.grid`.
+  }];
+  let arguments = (ins DS_IndexTensor:$expert_ids, I64Attr:$experts, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes);
+  let results = (outs DS_IndexTensor:$plan, DS_IndexTensor:$local_ids);
+  let assemblyFormat = [{
+    $expert_ids `experts` `=` $experts `on` $grid `grid_axes` `=` $grid_axes attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_ExpertDispatchOp : DS_Op<"expert_dispatch", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
+  let summary = "Expert parallelism: each row sent to the rank of its expert, along a route's plan.";
+  let description = [{
+    `result` holds the rows this rank receives, in the order of the sending ranks, then zeros
+    up to its N G rows. Its gradient is `ds.expert_combine` of the result's gradient along the
+    same plan (combine is dispatch's adjoint).
+
+    **Constraints:** `input` `[N, ...]`; `plan` from a `ds.expert_route` of N rows on the same
+    grid axes; `result` `[N G, ...]` of the input's element type.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_IndexTensor:$plan, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `along` $plan `on` $grid `grid_axes` `=` $grid_axes attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def DS_ExpertCombineOp : DS_Op<"expert_combine", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
+  let summary = "Expert parallelism: the experts' rows sent back to the rows they came from.";
+  let description = [{
+    The inverse exchange of `ds.expert_dispatch` along the same plan: row n of `result` is
+    the row that its expert's rank computed for it, zeros for a row no expert took. Its
+    gradient is `ds.expert_dispatch` of the result's gradient.
+
+    **Constraints:** `input` `[N G, ...]`; `plan` from a `ds.expert_route` of N rows on the
+    same grid axes; `result` `[N, ...]` of the input's element type.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_IndexTensor:$plan, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `along` $plan `on` $grid `grid_axes` `=` $grid_axes attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def DS_EmbeddingGradOp : DS_Op<"embedding_grad", [Pure]> {
   let summary = "Weight gradient of `ds.embedding`: rows of dy scattered and summed.";
   let description = [{

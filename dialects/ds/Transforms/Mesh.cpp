@@ -81,3 +81,14 @@ FailureOr<MeshAxisRef> mlir::ds::getReplicaGroup(ModuleOp module, StringRef pass
   llvm::sort(group.list);
   return group;
 }
+
+bool mlir::ds::splitsOver(ShardingAttr sharding, MeshAxis role) {
+  if (!sharding)
+    return false;
+  StringRef name = stringifyMeshAxis(role);
+  for (Attribute dim : sharding.getDims())
+    for (Attribute axis : cast<ArrayAttr>(dim))
+      if (cast<StringAttr>(axis).getValue() == name)
+        return true;
+  return false;
+}

@@ -50,6 +50,10 @@ FailureOr<MeshAxisRef> getMeshAxis(ModuleOp module, MeshAxis role, llvm::StringR
 /// block of the sequences; DeepSpeed-Ulysses partitions over dp x sp likewise).
 FailureOr<MeshAxisRef> getReplicaGroup(ModuleOp module, llvm::StringRef pass);
 
+/// Whether `sharding` (a parameter's) splits a dimension over the axis of `role`: the ranks
+/// along it hold different parts (tensor parallelism's tp, expert parallelism's dp).
+bool splitsOver(ShardingAttr sharding, MeshAxis role);
+
 } // namespace mlir::ds
 
 #endif // DS_TRANSFORMS_MESH_H

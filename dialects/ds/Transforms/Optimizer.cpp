@@ -150,6 +150,14 @@ private:
   /// Tensor parallelism: parameters with a sharding hold distinct parts on the tp ranks, so
   /// the global norm and the overflow check also sum over the tp axis.
   std::optional<MeshAxisRef> tpAxis;
+  /// Expert parallelism: parameters split over dp (ds-expert-parallel) hold distinct experts
+  /// on the dp ranks, each gradient already summed over every rank's rows: they are left out
+  /// of the data-parallel sum, and their share of the norm and the overflow check is summed
+  /// over dp.
+  std::optional<MeshAxisRef> expertAxis;
+  bool isExpertPart(size_t i) {
+    return splitsOver(params[i].first.getShardingAttr(), MeshAxis::dp);
+  }
   llvm::StringSet<> embeddingTables;
   // Per bucket and per parameter: the optimizer's states (moments, the f32 master).
   SmallVector<std::pair<std::string, std::string>> bucketMoments, moments;
@@ -219,6 +227,12 @@ LogicalResult UpdateBuilder::readParallelism() {
                                  "matrices); use stage 0";
   llvm::erase_if(params,
                  [&](auto &pg) { return zero.members.contains(pg.first.getSymNameAttr()); });
+  if (llvm::any_of(llvm::seq(params.size()), [&](size_t i) { return isExpertPart(i); })) {
+    FailureOr<MeshAxisRef> a = getMeshAxis(module, MeshAxis::dp, "ds-optimizer");
+    if (failed(a))
+      return failure();
+    expertAxis = *a;
+  }
   if (MeshAttr mesh = getMesh(module); mesh && mesh.getSize(MeshAxis::tp) > 1) {
     FailureOr<MeshAxisRef> a = getMeshAxis(module, MeshAxis::tp, "ds-optimizer");
     if (failed(a))
@@ -335,8 +349,9 @@ void UpdateBuilder::buildFunction() {
   // the flat buffers), then each bucket's shard.
   ZeroCollectives collectives(*builder, loc, zero);
   SmallVector<std::pair<StateOp, RankedTensorType>> whole;
-  for (auto [param, grad] : params)
-    whole.push_back({grad, param.getTensorType()});
+  for (auto [i, pg] : llvm::enumerate(params))
+    if (!isExpertPart(i))
+      whole.push_back({pg.second, pg.first.getTensorType()});
   collectives.sumWholeGradients(whole);
   bucketGrads = collectives.gradientShards();
   // Mixed precision: the update reads f32 gradients, divided by fp16's loss scale.
@@ -387,15 +402,17 @@ void UpdateBuilder::buildOverflowCheck() {
   // their sum times zero is NaN; the step's new values are then the old ones.
   if (!lossScaleState)
     return;
-  Value local;
-  auto probe = [&](Value g) {
+  Value local, experts;
+  auto probe = [&](Value &acc, Value g) {
     Value z = e().sumAll(e().mul(g, e().constant(f32, 0.0)));
-    local = local ? e().add(local, z) : z;
+    acc = acc ? e().add(acc, z) : z;
   };
   for (Value g : bucketGrads)
-    probe(widenGrad(g, false));
+    probe(local, widenGrad(g, false));
   for (size_t i = 0; i < params.size(); ++i)
-    probe(paramGrad(i, false));
+    probe(isExpertPart(i) ? experts : local, paramGrad(i, false));
+  if (experts)
+    local = local ? e().add(local, allReduce(*expertAxis, experts)) : allReduce(*expertAxis, experts);
   if (zero.flat())
     local = ZeroCollectives(*builder, loc, zero).sumOverReplicas(local);
   if (tpAxis)
@@ -427,8 +444,8 @@ void UpdateBuilder::buildClipping() {
   // Global-norm clipping (clip_grad_norm_): the norm of the per-parameter norms.
   if (opt.gradientClipping <= 0)
     return;
-  // Sums of squares: the tensor-parallel parts' also over the tp ranks.
-  Value total, parts;
+  // Sums of squares: the tensor-parallel parts' also over the tp ranks, the experts' over dp.
+  Value total, parts, experts;
   auto add = [&](Value &acc, Value sq) { acc = acc ? e().add(acc, sq) : sq; };
   auto addTpParts = [&](Value &acc) {
     if (!parts)
@@ -450,9 +467,12 @@ void UpdateBuilder::buildClipping() {
   for (size_t i = 0; i < params.size(); ++i) {
     Value g = paramGrad(i, false);
     Value norm = e().sqrt(e().sumAll(e().mul(g, g)));
-    add(tpAxis && params[i].first.getShardingAttr() ? parts : total, e().mul(norm, norm));
+    bool tpPart = tpAxis && splitsOver(params[i].first.getShardingAttr(), MeshAxis::tp);
+    add(isExpertPart(i) ? experts : tpPart ? parts : total, e().mul(norm, norm));
   }
   addTpParts(total);
+  if (experts)
+    add(total, allReduce(*expertAxis, experts));
   Value norm = e().sqrt(total);
   Value coef = e().div(e().constant(f32, opt.gradientClipping),
                        e().add(norm, e().constant(f32, 1e-6)));

@@ -68,6 +68,37 @@ def DSFuseExperts : Pass<"ds-fuse-experts", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DSExpertParallel : Pass<"ds-expert-parallel", "::mlir::ModuleOp"> {
+  let summary = "Expert parallelism: the routed experts split over the data-parallel ranks, their rows exchanged by all-to-all.";
+  let description = [{
+    Runs on `@forward` after `ds-fuse-experts`, before `ds-autodiff`. Every parameter that
+    only `ds.expert_linear` reads as its weight (`[E, ...]`, one matrix per expert) is split
+    along its experts over the mesh's `dp` ranks: rank r holds experts `[r E/G, (r+1) E/G)`
+    (`#ds.sharding<[["dp"], [], []]>`, the state_dict name kept), so no rank holds every
+    expert. Each product becomes an exchange around the local experts: the rows go to the rank
+    of their expert and come back, with counts decided at run time.
+    ```mlir
+    %y = ds.expert_linear %x, %w[%ids] : (tensor<128x32xf32>, tensor<4x96x32xf32>, tensor<128xi64>) -> tensor<128x96xf32>
+    // at dp = 2 becomes
+    %plan, %local = ds.expert_route %ids experts = 4 on @mesh grid_axes = [0] : (tensor<128xi64>) -> (tensor<132xi64>, tensor<256xi64>)
+    %r = ds.expert_dispatch %x along %plan on @mesh grid_axes = [0] : (tensor<128x32xf32>, tensor<132xi64>) -> tensor<256x32xf32>
+    %e = ds.expert_linear %r, %w[%local] : (tensor<256x32xf32>, tensor<2x96x32xf32>, tensor<256xi64>) -> tensor<256x96xf32>
+    %y = ds.expert_combine %e along %plan on @mesh grid_axes = [0] : (tensor<256x96xf32>, tensor<132xi64>) -> tensor<128x96xf32>
+    ```
+    One route per ids value serves all its products. The receive buffers have the dropless
+    worst case's rows (every rank's rows at one rank). The experts' gradients need no
+    reduction over dp: each rank's already sums every rank's rows (ds-optimizer leaves
+    parameters split over dp out of the data-parallel sum, and sums their share of the
+    gradient norm over dp). `expert-parallel-size` must equal the dp size (DeepSpeed's
+    `expert_parallel.autoep_size`); expert-data-parallel groups (a smaller size) are not built.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::shard::ShardDialect"];
+  let options = [
+    Option<"expertParallelSize", "expert-parallel-size", "int64_t", "1",
+           "Ranks the experts split over (DeepSpeed's expert_parallel.autoep_size); 1: none">,
+  ];
+}
+
 def DSTileSequence : Pass<"ds-tile-sequence", "::mlir::ModuleOp"> {
   let summary = "The MLPs, and the LM head with its cross-entropy, in tiles of rows (ALST's TiledMLP and tiled logits loss).";
   let description = [{

@@ -31,7 +31,8 @@ bool isCollective(Operation *op) {
   return isa<shard::AllGatherOp, shard::AllReduceOp, shard::AllSliceOp, shard::AllToAllOp,
              shard::BroadcastOp, shard::GatherOp, shard::RecvOp, shard::ReduceOp,
              shard::ReduceScatterOp, shard::ScatterOp, shard::SendOp, shard::ShiftOp,
-             RingAttentionOp, RingAttentionGradOp>(op);
+             RingAttentionOp, RingAttentionGradOp, ExpertRouteOp, ExpertDispatchOp,
+             ExpertCombineOp>(op);
 }
 
 /// What must match between ranks: the op's name, attributes (grid, axes, reduction, ...) and

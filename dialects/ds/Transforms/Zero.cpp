@@ -146,6 +146,14 @@ void ZeroPass::runOnOperation() {
   module->setAttr(kZeroAttrName, ZeroAttr::get(b.getContext(), stage));
   if (stage == 0)
     return;
+  for (auto param : module.getOps<ParameterOp>())
+    if (splitsOver(param.getShardingAttr(), MeshAxis::dp)) {
+      param.emitError() << "ds-zero: '" << param.getSymName() << "' is split over the "
+                        << "data-parallel ranks (expert parallelism); ZeRO stage "
+                        << static_cast<int64_t>(stage)
+                        << " with expert parallelism is not built yet: use stage 0";
+      return signalPassFailure();
+    }
   if (stage >= 2 && !pipelined) {
     if (failed(partitionGradients(module)) ||
         (stage == 3 && failed(partitionParameters(module))))

@@ -148,6 +148,8 @@ struct DeepSpeedConfig {
   int64_t tensorParallelSize = 1;   ///< tensor_parallel.autotp_size
   TensorParallelSpecs tensorParallelSpecs; ///< partition_config, tp_plan
   int64_t sequenceParallelSize = 1; ///< sequence_parallel_size (Ulysses)
+  /// expert_parallel.autoep_size when enabled (the experts split over dp ranks); else 1.
+  int64_t expertParallelSize = 1;
   /// sequence_parallel_mode (ds's own key): Ulysses, ring, or auto.
   mlir::ds::SequenceParallelMode sequenceParallelMode = mlir::ds::SequenceParallelMode::automatic;
   /// sequence_tiling.loss_tiles (ds-tile-sequence; ds's own key); 0: "auto".

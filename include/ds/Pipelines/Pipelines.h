@@ -18,6 +18,7 @@ struct TrainingOptions {
   int64_t tensorParallelSize = 1;   ///< tensor_parallel.autotp_size
   ::ds::TensorParallelSpecs tensorParallelSpecs; ///< partition_config, tp_plan
   int64_t sequenceParallelSize = 1; ///< sequence_parallel_size (Ulysses)
+  int64_t expertParallelSize = 1;   ///< expert_parallel.autoep_size (ds-expert-parallel)
   SequenceParallelMode sequenceParallelMode = SequenceParallelMode::automatic;
   int64_t lossTiles = 1;            ///< sequence_tiling.loss_tiles (0: auto; ds-tile-sequence)
   int64_t mlpTiles = 1;             ///< sequence_tiling.mlp_tiles (0: auto; ds-tile-sequence)

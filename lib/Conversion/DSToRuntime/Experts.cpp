@@ -1,4 +1,8 @@
-//===- Experts.cpp - kernel patterns: a router's top-k and the routed experts' products ===//
+//===- Experts.cpp - kernel patterns: a router's top-k, the experts' products, their exchange ===//
+//
+// Expert parallelism's exchange runs on its group's communication thread (dsrt_expert_route,
+// _dispatch, _combine return an event); the step waits for it at once.
+//
 #include "RuntimeLowering.h"
 
 using namespace mlir;
@@ -22,6 +26,24 @@ void mlir::ds::runtime::populateExpertKernels(KernelPatterns &p) {
     e.kernel(fn::dsrt_expert_linear_grad_weight, outs[0], e.operand(o.getInput()),
              e.operand(o.getResultGrad()), e.operand(o.getExpertIds()),
              e.i32(o.getTransposed()));
+    return success();
+  });
+  p.add<ExpertRouteOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+    auto o = cast<ExpertRouteOp>(op);
+    e.kernelWaited(fn::dsrt_expert_route, e.i32(runtimeGroupOf(o.getGridAxes())), outs[0],
+                   outs[1], e.operand(o.getExpertIds()), e.i64(o.getExperts()));
+    return success();
+  });
+  p.add<ExpertDispatchOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+    auto o = cast<ExpertDispatchOp>(op);
+    e.kernelWaited(fn::dsrt_expert_dispatch, e.i32(runtimeGroupOf(o.getGridAxes())), outs[0],
+                   e.operand(o.getInput()), e.operand(o.getPlan()));
+    return success();
+  });
+  p.add<ExpertCombineOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+    auto o = cast<ExpertCombineOp>(op);
+    e.kernelWaited(fn::dsrt_expert_combine, e.i32(runtimeGroupOf(o.getGridAxes())), outs[0],
+                   e.operand(o.getInput()), e.operand(o.getPlan()));
     return success();
   });
 }

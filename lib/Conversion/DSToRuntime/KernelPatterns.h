@@ -34,6 +34,12 @@ public:
   template <class F, class... G> void kernel(const F &f, G &&...args) {
     emitCall(f.name, f.type(mlirContext()), F::arguments(context(), std::forward<G>(args)...));
   }
+  /// A call of runtime function `f` that returns an event (work queued on a group's
+  /// communication thread), waited for at once and released.
+  template <class F, class... G> void kernelWaited(const F &f, G &&...args) {
+    waitAndRelease(
+        emitCall(f.name, f.type(mlirContext()), F::arguments(context(), std::forward<G>(args)...)));
+  }
   /// Constants, materialized by the call that takes them.
   Arg<int32_t> i32(int64_t v) {
     return Arg<int32_t>(IntegerAttr::get(IntegerType::get(mlirContext(), 32), v));
@@ -63,6 +69,8 @@ protected:
   virtual Context context() = 0;
   virtual Value emitCall(StringRef name, LLVM::LLVMFunctionType type,
                          ArrayRef<Operand> args) = 0;
+  /// dsrt_event_wait and dsrt_event_release of `event`.
+  virtual void waitAndRelease(Value event) = 0;
 };
 
 /// Lowers `op` whose results are allocated as `outs` (in result order; a null pointer for an

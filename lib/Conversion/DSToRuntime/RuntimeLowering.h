@@ -101,6 +101,10 @@ public:
   Value emitCall(StringRef name, LLVM::LLVMFunctionType type, ArrayRef<Operand> args) override;
   MLIRContext *mlirContext() override { return lowering.module.getContext(); }
   Context context() override { return ctx(); }
+  void waitAndRelease(Value event) override {
+    call(fn::dsrt_event_wait, ctx(), Event(event));
+    call(fn::dsrt_event_release, Event(event));
+  }
 
   RuntimeLowering &lowering;
   OpBuilder &b;

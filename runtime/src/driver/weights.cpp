@@ -102,9 +102,19 @@ void movePart(const SlotSpec &s, char *whole, char *part, size_t es, int64_t ind
                    });
 }
 
+/// Whether this rank takes part in gathering split slot `s` whole (gatherParts): the ranks
+/// along its split axis (tp, or dp for experts) whose other coordinates but the pipeline
+/// stage are rank 0's.
+bool gathersParts(const SlotSpec &s, const Group &g) {
+  for (dsrt_mesh_axis a : {DSRT_AXIS_DP, DSRT_AXIS_TP, DSRT_AXIS_SP})
+    if (a != s.splitAxis && g.indexOn(a) != 0)
+      return false;
+  return true;
+}
+
 /// The whole tensor of a split slot on world rank 0, from every rank's `part` along the split
-/// axis (the ranks of that axis that share rank 0's other coordinates call this; `part` is
-/// their local tensor, `es` bytes per element).
+/// axis (the ranks for which gathersParts holds call this; `part` is their local tensor, `es`
+/// bytes per element).
 std::vector<char> gatherParts(const SlotSpec &s, const Group &g, const std::vector<char> &part,
                               size_t es) {
   const int32_t parts = static_cast<int32_t>(s.splitParts);
@@ -300,7 +310,7 @@ bool exportWeights(const ProgramSpec &p, const Group &g, const std::string &path
     dsrt_tensor *t = dsrt_slot_get(ctx, it.slot);
     // Where this rank's windows go: the file (rank 0), the bytes to send (another stage's
     // leader) or its part (a split tensor).
-    const bool collect = it.split && shardIndex == 0;
+    const bool collect = it.split && gathersParts(*it.split, g);
     part.clear();
     forward.clear();
     auto out = [&](const void *data, size_t n) {
@@ -372,9 +382,8 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
                    std::string &err) {
   dsrt_context *ctx = g.ctx();
   // The ranks whose gradients the optimizer sums: dp, and sp (each differentiated its block
-  // of the sequences).
-  const int32_t replicas = g.shardGroup();
-  const bool several = g.shardCount() > 1;
+  // of the sequences); a parameter split over dp (experts) sums over the others only.
+  const int32_t shardGroup = g.shardGroup();
   const int32_t ppIndex = g.indexOn(DSRT_AXIS_PP), rank = g.rank();
   std::vector<io::SafetensorsEntry> entries;
   std::vector<dsrt_tensor *> held;
@@ -387,6 +396,8 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
     const SlotSpec *split = of >= 0 && p.slots[of].splitDim >= 0 ? &p.slots[of] : nullptr;
     std::vector<int64_t> dims = split ? split->globalDims() : s.dims;
     const size_t es = io::elementSize(s.dtype);
+    const int32_t replicas = split ? shardGroup & ~g.groupOf(split->splitAxis) : shardGroup;
+    const bool several = dsrt_group_size(ctx, replicas) > 1;
     if (s.heldBy(ppIndex)) {
       dsrt_tensor *t = dsrt_slot_get(ctx, static_cast<int32_t>(i));
       held.push_back(t);
@@ -411,8 +422,8 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
         summed.emplace_back(bytes);
         dsrt_tensor_to_host(ctx, summed.back().data(), t);
       }
-      // A tensor-parallel parameter's gradient is its part: the whole one on rank 0.
-      if (split && g.dpIndex() == 0)
+      // A split parameter's gradient is its part: the whole one on rank 0.
+      if (split && gathersParts(*split, g))
         summed.back() = gatherParts(*split, g, summed.back(), es);
     }
     if (p.pipelineStages > 1) {

@@ -1909,3 +1909,132 @@ func.func @expert_linear_grad_weight(%x: tensor<6x8xf32>, %dy: tensor<6x9xf32>, 
   %dw = ds.expert_linear_grad_weight %x, %dy[%ids] : (tensor<6x8xf32>, tensor<6x9xf32>, tensor<6xi64>) -> tensor<4x10x8xf32>
   return
 }
+
+// -----
+
+func.func @route_no_grid(%ids: tensor<6xi64>) {
+  // expected-error @+1 {{'ds.expert_route' op names @none, which is not a shard.grid}}
+  %p, %l = ds.expert_route %ids experts = 4 on @none grid_axes = [0] : (tensor<6xi64>) -> (tensor<10xi64>, tensor<12xi64>)
+  return
+}
+
+// -----
+
+module {
+  shard.grid @g(shape = 2x2)
+  func.func @route_no_axes(%ids: tensor<6xi64>) {
+    // expected-error @+1 {{'ds.expert_route' op needs the grid axes of its group}}
+    %p, %l = ds.expert_route %ids experts = 4 on @g grid_axes = [] : (tensor<6xi64>) -> (tensor<10xi64>, tensor<12xi64>)
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @g(shape = 2x2)
+  func.func @route_bad_axis(%ids: tensor<6xi64>) {
+    // expected-error @+1 {{'ds.expert_route' op grid axis 2 is not a static axis of @g}}
+    %p, %l = ds.expert_route %ids experts = 4 on @g grid_axes = [2] : (tensor<6xi64>) -> (tensor<10xi64>, tensor<12xi64>)
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @g(shape = 2x2)
+  func.func @route_uneven(%ids: tensor<6xi64>) {
+    // expected-error @+1 {{'ds.expert_route' op 3 experts do not split evenly over the group's 2 ranks}}
+    %p, %l = ds.expert_route %ids experts = 3 on @g grid_axes = [0] : (tensor<6xi64>) -> (tensor<10xi64>, tensor<12xi64>)
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @g(shape = 2x2)
+  func.func @route_ids_rank(%ids: tensor<6x1xi64>) {
+    // expected-error @+1 {{'ds.expert_route' op expert_ids must be [N], got 'tensor<6x1xi64>'}}
+    %p, %l = ds.expert_route %ids experts = 4 on @g grid_axes = [0] : (tensor<6x1xi64>) -> (tensor<10xi64>, tensor<12xi64>)
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @g(shape = 2x2)
+  func.func @route_plan(%ids: tensor<6xi64>) {
+    // expected-error @+1 {{'ds.expert_route' op plan must be i64 [rows + 2 x 2], got 'tensor<10xi32>'}}
+    %p, %l = ds.expert_route %ids experts = 4 on @g grid_axes = [0] : (tensor<6xi64>) -> (tensor<10xi32>, tensor<12xi64>)
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @g(shape = 2x2)
+  func.func @route_plan_rows(%ids: tensor<6xi64>) {
+    // expected-error @+1 {{'ds.expert_route' op plan routes 5 rows, not the 6 ids}}
+    %p, %l = ds.expert_route %ids experts = 4 on @g grid_axes = [0] : (tensor<6xi64>) -> (tensor<9xi64>, tensor<12xi64>)
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @g(shape = 2x2)
+  func.func @route_local(%ids: tensor<6xi64>) {
+    // expected-error @+1 {{'ds.expert_route' op local_ids has shape [12], expected [24]}}
+    %p, %l = ds.expert_route %ids experts = 4 on @g grid_axes = [0, 1] : (tensor<6xi64>) -> (tensor<14xi64>, tensor<12xi64>)
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @g(shape = 2x2)
+  func.func @dispatch_rows(%x: tensor<5x8xf32>, %p: tensor<10xi64>) {
+    // expected-error @+1 {{'ds.expert_dispatch' op input must have the plan's 6 rows, got 'tensor<5x8xf32>'}}
+    %r = ds.expert_dispatch %x along %p on @g grid_axes = [0] : (tensor<5x8xf32>, tensor<10xi64>) -> tensor<12x8xf32>
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @g(shape = 2x2)
+  func.func @dispatch_result(%x: tensor<6x8xf32>, %p: tensor<10xi64>) {
+    // expected-error @+1 {{'ds.expert_dispatch' op result has shape [6, 8], expected [12, 8]}}
+    %r = ds.expert_dispatch %x along %p on @g grid_axes = [0] : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<6x8xf32>
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @g(shape = 2x2)
+  func.func @combine_result(%y: tensor<12x8xf32>, %p: tensor<10xi64>) {
+    // expected-error @+1 {{'ds.expert_combine' op input has shape [12, 8], expected [12, 4]}}
+    %r = ds.expert_combine %y along %p on @g grid_axes = [0] : (tensor<12x8xf32>, tensor<10xi64>) -> tensor<6x4xf32>
+    return
+  }
+}
+
+// -----
+
+module {
+  shard.grid @g(shape = 2x2)
+  func.func @combine_rows(%y: tensor<12x8xf32>, %p: tensor<10xi64>) {
+    // expected-error @+1 {{'ds.expert_combine' op result must have the plan's 6 rows, got 'tensor<5x8xf32>'}}
+    %r = ds.expert_combine %y along %p on @g grid_axes = [0] : (tensor<12x8xf32>, tensor<10xi64>) -> tensor<5x8xf32>
+    return
+  }
+}

@@ -381,3 +381,19 @@ module attributes {ds.zero = #ds.zero<stage = 1>} {
   ds.flat_buffer @zero.params role params members [@w, @b] : tensor<32xf32>
   ds.state @"zero.params@exp_avg" of @zero.params role exp_avg : tensor<16xf32>
 }
+
+// Expert parallelism's exchange (ds-expert-parallel) over a grid's axis.
+module {
+  shard.grid @grid(shape = 2x2)
+  // CHECK-LABEL: func.func @expert_exchange(
+  func.func @expert_exchange(%x: tensor<6x8xf32>, %w: tensor<2x10x8xf32>, %ids: tensor<6xi64>) -> tensor<6x10xf32> {
+    // CHECK: ds.expert_route %{{.+}} experts = 4 on @grid grid_axes = [0] : (tensor<6xi64>) -> (tensor<10xi64>, tensor<12xi64>)
+    %plan, %local = ds.expert_route %ids experts = 4 on @grid grid_axes = [0] : (tensor<6xi64>) -> (tensor<10xi64>, tensor<12xi64>)
+    // CHECK: ds.expert_dispatch %{{.+}} along %{{.+}} on @grid grid_axes = [0] : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<12x8xf32>
+    %r = ds.expert_dispatch %x along %plan on @grid grid_axes = [0] : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<12x8xf32>
+    %e = ds.expert_linear %r, %w[%local] : (tensor<12x8xf32>, tensor<2x10x8xf32>, tensor<12xi64>) -> tensor<12x10xf32>
+    // CHECK: ds.expert_combine %{{.+}} along %{{.+}} on @grid grid_axes = [0] : (tensor<12x10xf32>, tensor<10xi64>) -> tensor<6x10xf32>
+    %y = ds.expert_combine %e along %plan on @grid grid_axes = [0] : (tensor<12x10xf32>, tensor<10xi64>) -> tensor<6x10xf32>
+    return %y : tensor<6x10xf32>
+  }
+}

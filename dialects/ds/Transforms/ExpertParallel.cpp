@@ -1,0 +1,174 @@
+//===- ExpertParallel.cpp - the ds-expert-parallel pass: experts split over dp ranks ---===//
+//
+// DeepSpeed-MoE's and Megatron's expert parallelism on the imported graph: the experts'
+// weights (the parameters that only ds.expert_linear reads) split along their experts over
+// the data-parallel ranks, and each product becomes route, dispatch, the local experts'
+// product, combine (ds.expert_route and its exchanges, whose counts the runtime decides each
+// step). Everything else stays data-parallel. The gradients follow from dispatch and combine
+// being each other's adjoints; ds-optimizer leaves the split parameters out of the dp sum.
+//
+#include "ds/Transforms/Passes.h"
+
+#include "Mesh.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace mlir::ds {
+#define GEN_PASS_DEF_DSEXPERTPARALLEL
+#include "ds/Transforms/Passes.h.inc"
+} // namespace mlir::ds
+
+using namespace mlir;
+using namespace mlir::ds;
+
+namespace {
+
+constexpr llvm::StringLiteral kPass = "ds-expert-parallel";
+
+RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+RankedTensorType withRows(Value v, int64_t rows) {
+  SmallVector<int64_t> shape(typeOf(v).getShape());
+  shape[0] = rows;
+  return RankedTensorType::get(shape, typeOf(v).getElementType());
+}
+
+struct ExpertParallelPass : mlir::ds::impl::DSExpertParallelBase<ExpertParallelPass> {
+  using DSExpertParallelBase::DSExpertParallelBase;
+  void runOnOperation() override;
+  /// The experts' parameters, checked: read only as expert_linear weights, E divisible by G.
+  LogicalResult collectParameters(ModuleOp module, ArrayRef<ExpertLinearOp> products,
+                                  int64_t ranks);
+  llvm::MapVector<StringAttr, ParameterOp> params;
+};
+
+LogicalResult ExpertParallelPass::collectParameters(ModuleOp module,
+                                                    ArrayRef<ExpertLinearOp> products,
+                                                    int64_t ranks) {
+  for (ExpertLinearOp p : products) {
+    auto read = p.getWeight().getDefiningOp<GetParameterOp>();
+    if (!read)
+      return p.emitError() << kPass << ": this product's expert weights are not a parameter "
+                           << "read; only the experts' parameters split";
+    auto param = module.lookupSymbol<ParameterOp>(read.getNameAttr());
+    if (!param)
+      return read.emitError() << kPass << ": no ds.parameter " << read.getNameAttr();
+    if (param.getShardingAttr())
+      return param.emitError() << kPass << ": '" << param.getSymName()
+                               << "' is already split (" << param.getShardingAttr() << ")";
+    int64_t experts = param.getTensorType().getShape()[0];
+    if (experts % ranks != 0)
+      return param.emitError() << kPass << ": '" << param.getSymName() << "' holds " << experts
+                               << " experts, which do not split evenly over " << ranks
+                               << " ranks; choose an expert_parallel.autoep_size that divides "
+                               << experts;
+    params.insert({param.getSymNameAttr(), param});
+  }
+  // Every read of a split parameter feeds only the experts' products, as their weight.
+  WalkResult r = module.walk([&](GetParameterOp read) {
+    if (!params.count(read.getNameAttr().getAttr()))
+      return WalkResult::advance();
+    for (OpOperand &use : read.getResult().getUses()) {
+      auto p = dyn_cast<ExpertLinearOp>(use.getOwner());
+      if (!p || use.get() != p.getWeight() || use.getOperandNumber() != 1) {
+        use.getOwner()->emitError()
+            << kPass << ": '" << read.getName() << "' is read here besides the experts' "
+            << "products, so it cannot be split over the experts' ranks";
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  return failure(r.wasInterrupted());
+}
+
+void ExpertParallelPass::runOnOperation() {
+  ModuleOp module = getOperation();
+  if (expertParallelSize == 1)
+    return;
+  if (expertParallelSize < 1) {
+    module.emitError() << kPass << ": expert-parallel-size must be >= 1";
+    return signalPassFailure();
+  }
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward) {
+    module.emitError() << kPass << " needs @forward (the imported model)";
+    return signalPassFailure();
+  }
+  if (!getMesh(module) && failed(ensureDataParallelMesh(module, expertParallelSize, kPass)))
+    return signalPassFailure();
+  FailureOr<MeshAxisRef> dp = getMeshAxis(module, MeshAxis::dp, kPass);
+  if (failed(dp))
+    return signalPassFailure();
+  const int64_t ranks = dp->size;
+  if (ranks != expertParallelSize) {
+    module.emitError() << kPass << ": expert-parallel-size "
+                       << static_cast<int64_t>(expertParallelSize)
+                       << " must equal the data-parallel size " << ranks
+                       << ": the experts split over every data-parallel rank (smaller expert "
+                          "groups, each expert replicated over several, are not built yet)";
+    return signalPassFailure();
+  }
+  SmallVector<ExpertLinearOp> products;
+  forward.walk([&](ExpertLinearOp p) { products.push_back(p); });
+  if (products.empty()) {
+    module.emitError() << kPass << ": @forward has no routed experts (ds.expert_linear) to "
+                          "split; expert parallelism needs a mixture-of-experts model "
+                          "(docs/importer/supported-ops.md says which forms import)";
+    return signalPassFailure();
+  }
+  if (failed(collectParameters(module, products, ranks)))
+    return signalPassFailure();
+
+  MLIRContext *ctx = module.getContext();
+  OpBuilder b(ctx);
+  auto grid = FlatSymbolRefAttr::get(ctx, dp->grid);
+  auto axes = b.getDenseI16ArrayAttr(dp->axes());
+  llvm::DenseMap<Value, ExpertRouteOp> routes;
+  for (ExpertLinearOp p : products) {
+    Value ids = p.getExpertIds(), w = p.getWeight();
+    const int64_t rows = typeOf(ids).getShape()[0];
+    const int64_t experts = typeOf(w).getShape()[0];
+    ExpertRouteOp &route = routes[ids];
+    if (!route) {
+      b.setInsertionPointAfterValue(ids);
+      auto plan = RankedTensorType::get({rows + 2 * ranks}, b.getI64Type());
+      route = ExpertRouteOp::create(b, p.getLoc(), plan, withRows(ids, rows * ranks), ids,
+                                    b.getI64IntegerAttr(experts), grid, axes);
+    } else if (route.getExperts() != experts) {
+      p.emitError() << kPass << ": products routed by the same ids have " << experts
+                    << " and " << route.getExperts() << " experts";
+      return signalPassFailure();
+    }
+    b.setInsertionPoint(p);
+    Value x = p.getInput(), plan = route.getPlan();
+    Value sent = ExpertDispatchOp::create(b, p.getLoc(), withRows(x, rows * ranks), x, plan,
+                                          grid, axes);
+    Value local = ExpertLinearOp::create(b, p.getLoc(), withRows(p.getResult(), rows * ranks),
+                                         sent, w, route.getLocalIds(), p.getTransposedAttr());
+    Value back = ExpertCombineOp::create(b, p.getLoc(), typeOf(p.getResult()), local, plan,
+                                         grid, axes);
+    p.getResult().replaceAllUsesWith(back);
+    p.erase();
+  }
+
+  // Each rank holds its experts: dimension 0 split over dp, the state_dict names kept.
+  for (auto &[name, param] : params) {
+    RankedTensorType t = param.getTensorType();
+    SmallVector<int64_t> shape(t.getShape());
+    shape[0] /= ranks;
+    auto part = RankedTensorType::get(shape, t.getElementType());
+    SmallVector<Attribute> dims(t.getRank(), ArrayAttr::get(ctx, {}));
+    dims[0] = ArrayAttr::get(ctx, {StringAttr::get(ctx, stringifyMeshAxis(MeshAxis::dp))});
+    param.setType(part);
+    param.setShardingAttr(ShardingAttr::get(ctx, ArrayAttr::get(ctx, dims)));
+    module.walk([&](GetParameterOp g) {
+      if (g.getNameAttr().getAttr() == name)
+        g.getResult().setType(part);
+    });
+  }
+}
+
+} // namespace

@@ -1,0 +1,47 @@
+// RUN: ds-opt %s --ds-expert-parallel=expert-parallel-size=2 --split-input-file | FileCheck %s
+// RUN: ds-opt %s --ds-expert-parallel=expert-parallel-size=2 --ds-autodiff --split-input-file | FileCheck %s --check-prefix=GRAD
+
+// Two expert products routed by the same ids (a SwiGLU-less MoE MLP): the experts' weights
+// split over dp (each rank 2 of 4 experts, the names kept), one route, each product between a
+// dispatch and a combine with receive buffers of 2 x 6 rows.
+// CHECK-LABEL: module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [2]>}
+// CHECK: ds.parameter @experts.up trainable : tensor<2x16x8xf32> sharding <{{\[\["dp"\], \[\], \[\]\]}}>
+// CHECK: ds.parameter @experts.down trainable : tensor<2x8x16xf32> sharding <{{\[\["dp"\], \[\], \[\]\]}}>
+// CHECK: ds.parameter @router.weight trainable : tensor<4x8xf32>{{$}}
+// CHECK: func.func @forward
+// CHECK: %[[PLAN:.+]], %[[LOCAL:.+]] = ds.expert_route %[[IDS:.+]] experts = 4 on @mesh grid_axes = [0] : (tensor<6xi64>) -> (tensor<10xi64>, tensor<12xi64>)
+// CHECK-NOT: ds.expert_route
+// CHECK: %[[X1:.+]] = ds.expert_dispatch %arg0 along %[[PLAN]] on @mesh grid_axes = [0] : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<12x8xf32>
+// CHECK: %[[H1:.+]] = ds.expert_linear %[[X1]], %{{.+}}[%[[LOCAL]]] : (tensor<12x8xf32>, tensor<2x16x8xf32>, tensor<12xi64>) -> tensor<12x16xf32>
+// CHECK: %[[H:.+]] = ds.expert_combine %[[H1]] along %[[PLAN]] on @mesh grid_axes = [0] : (tensor<12x16xf32>, tensor<10xi64>) -> tensor<6x16xf32>
+// CHECK: %[[G:.+]] = ds.gelu %[[H]]
+// CHECK: %[[X2:.+]] = ds.expert_dispatch %[[G]] along %[[PLAN]]
+// CHECK: ds.expert_linear %[[X2]], %{{.+}}[%[[LOCAL]]] : (tensor<12x16xf32>, tensor<2x8x16xf32>, tensor<12xi64>) -> tensor<12x8xf32>
+// CHECK: ds.expert_combine
+// The gradients: each dispatch's is a combine along the same plan, and each combine's a
+// dispatch; the experts' weight gradients are of the local experts.
+// GRAD-LABEL: func.func @micro_step
+// GRAD: %[[PLAN:.+]], %[[LOCAL:.+]] = ds.expert_route
+// GRAD: ds.expert_dispatch %{{.+}} along %[[PLAN]] on @mesh grid_axes = [0] : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<12x8xf32>
+// GRAD: ds.expert_linear_grad_weight %{{.+}}, %{{.+}}[%[[LOCAL]]] : (tensor<12x16xf32>, tensor<12x8xf32>, tensor<12xi64>) -> tensor<2x8x16xf32>
+// GRAD: ds.expert_combine %{{.+}} along %[[PLAN]] on @mesh grid_axes = [0] : (tensor<12x16xf32>, tensor<10xi64>) -> tensor<6x16xf32>
+// GRAD: ds.expert_linear_grad_weight %{{.+}}, %{{.+}}[%[[LOCAL]]] : (tensor<12x8xf32>, tensor<12x16xf32>, tensor<12xi64>) -> tensor<2x16x8xf32>
+module {
+  ds.parameter @experts.up trainable : tensor<4x16x8xf32>
+  ds.parameter @experts.down trainable : tensor<4x8x16xf32>
+  ds.parameter @router.weight trainable : tensor<4x8xf32>
+  func.func @forward(%x: tensor<6x8xf32>, %t: tensor<6xi64>) -> tensor<f32> {
+    %r = ds.get_parameter @router.weight : tensor<4x8xf32>
+    %logits = ds.linear %x, %r : (tensor<6x8xf32>, tensor<4x8xf32>) -> tensor<6x4xf32>
+    %v, %i = ds.top_k %logits k = 1 : (tensor<6x4xf32>) -> (tensor<6x1xf32>, tensor<6x1xi64>)
+    %ids = ds.reshape %i : tensor<6x1xi64> -> tensor<6xi64>
+    %up = ds.get_parameter @experts.up : tensor<4x16x8xf32>
+    %h = ds.expert_linear %x, %up[%ids] : (tensor<6x8xf32>, tensor<4x16x8xf32>, tensor<6xi64>) -> tensor<6x16xf32>
+    %g = ds.gelu %h : tensor<6x16xf32>
+    %down = ds.get_parameter @experts.down : tensor<4x8x16xf32>
+    %y = ds.expert_linear %g, %down[%ids] : (tensor<6x16xf32>, tensor<4x8x16xf32>, tensor<6xi64>) -> tensor<6x8xf32>
+    %w = ds.mul %y, %v : tensor<6x8xf32>, tensor<6x1xf32> -> tensor<6x8xf32>
+    %l = ds.cross_entropy %w, %t : (tensor<6x8xf32>, tensor<6xi64>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
