@@ -18,9 +18,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from train_compare import read_safetensors, run  # noqa: E402
-
-MPIRUN = ['mpirun', '--allow-run-as-root', '--oversubscribe']
+from train_compare import MPIRUN, read_safetensors, run  # noqa: E402
 
 
 def main():

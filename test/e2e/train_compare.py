@@ -16,6 +16,8 @@ import numpy as np
 from torch_loop import deepspeed_lr, load_module  # the oracle's schedules and its loader
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# How the tests launch ranks (as root in the CI's containers, more ranks than cores).
+MPIRUN = ['mpirun', '--allow-run-as-root', '--oversubscribe']
 MODELS = os.path.join(HERE, '..', 'models')
 
 # Integer inputs are class indices: their exclusive upper bound per family.
@@ -651,8 +653,7 @@ def main():
     common = data_flags + ['--steps', str(args.steps), '--threads', '1']
     launch = []
     if args.ranks * args.tp * args.sp * args.pp > 1:
-        launch = ['mpirun', '--allow-run-as-root', '--oversubscribe', '-np',
-                  str(args.ranks * args.tp * args.sp * args.pp)]
+        launch = MPIRUN + ['-np', str(args.ranks * args.tp * args.sp * args.pp)]
     budget = ['--device-memory', str(args.device_memory)] if args.device_memory else []
     trainer, env = [b('ds-run'), w('step.mlir')], None
     if args.emulate:
