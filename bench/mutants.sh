@@ -108,7 +108,9 @@ moe|expert products counted once|dialects/ds/IR/DSCost.cpp|    int64_t f = 2 * x
 moe|expert route: ids not renumbered from the rank's first expert|runtime/src/comm/expert_exchange.cpp|outgoing[plan[n]] = static_cast<Id>(ids[n] - q * perRank);|outgoing[plan[n]] = static_cast<Id>(ids[n]);|ctest:runtime-mesh e2e/moe.test
 moe|expert route: unused receive rows keep stale ids|runtime/src/comm/expert_exchange.cpp|    localIds[i] = -1;|    localIds[i] = 0;|ctest:runtime-mesh
 moe|expert dispatch: unused receive rows not zeroed|runtime/src/comm/expert_exchange.cpp|        std::memset(out + received * row, 0, (capacity - received) * row);|        (void)received;|ctest:runtime-mesh
-moe|expert parallelism: the experts' gradients summed over dp|dialects/ds/Transforms/Optimizer.cpp|    if (!isExpertPart(i))|    if (true)|Transforms/optimizer-experts.mlir e2e/moe.test
+moe|expert parallelism: the experts' gradients summed over dp x ep|dialects/ds/Transforms/Optimizer.cpp|(isExpertPart(i) ? experts : whole).push_back|whole.push_back|Transforms/optimizer-experts.mlir e2e/moe.test
+moe|expert parallelism: the experts' gradients not summed over their dp replicas|dialects/ds/Transforms/Optimizer.cpp|  if (expertReplicas)|  if (false)|Transforms/optimizer-experts.mlir e2e/moe.test
+moe|expert parallelism: ZeRO buckets the experts|dialects/ds/Transforms/Zero.cpp|return param && splitsOver(param.getShardingAttr(), MeshAxis::ep);|return false;|Transforms/optimizer-experts.mlir e2e/moe.test
 moe|expert parallelism: the experts' squares left out of the norm's dp sum|dialects/ds/Transforms/Optimizer.cpp|    add(total, allReduce(*expertAxis, experts));|    add(total, experts);|Transforms/optimizer-experts.mlir
 moe|--dump-grads sums the experts' parts over dp|runtime/src/driver/weights.cpp|    const int32_t replicas = split ? shardGroup & ~g.groupOf(split->splitAxis) : shardGroup;|    const int32_t replicas = shardGroup;|e2e/moe.test
 python|train_batch skips a step's last micro-batch|python/ds/engine.py|for k in range(0, self._gas, self._per_call):|for k in range(0, self._gas - 1, self._per_call):|ctest:python-engine

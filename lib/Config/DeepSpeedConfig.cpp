@@ -730,28 +730,25 @@ Error parseExpertParallel(const json::Value &v, int64_t &size,
   return Error::success();
 }
 
-/// What expert parallelism composes with so far: the experts split over every data-parallel
-/// rank, at ZeRO stage 0, without tp, sp or pipeline stages.
+/// What expert parallelism composes with so far: the experts split over groups of
+/// autoep_size data-parallel ranks, at any ZeRO stage, without tp, sp or pipeline stages.
 Error checkExpertParallel(const DeepSpeedConfig &cfg, int64_t dataParallel) {
   if (cfg.expertParallelSize == 1)
     return Error::success();
   auto notYet = [&](StringRef what) {
     return fail("expert_parallel with " + what + " is not implemented by ds yet; expert "
-                "parallelism runs at ZeRO stage 0 over data-parallel ranks alone");
+                "parallelism runs over data-parallel ranks alone");
   };
-  if (cfg.zeroStage != 0)
-    return notYet(formatv("zero_optimization.stage {0}", cfg.zeroStage).str());
   if (cfg.tensorParallelSize > 1)
     return notYet("tensor_parallel.autotp_size > 1");
   if (cfg.sequenceParallelSize > 1)
     return notYet("sequence_parallel_size > 1");
   if (cfg.pipeline.stages > 1)
     return notYet("pipeline.stages > 1");
-  if (cfg.expertParallelSize != dataParallel)
-    return fail(formatv("expert_parallel.autoep_size {0} must equal the data-parallel size {1}: "
-                        "ds splits the experts over every data-parallel rank (groups of fewer "
-                        "ranks, each expert replicated over several groups, are not "
-                        "implemented yet); set autoep_size to {1}",
+  if (dataParallel % cfg.expertParallelSize != 0)
+    return fail(formatv("expert_parallel.autoep_size {0} does not divide the data-parallel "
+                        "size {1}: the experts split over groups of autoep_size of the "
+                        "data-parallel ranks; choose a divisor of {1}",
                         cfg.expertParallelSize, dataParallel));
   return Error::success();
 }

@@ -173,7 +173,8 @@ struct ConfigureStepPass : PassWrapper<ConfigureStepPass, OperationPass<ModuleOp
     module->setAttr(kRunAttrName, runAttrOf(module.getContext(), config));
     module->setAttr(kMeshAttrName,
                     buildMesh(module.getContext(), config.worldSize, config.tensorParallelSize,
-                              config.sequenceParallelSize, config.pipeline.stages));
+                              config.sequenceParallelSize, config.pipeline.stages,
+                              config.expertParallelSize));
   }
   ::ds::DeepSpeedConfig config;
 };

@@ -105,11 +105,7 @@ void mlir::ds::printStepSummary(ModuleOp step, const ::ds::DeepSpeedConfig &conf
     Groups experts;
     int64_t n = 0;
     for (ParameterOp param : step.getOps<ParameterOp>()) {
-      ShardingAttr sharding = param.getShardingAttr();
-      if (!sharding || sharding.getDims().empty() ||
-          cast<ArrayAttr>(sharding.getDims()[0]) !=
-              ArrayAttr::get(step.getContext(),
-                             {StringAttr::get(step.getContext(), stringifyMeshAxis(MeshAxis::dp))}))
+      if (!splitsOver(param.getShardingAttr(), MeshAxis::ep))
         continue;
       int64_t local = param.getTensorType().getShape()[0];
       experts[{layerPattern(param.getSymName()),
@@ -118,7 +114,7 @@ void mlir::ds::printStepSummary(ModuleOp step, const ::ds::DeepSpeedConfig &conf
           .add(param.getSymName());
       ++n;
     }
-    os << "ds-opt: expert parallelism over dp=" << config.expertParallelSize << ": " << n
+    os << "ds-opt: expert parallelism over ep=" << config.expertParallelSize << ": " << n
        << " expert parameters split by expert, their rows exchanged by all-to-all:\n";
     for (const auto &[key, group] : experts)
       os << "  " << group.str(key.first) << ": " << key.second << "\n";

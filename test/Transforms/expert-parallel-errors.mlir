@@ -15,7 +15,7 @@ module {
 
 // -----
 
-// expected-error @+1 {{ds-expert-parallel: expert-parallel-size 2 must equal the data-parallel size 4: the experts split over every data-parallel rank (smaller expert groups, each expert replicated over several, are not built yet)}}
+// expected-error @+1 {{ds-expert-parallel: expert-parallel-size 2 but the module's mesh dp=4 has 1 ep ranks (ds-opt --config makes the mesh from expert_parallel.autoep_size)}}
 module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [4]>} {
   ds.parameter @experts trainable : tensor<4x8x8xf32>
   func.func @forward(%x: tensor<6x8xf32>, %ids: tensor<6xi64>) -> tensor<6x8xf32> {

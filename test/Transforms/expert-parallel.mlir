@@ -2,18 +2,18 @@
 // RUN: ds-opt %s --ds-expert-parallel=expert-parallel-size=2 --ds-autodiff --split-input-file | FileCheck %s --check-prefix=GRAD
 
 // Two expert products routed by the same ids (a SwiGLU-less MoE MLP): the experts' weights
-// split over dp (each rank 2 of 4 experts, the names kept), one route, each product between a
+// split over ep (each rank 2 of 4 experts, the names kept), one route, each product between a
 // dispatch and a combine with receive buffers of 2 x 6 rows.
-// CHECK-LABEL: module attributes {ds.mesh = #ds.mesh<axes = ["dp"], shape = [2]>}
-// CHECK: ds.parameter @experts.up trainable : tensor<2x16x8xf32> sharding <{{\[\["dp"\], \[\], \[\]\]}}>
-// CHECK: ds.parameter @experts.down trainable : tensor<2x8x16xf32> sharding <{{\[\["dp"\], \[\], \[\]\]}}>
+// CHECK-LABEL: module attributes {ds.mesh = #ds.mesh<axes = ["dp", "ep"], shape = [1, 2]>}
+// CHECK: ds.parameter @experts.up trainable : tensor<2x16x8xf32> sharding <{{\[\["ep"\], \[\], \[\]\]}}>
+// CHECK: ds.parameter @experts.down trainable : tensor<2x8x16xf32> sharding <{{\[\["ep"\], \[\], \[\]\]}}>
 // CHECK: ds.parameter @router.weight trainable : tensor<4x8xf32>{{$}}
 // CHECK: func.func @forward
-// CHECK: %[[PLAN:.+]], %[[LOCAL:.+]] = ds.expert_route %[[IDS:.+]] experts = 4 on @mesh grid_axes = [0] : (tensor<6xi64>) -> (tensor<10xi64>, tensor<12xi64>)
+// CHECK: %[[PLAN:.+]], %[[LOCAL:.+]] = ds.expert_route %[[IDS:.+]] experts = 4 on @mesh grid_axes = [1] : (tensor<6xi64>) -> (tensor<10xi64>, tensor<12xi64>)
 // CHECK-NOT: ds.expert_route
-// CHECK: %[[X1:.+]] = ds.expert_dispatch %arg0 along %[[PLAN]] on @mesh grid_axes = [0] : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<12x8xf32>
+// CHECK: %[[X1:.+]] = ds.expert_dispatch %arg0 along %[[PLAN]] on @mesh grid_axes = [1] : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<12x8xf32>
 // CHECK: %[[H1:.+]] = ds.expert_linear %[[X1]], %{{.+}}[%[[LOCAL]]] : (tensor<12x8xf32>, tensor<2x16x8xf32>, tensor<12xi64>) -> tensor<12x16xf32>
-// CHECK: %[[H:.+]] = ds.expert_combine %[[H1]] along %[[PLAN]] on @mesh grid_axes = [0] : (tensor<12x16xf32>, tensor<10xi64>) -> tensor<6x16xf32>
+// CHECK: %[[H:.+]] = ds.expert_combine %[[H1]] along %[[PLAN]] on @mesh grid_axes = [1] : (tensor<12x16xf32>, tensor<10xi64>) -> tensor<6x16xf32>
 // CHECK: %[[G:.+]] = ds.gelu %[[H]]
 // CHECK: %[[X2:.+]] = ds.expert_dispatch %[[G]] along %[[PLAN]]
 // CHECK: ds.expert_linear %[[X2]], %{{.+}}[%[[LOCAL]]] : (tensor<12x16xf32>, tensor<2x8x16xf32>, tensor<12xi64>) -> tensor<12x8xf32>
@@ -22,9 +22,9 @@
 // dispatch; the experts' weight gradients are of the local experts.
 // GRAD-LABEL: func.func @micro_step
 // GRAD: %[[PLAN:.+]], %[[LOCAL:.+]] = ds.expert_route
-// GRAD: ds.expert_dispatch %{{.+}} along %[[PLAN]] on @mesh grid_axes = [0] : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<12x8xf32>
+// GRAD: ds.expert_dispatch %{{.+}} along %[[PLAN]] on @mesh grid_axes = [1] : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<12x8xf32>
 // GRAD: ds.expert_linear_grad_weight %{{.+}}, %{{.+}}[%[[LOCAL]]] : (tensor<12x16xf32>, tensor<12x8xf32>, tensor<12xi64>) -> tensor<2x8x16xf32>
-// GRAD: ds.expert_combine %{{.+}} along %[[PLAN]] on @mesh grid_axes = [0] : (tensor<12x16xf32>, tensor<10xi64>) -> tensor<6x16xf32>
+// GRAD: ds.expert_combine %{{.+}} along %[[PLAN]] on @mesh grid_axes = [1] : (tensor<12x16xf32>, tensor<10xi64>) -> tensor<6x16xf32>
 // GRAD: ds.expert_linear_grad_weight %{{.+}}, %{{.+}}[%[[LOCAL]]] : (tensor<12x8xf32>, tensor<12x16xf32>, tensor<12xi64>) -> tensor<2x16x8xf32>
 module {
   ds.parameter @experts.up trainable : tensor<4x16x8xf32>

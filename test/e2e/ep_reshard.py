@@ -2,7 +2,8 @@
 """Checkpoints across expert-parallel layouts, on the work directory of a train_compare.py run
 with --ep 2 (its export, inputs, data and config): a run saved with the experts split over 2
 ranks resumes without expert parallelism (2 data-parallel ranks at ZeRO stage 2, and 1 rank
-with twice the accumulation), and a ZeRO-2 run saved without it resumes with it; every resumed
+with twice the accumulation) and at 4 ranks as dp=2 x ep=2, and a ZeRO-2 run saved without it
+resumes with it; every resumed
 run's losses equal the uninterrupted expert-parallel run's within 1e-6. `ds-checkpoint export`
 of the expert-parallel checkpoint equals that run's own --save-weights, the experts whole.
 
@@ -54,9 +55,13 @@ def main():
         cfg.pop('expert_parallel')
         cfg['gradient_accumulation_steps'] *= 2
 
+    def four_ranks(cfg):
+        cfg['gradient_accumulation_steps'] //= 2
+
     compile_layout('ep2', 2, lambda cfg: None)
     compile_layout('dp2-zero2', 2, no_ep)
     compile_layout('one-rank', 1, one_rank)
+    compile_layout('dp2-ep2', 4, four_ranks)
 
     def train(name, log, extra):
         ranks, step = layouts[name]
@@ -68,7 +73,8 @@ def main():
     half = args.steps // 2
     full = train('ep2', 'ep-full', ['--steps', str(args.steps)])[half:]
     ok = True
-    for saved, resumed in (('ep2', 'dp2-zero2'), ('ep2', 'one-rank'), ('dp2-zero2', 'ep2')):
+    for saved, resumed in (('ep2', 'dp2-zero2'), ('ep2', 'one-rank'), ('ep2', 'dp2-ep2'),
+                           ('dp2-zero2', 'ep2')):
         ck = w('ckpt-%s' % saved)
         shutil.rmtree(ck, ignore_errors=True)
         train(saved, 'save-%s' % saved, ['--steps', str(half), '--save', ck] +

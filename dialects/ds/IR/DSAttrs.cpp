@@ -18,7 +18,7 @@ LogicalResult MeshAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "mesh axis names must not be empty";
     if (!symbolizeMeshAxis(name.getValue()))
       return emitError() << "mesh axis '" << name.getValue()
-                         << "' is not a role: name axes dp, pp, tp or sp";
+                         << "' is not a role: name axes dp, pp, tp, sp or ep";
     if (!seen.insert(name.getValue()).second)
       return emitError() << "mesh axis '" << name.getValue() << "' appears twice";
     if (size < 1)

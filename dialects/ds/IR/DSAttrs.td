@@ -16,7 +16,7 @@ def DS_MemorySpaceAttr : EnumAttr<DS_Dialect, DS_MemorySpace, "memory_space">;
 // How a training step runs (#ds.run and its parts).
 include "ds/IR/DSRunAttrs.td"
 
-// MeshAxis (dp, pp, tp, sp) is generated from dsrt.h's DSRT_MESH_AXES (DSRuntimeEnums.td).
+// MeshAxis (dp, pp, tp, sp, ep) is generated from dsrt.h's DSRT_MESH_AXES (DSRuntimeEnums.td).
 
 def DS_MeshAttr : DS_Attr<"Mesh", "mesh"> {
   let summary = "A device mesh: its axes, named by role, and their sizes.";
@@ -28,7 +28,7 @@ def DS_MeshAttr : DS_Attr<"Mesh", "mesh"> {
     attribute; it is the one source of the module's grid (`shard.grid @mesh`, same axes in the
     same order) and of the runtime's groups. Shardings name its axes.
 
-    **Constraints:** as many sizes as axes; every axis name is a role (dp, pp, tp, sp) and
+    **Constraints:** as many sizes as axes; every axis name is a role (dp, pp, tp, sp, ep) and
     appears once; every size >= 1.
   }];
   let parameters = (ins ArrayRefParameter<"::mlir::StringAttr">:$axes,

@@ -270,7 +270,7 @@ LogicalResult Differentiator::check() {
   if (failed(ensureDataParallelMesh(module, dataParallelSize, "ds-autodiff")))
     return failure();
   MeshAttr mesh = getMesh(module);
-  dataParallelRanks = mesh ? mesh.getSize(MeshAxis::dp) : 1;
+  dataParallelRanks = mlir::ds::dataParallelRanks(mesh);
   expandDropout(func);
   body = &func.getBody().front();
   ret = body->getTerminator();

@@ -1,11 +1,12 @@
-//===- ExpertParallel.cpp - the ds-expert-parallel pass: experts split over dp ranks ---===//
+//===- ExpertParallel.cpp - the ds-expert-parallel pass: experts split over ep ranks ---===//
 //
 // DeepSpeed-MoE's and Megatron's expert parallelism on the imported graph: the experts'
 // weights (the parameters that only ds.expert_linear reads) split along their experts over
-// the data-parallel ranks, and each product becomes route, dispatch, the local experts'
-// product, combine (ds.expert_route and its exchanges, whose counts the runtime decides each
-// step). Everything else stays data-parallel. The gradients follow from dispatch and combine
-// being each other's adjoints; ds-optimizer leaves the split parameters out of the dp sum.
+// the mesh's ep ranks (which also read other samples), and each product becomes route,
+// dispatch, the local experts' product, combine (ds.expert_route and its exchanges, whose
+// counts the runtime decides each step). Everything else stays data-parallel over dp x ep.
+// The gradients follow from dispatch and combine being each other's adjoints; ds-optimizer
+// sums an expert's gradient over its replicas only (dp, the expert-data-parallel group).
 //
 #include "ds/Transforms/Passes.h"
 
@@ -97,20 +98,24 @@ void ExpertParallelPass::runOnOperation() {
     module.emitError() << kPass << " needs @forward (the imported model)";
     return signalPassFailure();
   }
-  if (!getMesh(module) && failed(ensureDataParallelMesh(module, expertParallelSize, kPass)))
-    return signalPassFailure();
-  FailureOr<MeshAxisRef> dp = getMeshAxis(module, MeshAxis::dp, kPass);
-  if (failed(dp))
-    return signalPassFailure();
-  const int64_t ranks = dp->size;
-  if (ranks != expertParallelSize) {
+  // Standalone, a mesh of expert-parallel-size ranks, all of them expert-parallel; in the
+  // training pipeline the config's mesh (dp x ep).
+  if (!getMesh(module))
+    module->setAttr(kMeshAttrName, buildMesh(module.getContext(), expertParallelSize, 1, 1, 1,
+                                             expertParallelSize));
+  MeshAttr mesh = getMesh(module);
+  if (mesh.getSize(MeshAxis::ep) != expertParallelSize) {
     module.emitError() << kPass << ": expert-parallel-size "
-                       << static_cast<int64_t>(expertParallelSize)
-                       << " must equal the data-parallel size " << ranks
-                       << ": the experts split over every data-parallel rank (smaller expert "
-                          "groups, each expert replicated over several, are not built yet)";
+                       << static_cast<int64_t>(expertParallelSize) << " but the module's mesh "
+                       << mesh.str() << " has " << mesh.getSize(MeshAxis::ep)
+                       << " ep ranks (ds-opt --config makes the mesh from "
+                          "expert_parallel.autoep_size)";
     return signalPassFailure();
   }
+  FailureOr<MeshAxisRef> ep = getMeshAxis(module, MeshAxis::ep, kPass);
+  if (failed(ep))
+    return signalPassFailure();
+  const int64_t ranks = ep->size;
   SmallVector<ExpertLinearOp> products;
   forward.walk([&](ExpertLinearOp p) { products.push_back(p); });
   if (products.empty()) {
@@ -124,8 +129,8 @@ void ExpertParallelPass::runOnOperation() {
 
   MLIRContext *ctx = module.getContext();
   OpBuilder b(ctx);
-  auto grid = FlatSymbolRefAttr::get(ctx, dp->grid);
-  auto axes = b.getDenseI16ArrayAttr(dp->axes());
+  auto grid = FlatSymbolRefAttr::get(ctx, ep->grid);
+  auto axes = b.getDenseI16ArrayAttr(ep->axes());
   llvm::DenseMap<Value, ExpertRouteOp> routes;
   for (ExpertLinearOp p : products) {
     Value ids = p.getExpertIds(), w = p.getWeight();
@@ -154,14 +159,14 @@ void ExpertParallelPass::runOnOperation() {
     p.erase();
   }
 
-  // Each rank holds its experts: dimension 0 split over dp, the state_dict names kept.
+  // Each rank holds its experts: dimension 0 split over ep, the state_dict names kept.
   for (auto &[name, param] : params) {
     RankedTensorType t = param.getTensorType();
     SmallVector<int64_t> shape(t.getShape());
     shape[0] /= ranks;
     auto part = RankedTensorType::get(shape, t.getElementType());
     SmallVector<Attribute> dims(t.getRank(), ArrayAttr::get(ctx, {}));
-    dims[0] = ArrayAttr::get(ctx, {StringAttr::get(ctx, stringifyMeshAxis(MeshAxis::dp))});
+    dims[0] = ArrayAttr::get(ctx, {StringAttr::get(ctx, stringifyMeshAxis(MeshAxis::ep))});
     param.setType(part);
     param.setShardingAttr(ShardingAttr::get(ctx, ArrayAttr::get(ctx, dims)));
     module.walk([&](GetParameterOp g) {

@@ -10,7 +10,8 @@ MeshAttr mlir::ds::getMesh(ModuleOp module) {
   return module->getAttrOfType<MeshAttr>(kMeshAttrName);
 }
 
-MeshAttr mlir::ds::buildMesh(MLIRContext *ctx, int64_t dp, int64_t tp, int64_t sp, int64_t pp) {
+MeshAttr mlir::ds::buildMesh(MLIRContext *ctx, int64_t dp, int64_t tp, int64_t sp, int64_t pp,
+                             int64_t ep) {
   SmallVector<StringAttr> axes;
   SmallVector<int64_t> shape;
   if (pp > 1) { // outermost: a stage's ranks are consecutive world ranks
@@ -18,13 +19,18 @@ MeshAttr mlir::ds::buildMesh(MLIRContext *ctx, int64_t dp, int64_t tp, int64_t s
     shape.push_back(pp);
   }
   axes.push_back(StringAttr::get(ctx, stringifyMeshAxis(MeshAxis::dp)));
-  shape.push_back(dp);
-  for (auto [role, size] : {std::pair{MeshAxis::sp, sp}, std::pair{MeshAxis::tp, tp}})
+  shape.push_back(ep > 1 ? dp / ep : dp);
+  for (auto [role, size] : {std::pair{MeshAxis::ep, ep}, std::pair{MeshAxis::sp, sp},
+                            std::pair{MeshAxis::tp, tp}})
     if (size > 1) {
       axes.push_back(StringAttr::get(ctx, stringifyMeshAxis(role)));
       shape.push_back(size);
     }
   return MeshAttr::get(ctx, axes, shape);
+}
+
+int64_t mlir::ds::dataParallelRanks(MeshAttr mesh) {
+  return mesh ? mesh.getSize(MeshAxis::dp) * mesh.getSize(MeshAxis::ep) : 1;
 }
 
 LogicalResult mlir::ds::ensureDataParallelMesh(ModuleOp module, int64_t dp, StringRef pass) {
@@ -34,7 +40,7 @@ LogicalResult mlir::ds::ensureDataParallelMesh(ModuleOp module, int64_t dp, Stri
       module->setAttr(kMeshAttrName, buildMesh(module.getContext(), dp, 1, 1));
     return success();
   }
-  if (dp != 1 && mesh.getSize(MeshAxis::dp) != dp)
+  if (dp != 1 && dataParallelRanks(mesh) != dp)
     return module.emitError() << pass << ": data-parallel-size " << dp
                               << " disagrees with the module's mesh " << mesh.str()
                               << " (drop the option; the mesh decides)";
@@ -68,18 +74,32 @@ FailureOr<MeshAxisRef> mlir::ds::getMeshAxis(ModuleOp module, MeshAxis role, Str
   return ref;
 }
 
-FailureOr<MeshAxisRef> mlir::ds::getReplicaGroup(ModuleOp module, StringRef pass) {
+/// The dp axis with those of `others` that have more than one rank.
+static FailureOr<MeshAxisRef> withDataParallel(ModuleOp module, ArrayRef<MeshAxis> others,
+                                               StringRef pass) {
   FailureOr<MeshAxisRef> dp = getMeshAxis(module, MeshAxis::dp, pass);
-  if (failed(dp) || getMesh(module).getSize(MeshAxis::sp) == 1)
-    return dp;
-  FailureOr<MeshAxisRef> sp = getMeshAxis(module, MeshAxis::sp, pass);
-  if (failed(sp))
+  if (failed(dp))
     return failure();
   MeshAxisRef group = *dp;
-  group.size *= sp->size;
-  group.list.push_back(sp->axis);
+  for (MeshAxis role : others) {
+    if (getMesh(module).getSize(role) == 1)
+      continue;
+    FailureOr<MeshAxisRef> a = getMeshAxis(module, role, pass);
+    if (failed(a))
+      return failure();
+    group.size *= a->size;
+    group.list.push_back(a->axis);
+  }
   llvm::sort(group.list);
   return group;
+}
+
+FailureOr<MeshAxisRef> mlir::ds::getReplicaGroup(ModuleOp module, StringRef pass) {
+  return withDataParallel(module, {MeshAxis::ep, MeshAxis::sp}, pass);
+}
+
+FailureOr<MeshAxisRef> mlir::ds::getExpertReplicaGroup(ModuleOp module, StringRef pass) {
+  return withDataParallel(module, {MeshAxis::sp}, pass);
 }
 
 bool mlir::ds::splitsOver(ShardingAttr sharding, MeshAxis role) {

@@ -150,13 +150,13 @@ private:
   /// Tensor parallelism: parameters with a sharding hold distinct parts on the tp ranks, so
   /// the global norm and the overflow check also sum over the tp axis.
   std::optional<MeshAxisRef> tpAxis;
-  /// Expert parallelism: parameters split over dp (ds-expert-parallel) hold distinct experts
-  /// on the dp ranks, each gradient already summed over every rank's rows: they are left out
-  /// of the data-parallel sum, and their share of the norm and the overflow check is summed
-  /// over dp.
-  std::optional<MeshAxisRef> expertAxis;
+  /// Expert parallelism: parameters split over ep (ds-expert-parallel) hold distinct experts
+  /// on the ep ranks, each gradient already summed over the rows of its ep group: they are
+  /// summed over their replicas only (`expertReplicas`, dp: the expert-data-parallel group;
+  /// none when it has one rank), and their share of the norm and the overflow check over ep.
+  std::optional<MeshAxisRef> expertAxis, expertReplicas;
   bool isExpertPart(size_t i) {
-    return splitsOver(params[i].first.getShardingAttr(), MeshAxis::dp);
+    return splitsOver(params[i].first.getShardingAttr(), MeshAxis::ep);
   }
   llvm::StringSet<> embeddingTables;
   // Per bucket and per parameter: the optimizer's states (moments, the f32 master).
@@ -228,10 +228,13 @@ LogicalResult UpdateBuilder::readParallelism() {
   llvm::erase_if(params,
                  [&](auto &pg) { return zero.members.contains(pg.first.getSymNameAttr()); });
   if (llvm::any_of(llvm::seq(params.size()), [&](size_t i) { return isExpertPart(i); })) {
-    FailureOr<MeshAxisRef> a = getMeshAxis(module, MeshAxis::dp, "ds-optimizer");
-    if (failed(a))
+    FailureOr<MeshAxisRef> a = getMeshAxis(module, MeshAxis::ep, "ds-optimizer");
+    FailureOr<MeshAxisRef> r = getExpertReplicaGroup(module, "ds-optimizer");
+    if (failed(a) || failed(r))
       return failure();
     expertAxis = *a;
+    if (r->size > 1)
+      expertReplicas = *r;
   }
   if (MeshAttr mesh = getMesh(module); mesh && mesh.getSize(MeshAxis::tp) > 1) {
     FailureOr<MeshAxisRef> a = getMeshAxis(module, MeshAxis::tp, "ds-optimizer");
@@ -348,11 +351,14 @@ void UpdateBuilder::buildFunction() {
   // The gradients summed over the replicas: whole ones (stage 0, and the parameters outside
   // the flat buffers), then each bucket's shard.
   ZeroCollectives collectives(*builder, loc, zero);
-  SmallVector<std::pair<StateOp, RankedTensorType>> whole;
+  SmallVector<std::pair<StateOp, RankedTensorType>> whole, experts;
   for (auto [i, pg] : llvm::enumerate(params))
-    if (!isExpertPart(i))
-      whole.push_back({pg.second, pg.first.getTensorType()});
+    (isExpertPart(i) ? experts : whole).push_back({pg.second, pg.first.getTensorType()});
   collectives.sumWholeGradients(whole);
+  if (expertReplicas)
+    for (auto [grad, type] : experts)
+      e().assign(grad.getSymName(),
+                 allReduce(*expertReplicas, e().get(grad.getSymName(), type)));
   bucketGrads = collectives.gradientShards();
   // Mixed precision: the update reads f32 gradients, divided by fp16's loss scale.
   if (lossScaleState)

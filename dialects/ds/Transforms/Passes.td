@@ -69,28 +69,30 @@ def DSFuseExperts : Pass<"ds-fuse-experts", "::mlir::ModuleOp"> {
 }
 
 def DSExpertParallel : Pass<"ds-expert-parallel", "::mlir::ModuleOp"> {
-  let summary = "Expert parallelism: the routed experts split over the data-parallel ranks, their rows exchanged by all-to-all.";
+  let summary = "Expert parallelism: the routed experts split over the mesh's ep ranks, their rows exchanged by all-to-all.";
   let description = [{
     Runs on `@forward` after `ds-fuse-experts`, before `ds-autodiff`. Every parameter that
     only `ds.expert_linear` reads as its weight (`[E, ...]`, one matrix per expert) is split
-    along its experts over the mesh's `dp` ranks: rank r holds experts `[r E/G, (r+1) E/G)`
-    (`#ds.sharding<[["dp"], [], []]>`, the state_dict name kept), so no rank holds every
-    expert. Each product becomes an exchange around the local experts: the rows go to the rank
-    of their expert and come back, with counts decided at run time.
+    along its experts over the mesh's `ep` axis, the expert-parallel ranks within the
+    data-parallel ones: rank r holds experts `[r E/G, (r+1) E/G)` (`#ds.sharding<[["ep"], [],
+    []]>`, the state_dict name kept), so no rank holds every expert. Each product becomes an
+    exchange around the local experts: the rows go to the rank of their expert and come back,
+    with counts decided at run time.
     ```mlir
     %y = ds.expert_linear %x, %w[%ids] : (tensor<128x32xf32>, tensor<4x96x32xf32>, tensor<128xi64>) -> tensor<128x96xf32>
-    // at dp = 2 becomes
-    %plan, %local = ds.expert_route %ids experts = 4 on @mesh grid_axes = [0] : (tensor<128xi64>) -> (tensor<132xi64>, tensor<256xi64>)
-    %r = ds.expert_dispatch %x along %plan on @mesh grid_axes = [0] : (tensor<128x32xf32>, tensor<132xi64>) -> tensor<256x32xf32>
+    // at ep = 2 (mesh dp x ep) becomes
+    %plan, %local = ds.expert_route %ids experts = 4 on @mesh grid_axes = [1] : (tensor<128xi64>) -> (tensor<132xi64>, tensor<256xi64>)
+    %r = ds.expert_dispatch %x along %plan on @mesh grid_axes = [1] : (tensor<128x32xf32>, tensor<132xi64>) -> tensor<256x32xf32>
     %e = ds.expert_linear %r, %w[%local] : (tensor<256x32xf32>, tensor<2x96x32xf32>, tensor<256xi64>) -> tensor<256x96xf32>
-    %y = ds.expert_combine %e along %plan on @mesh grid_axes = [0] : (tensor<256x96xf32>, tensor<132xi64>) -> tensor<128x96xf32>
+    %y = ds.expert_combine %e along %plan on @mesh grid_axes = [1] : (tensor<256x96xf32>, tensor<132xi64>) -> tensor<128x96xf32>
     ```
     One route per ids value serves all its products. The receive buffers have the dropless
-    worst case's rows (every rank's rows at one rank). The experts' gradients need no
-    reduction over dp: each rank's already sums every rank's rows (ds-optimizer leaves
-    parameters split over dp out of the data-parallel sum, and sums their share of the
-    gradient norm over dp). `expert-parallel-size` must equal the dp size (DeepSpeed's
-    `expert_parallel.autoep_size`); expert-data-parallel groups (a smaller size) are not built.
+    worst case's rows (every rank's rows at one rank). An expert's gradient already sums its
+    ep group's rows: ds-optimizer sums it over the dp axis only (the expert-data-parallel
+    group), and its share of the gradient norm over ep; ds-zero keeps the experts outside its
+    buffers. Standalone, the pass sets a mesh of `dp=1 x ep=expert-parallel-size`; in the
+    training pipeline the config's (`expert_parallel.autoep_size`) must have that many ep
+    ranks.
   }];
   let dependentDialects = ["::mlir::ds::DSDialect", "::mlir::shard::ShardDialect"];
   let options = [
@@ -364,6 +366,9 @@ def DSZero : Pass<"ds-zero", "::mlir::ModuleOp"> {
       use within fewer than `max-reuse-distance` elements of other buckets' uses is not
       gathered again: the forward gather stays alive until its backward uses (DeepSpeed's
       defaults, 5e7 / 1e9 / 1e9, prefetch and keep every bucket of a small model).
+    Experts split over ep by `ds-expert-parallel` stay outside the buffers at every stage,
+    whole on their rank, their gradients summed by `ds-optimizer` over the dp axis only (their
+    expert-data-parallel group; DeepSpeed also partitions their state over it, ds not yet).
     On a pipeline (after `ds-pipeline`) each stage gets buffers over the parameters it alone
     holds (`@zero.params.ppS`, ...; a parameter that several stages hold stays whole, its
     gradient summed as at stage 0), and the collectives are placed once per step in each

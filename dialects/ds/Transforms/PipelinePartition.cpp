@@ -151,8 +151,9 @@ LogicalResult Partitioner::addPipelineAxis() {
     }
   } else if (stages > 1) {
     module->setAttr(kMeshAttrName,
-                    buildMesh(module.getContext(), mesh.getSize(MeshAxis::dp),
-                              mesh.getSize(MeshAxis::tp), mesh.getSize(MeshAxis::sp), stages));
+                    buildMesh(module.getContext(), dataParallelRanks(mesh),
+                              mesh.getSize(MeshAxis::tp), mesh.getSize(MeshAxis::sp), stages,
+                              mesh.getSize(MeshAxis::ep)));
   }
 
   return success();

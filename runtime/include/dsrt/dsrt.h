@@ -395,7 +395,8 @@ DSRT_ENUM_NAMES_(DSRT_SPACES, dsrt_space_name, dsrt_space_from_name)
   X(DSRT_AXIS_DP, dp, "data parallel: the ranks read different samples")                       \
   X(DSRT_AXIS_PP, pp, "pipeline parallel: the ranks hold different stages")                    \
   X(DSRT_AXIS_TP, tp, "tensor parallel: the ranks hold parts of the layers")                   \
-  X(DSRT_AXIS_SP, sp, "sequence parallel: the ranks hold blocks of the sequence")
+  X(DSRT_AXIS_SP, sp, "sequence parallel: the ranks hold blocks of the sequence")              \
+  X(DSRT_AXIS_EP, ep, "expert parallel: the ranks read different samples, hold different experts")
 typedef enum dsrt_mesh_axis { DSRT_MESH_AXES(DSRT_ENUMERATOR_) } dsrt_mesh_axis;
 DSRT_ENUM_NAMES_(DSRT_MESH_AXES, dsrt_mesh_axis_name, dsrt_mesh_axis_from_name)
 /** Kinds of move, for dsrt_moved_bytes. */

@@ -18,10 +18,7 @@ void Group::join(dsrt_context *ctx, const std::vector<dsrt_mesh_axis> &axes,
   dsrt_comm_set_timeout(ctx, timeoutSeconds);
   rank_ = dsrt_comm_rank(ctx);
   size_ = dsrt_comm_size(ctx);
-  dpSize_ = 1;
-  for (size_t i = 0; i < axes_.size(); ++i)
-    if (axes_[i] == DSRT_AXIS_DP)
-      dpSize_ = static_cast<int32_t>(shape_[i]);
+  dpSize_ = sizeOn(DSRT_AXIS_DP) * sizeOn(DSRT_AXIS_EP);
 }
 
 int32_t Group::coordinate(int32_t q, size_t axis) const {
@@ -31,7 +28,9 @@ int32_t Group::coordinate(int32_t q, size_t axis) const {
   return static_cast<int32_t>(r % shape_[axis]);
 }
 
-int32_t Group::dpIndexOf(int32_t q) const { return indexOf(q, DSRT_AXIS_DP); }
+int32_t Group::dpIndexOf(int32_t q) const {
+  return indexOf(q, DSRT_AXIS_DP) * sizeOn(DSRT_AXIS_EP) + indexOf(q, DSRT_AXIS_EP);
+}
 
 int32_t Group::indexOf(int32_t q, dsrt_mesh_axis axis) const {
   for (size_t i = 0; i < axes_.size(); ++i)
@@ -87,6 +86,7 @@ bool Group::leadsItsSamples(int32_t q) const {
         return false;
       break;
     case DSRT_AXIS_DP: // the ranks that read other samples
+    case DSRT_AXIS_EP:
       break;
     case DSRT_AXIS_TP:
     case DSRT_AXIS_SP:
@@ -104,6 +104,7 @@ bool Group::leadsStage(int32_t q) const {
     case DSRT_AXIS_PP:
       break;
     case DSRT_AXIS_DP:
+    case DSRT_AXIS_EP:
     case DSRT_AXIS_TP:
     case DSRT_AXIS_SP:
       if (coordinate(q, i) != 0)

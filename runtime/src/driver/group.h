@@ -21,7 +21,8 @@ public:
   /// This rank in the world, and the world's size.
   int32_t rank() const { return rank_; }
   int32_t size() const { return size_; }
-  /// This rank's data-parallel index (which samples it reads) and the number of them.
+  /// This rank's data-parallel index (which samples it reads) and the number of them: over
+  /// dp, and ep (expert parallelism's ranks read other samples too; ep fastest).
   int32_t dpIndex() const { return dpIndexOf(rank_); }
   int32_t dpSize() const { return dpSize_; }
   /// The group of the ranks that differ only along mesh axis `axis`, as the
@@ -34,14 +35,16 @@ public:
   int32_t indexOf(int32_t q, dsrt_mesh_axis axis) const;
   /// World rank `q`'s data-parallel index.
   int32_t dpIndexOf(int32_t q) const;
-  /// ZeRO's partitions are over the ranks that hold replicas of the parameters, dp x sp (sp
-  /// fastest): world rank `q`'s index among them, their number and their group.
+  /// ZeRO's partitions are over the ranks that hold replicas of the parameters, dp x ep x sp
+  /// (sp fastest): world rank `q`'s index among them, their number and their group.
   int32_t shardIndexOf(int32_t q) const {
-    return indexOf(q, DSRT_AXIS_DP) * sizeOn(DSRT_AXIS_SP) + indexOf(q, DSRT_AXIS_SP);
+    return dpIndexOf(q) * sizeOn(DSRT_AXIS_SP) + indexOf(q, DSRT_AXIS_SP);
   }
   int32_t shardIndex() const { return shardIndexOf(rank_); }
   int32_t shardCount() const { return dpSize_ * sizeOn(DSRT_AXIS_SP); }
-  int32_t shardGroup() const { return groupOf(DSRT_AXIS_DP) | groupOf(DSRT_AXIS_SP); }
+  int32_t shardGroup() const {
+    return groupOf(DSRT_AXIS_DP) | groupOf(DSRT_AXIS_EP) | groupOf(DSRT_AXIS_SP);
+  }
   /// World rank `q`'s index among the ranks of the group `mask` (a mask of axes, as groupOf
   /// gives) that share its other coordinates (row-major, the last axis fastest), and their
   /// number. `everyAxis()` is the mask of every axis.

@@ -169,7 +169,7 @@ bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
       int32_t axis = dsrt_mesh_axis_from_name(ax->text.c_str());
       if (axis < 0)
         return bad("slot '" + s.name + "' is split over '" + ax->text +
-                   "', not a mesh axis (dp, pp, tp or sp)");
+                   "', not a mesh axis (dp, pp, tp, sp or ep)");
       s.splitAxis = static_cast<dsrt_mesh_axis>(axis);
     }
     if (const Json *st = j.get("stages"); st && st->isArray())
@@ -211,14 +211,14 @@ bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
       int32_t axis = dsrt_mesh_axis_from_name(axes->items[i].text.c_str());
       if (axis < 0)
         return bad("\"mesh\" axis " + std::to_string(i) + " is '" + axes->items[i].text +
-                   "', not dp, pp, tp or sp");
+                   "', not dp, pp, tp, sp or ep");
       p.meshAxes.push_back(static_cast<dsrt_mesh_axis>(axis));
       p.meshShape.push_back(n);
-      if (axis == DSRT_AXIS_DP)
-        dpSize = n;
+      if (axis == DSRT_AXIS_DP || axis == DSRT_AXIS_EP) // the ranks that read other samples
+        dpSize *= n;
     }
     if (dpSize != dp)
-      return bad("the mesh's dp axis has " + std::to_string(dpSize) +
+      return bad("the mesh's dp (x ep) axes have " + std::to_string(dpSize) +
                  " ranks but the config's world size is " + std::to_string(dp));
   }
   if (const Json *pipe = p.meta.get("pipeline")) {

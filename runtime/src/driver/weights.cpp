@@ -103,10 +103,10 @@ void movePart(const SlotSpec &s, char *whole, char *part, size_t es, int64_t ind
 }
 
 /// Whether this rank takes part in gathering split slot `s` whole (gatherParts): the ranks
-/// along its split axis (tp, or dp for experts) whose other coordinates but the pipeline
+/// along its split axis (tp, or ep for experts) whose other coordinates but the pipeline
 /// stage are rank 0's.
 bool gathersParts(const SlotSpec &s, const Group &g) {
-  for (dsrt_mesh_axis a : {DSRT_AXIS_DP, DSRT_AXIS_TP, DSRT_AXIS_SP})
+  for (dsrt_mesh_axis a : {DSRT_AXIS_DP, DSRT_AXIS_EP, DSRT_AXIS_TP, DSRT_AXIS_SP})
     if (a != s.splitAxis && g.indexOn(a) != 0)
       return false;
   return true;

@@ -17,7 +17,7 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", ""], shape = [2, 2]>} {}
 
 // -----
 
-// expected-error @+1 {{mesh axis 'model' is not a role: name axes dp, pp, tp or sp}}
+// expected-error @+1 {{mesh axis 'model' is not a role: name axes dp, pp, tp, sp or ep}}
 module attributes {ds.mesh = #ds.mesh<axes = ["dp", "model"], shape = [2, 2]>} {}
 
 // -----
