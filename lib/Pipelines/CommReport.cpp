@@ -64,6 +64,21 @@ std::pair<int64_t, int64_t> ringExchanges(MeshAttr mesh, Operation *op) {
     return {group - 1, kv};
   return {group, 2 * kv};
 }
+
+/// The most an expert exchange's all-to-all-v sends from a rank (its counts are decided at
+/// run time): the route, its ids and one count per rank; dispatch, every row it routes; combine,
+/// as many rows back. 0 for other ops.
+int64_t expertExchangeBytes(MeshAttr mesh, Operation *op) {
+  if (!mesh || !isa<ExpertRouteOp, ExpertDispatchOp, ExpertCombineOp>(op))
+    return 0;
+  if (auto route = dyn_cast<ExpertRouteOp>(op)) {
+    int64_t group = 1;
+    for (int16_t a : route.getGridAxes())
+      group *= mesh.getShape()[a];
+    return tensorBytes(route.getExpertIds().getType()) + group * 8;
+  }
+  return tensorBytes((isa<ExpertDispatchOp>(op) ? op->getOperand(0) : op->getResult(0)).getType());
+}
 } // namespace
 
 int64_t mlir::ds::gradientAccumulationSteps(ModuleOp module) {
@@ -152,6 +167,8 @@ LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os) 
         bytes = tensorBytes(op->getResult(0).getType());
       else if (auto [n, each] = ringExchanges(mesh, op); n > 0)
         std::tie(calls, bytes) = std::make_pair(n, each); // send_recv inside the op
+      else if (int64_t most = expertExchangeBytes(mesh, op))
+        bytes = most;
       else
         return; // all_slice is a view: no communication
       auto &row = rows[{axesName(mesh, op), op->getName().stripDialect().str()}];
@@ -166,7 +183,8 @@ LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os) 
      << " and the update; " << ranks << " rank" << (ranks == 1 ? "" : "s");
   if (mesh)
     os << ", mesh " << mesh.str();
-  os << "; bytes are each call's tensor, as DeepSpeed's comms logger counts them)\n";
+  os << "; bytes are each call's tensor, as DeepSpeed's comms logger counts them; expert "
+        "exchanges are all-to-all-v with run-time counts: the most a rank sends)\n";
   printRows(rows, os);
   return success();
 }

@@ -3,7 +3,7 @@
 with --ep 2 (its export, inputs, data and config): a run saved with the experts split over 2
 ranks resumes without expert parallelism (2 data-parallel ranks at ZeRO stage 2, and 1 rank
 with twice the accumulation) and at 4 ranks as dp=2 x ep=2, and a ZeRO-2 run saved without it
-resumes with it; every resumed
+and an ep4 run resume at ep2; every resumed
 run's losses equal the uninterrupted expert-parallel run's within 1e-6. `ds-checkpoint export`
 of the expert-parallel checkpoint equals that run's own --save-weights, the experts whole.
 
@@ -58,10 +58,15 @@ def main():
     def four_ranks(cfg):
         cfg['gradient_accumulation_steps'] //= 2
 
+    def ep4(cfg):
+        four_ranks(cfg)
+        cfg['expert_parallel'] = {'enabled': True, 'autoep_size': 4}
+
     compile_layout('ep2', 2, lambda cfg: None)
     compile_layout('dp2-zero2', 2, no_ep)
     compile_layout('one-rank', 1, one_rank)
     compile_layout('dp2-ep2', 4, four_ranks)
+    compile_layout('ep4', 4, ep4)
 
     def train(name, log, extra):
         ranks, step = layouts[name]
@@ -74,7 +79,7 @@ def main():
     full = train('ep2', 'ep-full', ['--steps', str(args.steps)])[half:]
     ok = True
     for saved, resumed in (('ep2', 'dp2-zero2'), ('ep2', 'one-rank'), ('ep2', 'dp2-ep2'),
-                           ('dp2-zero2', 'ep2')):
+                           ('dp2-zero2', 'ep2'), ('ep4', 'ep2')):
         ck = w('ckpt-%s' % saved)
         shutil.rmtree(ck, ignore_errors=True)
         train(saved, 'save-%s' % saved, ['--steps', str(half), '--save', ck] +
