@@ -417,8 +417,8 @@ void UpdateBuilder::buildOverflowCheck() {
     probe(local, widenGrad(g, false));
   for (size_t i = 0; i < params.size(); ++i)
     probe(isExpertPart(i) ? experts : local, paramGrad(i, false));
-  if (experts)
-    local = local ? e().add(local, allReduce(*expertAxis, experts)) : allReduce(*expertAxis, experts);
+  if (experts) // distinct on the ep ranks
+    probe(local, allReduce(*expertAxis, experts));
   if (zero.flat())
     local = ZeroCollectives(*builder, loc, zero).sumOverReplicas(local);
   if (tpAxis)
@@ -450,7 +450,7 @@ void UpdateBuilder::buildClipping() {
   // Global-norm clipping (clip_grad_norm_): the norm of the per-parameter norms.
   if (opt.gradientClipping <= 0)
     return;
-  // Sums of squares: the tensor-parallel parts' also over the tp ranks, the experts' over dp.
+  // Sums of squares: the tensor-parallel parts' also over the tp ranks, the experts' over ep.
   Value total, parts, experts;
   auto add = [&](Value &acc, Value sq) { acc = acc ? e().add(acc, sq) : sq; };
   auto addTpParts = [&](Value &acc) {

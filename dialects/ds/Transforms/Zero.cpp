@@ -139,7 +139,7 @@ void ZeroPass::runOnOperation() {
   if (failed(ensureDataParallelMesh(module, dataParallelSize, "ds-zero")))
     return signalPassFailure();
   MeshAttr mesh = getMesh(module);
-  // The ranks that hold replicas of the parameters: dp, and sp (each sp rank computes
+  // The ranks that hold replicas of the parameters: dp, ep and sp (each sp rank computes
   // gradients from its block of the sequence, which the optimizer sums). ZeRO partitions over
   // all of them, as DeepSpeed-Ulysses does.
   if (!mesh || dataParallelRanks(mesh) * mesh.getSize(MeshAxis::sp) == 1)
