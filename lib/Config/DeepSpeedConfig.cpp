@@ -33,7 +33,7 @@ const char *const kDeepSpeedKeys[] = {
     "weight_quantization", "use_data_before_expert_parallelism", "mics_shard_size",
     "mics_hierarchical_params_gather", "zero_quantized_weights", "zero_quantized_gradients",
     "seed", "fp32_allreduce", "timers", "compile", "tensor_parallel", "sequence_parallel_size",
-    "bfloat16", "sequence_tiling", "sequence_parallel_mode", "expert_parallel",
+    "bfloat16", "sequence_tiling", "sequence_parallel_mode", "expert_parallel", "moe",
 };
 // Keys that DeepSpeed documents as not affecting the numbers: accepted with a warning.
 const char *const kWarnOnlyKeys[] = {
@@ -46,7 +46,7 @@ const char *const kImplementedKeys[] = {
     "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed",
     "zero_optimization", "fp16", "bf16", "bfloat16", "tensor_parallel", "sequence_parallel_size",
     "pipeline", "aio", "activation_checkpointing", "sequence_tiling", "sequence_parallel_mode",
-    "expert_parallel",
+    "expert_parallel", "moe",
 };
 // activation_checkpointing's keys (runtime/activation_checkpointing/config.py).
 const char *const kCheckpointingKeys[] = {"partition_activations", "contiguous_memory_optimization",
@@ -88,6 +88,10 @@ const char *const kExpertParallelFindKeys[] = {
 const char *const kExpertParallelRoutingKeys[] = {
     "route_norm", "route_scale", "score_apply", "num_expert_groups", "num_limited_groups",
     "score_func", "top_k", "load_balance_coeff", "routed_scaling_factor"};
+// moe's keys: deepspeed.moe.layer.MoE's gating arguments (moe/layer.py).
+const char *const kMoeKeys[] = {"capacity_factor", "eval_capacity_factor", "min_capacity",
+                                "drop_tokens", "use_rts", "top2_2nd_expert_sampling",
+                                "noisy_gate_policy"};
 // fp16's and bf16's keys (runtime/precision_config.py).
 const char *const kFp16Keys[] = {"enabled", "auto_cast", "loss_scale", "initial_scale_power",
                                  "loss_scale_window", "hysteresis", "consecutive_hysteresis",
@@ -730,6 +734,60 @@ Error parseExpertParallel(const json::Value &v, int64_t &size,
   return Error::success();
 }
 
+/// `moe` (ds's block, deepspeed.moe.layer.MoE's arguments): capacity-based token dropping.
+Error parseMoe(const json::Value &v, MoeConfig &moe, std::vector<std::string> &warnings) {
+  const json::Object *obj = v.getAsObject();
+  if (!obj)
+    return fail("'moe' must be an object, e.g. {\"capacity_factor\": 1.0, \"min_capacity\": 4, "
+                "\"drop_tokens\": true}");
+  moe.dropTokens = true; // DeepSpeed's MoE drops by default
+  for (const auto &kv : *obj) {
+    StringRef key = kv.first;
+    std::string full = ("moe." + key).str();
+    const json::Value &val = kv.second;
+    auto flag = [&]() -> Expected<bool> {
+      std::optional<bool> b = val.getAsBoolean();
+      if (!b)
+        return fail("'" + full + "' must be true or false");
+      return *b;
+    };
+    if (!contains(kMoeKeys, key))
+      return fail("'" + full + "' is not a moe key; did you mean '" + nearest(kMoeKeys, key) +
+                  "'?");
+    if (key == "capacity_factor") {
+      std::optional<double> d = val.getAsNumber();
+      if (!d || !(*d > 0))
+        return fail("'" + full + "' must be a number > 0");
+      moe.capacityFactor = *d;
+    } else if (key == "min_capacity") {
+      std::optional<int64_t> i = integralValue(val);
+      if (!i || *i < 0)
+        return fail("'" + full + "' must be an integer >= 0");
+      moe.minCapacity = *i;
+    } else if (key == "drop_tokens") {
+      Expected<bool> b = flag();
+      if (!b)
+        return b.takeError();
+      moe.dropTokens = *b;
+    } else if (key == "eval_capacity_factor") {
+      warnings.push_back("'" + full + "' is ignored: ds compiles the training step, where "
+                         "capacity_factor applies");
+    } else if (key == "noisy_gate_policy") {
+      if (!val.getAsNull() && val.getAsString() != std::optional<StringRef>("None"))
+        return fail("'" + full + "' would add noise to the model's own router, which ds trains "
+                    "as exported; it is not implemented: remove it");
+    } else { // use_rts, top2_2nd_expert_sampling: random choices the model's routing lacks
+      Expected<bool> b = flag();
+      if (!b)
+        return b.takeError();
+      if (*b)
+        return fail("'" + full + "' would make the model's routing random (DeepSpeed's gate "
+                    "samples it); ds keeps the exported router's choices: set it to false");
+    }
+  }
+  return Error::success();
+}
+
 /// What expert parallelism composes with so far: the experts split over groups of
 /// autoep_size data-parallel ranks, at any ZeRO stage, without tp, sp or pipeline stages.
 Error checkExpertParallel(const DeepSpeedConfig &cfg, int64_t dataParallel) {
@@ -1243,6 +1301,9 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
     } else if (key == "expert_parallel") {
       if (Error e = parseExpertParallel(v, cfg.expertParallelSize, cfg.warnings))
         return std::move(e);
+    } else if (key == "moe") {
+      if (Error e = parseMoe(v, cfg.moe, cfg.warnings))
+        return std::move(e);
     } else if (key == "aio") {
       if (Error e = parseAio(v, cfg.aio, cfg.warnings))
         return std::move(e);
@@ -1438,6 +1499,9 @@ json::Object DeepSpeedConfig::toObject() const {
                     {"sequence_parallel_size", sequenceParallelSize},
                     {"expert_parallel", json::Object{{"enabled", expertParallelSize > 1},
                                                      {"autoep_size", expertParallelSize}}},
+                    {"moe", json::Object{{"drop_tokens", moe.dropTokens},
+                                         {"capacity_factor", moe.capacityFactor},
+                                         {"min_capacity", moe.minCapacity}}},
                     {"optimizer", std::move(opt)},
                     {"gradient_clipping", gradientClipping},
                     {"steps_per_print", stepsPerPrint},

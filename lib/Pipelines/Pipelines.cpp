@@ -20,6 +20,7 @@ TrainingOptions TrainingOptions::fromConfig(const ::ds::DeepSpeedConfig &config)
   o.tensorParallelSpecs = config.tensorParallelSpecs;
   o.sequenceParallelSize = config.sequenceParallelSize;
   o.expertParallelSize = config.expertParallelSize;
+  o.moe = config.moe;
   o.sequenceParallelMode = config.sequenceParallelMode;
   o.lossTiles = config.lossTiles;
   o.mlpTiles = config.mlpTiles;
@@ -39,6 +40,12 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
   fuse.writtenOut = !mixed; // PyTorch rounds each op of a written-out 16-bit attention
   pm.addPass(createDSFuseAttention(fuse));
   pm.addPass(createDSFuseExperts());
+  if (options.moe.dropTokens) {
+    DSExpertCapacityOptions capacity;
+    capacity.capacityFactor = options.moe.capacityFactor;
+    capacity.minCapacity = options.moe.minCapacity;
+    pm.addPass(createDSExpertCapacity(capacity));
+  }
   if (options.expertParallelSize > 1) {
     DSExpertParallelOptions ep;
     ep.expertParallelSize = options.expertParallelSize;

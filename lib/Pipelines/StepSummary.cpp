@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
 #include <map>
+#include <set>
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -118,6 +119,27 @@ void mlir::ds::printStepSummary(ModuleOp step, const ::ds::DeepSpeedConfig &conf
        << " expert parameters split by expert, their rows exchanged by all-to-all:\n";
     for (const auto &[key, group] : experts)
       os << "  " << group.str(key.first) << ": " << key.second << "\n";
+  }
+  if (config.moe.dropTokens) {
+    // Capacity dropping: each distinct capacity, with the routed rows it bounds.
+    std::set<std::tuple<int64_t, int64_t, int64_t, int64_t>> drops;
+    step.walk([&](ExpertCapacityOp c) {
+      int64_t rows = cast<RankedTensorType>(c.getExpertIds().getType()).getShape()[0];
+      drops.insert({c.getCapacity(), rows, c.getChoices(), c.getExperts()});
+    });
+    os << "ds-opt: token dropping (moe.capacity_factor " << llvm::format("%g", config.moe.capacityFactor)
+       << ", min_capacity " << config.moe.minCapacity << ", DeepSpeed-MoE's rule):\n";
+    for (auto [capacity, rows, choices, experts] : drops) {
+      os << "  each of " << experts
+         << " experts takes at most " << capacity << " of a micro-batch's " << rows
+         << " routed rows (" << rows / choices << " tokens x " << choices
+         << " choices) per rank, the rest give zeros";
+      if (config.expertParallelSize > 1)
+        os << "; a rank receives at most "
+           << std::min(experts * capacity, rows * config.expertParallelSize) << " rows (dropless: "
+           << rows * config.expertParallelSize << ")";
+      os << "\n";
+    }
   }
   if (config.tensorParallelSize <= 1)
     return;

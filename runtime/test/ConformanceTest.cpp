@@ -563,6 +563,11 @@ TEST_P(Conformance, TopKAndExperts) {
   run([&](dsrt_context *c, int s) { dsrt_top_k(c, sv[s], si[s], ids[s], 1); });
   EXPECT_TRUE(same(sv));
   EXPECT_TRUE(same(si));
+  // Capacity dropping of 40 tokens' two choices among 6 experts (ids up to 6: one no expert
+  // takes), 5 rows each.
+  Both pairs = indices({80}, 7, DSRT_I64), kept = out({80}, DSRT_I64);
+  run([&](dsrt_context *c, int s) { dsrt_expert_capacity(c, kept[s], pairs[s], 6, 2, 5); });
+  EXPECT_TRUE(same(kept));
   for (int32_t transposed : {0, 1}) {
     Both x = randn({40, 24}), w = randn(transposed ? std::vector<int64_t>{5, 24, 16}
                                                    : std::vector<int64_t>{5, 16, 24}),

@@ -1193,6 +1193,38 @@ TEST_F(Kernels, TopK) {
   EXPECT_TRUE(close(tt(di), si));
 }
 
+// Capacity dropping against DeepSpeed-MoE's top2gating arithmetic written in LibTorch: one-hot
+// masks per choice, cumulative sums for the places, the second choices' places after every
+// first choice of the expert, kept where the place is below the capacity. One choice, two
+// and three (the same queue, choice by choice), i64 and i32 ids, ids no expert takes.
+TEST_F(Kernels, ExpertCapacity) {
+  const int64_t T = 45, E = 6;
+  for (int64_t choices : {1, 2, 3}) {
+    for (int64_t capacity : {0, 4, 9, 100}) {
+      Tensor ids = torch::randint(0, E, {T, choices}, at::kLong);
+      ids[7][0] = -1; // a row no expert takes: copied, takes no place
+      ids[11][choices - 1] = E;
+      Tensor expected = ids.clone(), before = torch::zeros({1, E}, at::kLong);
+      for (int64_t j = 0; j < choices; ++j) {
+        Tensor col = ids.select(1, j), valid = col.ge(0).logical_and(col.lt(E));
+        Tensor mask = torch::one_hot(col.clamp(0, E - 1), E) * valid.unsqueeze(1).to(at::kLong);
+        Tensor place = torch::cumsum(mask, 0) - 1 + before;
+        before = before + mask.sum(0, true);
+        Tensor kept = (place.lt(capacity).to(at::kLong) * mask).sum(1).gt(0);
+        expected.select(1, j).copy_(torch::where(valid.logical_and(kept.logical_not()),
+                                                 torch::full_like(col, -1), col));
+      }
+      for (auto dtype : {at::kLong, at::kInt}) {
+        Tensor flat = ids.reshape({-1}).to(dtype);
+        dsrt_tensor *got = empty({T * choices}, dtype);
+        dsrt_expert_capacity(ctx, got, rt(flat), E, choices, capacity);
+        EXPECT_TRUE(torch::equal(tt(got), expected.reshape({-1}).to(dtype)))
+            << choices << " choices, capacity " << capacity;
+      }
+    }
+  }
+}
+
 // Routed experts against HF's batched_mm arithmetic in PyTorch: each row times its expert's
 // gathered weights (bmm), and autograd's gradients; both weight layouts, ids of i64 and i32,
 // rows routed outside the experts (zeros, no gradient), an expert with no rows.

@@ -315,6 +315,37 @@ def make_hf_mixtral(experts, attention='sdpa'):
     return HFLoss(MixtralForCausalLM(cfg))
 
 
+# The capacity that moe.test drops Mixtral's tokens at (ds's `moe` block, DeepSpeed-MoE's
+# arguments): C = ceil(64 tokens / 4 experts x 0.75 x 2 choices) = 24 of a micro-batch's 128
+# routed rows per expert, so about a third of the rows are dropped.
+MIXTRAL_DROP = {'capacity_factor': 0.75, 'min_capacity': 4}
+
+
+def make_hf_mixtral_dropped():
+    # The judge of ds's token dropping: Mixtral (batched_mm) whose routers keep their choices
+    # but zero the weights of the token-expert pairs that DeepSpeed-MoE's own gate
+    # (deepspeed.moe.sharded_moe.top2gating, on the router's logits, without the 2nd-expert
+    # sampling) drops past the capacity; the kept pairs keep the router's weights. The same
+    # parameters and names as hfmixtral (the forwards are replaced per instance).
+    import types
+    from deepspeed.moe.sharded_moe import top2gating
+    model = make_hf_mixtral('batched_mm')
+
+    def gate_forward(self, hidden_states):
+        logits, scores, indices = self.dropless_forward(hidden_states)
+        routes = top2gating(logits.detach().float().clone(), MIXTRAL_DROP['capacity_factor'],
+                            MIXTRAL_DROP['min_capacity'], drop_tokens=True,
+                            top2_2nd_expert_sampling=False, sparse_routes=True)[3]
+        kept = routes.t() >= 0  # [tokens, 2] in the router's choice order, -1: dropped
+        return logits, torch.where(kept, scores, torch.zeros_like(scores)), indices
+
+    for layer in model.model.model.layers:
+        gate = layer.mlp.gate
+        gate.dropless_forward = gate.forward
+        gate.forward = types.MethodType(gate_forward, gate)
+    return model
+
+
 def make_hf_qwen_moe(experts):
     # Qwen2-MoE: 8 experts, top-2 without renormalisation (norm_topk_prob False), a shared
     # expert behind a sigmoid gate beside the routed ones, the aux loss at 0.05.
@@ -394,6 +425,7 @@ FAMILIES = {
     'hfbert': (make_hf_bert, HF_INPUTS, ['trace', 'export']),
     'hfmixtral': (lambda: make_hf_mixtral('batched_mm'), HF_INPUTS, ['export']),
     'hfmixtralg': (lambda: make_hf_mixtral('grouped_mm'), HF_INPUTS, ['export']),
+    'hfmixtraldrop': (make_hf_mixtral_dropped, HF_INPUTS, ['export']),
     # Eager attention: PyTorch's FlopCounterMode counts its products as ds counts ds.attention
     # (flops.test; an SDPA's backward it counts with the recomputed scores, one product more).
     'hfmixtrale': (lambda: make_hf_mixtral('batched_mm', 'eager'), HF_INPUTS, ['export']),

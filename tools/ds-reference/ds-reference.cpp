@@ -522,6 +522,10 @@ int run(int argc, char **argv) {
   const ds::DeepSpeedConfig &cfg = *cfgOr;
   for (const std::string &w : cfg.warnings)
     std::fprintf(stderr, "ds-reference: warning: %s\n", w.c_str());
+  if (cfg.moe.dropTokens)
+    die("the config drops tokens past each expert's capacity (moe.drop_tokens), which the "
+        "exported model does not do and ds-reference runs it as exported; judge such a run "
+        "against PyTorch with DeepSpeed's gate (test/e2e/train_compare.py --drop-tokens)");
   const int64_t G = cfg.trainBatchSize, mb = cfg.microBatchSize,
                 gas = cfg.gradientAccumulationSteps, dp = cfg.worldSize;
 

@@ -82,6 +82,9 @@ Work workOf(Operation *op) {
   // A router's top-k: one comparison per input element (k is small).
   if (isa<TopKOp>(op))
     return perInput(op, 1);
+  // A capacity drop: one count per routed row.
+  if (isa<ExpertCapacityOp>(op))
+    return perInput(op, 1);
   // Routed experts: one [1, in] x [in, out] product per row (as FlopCounterMode counts HF's
   // bmm of gathered weights); the weight gradient the same per row.
   if (isa<ExpertLinearOp, ExpertLinearGradWeightOp>(op)) {

@@ -432,6 +432,23 @@ LogicalResult ExpertLinearOp::verify() {
                                             [&] { return emitOpError(); }));
 }
 
+LogicalResult ExpertCapacityOp::verify() {
+  ArrayRef<int64_t> ids = shapeOf(getExpertIds());
+  if (ids.size() != 1)
+    return emitOpError() << "expert_ids must be [N], got " << getExpertIds().getType();
+  // I64Attr's getters are unsigned: the signed values.
+  const int64_t choices = getChoicesAttr().getInt(), experts = getExpertsAttr().getInt(),
+                capacity = getCapacityAttr().getInt();
+  if (choices < 1 || ids[0] % choices != 0)
+    return emitOpError() << "choices = " << choices << " must be >= 1 and divide the "
+                         << ids[0] << " rows";
+  if (experts < 1)
+    return emitOpError() << "experts = " << experts << " must be >= 1";
+  if (capacity < 0)
+    return emitOpError() << "capacity = " << capacity << " must be >= 0";
+  return success();
+}
+
 LogicalResult TopKOp::verify() {
   ArrayRef<int64_t> in = shapeOf(getInput());
   if (in.empty())

@@ -463,6 +463,31 @@ def DS_ExpertLinearOp : DS_Op<"expert_linear", [Pure, DeclareOpInterfaceMethods<
   let hasVerifier = 1;
 }
 
+def DS_ExpertCapacityOp : DS_Op<"expert_capacity", [Pure, AllTypesMatch<["expert_ids", "result"]>]> {
+  let summary = "Capacity-based token dropping: the routed rows past each expert's capacity get id -1.";
+  let description = [{
+    `expert_ids` are `[T choices]` rows in token order, each token's choices consecutive (a
+    router's `[T, choices]` top-k indices flattened). Taking the rows choice by choice (every
+    token's first choice in token order, then every second choice, ...), each expert keeps
+    its first `capacity` rows; the later ones become -1, rows that no expert takes (zeros
+    from `ds.expert_linear`, sent nowhere by `ds.expert_route`). For one and two choices this
+    is DeepSpeed-MoE's rule (`top1gating` without random token selection, `top2gating`:
+    the second choices queue behind every first choice). Ids outside `[0, experts)` pass
+    unchanged and take no place. Made by `ds-expert-capacity`; it has no gradient (ids).
+
+    **Constraints:** `expert_ids` `[N]`, N a multiple of `choices` >= 1; `experts` >= 1;
+    `capacity` >= 0; the result of the ids' type.
+  }];
+  let arguments = (ins DS_IndexTensor:$expert_ids, I64Attr:$experts, I64Attr:$choices,
+                       I64Attr:$capacity);
+  let results = (outs DS_IndexTensor:$result);
+  let assemblyFormat = [{
+    $expert_ids `experts` `=` $experts `choices` `=` $choices `capacity` `=` $capacity attr-dict
+    `:` type($expert_ids)
+  }];
+  let hasVerifier = 1;
+}
+
 def DS_EmbeddingOp : DS_Op<"embedding", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
   let summary = "Row lookup: `weight[indices]` (torch.nn.functional.embedding).";
   let description = [{

@@ -309,7 +309,18 @@ FailureOr<int64_t> planRows(Operation *op, Value plan, int64_t ranks) {
   return p[0] - 2 * ranks;
 }
 
-/// An exchange's `input` and `result`: `rows` and `rows` x `factor` rows of the same rows.
+/// The rows a rank receives: at most `rows` x `ranks` (every rank's rows to this one, the
+/// dropless worst case), fewer where a capacity bounds them.
+LogicalResult checkReceiveRows(Operation *op, StringRef what, int64_t got, int64_t rows,
+                               int64_t ranks) {
+  if (got < 1 || got > rows * ranks)
+    return op->emitOpError() << what << " must have between 1 and " << rows * ranks
+                             << " rows (" << rows << " x " << ranks
+                             << " ranks, the dropless worst case), got " << got;
+  return success();
+}
+
+/// An exchange's `input` and `result`: the plan's rows and the rows received.
 template <class Exchange>
 LogicalResult verifyExchange(Exchange op, bool toExperts) {
   FailureOr<int64_t> g = groupSize(op, op.getGridAttr(), op.getGridAxes());
@@ -325,9 +336,13 @@ LogicalResult verifyExchange(Exchange op, bool toExperts) {
   if (x.empty() || x[0] != *rows)
     return op->emitOpError() << (toExperts ? "input" : "result") << " must have the plan's "
                              << *rows << " rows, got " << from.getType();
+  const char *side = toExperts ? "result" : "input";
+  ArrayRef<int64_t> y = shapeOf(to);
+  if (failed(checkReceiveRows(op, side, y.empty() ? 0 : y[0], *rows, *g)))
+    return failure();
   Shape expected(x);
-  expected[0] = *rows * *g;
-  return expectShape(op, to, expected, toExperts ? "result" : "input", from);
+  expected[0] = y[0];
+  return expectShape(op, to, expected, side, from);
 }
 } // namespace
 
@@ -346,7 +361,12 @@ LogicalResult ExpertRouteOp::verify() {
     return failure();
   if (*rows != ids[0])
     return emitOpError() << "plan routes " << *rows << " rows, not the " << ids[0] << " ids";
-  return expectShape(*this, getLocalIds(), {ids[0] * *g}, "local_ids", getExpertIds());
+  ArrayRef<int64_t> local = shapeOf(getLocalIds());
+  if (local.size() != 1)
+    return emitOpError() << "local_ids must be [R], got " << getLocalIds().getType();
+  if (failed(checkReceiveRows(*this, "local_ids", local[0], ids[0], *g)))
+    return failure();
+  return expectShape(*this, getLocalIds(), {local[0]}, "local_ids", getExpertIds());
 }
 
 LogicalResult ExpertDispatchOp::verify() { return verifyExchange(*this, true); }

@@ -321,10 +321,12 @@ def DS_ExpertRouteOp : DS_Op<"expert_route", [Pure]> {
     `ds.expert_dispatch` and `ds.expert_combine` (each row's place in the send order, the rows
     sent to and received from each rank); `local_ids` are the received rows' experts
     numbered from this rank's first, -1 past the rows received. Every rank routes N rows, so a
-    rank receives at most N G (the dropless worst case, the receive buffers' rows).
+    rank receives at most N G (the dropless worst case); with `ds.expert_capacity` before the
+    route, at most E C (C rows per expert from each of the G ranks, E / G experts here): the
+    receive buffers have R rows, the smaller bound.
 
-    **Constraints:** `expert_ids` `[N]`; `local_ids` `[N G]` of the ids' type; `plan` i64
-    `[N + 2 G]`; `experts` a positive multiple of G; the grid a `shard.grid`.
+    **Constraints:** `expert_ids` `[N]`; `local_ids` `[R]` of the ids' type, 1 <= R <= N G;
+    `plan` i64 `[N + 2 G]`; `experts` a positive multiple of G; the grid a `shard.grid`.
   }];
   let arguments = (ins DS_IndexTensor:$expert_ids, I64Attr:$experts, FlatSymbolRefAttr:$grid,
                        DenseI16ArrayAttr:$grid_axes);
@@ -340,11 +342,11 @@ def DS_ExpertDispatchOp : DS_Op<"expert_dispatch", [Pure, DeclareOpInterfaceMeth
   let summary = "Expert parallelism: each row sent to the rank of its expert, along a route's plan.";
   let description = [{
     `result` holds the rows this rank receives, in the order of the sending ranks, then zeros
-    up to its N G rows. Its gradient is `ds.expert_combine` of the result's gradient along the
+    up to its R rows (the route's receive rows). Its gradient is `ds.expert_combine` of the result's gradient along the
     same plan (combine is dispatch's adjoint).
 
     **Constraints:** `input` `[N, ...]`; `plan` from a `ds.expert_route` of N rows on the same
-    grid axes; `result` `[N G, ...]` of the input's element type.
+    grid axes; `result` `[R, ...]` of the input's element type, 1 <= R <= N G.
   }];
   let arguments = (ins DS_FloatTensor:$input, DS_IndexTensor:$plan, FlatSymbolRefAttr:$grid,
                        DenseI16ArrayAttr:$grid_axes);
@@ -363,8 +365,8 @@ def DS_ExpertCombineOp : DS_Op<"expert_combine", [Pure, DeclareOpInterfaceMethod
     the row that its expert's rank computed for it, zeros for a row no expert took. Its
     gradient is `ds.expert_dispatch` of the result's gradient.
 
-    **Constraints:** `input` `[N G, ...]`; `plan` from a `ds.expert_route` of N rows on the
-    same grid axes; `result` `[N, ...]` of the input's element type.
+    **Constraints:** `input` `[R, ...]`, 1 <= R <= N G; `plan` from a `ds.expert_route` of N
+    rows on the same grid axes; `result` `[N, ...]` of the input's element type.
   }];
   let arguments = (ins DS_FloatTensor:$input, DS_IndexTensor:$plan, FlatSymbolRefAttr:$grid,
                        DenseI16ArrayAttr:$grid_axes);

@@ -3,7 +3,8 @@
 // DeepSpeed's defaults, written once: the config parser (lib/Config) starts from them, and
 // the passes' options default to them (Passes.td), so that a pass run alone behaves as the
 // config's default. Sources: deepspeed/runtime/config.py, zero/config.py, precision_config.py,
-// swap_tensor/aio_config.py, lr_schedules.py, torch.optim's Adam and DeepSpeed's Muon.
+// swap_tensor/aio_config.py, lr_schedules.py, torch.optim's Adam, DeepSpeed's Muon and
+// moe/layer.py.
 //
 #ifndef DS_TRANSFORMS_DEEPSPEEDDEFAULTS_H
 #define DS_TRANSFORMS_DEEPSPEEDDEFAULTS_H
@@ -43,6 +44,9 @@ inline constexpr double kRangeTestMinLr = 1e-3, kRangeTestStepSize = 2000;
 inline constexpr double kRangeTestStepRate = 1.0;
 /// OneCycle's cycle_momentum sets Adam's betas to (the cycled momentum, this).
 inline constexpr double kCycleMomentumBeta2 = 0.99;
+// moe (deepspeed.moe.layer.MoE's arguments, ds's `moe` block)
+inline constexpr double kCapacityFactor = 1.0;
+inline constexpr int64_t kMinCapacity = 4;
 } // namespace mlir::ds::deepspeed
 
 #endif // DS_TRANSFORMS_DEEPSPEEDDEFAULTS_H

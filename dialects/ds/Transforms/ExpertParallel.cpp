@@ -16,6 +16,8 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/MapVector.h"
 
+#include <algorithm>
+
 namespace mlir::ds {
 #define GEN_PASS_DEF_DSEXPERTPARALLEL
 #include "ds/Transforms/Passes.h.inc"
@@ -34,6 +36,15 @@ RankedTensorType withRows(Value v, int64_t rows) {
   SmallVector<int64_t> shape(typeOf(v).getShape());
   shape[0] = rows;
   return RankedTensorType::get(shape, typeOf(v).getElementType());
+}
+
+/// The rows a rank can receive: every rank's rows (the dropless worst case), or where a capacity
+/// bounds each expert's rows from each rank, all of its experts' (E C: C from each of the G
+/// ranks for each of its E / G experts).
+int64_t receiveRows(Value ids, int64_t rows, int64_t ranks) {
+  if (auto cap = ids.getDefiningOp<ExpertCapacityOp>())
+    return std::clamp<int64_t>(cap.getExperts() * cap.getCapacity(), 1, rows * ranks);
+  return rows * ranks;
 }
 
 struct ExpertParallelPass : mlir::ds::impl::DSExpertParallelBase<ExpertParallelPass> {
@@ -136,11 +147,12 @@ void ExpertParallelPass::runOnOperation() {
     Value ids = p.getExpertIds(), w = p.getWeight();
     const int64_t rows = typeOf(ids).getShape()[0];
     const int64_t experts = typeOf(w).getShape()[0];
+    const int64_t received = receiveRows(ids, rows, ranks);
     ExpertRouteOp &route = routes[ids];
     if (!route) {
       b.setInsertionPointAfterValue(ids);
       auto plan = RankedTensorType::get({rows + 2 * ranks}, b.getI64Type());
-      route = ExpertRouteOp::create(b, p.getLoc(), plan, withRows(ids, rows * ranks), ids,
+      route = ExpertRouteOp::create(b, p.getLoc(), plan, withRows(ids, received), ids,
                                     b.getI64IntegerAttr(experts), grid, axes);
     } else if (route.getExperts() != experts) {
       p.emitError() << kPass << ": products routed by the same ids have " << experts
@@ -149,9 +161,9 @@ void ExpertParallelPass::runOnOperation() {
     }
     b.setInsertionPoint(p);
     Value x = p.getInput(), plan = route.getPlan();
-    Value sent = ExpertDispatchOp::create(b, p.getLoc(), withRows(x, rows * ranks), x, plan,
-                                          grid, axes);
-    Value local = ExpertLinearOp::create(b, p.getLoc(), withRows(p.getResult(), rows * ranks),
+    Value sent = ExpertDispatchOp::create(b, p.getLoc(), withRows(x, received), x, plan, grid,
+                                          axes);
+    Value local = ExpertLinearOp::create(b, p.getLoc(), withRows(p.getResult(), received),
                                          sent, w, route.getLocalIds(), p.getTransposedAttr());
     Value back = ExpertCombineOp::create(b, p.getLoc(), typeOf(p.getResult()), local, plan,
                                          grid, axes);

@@ -68,6 +68,39 @@ def DSFuseExperts : Pass<"ds-fuse-experts", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DSExpertCapacity : Pass<"ds-expert-capacity", "::mlir::ModuleOp"> {
+  let summary = "Capacity-based token dropping: each expert takes at most its capacity of a micro-batch's routed rows, as DeepSpeed-MoE.";
+  let description = [{
+    Runs on `@forward` after `ds-fuse-experts`, before `ds-expert-parallel`. The routing
+    stays the model's; only what DeepSpeed-MoE's capacity adds changes: each expert takes at
+    most `C = max(ceil(T / E * capacity-factor * k), min-capacity)` of the T tokens' k choices
+    that the rank routes in one micro-batch (DeepSpeed's `_capacity`, in f32 as it computes
+    it), the first choices in token order before the second ones (`top2gating`); the rest are
+    dropped: their rows give zeros (the token goes on through the residual) and, under
+    expert parallelism, are sent nowhere, so each rank receives at most E C rows. The kept
+    rows keep the weights the model's router gave them (DeepSpeed's own gate renormalises
+    over the kept ones; an HF model's router defines its normalisation, which ds keeps).
+    ```mlir
+    %ids = ds.reshape %indices : tensor<64x2xi64> -> tensor<128xi64>
+    %y = ds.expert_linear %x, %w[%ids] : (tensor<128x32xf32>, tensor<4x96x32xf32>, tensor<128xi64>) -> tensor<128x96xf32>
+    // at capacity-factor 0.75 becomes (C = ceil(64 / 4 * 0.75 * 2) = 24)
+    %kept = ds.expert_capacity %ids experts = 4 choices = 2 capacity = 24 : tensor<128xi64>
+    %y = ds.expert_linear %x, %w[%kept] : ...
+    ```
+    The choices are found where HF's `batched_mm` experts take them: a router's
+    `ds.top_k` indices `[T, k]` flattened (through the wrap of negative ids), k <= 2 (for
+    more, DeepSpeed's `topkgating` drops by probability, which ds does not do). The config's
+    `moe` block (`capacity_factor`, `min_capacity`, `drop_tokens`) sets it.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+  let options = [
+    Option<"capacityFactor", "capacity-factor", "double", "::mlir::ds::deepspeed::kCapacityFactor",
+           "Each expert's share of the routed rows, times (DeepSpeed-MoE's capacity_factor)">,
+    Option<"minCapacity", "min-capacity", "int64_t", "::mlir::ds::deepspeed::kMinCapacity",
+           "The least capacity whatever the micro-batch (DeepSpeed-MoE's min_capacity)">,
+  ];
+}
+
 def DSExpertParallel : Pass<"ds-expert-parallel", "::mlir::ModuleOp"> {
   let summary = "Expert parallelism: the routed experts split over the mesh's ep ranks, their rows exchanged by all-to-all.";
   let description = [{
@@ -87,7 +120,8 @@ def DSExpertParallel : Pass<"ds-expert-parallel", "::mlir::ModuleOp"> {
     %y = ds.expert_combine %e along %plan on @mesh grid_axes = [1] : (tensor<256x96xf32>, tensor<132xi64>) -> tensor<128x96xf32>
     ```
     One route per ids value serves all its products. The receive buffers have the dropless
-    worst case's rows (every rank's rows at one rank). An expert's gradient already sums its
+    worst case's rows (every rank's rows at one rank), or where `ds-expert-capacity` ran
+    first, E C (C rows of each expert from each rank), whichever is fewer. An expert's gradient already sums its
     ep group's rows: ds-optimizer sums it over the dp axis only (the expert-data-parallel
     group), and its share of the gradient norm over ep; ds-zero keeps the experts outside its
     buffers. Standalone, the pass sets a mesh of `dp=1 x ep=expert-parallel-size`; in the

@@ -120,6 +120,14 @@ struct PrecisionConfig {
   bool mixed() const { return dtype != Precision::fp32; }
 };
 
+/// ds's `moe` block: deepspeed.moe.layer.MoE's capacity arguments (DeepSpeed takes them in the
+/// model's code; an exported HF model routes dropless unless the config sets them).
+struct MoeConfig {
+  bool dropTokens = false; ///< drop_tokens (true once the block is given, as DeepSpeed's)
+  double capacityFactor = mlir::ds::deepspeed::kCapacityFactor;
+  int64_t minCapacity = mlir::ds::deepspeed::kMinCapacity;
+};
+
 /// DeepSpeed's `pipeline` block (runtime/config.py, get_pipeline_config), and ds's own keys.
 struct PipelineConfig {
   int64_t stages = 1;             ///< pipeline stages (pp ranks); DeepSpeed's "auto" is 1
@@ -150,6 +158,7 @@ struct DeepSpeedConfig {
   int64_t sequenceParallelSize = 1; ///< sequence_parallel_size (Ulysses)
   /// expert_parallel.autoep_size when enabled (the experts split over dp ranks); else 1.
   int64_t expertParallelSize = 1;
+  MoeConfig moe; ///< capacity-based token dropping (ds-expert-capacity)
   /// sequence_parallel_mode (ds's own key): Ulysses, ring, or auto.
   mlir::ds::SequenceParallelMode sequenceParallelMode = mlir::ds::SequenceParallelMode::automatic;
   /// sequence_tiling.loss_tiles (ds-tile-sequence; ds's own key); 0: "auto".

@@ -19,6 +19,7 @@ struct TrainingOptions {
   ::ds::TensorParallelSpecs tensorParallelSpecs; ///< partition_config, tp_plan
   int64_t sequenceParallelSize = 1; ///< sequence_parallel_size (Ulysses)
   int64_t expertParallelSize = 1;   ///< expert_parallel.autoep_size (ds-expert-parallel)
+  ::ds::MoeConfig moe;              ///< moe.drop_tokens etc. (ds-expert-capacity)
   SequenceParallelMode sequenceParallelMode = SequenceParallelMode::automatic;
   int64_t lossTiles = 1;            ///< sequence_tiling.loss_tiles (0: auto; ds-tile-sequence)
   int64_t mlpTiles = 1;             ///< sequence_tiling.mlp_tiles (0: auto; ds-tile-sequence)

@@ -28,6 +28,12 @@ void mlir::ds::runtime::populateExpertKernels(KernelPatterns &p) {
              e.i32(o.getTransposed()));
     return success();
   });
+  p.add<ExpertCapacityOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+    auto o = cast<ExpertCapacityOp>(op);
+    e.kernel(fn::dsrt_expert_capacity, outs[0], e.operand(o.getExpertIds()),
+             e.i64(o.getExperts()), e.i64(o.getChoices()), e.i64(o.getCapacity()));
+    return success();
+  });
   p.add<ExpertRouteOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
     auto o = cast<ExpertRouteOp>(op);
     e.kernelWaited(fn::dsrt_expert_route, e.i32(runtimeGroupOf(o.getGridAxes())), outs[0],

@@ -622,6 +622,13 @@ void dsrt_expert_linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *
 void dsrt_expert_linear_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, const dsrt_tensor *x,
                                     const dsrt_tensor *dy, const dsrt_tensor *ids,
                                     int32_t transposed);
+/** Capacity-based token dropping (DeepSpeed-MoE's top1gating without random token selection
+ *  and top2gating): `ids` [T choices] (i64 or i32) are each token's `choices` experts,
+ *  consecutive; taken choice by choice (every token's first in token order, then every second,
+ *  ...), each of the `experts` keeps its first `capacity` rows and the later ones are written
+ *  -1 in `out` (ids' shape and dtype). Ids outside [0, experts) are copied and take no place. */
+void dsrt_expert_capacity(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *ids,
+                          int64_t experts, int64_t choices, int64_t capacity);
 void dsrt_cross_entropy(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *logits,
                         const dsrt_tensor *target, int64_t ignore_index, int32_t reduction,
                         double label_smoothing);

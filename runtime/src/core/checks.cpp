@@ -318,6 +318,20 @@ TopKShape topK(const dsrt_tensor *values, const dsrt_tensor *indices, const dsrt
   return {n ? in->numel / n : 0, n, kk};
 }
 
+CapacityShape expertCapacity(const dsrt_tensor *out, const dsrt_tensor *ids, int64_t experts,
+                             int64_t choices, int64_t capacity) {
+  const char *k = "expert_capacity";
+  indexDtype(k, ids);
+  checkDtype(k, out, ids->dtype, "out");
+  checkSameShape(k, out, ids);
+  if (ids->rank != 1 || choices < 1 || ids->numel % choices != 0)
+    fail(k, "ids %s are not [tokens x %lld choices]", shapeString(ids).c_str(),
+         (long long)choices);
+  if (experts < 1 || capacity < 0)
+    fail(k, "%lld experts of capacity %lld", (long long)experts, (long long)capacity);
+  return {ids->numel, ids->numel / choices, choices};
+}
+
 ExpertShape expertLinear(const char *k, const dsrt_tensor *y, const dsrt_tensor *x,
                          const dsrt_tensor *w, const dsrt_tensor *ids, int32_t transposed) {
   indexDtype(k, ids);

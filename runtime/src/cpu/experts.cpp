@@ -86,6 +86,33 @@ void dsrt::cpu::top_k(dsrt_context *, dsrt_tensor *values, dsrt_tensor *indices,
              smallest);
 }
 
+namespace {
+template <class Id>
+void dropPastCapacity(Id *out, const Id *ids, const checks::CapacityShape &s, int64_t experts,
+                      int64_t capacity) {
+  std::vector<int64_t> taken(experts, 0);
+  for (int64_t j = 0; j < s.choices; ++j)
+    for (int64_t t = 0; t < s.tokens; ++t) {
+      const int64_t n = t * s.choices + j;
+      const Id e = ids[n];
+      out[n] = e >= 0 && e < experts && taken[e]++ >= capacity ? Id(-1) : e;
+    }
+}
+} // namespace
+
+void dsrt::cpu::expert_capacity(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *ids,
+                                int64_t experts, int64_t choices, int64_t capacity) {
+  DSRT_PROFILE("expert_capacity");
+  const checks::CapacityShape s =
+      checks::expertCapacity(out, ids, experts, choices, capacity);
+  if (ids->dtype == DSRT_I64)
+    dropPastCapacity(static_cast<int64_t *>(out->data), static_cast<const int64_t *>(ids->data),
+                     s, experts, capacity);
+  else
+    dropPastCapacity(static_cast<int32_t *>(out->data), static_cast<const int32_t *>(ids->data),
+                     s, experts, capacity);
+}
+
 void dsrt::cpu::expert_linear(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x,
                               const dsrt_tensor *w, const dsrt_tensor *ids, int32_t transposed) {
   DSRT_PROFILE("expert_linear");

@@ -70,7 +70,44 @@ __global__ void expertLinearGradWeightKernel(float *DW, const float *X, const fl
   }
 }
 
+/// One thread per expert: it walks the rows choice by choice and writes its own rows, the kept
+/// ones with its id and the rest -1; rows no expert takes are copied by the first thread.
+template <class Id>
+__global__ void capacityKernel(Id *out, const Id *ids, int64_t tokens, int64_t choices,
+                               int64_t experts, int64_t capacity) {
+  const int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (e >= experts)
+    return;
+  int64_t taken = 0;
+  for (int64_t j = 0; j < choices; ++j)
+    for (int64_t t = 0; t < tokens; ++t) {
+      const int64_t n = t * choices + j;
+      const Id id = ids[n];
+      if (id == e)
+        out[n] = taken++ < capacity ? id : Id(-1);
+      else if (e == 0 && (id < 0 || id >= experts))
+        out[n] = id;
+    }
+}
+
 } // namespace
+
+void dsrt::cuda::expert_capacity(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *ids,
+                                 int64_t experts, int64_t choices, int64_t capacity) {
+  const char *k = "expert_capacity";
+  const checks::CapacityShape s = checks::expertCapacity(out, ids, experts, choices, capacity);
+  if (!s.rows)
+    return;
+  if (ids->dtype == DSRT_I64)
+    capacityKernel<int64_t><<<blocksFor(experts), kThreads, 0, stream(ctx)>>>(
+        (int64_t *)out->data, (const int64_t *)ids->data, s.tokens, s.choices, experts,
+        capacity);
+  else
+    capacityKernel<int32_t><<<blocksFor(experts), kThreads, 0, stream(ctx)>>>(
+        (int32_t *)out->data, (const int32_t *)ids->data, s.tokens, s.choices, experts,
+        capacity);
+  launched(k);
+}
 
 void dsrt::cuda::top_k(dsrt_context *ctx, dsrt_tensor *values, dsrt_tensor *indices,
                        const dsrt_tensor *in, int32_t smallest) {

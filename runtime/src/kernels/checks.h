@@ -106,6 +106,13 @@ struct TopKShape {
 };
 TopKShape topK(const dsrt_tensor *values, const dsrt_tensor *indices, const dsrt_tensor *in);
 
+/// The rows, tokens and choices of a capacity drop (dsrt_expert_capacity), checked.
+struct CapacityShape {
+  int64_t rows, tokens, choices;
+};
+CapacityShape expertCapacity(const dsrt_tensor *out, const dsrt_tensor *ids, int64_t experts,
+                             int64_t choices, int64_t capacity);
+
 /// N rows of `in` features through E experts' [out, in] maps.
 struct ExpertShape {
   int64_t N, E, in, out;

@@ -1989,8 +1989,8 @@ module {
 module {
   shard.grid @g(shape = 2x2)
   func.func @route_local(%ids: tensor<6xi64>) {
-    // expected-error @+1 {{'ds.expert_route' op local_ids has shape [12], expected [24]}}
-    %p, %l = ds.expert_route %ids experts = 4 on @g grid_axes = [0, 1] : (tensor<6xi64>) -> (tensor<14xi64>, tensor<12xi64>)
+    // expected-error @+1 {{'ds.expert_route' op local_ids must have between 1 and 24 rows (6 x 4 ranks, the dropless worst case), got 25}}
+    %p, %l = ds.expert_route %ids experts = 4 on @g grid_axes = [0, 1] : (tensor<6xi64>) -> (tensor<14xi64>, tensor<25xi64>)
     return
   }
 }
@@ -2011,8 +2011,8 @@ module {
 module {
   shard.grid @g(shape = 2x2)
   func.func @dispatch_result(%x: tensor<6x8xf32>, %p: tensor<10xi64>) {
-    // expected-error @+1 {{'ds.expert_dispatch' op result has shape [6, 8], expected [12, 8]}}
-    %r = ds.expert_dispatch %x along %p on @g grid_axes = [0] : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<6x8xf32>
+    // expected-error @+1 {{'ds.expert_dispatch' op result must have between 1 and 12 rows (6 x 2 ranks, the dropless worst case), got 13}}
+    %r = ds.expert_dispatch %x along %p on @g grid_axes = [0] : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<13x8xf32>
     return
   }
 }
@@ -2037,4 +2037,28 @@ module {
     %r = ds.expert_combine %y along %p on @g grid_axes = [0] : (tensor<12x8xf32>, tensor<10xi64>) -> tensor<5x8xf32>
     return
   }
+}
+
+// -----
+
+func.func @capacity_choices(%ids: tensor<6xi64>) {
+  // expected-error @+1 {{'ds.expert_capacity' op choices = 4 must be >= 1 and divide the 6 rows}}
+  %r = ds.expert_capacity %ids experts = 4 choices = 4 capacity = 2 : tensor<6xi64>
+  return
+}
+
+// -----
+
+func.func @capacity_negative(%ids: tensor<6xi64>) {
+  // expected-error @+1 {{'ds.expert_capacity' op capacity = -1 must be >= 0}}
+  %r = ds.expert_capacity %ids experts = 4 choices = 2 capacity = -1 : tensor<6xi64>
+  return
+}
+
+// -----
+
+func.func @capacity_rank(%ids: tensor<3x2xi64>) {
+  // expected-error @+1 {{'ds.expert_capacity' op expert_ids must be [N], got 'tensor<3x2xi64>'}}
+  %r = ds.expert_capacity %ids experts = 4 choices = 2 capacity = 2 : tensor<3x2xi64>
+  return
 }

@@ -174,6 +174,8 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [2, 2]>} {
     %dw = ds.expert_linear_grad_weight %x, %dy[%ids] : (tensor<6x8xf32>, tensor<6x10xf32>, tensor<6xi32>) -> tensor<4x10x8xf32>
     // CHECK: ds.expert_linear_grad_weight %{{.+}}, %{{.+}}[%{{.+}}] transposed :
     %dwt = ds.expert_linear_grad_weight %x, %dy[%ids] transposed : (tensor<6x8xf32>, tensor<6x10xf32>, tensor<6xi32>) -> tensor<4x8x10xf32>
+    // CHECK: ds.expert_capacity %{{.+}} experts = 4 choices = 2 capacity = 1 : tensor<6xi32>
+    %kept = ds.expert_capacity %ids experts = 4 choices = 2 capacity = 1 : tensor<6xi32>
     return %v, %y, %yt, %dw, %dwt : tensor<6x2xf32>, tensor<6x10xf32>, tensor<6x10xf32>, tensor<4x10x8xf32>, tensor<4x8x10xf32>
   }
 
@@ -394,6 +396,14 @@ module {
     %e = ds.expert_linear %r, %w[%local] : (tensor<12x8xf32>, tensor<2x10x8xf32>, tensor<12xi64>) -> tensor<12x10xf32>
     // CHECK: ds.expert_combine %{{.+}} along %{{.+}} on @grid grid_axes = [0] : (tensor<12x10xf32>, tensor<10xi64>) -> tensor<6x10xf32>
     %y = ds.expert_combine %e along %plan on @grid grid_axes = [0] : (tensor<12x10xf32>, tensor<10xi64>) -> tensor<6x10xf32>
+    // A capacity bounds the rows received below the dropless 12.
+    // CHECK: ds.expert_route %{{.+}} : (tensor<6xi64>) -> (tensor<10xi64>, tensor<8xi64>)
+    %plan8, %local8 = ds.expert_route %ids experts = 4 on @grid grid_axes = [0] : (tensor<6xi64>) -> (tensor<10xi64>, tensor<8xi64>)
+    // CHECK: ds.expert_dispatch %{{.+}} : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<8x8xf32>
+    %r8 = ds.expert_dispatch %x along %plan8 on @grid grid_axes = [0] : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<8x8xf32>
+    %e8 = ds.expert_linear %r8, %w[%local8] : (tensor<8x8xf32>, tensor<2x10x8xf32>, tensor<8xi64>) -> tensor<8x10xf32>
+    // CHECK: ds.expert_combine %{{.+}} : (tensor<8x10xf32>, tensor<10xi64>) -> tensor<6x10xf32>
+    %y8 = ds.expert_combine %e8 along %plan8 on @grid grid_axes = [0] : (tensor<8x10xf32>, tensor<10xi64>) -> tensor<6x10xf32>
     return %y : tensor<6x10xf32>
   }
 }
