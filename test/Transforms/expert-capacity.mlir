@@ -19,7 +19,7 @@
 // Under expert parallelism the receive buffers hold E C = 16 rows, not the dropless 24.
 // EP: ds.expert_route %{{.+}} experts = 4 on @mesh grid_axes = [1] : (tensor<12xi64>) -> (tensor<16xi64>, tensor<16xi64>)
 // EP: ds.expert_dispatch %{{.+}} : (tensor<12x8xf32>, tensor<16xi64>) -> tensor<16x8xf32>
-// EP: ds.expert_combine %{{.+}} : (tensor<16x16xf32>, tensor<16xi64>) -> tensor<12x16xf32>
+// EP: ds.expert_combine %{{.+}} : (tensor<16x8xf32>, tensor<16xi64>) -> tensor<12x8xf32>
 module {
   ds.parameter @experts.up trainable : tensor<4x16x8xf32>
   ds.parameter @experts.down trainable : tensor<4x8x16xf32>

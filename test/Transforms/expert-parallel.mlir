@@ -2,8 +2,9 @@
 // RUN: ds-opt %s --ds-expert-parallel=expert-parallel-size=2 --ds-autodiff --split-input-file | FileCheck %s --check-prefix=GRAD
 
 // Two expert products routed by the same ids (a SwiGLU-less MoE MLP): the experts' weights
-// split over ep (each rank 2 of 4 experts, the names kept), one route, each product between a
-// dispatch and a combine with receive buffers of 2 x 6 rows.
+// split over ep (each rank 2 of 4 experts, the names kept), one route, receive buffers of
+// 2 x 6 rows. The gelu between the products reads each row alone, so it runs on the experts'
+// rank: one dispatch before the first product, one combine after the second, none between.
 // CHECK-LABEL: module attributes {ds.mesh = #ds.mesh<axes = ["dp", "ep"], shape = [1, 2]>}
 // CHECK: ds.parameter @experts.up trainable : tensor<2x16x8xf32> sharding <{{\[\["ep"\], \[\], \[\]\]}}>
 // CHECK: ds.parameter @experts.down trainable : tensor<2x8x16xf32> sharding <{{\[\["ep"\], \[\], \[\]\]}}>
@@ -13,19 +14,23 @@
 // CHECK-NOT: ds.expert_route
 // CHECK: %[[X1:.+]] = ds.expert_dispatch %arg0 along %[[PLAN]] on @mesh grid_axes = [1] : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<12x8xf32>
 // CHECK: %[[H1:.+]] = ds.expert_linear %[[X1]], %{{.+}}[%[[LOCAL]]] : (tensor<12x8xf32>, tensor<2x16x8xf32>, tensor<12xi64>) -> tensor<12x16xf32>
-// CHECK: %[[H:.+]] = ds.expert_combine %[[H1]] along %[[PLAN]] on @mesh grid_axes = [1] : (tensor<12x16xf32>, tensor<10xi64>) -> tensor<6x16xf32>
-// CHECK: %[[G:.+]] = ds.gelu %[[H]]
-// CHECK: %[[X2:.+]] = ds.expert_dispatch %[[G]] along %[[PLAN]]
-// CHECK: ds.expert_linear %[[X2]], %{{.+}}[%[[LOCAL]]] : (tensor<12x16xf32>, tensor<2x8x16xf32>, tensor<12xi64>) -> tensor<12x8xf32>
-// CHECK: ds.expert_combine
-// The gradients: each dispatch's is a combine along the same plan, and each combine's a
-// dispatch; the experts' weight gradients are of the local experts.
+// CHECK-NOT: ds.expert_combine
+// CHECK: %[[G:.+]] = ds.gelu %[[H1]] : tensor<12x16xf32>
+// CHECK-NOT: ds.expert_dispatch
+// CHECK: %[[Y1:.+]] = ds.expert_linear %[[G]], %{{.+}}[%[[LOCAL]]] : (tensor<12x16xf32>, tensor<2x8x16xf32>, tensor<12xi64>) -> tensor<12x8xf32>
+// CHECK: ds.expert_combine %[[Y1]] along %[[PLAN]] on @mesh grid_axes = [1] : (tensor<12x8xf32>, tensor<10xi64>) -> tensor<6x8xf32>
+// CHECK-NOT: ds.expert_combine
+// CHECK-NOT: ds.gelu
+// The gradients: the combine's is a dispatch along the same plan, the dispatch's a combine;
+// the experts' weight gradients are of the local experts.
 // GRAD-LABEL: func.func @micro_step
 // GRAD: %[[PLAN:.+]], %[[LOCAL:.+]] = ds.expert_route
 // GRAD: ds.expert_dispatch %{{.+}} along %[[PLAN]] on @mesh grid_axes = [1] : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<12x8xf32>
+// GRAD: ds.expert_combine %{{.+}} along %[[PLAN]] on @mesh grid_axes = [1] : (tensor<12x8xf32>, tensor<10xi64>) -> tensor<6x8xf32>
+// GRAD: ds.expert_dispatch %{{.+}} along %[[PLAN]] on @mesh grid_axes = [1] : (tensor<6x8xf32>, tensor<10xi64>) -> tensor<12x8xf32>
 // GRAD: ds.expert_linear_grad_weight %{{.+}}, %{{.+}}[%[[LOCAL]]] : (tensor<12x16xf32>, tensor<12x8xf32>, tensor<12xi64>) -> tensor<2x8x16xf32>
-// GRAD: ds.expert_combine %{{.+}} along %[[PLAN]] on @mesh grid_axes = [1] : (tensor<12x16xf32>, tensor<10xi64>) -> tensor<6x16xf32>
 // GRAD: ds.expert_linear_grad_weight %{{.+}}, %{{.+}}[%[[LOCAL]]] : (tensor<12x8xf32>, tensor<12x16xf32>, tensor<12xi64>) -> tensor<2x16x8xf32>
+// GRAD: ds.expert_combine %{{.+}} along %[[PLAN]] on @mesh grid_axes = [1] : (tensor<12x8xf32>, tensor<10xi64>) -> tensor<6x8xf32>
 module {
   ds.parameter @experts.up trainable : tensor<4x16x8xf32>
   ds.parameter @experts.down trainable : tensor<4x8x16xf32>
@@ -42,6 +47,30 @@ module {
     %y = ds.expert_linear %g, %down[%ids] : (tensor<6x16xf32>, tensor<4x8x16xf32>, tensor<6xi64>) -> tensor<6x8xf32>
     %w = ds.mul %y, %v : tensor<6x8xf32>, tensor<6x1xf32> -> tensor<6x8xf32>
     %l = ds.cross_entropy %w, %t : (tensor<6x8xf32>, tensor<6xi64>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// Between the products an op that mixes rows (a softmax over the tokens): the rows come back
+// to their tokens and go out again.
+// CHECK-LABEL: ds.parameter @mix.up
+// CHECK: ds.expert_dispatch
+// CHECK: ds.expert_combine
+// CHECK: ds.softmax
+// CHECK: ds.expert_dispatch
+// CHECK: ds.expert_combine
+module {
+  ds.parameter @mix.up trainable : tensor<4x16x8xf32>
+  ds.parameter @mix.down trainable : tensor<4x8x16xf32>
+  func.func @forward(%x: tensor<6x8xf32>, %ids: tensor<6xi64>, %t: tensor<6xi64>) -> tensor<f32> {
+    %up = ds.get_parameter @mix.up : tensor<4x16x8xf32>
+    %h = ds.expert_linear %x, %up[%ids] : (tensor<6x8xf32>, tensor<4x16x8xf32>, tensor<6xi64>) -> tensor<6x16xf32>
+    %g = ds.softmax %h dim = 0 : tensor<6x16xf32>
+    %down = ds.get_parameter @mix.down : tensor<4x8x16xf32>
+    %y = ds.expert_linear %g, %down[%ids] : (tensor<6x16xf32>, tensor<4x8x16xf32>, tensor<6xi64>) -> tensor<6x8xf32>
+    %l = ds.cross_entropy %y, %t : (tensor<6x8xf32>, tensor<6xi64>) -> tensor<f32>
     return %l : tensor<f32>
   }
 }

@@ -14,6 +14,11 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Dominance.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Transforms/CSE.h"
 #include "llvm/ADT/MapVector.h"
 
 #include <algorithm>
@@ -46,6 +51,65 @@ int64_t receiveRows(Value ids, int64_t rows, int64_t ranks) {
     return std::clamp<int64_t>(cap.getExperts() * cap.getCapacity(), 1, rows * ranks);
   return rows * ranks;
 }
+
+/// The values between an expert product's combine and the next product's dispatch along the
+/// same plan (a SwiGLU's slices, activation and product) computed on the experts' rank
+/// instead: each row of them reads only that row of the combined rows, so computing them on
+/// the received rows and skipping the combine and the dispatch gives the next product the
+/// same rows (a row received for no expert has id -1 there, and its product is zero whatever
+/// the values). Halves the exchanges of an MLP, and its widest one goes.
+class ExpertSide {
+public:
+  ExpertSide(Value plan, int64_t rows, int64_t received)
+      : plan(plan), rows(rows), received(received) {}
+
+  /// `v` on the experts' side, cloned at `b`'s point; null where a value is not row by row.
+  Value get(Value v, OpBuilder &b) {
+    if (Value known = mapped.lookupOrNull(v))
+      return known;
+    Operation *def = v.getDefiningOp();
+    if (auto combine = dyn_cast_or_null<ExpertCombineOp>(def)) {
+      if (combine.getPlan() != plan)
+        return Value();
+      mapped.map(v, combine.getInput());
+      return combine.getInput();
+    }
+    if (!def || def->getNumResults() != 1 || !rowWise(def))
+      return Value();
+    bool reshapes = isa<SliceOp, ReshapeOp, ConvertOp>(def);
+    for (Value o : def->getOperands())
+      if ((reshapes || rowIndexed(o, v)) && !get(o, b))
+        return Value();
+    Operation *clone = b.clone(*def, mapped);
+    clone->getResult(0).setType(withRows(v, received));
+    mapped.map(v, clone->getResult(0));
+    return clone->getResult(0);
+  }
+
+private:
+  /// Ops whose result row n reads row n of their row operands: elementwise ones, conversions,
+  /// slices and reshapes that keep the rows.
+  bool rowWise(Operation *op) const {
+    auto t = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+    if (!t || t.getRank() < 1 || t.getShape()[0] != rows)
+      return false;
+    if (auto s = dyn_cast<SliceOp>(op))
+      return s.getDim() != 0;
+    if (auto r = dyn_cast<ReshapeOp>(op))
+      return typeOf(r.getInput()).getRank() >= 1 && typeOf(r.getInput()).getShape()[0] == rows;
+    return op->hasTrait<OpTrait::ds::WritesOverOperand>() || isa<ConvertOp>(op);
+  }
+  /// An operand holding rows (of `result`'s rank and rows), not one broadcast over them.
+  bool rowIndexed(Value operand, Value result) const {
+    auto t = dyn_cast<RankedTensorType>(operand.getType());
+    return t && t.getRank() == typeOf(result).getRank() && t.getRank() >= 1 &&
+           t.getShape()[0] == rows;
+  }
+
+  Value plan;
+  int64_t rows, received;
+  IRMapping mapped;
+};
 
 struct ExpertParallelPass : mlir::ds::impl::DSExpertParallelBase<ExpertParallelPass> {
   using DSExpertParallelBase::DSExpertParallelBase;
@@ -127,6 +191,14 @@ void ExpertParallelPass::runOnOperation() {
   if (failed(ep))
     return signalPassFailure();
   const int64_t ranks = ep->size;
+  // HF's experts compute each product's ids anew (the same wrap of the router's choices):
+  // merged first, so that one route serves a layer's products and its SwiGLU stays on the
+  // experts' side between them.
+  {
+    IRRewriter rewriter(module.getContext());
+    DominanceInfo dominance(forward);
+    eliminateCommonSubExpressions(rewriter, dominance, forward);
+  }
   SmallVector<ExpertLinearOp> products;
   forward.walk([&](ExpertLinearOp p) { products.push_back(p); });
   if (products.empty()) {
@@ -161,8 +233,12 @@ void ExpertParallelPass::runOnOperation() {
     }
     b.setInsertionPoint(p);
     Value x = p.getInput(), plan = route.getPlan();
-    Value sent = ExpertDispatchOp::create(b, p.getLoc(), withRows(x, received), x, plan, grid,
-                                          axes);
+    // The input computed row by row from an earlier product's combine along this plan: on
+    // the experts' side, with no exchange.
+    Value sent = ExpertSide(plan, rows, received).get(x, b);
+    if (!sent)
+      sent = ExpertDispatchOp::create(b, p.getLoc(), withRows(x, received), x, plan, grid,
+                                      axes);
     Value local = ExpertLinearOp::create(b, p.getLoc(), withRows(p.getResult(), received),
                                          sent, w, route.getLocalIds(), p.getTransposedAttr());
     Value back = ExpertCombineOp::create(b, p.getLoc(), typeOf(p.getResult()), local, plan,
@@ -170,6 +246,13 @@ void ExpertParallelPass::runOnOperation() {
     p.getResult().replaceAllUsesWith(back);
     p.erase();
   }
+  // What the experts' side made dead on the tokens' side (combines, the chains after them).
+  SmallVector<Operation *> ops;
+  forward.walk([&](Operation *op) { ops.push_back(op); });
+  for (Operation *op : llvm::reverse(ops)) // users before what they read
+    if (op->getNumResults() > 0 && op->use_empty() && op->getNumRegions() == 0 &&
+        isMemoryEffectFree(op))
+      op->erase();
 
   // Each rank holds its experts: dimension 0 split over ep, the state_dict names kept.
   for (auto &[name, param] : params) {

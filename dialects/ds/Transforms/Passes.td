@@ -119,7 +119,11 @@ def DSExpertParallel : Pass<"ds-expert-parallel", "::mlir::ModuleOp"> {
     %e = ds.expert_linear %r, %w[%local] : (tensor<256x32xf32>, tensor<2x96x32xf32>, tensor<256xi64>) -> tensor<256x96xf32>
     %y = ds.expert_combine %e along %plan on @mesh grid_axes = [1] : (tensor<256x96xf32>, tensor<132xi64>) -> tensor<128x96xf32>
     ```
-    One route per ids value serves all its products. The receive buffers have the dropless
+    One route per ids value (merged by CSE first: HF recomputes them per product) serves all
+    its products, and what lies between two products row by row (a SwiGLU's slices,
+    activation and product) runs on the experts' rank on the received rows: one dispatch
+    before a layer's first product and one combine after its last. The receive buffers have
+    the dropless
     worst case's rows (every rank's rows at one rank), or where `ds-expert-capacity` ran
     first, E C (C rows of each expert from each rank), whichever is fewer. An expert's gradient already sums its
     ep group's rows: ds-optimizer sums it over the dp axis only (the expert-data-parallel
