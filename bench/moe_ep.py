@@ -21,7 +21,7 @@ the all-to-all bytes a rank sends per step: ds's from `ds-opt --comm-report` (th
 can send, its receive buffers' worst case), DeepSpeed's counted at torch.distributed's
 all_to_all_single (its [experts, capacity, d] buffers, all of them, as it passes them).
 
-usage: .venv/bin/python bench/moe_ep.py [--steps 6] [--build build] [--only ds|others]
+usage: .venv/bin/python bench/moe_ep.py [--steps 8] [--build build] [--only ds|others]
 """
 import argparse
 import json
@@ -179,7 +179,7 @@ def run_ds(b, w, name, ep, stage, steps):
            'zero_optimization': {'stage': stage}, 'steps_per_print': 1000}
     if ep > 1:
         cfg['expert_parallel'] = {'enabled': True, 'autoep_size': ep}
-    tag = name.replace(' ', '').replace('x', '-')
+    tag = '-ep%d-zero%d' % (ep, stage)
     json.dump(cfg, open(w('cfg%s.json' % tag), 'w'))
     log, step = w('ds%s.jsonl' % tag), w('step%s.mlir' % tag)
     for cmd in ([b('ds-opt'), w('moe.pt2'), '--input', 'input_ids=tensor<%dx%dxi64>' % (mb, SEQ),
@@ -221,7 +221,7 @@ def run_venv(kind, w, steps, port):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('--steps', type=int, default=6)
+    ap.add_argument('--steps', type=int, default=8)
     ap.add_argument('--build', default=os.path.join(ROOT, 'build'))
     ap.add_argument('--only', choices=['ds', 'others'], default=None)
     args = ap.parse_args()
@@ -245,7 +245,8 @@ def main():
     rows = {}
     if args.only != 'others':
         for name, ep, stage in (('ds ep4 ZeRO-1', 4, 1), ('ds ep4 ZeRO-3', 4, 3),
-                                ('ds ep2 x dp2 ZeRO-3', 2, 3), ('ds dp4 ZeRO-3', 1, 3)):
+                                ('ds ep2 x dp2 ZeRO-1', 2, 1), ('ds ep2 x dp2 ZeRO-3', 2, 3),
+                                ('ds dp4 ZeRO-3', 1, 3)):
             rows[name] = run_ds(b, w, name, ep, stage, args.steps)
     if args.only != 'ds':
         for i, (kind, name) in enumerate((('ds-moe-ep4', 'DeepSpeed MoE ep_size 4 ZeRO-2'),
