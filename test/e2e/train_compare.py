@@ -781,13 +781,14 @@ def main():
     worst_g = 0.0
     # ZeRO stage 2 keeps no whole gradients: only the reference's, for the noise masks. (On a
     # pipeline the parameters that several stages hold keep whole gradients: those compared.)
-    stage2 = cfg.get('zero_optimization', {}).get('stage', 0) >= 2
+    stage = cfg.get('zero_optimization', {}).get('stage', 0)
+    stage2 = stage >= 2
     partitioned = not ds_g and stage2
     if partitioned:
-        print('gradients are partitioned (ZeRO stage 2): step-1 gradients not compared')
+        print('gradients are partitioned (ZeRO stage %d): step-1 gradients not compared' % stage)
     elif stage2:
-        print('gradients are partitioned (ZeRO stage 2) but for %s: those compared'
-              % ', '.join(sorted(ds_g)))
+        print('gradients are partitioned (ZeRO stage %d) but for %s: those compared'
+              % (stage, ', '.join(sorted(ds_g))))
         ref_g = {k: v for k, v in ref_g.items() if k in ds_g}
     if args.precision == 'fp16':
         partitioned = True
