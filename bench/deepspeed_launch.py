@@ -1,6 +1,7 @@
 """Runs a DeepSpeed worker script as RANKS processes on the CPU (torch.distributed's env://
 rendezvous, gloo) from the project's .venv, for the benchmarks that set DeepSpeed beside ds.
-Each worker writes OUT.RANK.json with its step times ("ms") and peak RSS ("rss")."""
+Each worker writes OUT.RANK.json with its step times ("ms") and peak RSS ("rss").
+run_ds_commands runs ds's side of such a benchmark."""
 import json
 import os
 import statistics
@@ -12,6 +13,22 @@ DEEPSPEED = 'deepspeed==0.19.*'
 # step (their allocators' caches, oneDNN's primitive cache; bench/train_gpt.py), ds-run from its
 # second.
 WARM = 3
+
+
+def run_ds_commands(cmds):
+    """Runs ds's commands (ds-opt, then mpirun ds-run) in order: None, or why one failed (the
+    tool and the last line it wrote to stderr), for a benchmark row that prints it."""
+    for cmd in cmds:
+        try:
+            r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        except OSError as e:
+            return 'failed: %s' % e
+        if r.returncode:
+            last = [l for l in r.stderr.splitlines() if l.strip()]
+            return 'failed: %s: %s' % (os.path.basename(cmd[0]) if cmd[0] != 'mpirun' else
+                                       'mpirun ds-run', last[-1][:160] if last else
+                                       'exit %d' % r.returncode)
+    return None
 
 
 def run_workers(script, path, args, out, ranks, port, steps, needs='deepspeed', warm=WARM):

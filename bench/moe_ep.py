@@ -37,7 +37,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, '..')
 sys.path.insert(0, HERE)
-from deepspeed_launch import WARM, run_workers  # noqa: E402
+from deepspeed_launch import WARM, run_ds_commands, run_workers  # noqa: E402
 
 RANKS, BATCH, SEQ, VOCAB = 4, 16, 128, 1024
 D, LAYERS, HEADS, EXPERTS, TOP_K, FFN = 512, 6, 8, 8, 2, 1024
@@ -182,18 +182,15 @@ def run_ds(b, w, name, ep, stage, steps):
     tag = '-ep%d-zero%d' % (ep, stage)
     json.dump(cfg, open(w('cfg%s.json' % tag), 'w'))
     log, step = w('ds%s.jsonl' % tag), w('step%s.mlir' % tag)
-    for cmd in ([b('ds-opt'), w('moe.pt2'), '--input', 'input_ids=tensor<%dx%dxi64>' % (mb, SEQ),
-                 '--input', 'labels=tensor<%dx%dxi64>' % (mb, SEQ), '--config',
-                 w('cfg%s.json' % tag), '-o', step],
-                MPIRUN + [b('ds-run'), step, '--data', 'input_ids=' + w('idx.npy'),
-                          '--data', 'labels=' + w('labels.npy'), '--steps', str(steps),
-                          '--threads', '1', '--log', log]):
-        r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if r.returncode:
-            last = [l for l in r.stderr.splitlines() if l.strip()]
-            return 'failed: %s: %s' % (os.path.basename(cmd[0]) if cmd[0] != 'mpirun' else
-                                       'mpirun ds-run', last[-1][:160] if last else
-                                       'exit %d' % r.returncode)
+    failed = run_ds_commands([
+        [b('ds-opt'), w('moe.pt2'), '--input', 'input_ids=tensor<%dx%dxi64>' % (mb, SEQ),
+         '--input', 'labels=tensor<%dx%dxi64>' % (mb, SEQ), '--config', w('cfg%s.json' % tag),
+         '-o', step],
+        MPIRUN + [b('ds-run'), step, '--data', 'input_ids=' + w('idx.npy'), '--data',
+                  'labels=' + w('labels.npy'), '--steps', str(steps), '--threads', '1',
+                  '--log', log]])
+    if failed:
+        return failed
     lines = [json.loads(l) for l in open(log)]
     last = lines[-1]['ranks']
     report = subprocess.run([b('ds-opt'), step, '--comm-report'], capture_output=True,

@@ -44,7 +44,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, '..')
 sys.path.insert(0, HERE)
-from deepspeed_launch import WARM, run_workers  # noqa: E402
+from deepspeed_launch import WARM, run_ds_commands, run_workers  # noqa: E402
 from train_gpt import OPENBLAS_DIR, ensure_openblas, export  # noqa: E402
 
 RANKS, BATCH, SEQ, VOCAB = 4, 16, 128, 1024
@@ -272,21 +272,15 @@ def run_ds(b, w, precision, stage, steps):
     tag = '%s%s' % (precision, str(stage).replace(' ', ''))
     json.dump(cfg, open(w('cfg%s.json' % tag), 'w'))
     log = w('ds%s.jsonl' % tag)
-    for cmd in ([b('ds-opt'), w('gpt.pt'), '--input', 'idx=tensor<%dx%dxi64>' % (mb, SEQ),
-                 '--input', 'targets=tensor<%dx%dxi64>' % (mb, SEQ), '--config',
-                 w('cfg%s.json' % tag), '-o', w('step%s.mlir' % tag)],
-                MPIRUN + [b('ds-run'), w('step%s.mlir' % tag), '--data', 'idx=' + w('idx.npy'),
-                          '--data', 'targets=' + w('targets.npy'), '--steps', str(steps),
-                          '--threads', '1', '--log', log]):
-        try:
-            r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        except OSError as e:
-            return 'failed: %s' % e
-        if r.returncode:
-            last = [l for l in r.stderr.splitlines() if l.strip()]
-            return 'failed: %s: %s' % (os.path.basename(cmd[0]) if cmd[0] != 'mpirun' else
-                                       'mpirun ds-run', last[-1][:160] if last else
-                                       'exit %d' % r.returncode)
+    failed = run_ds_commands([
+        [b('ds-opt'), w('gpt.pt'), '--input', 'idx=tensor<%dx%dxi64>' % (mb, SEQ), '--input',
+         'targets=tensor<%dx%dxi64>' % (mb, SEQ), '--config', w('cfg%s.json' % tag), '-o',
+         w('step%s.mlir' % tag)],
+        MPIRUN + [b('ds-run'), w('step%s.mlir' % tag), '--data', 'idx=' + w('idx.npy'),
+                  '--data', 'targets=' + w('targets.npy'), '--steps', str(steps), '--threads',
+                  '1', '--log', log]])
+    if failed:
+        return failed
     lines = [json.loads(l) for l in open(log)]
     last = lines[-1]['ranks']
     return (statistics.median(l['step_ms'] for l in lines[WARM:]),
