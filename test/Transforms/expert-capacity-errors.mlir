@@ -39,3 +39,24 @@ module {
     return %x : tensor<6x8xf32>
   }
 }
+
+// -----
+
+// A select over the router's choices that is not HF's wrap of negative ids (ids > 0 moved):
+// not the choices in token order.
+module {
+  ds.parameter @experts.up trainable : tensor<4x16x8xf32>
+  func.func @forward(%x: tensor<12x8xf32>, %p: tensor<6x4xf32>) -> tensor<12x16xf32> {
+    %v, %i = ds.top_k %p k = 2 : (tensor<6x4xf32>) -> (tensor<6x2xf32>, tensor<6x2xi64>)
+    %flat = ds.reshape %i : tensor<6x2xi64> -> tensor<12xi64>
+    %zero = ds.constant dense<0> : tensor<i64>
+    %e = ds.constant dense<4> : tensor<i64>
+    %pos = ds.cmp gt, %flat, %zero : tensor<12xi64>, tensor<i64> -> tensor<12xi1>
+    %moved = ds.add %flat, %e : tensor<12xi64>, tensor<i64> -> tensor<12xi64>
+    %ids = ds.where %pos, %moved, %flat : (tensor<12xi1>, tensor<12xi64>, tensor<12xi64>) -> tensor<12xi64>
+    %up = ds.get_parameter @experts.up : tensor<4x16x8xf32>
+    // expected-error @+1 {{ds-expert-capacity: this product's expert ids are not a router's top-k indices in token order}}
+    %h = ds.expert_linear %x, %up[%ids] : (tensor<12x8xf32>, tensor<4x16x8xf32>, tensor<12xi64>) -> tensor<12x16xf32>
+    return %h : tensor<12x16xf32>
+  }
+}

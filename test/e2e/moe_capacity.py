@@ -22,6 +22,34 @@ from train_compare import MODELS, MPIRUN, run, write_data  # noqa: E402
 from make_models2 import MIXTRAL_DROP  # noqa: E402
 
 
+def first_drops(work, data):
+    """How many of each layer's routed rows DeepSpeed's gate drops in rank 0's first
+    micro-batch, in eager PyTorch (make_models2's Mixtral, DeepSpeed's top2gating on the
+    router's logits), and whether its choices are the router's."""
+    import torch
+    from deepspeed.moe.sharded_moe import top2gating
+    import make_models2
+    paths = dict(data[i + 1].split('=', 1) for i in range(0, len(data), 2))
+    torch.manual_seed(0)
+    model = make_models2.make_hf_mixtral('batched_mm').train()
+    seen = []
+    for layer in model.model.model.layers:
+        def count(module, args, out):
+            logits, _, indices = out
+            routes = top2gating(logits.detach().float().clone(),
+                                MIXTRAL_DROP['capacity_factor'], MIXTRAL_DROP['min_capacity'],
+                                drop_tokens=True, top2_2nd_expert_sampling=False,
+                                sparse_routes=True)[3].t().long()
+            kept = routes >= 0
+            seen.append(((~kept).sum().item(), routes.numel(),
+                         torch.equal(routes[kept], indices[kept])))
+        layer.mlp.gate.register_forward_hook(count)
+    mb = int(open(os.path.join(work, 'hfmixtral.inputs')).readline().split('<')[1].split('x')[0])
+    with torch.no_grad():
+        model(*[torch.from_numpy(np.load(paths[n])[:mb]) for n in ('input_ids', 'labels')])
+    return seen
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--bin', required=True)
@@ -74,6 +102,10 @@ def main():
              '--inputs', ','.join(n for n, _ in specs)] + data, w(out + '.log'))
         return [json.loads(l)['loss'] for l in open(w(out))]
 
+    drops = first_drops(args.work, data)
+    print('DeepSpeed\'s gate drops %s of each layer\'s %d routed rows in the first micro-batch; '
+          'its choices are the router\'s: %s' % (' and '.join(str(d) for d, _, _ in drops),
+                                                 drops[0][1], all(s for _, _, s in drops)))
     judge = torch_loop('hfmixtraldrop_export.pt2', 'dropped.jsonl')
     dropless = torch_loop('hfmixtral_export.pt2', 'dropless.jsonl')
     print('step  ds loss       DeepSpeed gate  rel diff   dropless      rel diff')
@@ -82,7 +114,8 @@ def main():
         rel, away = abs(a - j) / abs(j), abs(d - j) / abs(j)
         worst, moved = max(worst, rel), max(moved, away)
         print('%4d  %.9f  %.9f  %.2e   %.9f  %.2e' % (s, a, j, rel, d, away))
-    ok = len(ds) == len(judge) == args.steps and worst <= args.loss_rtol
+    ok = len(ds) == len(judge) == args.steps and worst <= args.loss_rtol and \
+        all(d > 0 and s for d, _, s in drops)
     print('%d steps against PyTorch with DeepSpeed\'s gate: worst loss rel diff %.2e -> %s' %
           (args.steps, worst, 'PASS' if ok else 'FAIL'))
     far = moved > 100 * args.loss_rtol

@@ -34,7 +34,8 @@ Value unwrapNegative(Value v) {
     return v;
   auto lt = w.getCond().getDefiningOp<CmpOp>();
   auto add = w.getOnTrue().getDefiningOp<AddOp>();
-  if (lt && add && lt.getLhs() == w.getOnFalse() && add.getLhs() == w.getOnFalse())
+  if (lt && lt.getPredicate() == CmpPredicate::lt && add && lt.getLhs() == w.getOnFalse() &&
+      add.getLhs() == w.getOnFalse())
     return w.getOnFalse();
   return v;
 }
