@@ -2062,3 +2062,11 @@ func.func @capacity_rank(%ids: tensor<3x2xi64>) {
   %r = ds.expert_capacity %ids experts = 4 choices = 2 capacity = 2 : tensor<3x2xi64>
   return
 }
+
+// -----
+
+func.func @capacity_experts(%ids: tensor<6xi64>) {
+  // expected-error @+1 {{'ds.expert_capacity' op experts = 0 must be >= 1}}
+  %r = ds.expert_capacity %ids experts = 0 choices = 2 capacity = 2 : tensor<6xi64>
+  return
+}
