@@ -1230,34 +1230,41 @@ TEST_F(Kernels, ExpertCapacity) {
 
 // Routed experts against HF's batched_mm arithmetic in PyTorch: each row times its expert's
 // gathered weights (bmm), and autograd's gradients; both weight layouts, ids of i64 and i32,
-// rows routed outside the experts (zeros, no gradient), an expert with no rows.
+// rows routed outside the experts (zeros over garbage, no gradient), an expert with no rows.
+// The ids in token order, and as expert parallelism receives rows (each sender's sorted by
+// expert: runs of 16 rows and more multiplied where they lie, shorter ones gathered, expert
+// 0's rows in a run and a gathered group whose gradients add, -1 past the rows received).
 TEST_F(Kernels, ExpertLinearAndGrad) {
   const int64_t N = 50, E = 5, in = 24, out = 40;
-  for (bool transposed : {false, true}) {
-    for (auto idxType : {at::kLong, at::kInt}) {
-      Tensor w = randn(transposed ? at::IntArrayRef{E, in, out} : at::IntArrayRef{E, out, in})
-                     .requires_grad_();
-      Tensor x = randn({N, in}).requires_grad_();
-      Tensor ids = torch::randint(0, E - 1, {N}, at::kLong); // expert E-1 gets no rows
-      ids[7] = -1;
-      ids[11] = E; // another rank's experts
-      Tensor valid = (ids >= 0) & (ids < E);
-      Tensor rows = w.index({ids.clamp(0, E - 1)});
-      Tensor y = transposed ? torch::bmm(x.unsqueeze(1), rows).squeeze(1)
-                            : torch::bmm(rows, x.unsqueeze(-1)).squeeze(-1);
-      y = y * valid.unsqueeze(-1).to(at::kFloat);
-      Tensor dy = randn(y.sizes());
-      y.backward(dy);
-      dsrt_tensor *o = emptyLike(y);
-      dsrt_expert_linear(ctx, o, rt(x), rt(w), rt(ids.to(idxType)), transposed);
-      EXPECT_TRUE(closeSum(tt(o), y)) << "transposed " << transposed;
-      // dx: the same kernel with the weight's other orientation.
-      dsrt_tensor *dx = emptyLike(x);
-      dsrt_expert_linear(ctx, dx, rt(dy), rt(w), rt(ids.to(idxType)), !transposed);
-      EXPECT_TRUE(closeSum(tt(dx), x.grad())) << "transposed " << transposed;
-      dsrt_tensor *dw = emptyLike(w);
-      dsrt_expert_linear_grad_weight(ctx, dw, rt(x), rt(dy), rt(ids.to(idxType)), transposed);
-      EXPECT_TRUE(closeSum(tt(dw), w.grad())) << "transposed " << transposed;
+  Tensor tokenOrder = torch::randint(0, E - 1, {N}, at::kLong); // expert E-1 gets no rows
+  tokenOrder[7] = -1;
+  tokenOrder[11] = E; // another rank's experts
+  auto run = [](int64_t id, int64_t n) { return torch::full({n}, id, at::kLong); };
+  Tensor received = torch::cat({run(0, 17), run(1, 3), run(3, 16), run(0, 5), run(-1, 9)});
+  for (const Tensor &ids : {tokenOrder, received}) {
+    for (bool transposed : {false, true}) {
+      for (auto idxType : {at::kLong, at::kInt}) {
+        Tensor w = randn(transposed ? at::IntArrayRef{E, in, out} : at::IntArrayRef{E, out, in})
+                       .requires_grad_();
+        Tensor x = randn({N, in}).requires_grad_();
+        Tensor valid = (ids >= 0) & (ids < E);
+        Tensor rows = w.index({ids.clamp(0, E - 1)});
+        Tensor y = transposed ? torch::bmm(x.unsqueeze(1), rows).squeeze(1)
+                              : torch::bmm(rows, x.unsqueeze(-1)).squeeze(-1);
+        y = y * valid.unsqueeze(-1).to(at::kFloat);
+        Tensor dy = randn(y.sizes());
+        y.backward(dy);
+        dsrt_tensor *o = emptyLike(y);
+        dsrt_expert_linear(ctx, o, rt(x), rt(w), rt(ids.to(idxType)), transposed);
+        EXPECT_TRUE(closeSum(tt(o), y)) << "transposed " << transposed;
+        // dx: the same kernel with the weight's other orientation.
+        dsrt_tensor *dx = emptyLike(x);
+        dsrt_expert_linear(ctx, dx, rt(dy), rt(w), rt(ids.to(idxType)), !transposed);
+        EXPECT_TRUE(closeSum(tt(dx), x.grad())) << "transposed " << transposed;
+        dsrt_tensor *dw = emptyLike(w);
+        dsrt_expert_linear_grad_weight(ctx, dw, rt(x), rt(dy), rt(ids.to(idxType)), transposed);
+        EXPECT_TRUE(closeSum(tt(dw), w.grad())) << "transposed " << transposed;
+      }
     }
   }
 }

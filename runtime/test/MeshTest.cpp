@@ -189,18 +189,19 @@ TEST(Mesh, ExpertExchange) {
       data(out)[i] = 7.0f;
     finish(dsrt_expert_route(ctx(), group, plan, local, ids, experts));
     finish(dsrt_expert_dispatch(ctx(), group, recv, x, plan));
+    // Each sender's rows in turn, sorted by expert, each expert's in the sender's row order.
     int64_t at = 0;
     for (int32_t q = 0; q < size; ++q)
-      for (int64_t n = 0; n < rows; ++n) {
-        int64_t e = expertOf(member(q), n, experts);
-        if (e >= experts || e / perRank != me)
-          continue;
-        ASSERT_EQ(id(local, at), e - me * perRank) << "group " << group << " row " << at;
-        for (int64_t j = 0; j < width; ++j)
-          ASSERT_EQ(data(recv)[at * width + j], value(member(q), n * width + j))
-              << "group " << group << " row " << at;
-        ++at;
-      }
+      for (int64_t e = me * perRank; e < (me + 1) * perRank; ++e)
+        for (int64_t n = 0; n < rows; ++n) {
+          if (expertOf(member(q), n, experts) != e)
+            continue;
+          ASSERT_EQ(id(local, at), e - me * perRank) << "group " << group << " row " << at;
+          for (int64_t j = 0; j < width; ++j)
+            ASSERT_EQ(data(recv)[at * width + j], value(member(q), n * width + j))
+                << "group " << group << " row " << at;
+          ++at;
+        }
     for (int64_t i = at; i < capacity; ++i) {
       ASSERT_EQ(id(local, i), -1) << "group " << group << " unused row " << i;
       for (int64_t j = 0; j < width; ++j)

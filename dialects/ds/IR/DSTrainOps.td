@@ -320,7 +320,9 @@ def DS_ExpertRouteOp : DS_Op<"expert_route", [Pure]> {
     all-to-all of G counts), then the ids. `plan` records the exchange for
     `ds.expert_dispatch` and `ds.expert_combine` (each row's place in the send order, the rows
     sent to and received from each rank); `local_ids` are the received rows' experts
-    numbered from this rank's first, -1 past the rows received. Every rank routes N rows, so a
+    numbered from this rank's first, -1 past the rows received. A rank receives the rows of
+    each sender in turn, each sender's sorted by expert (stably), so the experts' products
+    take most of them where they lie. Every rank routes N rows, so a
     rank receives at most N G (the dropless worst case); with `ds.expert_capacity` before the
     route, at most E C (C rows per expert from each of the G ranks, E / G experts here): the
     receive buffers have R rows, the smaller bound.

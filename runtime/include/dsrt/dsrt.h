@@ -254,8 +254,9 @@ dsrt_event *dsrt_comm_broadcast(dsrt_context *ctx, int32_t group, dsrt_tensor *t
  *  (i64 [N + 2*size]: each row's place in the send order, -1 for a row not sent, then the
  *  rows sent to each rank, then the rows received from each rank; the counts are exchanged
  *  here) and `local_ids` (the ids' dtype, [C]: the received rows' experts numbered from this
- *  rank's first, in the order of the sending ranks, -1 past the rows received). C, the
- *  receive capacity, is N*size, the dropless worst case. dsrt_expert_dispatch moves the rows
+ *  rank's first, in the order of the sending ranks and, from each, sorted by expert (a
+ *  stable sort: each expert's rows in the sender's order), -1 past the rows received). C, the
+ *  receive capacity, is at most N*size, the dropless worst case. dsrt_expert_dispatch moves the rows
  *  of `x` ([N, ...]) along the plan into `recv` ([C, ...], zeros past the rows received);
  *  dsrt_expert_combine moves the rows of `y` ([C, ...]) back to the rows they came from in
  *  `out` ([N, ...], zeros for a row not sent). Combine is dispatch's adjoint: each is the

@@ -68,22 +68,25 @@ template <class Id> void route(Channel &ch, const CommOp &op, int64_t *plan, Id 
                                int64_t capacity, const Id *ids, int64_t rows, int64_t experts) {
   const int size = ch.size();
   const int64_t perRank = experts / size;
-  std::vector<int64_t> sent(size, 0), recv(size, 0);
-  auto owner = [&](Id id) { return id >= 0 && id < experts ? int(id / perRank) : -1; };
+  std::vector<int64_t> sent(size, 0), recv(size, 0), next(experts + 1, 0);
+  auto routed = [&](Id id) { return id >= 0 && id < experts; };
   for (int64_t n = 0; n < rows; ++n)
-    if (int q = owner(ids[n]); q >= 0)
-      ++sent[q];
+    if (routed(ids[n]))
+      ++next[ids[n] + 1];
+  for (int64_t e = 0; e < experts; ++e)
+    sent[e / perRank] += next[e + 1];
   ch.allToAll(op, recv.data(), sent.data(), sizeof(int64_t));
-  // A stable counting sort by owner: each row's place, and its id as its owner numbers it.
-  std::vector<int64_t> next(size, 0);
-  for (int q = 1; q < size; ++q)
-    next[q] = next[q - 1] + sent[q - 1];
-  std::vector<Id> outgoing(Plan::total(sent.data(), size));
+  // A stable counting sort by expert (so by owner too): each row's place, and its id as its
+  // owner numbers it. A rank receives each sender's rows grouped by expert, which the experts'
+  // products take where they lie.
+  for (int64_t e = 0; e < experts; ++e)
+    next[e + 1] += next[e];
+  std::vector<Id> outgoing(next[experts]);
   for (int64_t n = 0; n < rows; ++n) {
-    int q = owner(ids[n]);
-    plan[n] = q < 0 ? -1 : next[q]++;
-    if (q >= 0)
-      outgoing[plan[n]] = static_cast<Id>(ids[n] - q * perRank);
+    const Id id = ids[n];
+    plan[n] = routed(id) ? next[id]++ : -1;
+    if (routed(id))
+      outgoing[plan[n]] = static_cast<Id>(id % perRank);
   }
   std::memcpy(plan + rows, sent.data(), size * sizeof(int64_t));
   std::memcpy(plan + rows + size, recv.data(), size * sizeof(int64_t));

@@ -1,5 +1,6 @@
 // CPU kernels of routed experts: the router's top-k, and each row through its expert's linear
-// map as one product per expert over that expert's rows (gathered, multiplied, scattered).
+// map as products over that expert's rows: runs of consecutive rows (expert parallelism
+// receives them sorted by expert) in place, the other rows gathered, multiplied, scattered.
 #include "cpu_device.h"
 #include "gemm_half.h"
 #include "../kernels/checks.h"
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -48,6 +50,30 @@ void gatherRows(float *dst, const float *src, const int64_t *rows, int64_t m, in
   for (int64_t i = 0; i < m; ++i)
     std::memcpy(dst + i * width, src + rows[i] * width, width * sizeof(float));
 }
+
+/// Runs of at least this many consecutive rows of one expert are multiplied where they lie
+/// (expert parallelism's received rows come sorted by expert); shorter ones are gathered.
+constexpr int64_t kRunInPlace = 16;
+
+/// Calls `run(first, m)` for each maximal run of consecutive row numbers in `rows` of at least
+/// kRunInPlace rows, and returns the rest of `rows`, in order, in `scattered`.
+template <class Run>
+void splitRuns(const int64_t *rows, int64_t m, std::vector<int64_t> &scattered, Run run) {
+  scattered.clear();
+  for (int64_t i = 0; i < m;) {
+    int64_t j = i + 1;
+    while (j < m && rows[j] == rows[j - 1] + 1)
+      ++j;
+    if (j - i >= kRunInPlace)
+      run(rows[i], j - i);
+    else
+      scattered.insert(scattered.end(), rows + i, rows + j);
+    i = j;
+  }
+}
+
+/// Scratch rows, left uninitialised (a vector would zero what the gather overwrites).
+std::unique_ptr<float[]> scratch(int64_t n) { return std::unique_ptr<float[]>(new float[n]); }
 
 } // namespace
 
@@ -120,22 +146,28 @@ void dsrt::cpu::expert_linear(dsrt_context *, dsrt_tensor *out, const dsrt_tenso
   const checks::ExpertShape s = checks::expertLinear(k, out, x, w, ids, transposed);
   const float *X = static_cast<const float *>(x->data), *W = static_cast<const float *>(w->data);
   float *Y = static_cast<float *>(out->data);
-  std::memset(Y, 0, s.N * s.out * sizeof(float));
+  for (int64_t n = 0; n < s.N; ++n) // rows routed nowhere give zeros
+    if (int64_t e = idAt(ids, n); e < 0 || e >= s.E)
+      std::memset(Y + n * s.out, 0, s.out * sizeof(float));
   const Groups g = groupRows(ids, s.N, s.E);
-  std::vector<float> xs, ys;
+  std::vector<int64_t> rest;
   for (int64_t e = 0; e < s.E; ++e) {
-    const int64_t m = g.start[e + 1] - g.start[e];
+    const float *We = W + e * s.in * s.out;
+    // [m, in] by the expert's [out, in]^T (or its [in, out]) into [m, out] at ldc `out`.
+    auto product = [&](const float *xs, float *ys, int64_t m) {
+      cpu::sgemm(k, false, !transposed, m, s.out, s.in, xs, s.in, We,
+                 transposed ? s.out : s.in, 0.f, ys, s.out);
+    };
+    splitRuns(g.rows.data() + g.start[e], g.start[e + 1] - g.start[e], rest,
+              [&](int64_t r, int64_t m) { product(X + r * s.in, Y + r * s.out, m); });
+    const int64_t m = static_cast<int64_t>(rest.size());
     if (m == 0)
       continue;
-    const int64_t *rows = g.rows.data() + g.start[e];
-    xs.resize(m * s.in);
-    ys.resize(m * s.out);
-    gatherRows(xs.data(), X, rows, m, s.in);
-    // [m, in] by the expert's [out, in]^T (or its [in, out]).
-    cpu::sgemm(k, false, !transposed, m, s.out, s.in, xs.data(), s.in, W + e * s.in * s.out,
-               transposed ? s.out : s.in, 0.f, ys.data(), s.out);
+    std::unique_ptr<float[]> xs = scratch(m * s.in), ys = scratch(m * s.out);
+    gatherRows(xs.get(), X, rest.data(), m, s.in);
+    product(xs.get(), ys.get(), m);
     for (int64_t i = 0; i < m; ++i)
-      std::memcpy(Y + rows[i] * s.out, ys.data() + i * s.out, s.out * sizeof(float));
+      std::memcpy(Y + rest[i] * s.out, ys.get() + i * s.out, s.out * sizeof(float));
   }
 }
 
@@ -148,24 +180,28 @@ void dsrt::cpu::expert_linear_grad_weight(dsrt_context *, dsrt_tensor *dw, const
   const float *X = static_cast<const float *>(x->data), *G = static_cast<const float *>(dy->data);
   float *DW = static_cast<float *>(dw->data);
   const Groups g = groupRows(ids, s.N, s.E);
-  std::vector<float> xs, gs;
+  std::vector<int64_t> rest;
   for (int64_t e = 0; e < s.E; ++e) {
     float *D = DW + e * s.in * s.out;
-    const int64_t m = g.start[e + 1] - g.start[e];
-    if (m == 0) {
-      std::memset(D, 0, s.in * s.out * sizeof(float));
-      continue;
+    float beta = 0.f; // the first product writes D, the next ones add to it
+    // D += the product over m rows of x [*, in] and dy [*, out], at leading dimensions in, out.
+    auto product = [&](const float *xs, const float *gs, int64_t m) {
+      if (transposed) // [in, out] = x^T dy
+        cpu::sgemm(k, true, false, s.in, s.out, m, xs, s.in, gs, s.out, beta, D, s.out);
+      else // [out, in] = dy^T x
+        cpu::sgemm(k, true, false, s.out, s.in, m, gs, s.out, xs, s.in, beta, D, s.in);
+      beta = 1.f;
+    };
+    splitRuns(g.rows.data() + g.start[e], g.start[e + 1] - g.start[e], rest,
+              [&](int64_t r, int64_t m) { product(X + r * s.in, G + r * s.out, m); });
+    const int64_t m = static_cast<int64_t>(rest.size());
+    if (m > 0) {
+      std::unique_ptr<float[]> xs = scratch(m * s.in), gs = scratch(m * s.out);
+      gatherRows(xs.get(), X, rest.data(), m, s.in);
+      gatherRows(gs.get(), G, rest.data(), m, s.out);
+      product(xs.get(), gs.get(), m);
     }
-    const int64_t *rows = g.rows.data() + g.start[e];
-    xs.resize(m * s.in);
-    gs.resize(m * s.out);
-    gatherRows(xs.data(), X, rows, m, s.in);
-    gatherRows(gs.data(), G, rows, m, s.out);
-    if (transposed) // [in, out] = x^T dy
-      cpu::sgemm(k, true, false, s.in, s.out, m, xs.data(), s.in, gs.data(), s.out, 0.f, D,
-                 s.out);
-    else // [out, in] = dy^T x
-      cpu::sgemm(k, true, false, s.out, s.in, m, gs.data(), s.out, xs.data(), s.in, 0.f, D,
-                 s.in);
+    if (beta == 0.f) // no rows: a zero gradient
+      std::memset(D, 0, s.in * s.out * sizeof(float));
   }
 }
