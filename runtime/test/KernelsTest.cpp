@@ -791,6 +791,29 @@ TEST_F(Kernels, SoftmaxAndGrad) {
   }
 }
 
+// The online softmax's edge lanes (cpu::vexpShiftSum's exponentials, rows of 37 keys: two
+// 16-lane blocks and a tail): a float mask with -inf keys (exactly 0) and keys 1e4 below
+// (flushed to 0, as PyTorch's float exp gives), and a NaN in one batch's keys, which makes
+// that batch's every output NaN in PyTorch and here; the other batch unharmed.
+TEST_F(Kernels, AttentionEdgeValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor q = torch::randn({2, 2, 9, 8}), k = torch::randn({2, 2, 37, 8});
+  Tensor v = torch::randn({2, 2, 37, 8}), mask = torch::randn({1, 1, 9, 37});
+  for (int64_t c : {3, 17, 36})
+    mask.index_put_({0, 0, torch::indexing::Slice(), c}, -inf);
+  for (int64_t c : {5, 20, 33})
+    mask.index_put_({0, 0, torch::indexing::Slice(), c}, -1e4f);
+  k.index_put_({1, 0, 30, 2}, std::numeric_limits<float>::quiet_NaN());
+  Tensor y = at::scaled_dot_product_attention(q, k, v, mask, 0.0, false, 0.35);
+  dsrt_tensor *o = emptyLike(y), *lse = empty({2, 2, 9});
+  dsrt_attention(ctx, o, lse, rt(q), rt(k), rt(v), rt(mask), 0.35, 0);
+  Tensor got = tt(o);
+  EXPECT_TRUE(torch::equal(got.isnan(), y.isnan()));
+  EXPECT_TRUE(y[1][0].isnan().all().item<bool>());
+  EXPECT_TRUE(close(got[0], y[0]));
+  EXPECT_TRUE(close(got[1][1], y[1][1]));
+}
+
 TEST_F(Kernels, LayerNormAndGrad) {
   struct Case {
     std::vector<int64_t> shape, normShape;

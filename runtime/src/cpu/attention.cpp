@@ -15,6 +15,7 @@
 // gradients before their products, and each gradient's running sum after every tile (its
 // output buffer is 16-bit; a key/value head's one sum over its query heads in order, as
 // PyTorch's GQA backward adds them).
+#include "avx512_lanes.h"
 #include "cpu_device.h"
 #include "gemm_half.h"
 #include "half_rows.h"
@@ -93,12 +94,35 @@ void maskTile(const AttentionShape &s, const dsrt_tensor *mask, int32_t causal, 
   }
 }
 
-DSRT_CPU_CLONES float rowMax(const float *x, int64_t n) {
+DSRT_CPU_CLONES float rowMaxLoop(const float *x, int64_t n) {
   float m = kNegInf;
 #pragma omp simd reduction(max : m)
   for (int64_t i = 0; i < n; ++i)
     m = x[i] > m ? x[i] : m;
   return m;
+}
+
+/// rowMaxLoop in four running maxima of 16 lanes: the loop's one chain of vmaxps (4 cycles
+/// each) bounded it at a tenth of the forward's time. NaN is skipped as there (vmaxps returns
+/// its second operand, the running maximum, when the first is NaN).
+__attribute__((target("avx512f"))) float rowMaxAvx512(const float *x, int64_t n) {
+  __m512 m0 = _mm512_set1_ps(kNegInf), m1 = m0, m2 = m0, m3 = m0;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    m0 = _mm512_max_ps(_mm512_loadu_ps(x + i), m0);
+    m1 = _mm512_max_ps(_mm512_loadu_ps(x + i + 16), m1);
+    m2 = _mm512_max_ps(_mm512_loadu_ps(x + i + 32), m2);
+    m3 = _mm512_max_ps(_mm512_loadu_ps(x + i + 48), m3);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+    m0 = _mm512_mask_max_ps(m0, k, _mm512_maskz_loadu_ps(k, x + i), m0);
+  }
+  return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3)));
+}
+
+float rowMax(const float *x, int64_t n) {
+  return cpu::avx512Bf16Lanes() ? rowMaxAvx512(x, n) : rowMaxLoop(x, n);
 }
 
 DSRT_CPU_CLONES void scaleRow(float *x, int64_t n, float a) {

@@ -35,9 +35,10 @@ __attribute__((target("avx512f"))) inline void storeBf16x16(uint16_t *p, __m512 
   _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r));
 }
 
-/// exp(x) in 16 lanes for x in [fn::kExpLo, fn::kExpHi] (-87.3, 88.7; outside, the caller
-/// masks): Cephes' polynomial as fn::expInRange, 2^n by vscalefps.
-__attribute__((target("avx512f"))) inline __m512 exp16(__m512 x) {
+/// exp(x) in the lanes of `keep` for x in [fn::kExpLo, fn::kExpHi] (-87.3, 88.7; outside,
+/// the caller masks), 0 in the others whatever their argument (inf and NaN too): Cephes'
+/// polynomial as fn::expInRange, 2^n by vscalefps.
+__attribute__((target("avx512f"))) inline __m512 exp16(__m512 x, __mmask16 keep) {
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
@@ -49,7 +50,10 @@ __attribute__((target("avx512f"))) inline __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.f));
-  return _mm512_scalef_ps(p, n);
+  return _mm512_maskz_scalef_ps(keep, p, n);
+}
+__attribute__((target("avx512f"))) inline __m512 exp16(__m512 x) {
+  return exp16(x, (__mmask16)0xffff);
 }
 
 } // namespace dsrt::cpu
