@@ -445,8 +445,8 @@ private:
   /// outlasts its first kSpinPolls polls sleeps between the next ones, from 8 us doubling to
   /// 256 us: a thread that spins (with sched_yield too, which the fair scheduler barely
   /// honours) takes its share of a core from the threads that compute, and ranks share cores
-  /// whenever they and their communication threads outnumber them (4 ranks on 2 cores: the
-  /// MoE benchmark's step 6% faster, 7% less CPU).
+  /// whenever they and their communication threads outnumber them (4 ranks on 2 cores, as in
+  /// bench/moe_ep.py).
   void wait(MPI_Request &r) {
     constexpr uint32_t kSpinPolls = 16;
     constexpr long kFirstSleepNs = 8000, kLongestSleepNs = 256000;

@@ -3,12 +3,12 @@
 // receives them sorted by expert) in place, the other rows gathered, multiplied, scattered.
 #include "cpu_device.h"
 #include "gemm_half.h"
+#include "half_rows.h"
 #include "../kernels/checks.h"
 #include "../kernels/scalar_ops.h"
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -71,9 +71,6 @@ void splitRuns(const int64_t *rows, int64_t m, std::vector<int64_t> &scattered, 
     i = j;
   }
 }
-
-/// Scratch rows, left uninitialised (a vector would zero what the gather overwrites).
-std::unique_ptr<float[]> scratch(int64_t n) { return std::unique_ptr<float[]>(new float[n]); }
 
 } // namespace
 
@@ -163,11 +160,11 @@ void dsrt::cpu::expert_linear(dsrt_context *, dsrt_tensor *out, const dsrt_tenso
     const int64_t m = static_cast<int64_t>(rest.size());
     if (m == 0)
       continue;
-    std::unique_ptr<float[]> xs = scratch(m * s.in), ys = scratch(m * s.out);
-    gatherRows(xs.get(), X, rest.data(), m, s.in);
-    product(xs.get(), ys.get(), m);
+    float *xs = cpu::threadRow(0, m * s.in), *ys = cpu::threadRow(1, m * s.out);
+    gatherRows(xs, X, rest.data(), m, s.in);
+    product(xs, ys, m);
     for (int64_t i = 0; i < m; ++i)
-      std::memcpy(Y + rest[i] * s.out, ys.get() + i * s.out, s.out * sizeof(float));
+      std::memcpy(Y + rest[i] * s.out, ys + i * s.out, s.out * sizeof(float));
   }
 }
 
@@ -196,10 +193,10 @@ void dsrt::cpu::expert_linear_grad_weight(dsrt_context *, dsrt_tensor *dw, const
               [&](int64_t r, int64_t m) { product(X + r * s.in, G + r * s.out, m); });
     const int64_t m = static_cast<int64_t>(rest.size());
     if (m > 0) {
-      std::unique_ptr<float[]> xs = scratch(m * s.in), gs = scratch(m * s.out);
-      gatherRows(xs.get(), X, rest.data(), m, s.in);
-      gatherRows(gs.get(), G, rest.data(), m, s.out);
-      product(xs.get(), gs.get(), m);
+      float *xs = cpu::threadRow(0, m * s.in), *gs = cpu::threadRow(1, m * s.out);
+      gatherRows(xs, X, rest.data(), m, s.in);
+      gatherRows(gs, G, rest.data(), m, s.out);
+      product(xs, gs, m);
     }
     if (beta == 0.f) // no rows: a zero gradient
       std::memset(D, 0, s.in * s.out * sizeof(float));
