@@ -119,6 +119,10 @@ moe|expert weight gradient: each run overwrites the runs before it|runtime/src/c
 moe|capacity: the tokens queued token by token, not choice by choice|runtime/src/cpu/experts.cpp|      const int64_t n = t * s.choices + j;|      const int64_t n = j * s.tokens + t;|ctest:runtime-kernels e2e/moe-capacity.test
 moe|capacity: one row past the capacity kept|runtime/src/cpu/experts.cpp|taken[e]++ >= capacity ? Id(-1) : e;|taken[e]++ > capacity ? Id(-1) : e;|ctest:runtime-kernels e2e/moe-capacity.test
 moe|capacity: a token's choices counted as one|dialects/ds/Transforms/ExpertCapacity.cpp|capacityOf(rows / k, experts, capacityFactor, k, minCapacity);|capacityOf(rows / k, experts, capacityFactor, 1, minCapacity);|Transforms/expert-capacity.mlir e2e/moe-capacity.test
+moe|swiglu gradient: the gate's without the sigmoid's own term|runtime/src/cpu/swiglu.cpp|    dx[j] = dy[j] * u[j] * (s * (1.f + g * (1.f - s)));|    dx[j] = dy[j] * u[j] * s;|ctest:runtime-kernels e2e/moe.test
+moe|swiglu: the padding rows computed, not zeroed|runtime/src/cpu/swiglu.cpp|    if (skipped(rows, r))|    if (false)|ctest:runtime-kernels
+moe|swiglu fold: the sigmoid of any value taken as the gate's|dialects/ds/Transforms/FuseSwiglu.cpp|s && s.getInput() == a)|s)|Transforms/fuse-swiglu.mlir
+moe|expert side: a swiglu keeps the tokens' ids|dialects/ds/Transforms/ExpertParallel.cpp|    mapped.map(ids, route.getLocalIds());|    (void)route;|Transforms/expert-parallel.mlir
 moe|expert parallelism: the SwiGLU between two products not moved to the experts' side|dialects/ds/Transforms/ExpertParallel.cpp|    Value sent = ExpertSide(plan, rows, received).get(x, b);|    Value sent;|Transforms/expert-parallel.mlir e2e/moe.test
 moe|expert parallelism: a reshape's rows not carried to the experts' side|dialects/ds/Transforms/ExpertParallel.cpp|    bool reshapes = isa<SliceOp, ReshapeOp, ConvertOp>(def);|    bool reshapes = false;|e2e/moe.test
 moe|capacity: any where over the ids taken for the wrap of negative ids|dialects/ds/Transforms/ExpertCapacity.cpp|  if (lt && lt.getPredicate() == CmpPredicate::lt && add|  if (lt && add|Transforms/expert-capacity-errors.mlir

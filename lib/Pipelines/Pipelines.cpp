@@ -46,6 +46,8 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
     capacity.minCapacity = options.moe.minCapacity;
     pm.addPass(createDSExpertCapacity(capacity));
   }
+  if (!mixed) // PyTorch rounds each op of a 16-bit SwiGLU
+    pm.addPass(createDSFuseSwiglu());
   if (options.expertParallelSize > 1) {
     DSExpertParallelOptions ep;
     ep.expertParallelSize = options.expertParallelSize;

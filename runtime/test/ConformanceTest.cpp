@@ -582,6 +582,26 @@ TEST_P(Conformance, TopKAndExperts) {
   }
 }
 
+// SwiGLU and its gradient on 40 rows of 37 pairs, every fourth row's id negative (zeros), and
+// without ids.
+TEST_P(Conformance, Swiglu) {
+  std::vector<int64_t> ids(40);
+  for (size_t r = 0; r < ids.size(); ++r)
+    ids[r] = r % 4 == 3 ? -1 : int64_t(r % 5);
+  Both x = randn({40, 74}), dy = randn({40, 37}), rows = put(DSRT_I64, {40}, ids.data()),
+       y = out({40, 37}), dx = out({40, 74}), y2 = out({40, 37}), dx2 = out({40, 74});
+  run([&](dsrt_context *c, int s) {
+    dsrt_swiglu(c, y[s], x[s], rows[s]);
+    dsrt_swiglu_grad(c, dx[s], x[s], dy[s], rows[s]);
+    dsrt_swiglu(c, y2[s], x[s], nullptr);
+    dsrt_swiglu_grad(c, dx2[s], x[s], dy[s], nullptr);
+  });
+  EXPECT_TRUE(same(y, 1e-6, 1e-6));
+  EXPECT_TRUE(same(dx, 1e-6, 1e-6));
+  EXPECT_TRUE(same(y2, 1e-6, 1e-6));
+  EXPECT_TRUE(same(dx2, 1e-6, 1e-6));
+}
+
 // Tables of data (a mask's rows, token types): 8-byte and 1-byte elements gathered exactly.
 TEST_P(Conformance, EmbeddingOfData) {
   std::vector<int64_t> wide(11 * 3);

@@ -1292,6 +1292,43 @@ TEST_F(Kernels, ExpertLinearAndGrad) {
   }
 }
 
+// SwiGLU of a gate-and-up tensor and its gradient against LibTorch's silu and autograd: 37
+// pairs a row (vector tails), gates out to +-100 (the sigmoid's saturated ends), rows
+// enough to run in parallel; with row ids, the rows of negative id hold NaN and must come out
+// zeros (not read); without, a 3-D input.
+TEST_F(Kernels, SwigluAndGrad) {
+  const int64_t R = 2000, F = 37;
+  Tensor ids = torch::randint(0, 4, {R}, at::kLong);
+  ids.index_put_({torch::arange(1500, R)}, -1); // padding past the received rows
+  ids[7] = -1;                                  // a row routed to no expert
+  Tensor x = randn({R, 2 * F}) * 4;
+  x.index_put_({3, torch::arange(0, 4)}, torch::tensor({-100.f, 100.f, -90.f, 90.f}));
+  Tensor dead = ids < 0;
+  for (auto idxType : {at::kLong, at::kInt}) {
+    Tensor xi = x.clone();
+    xi.index_put_({dead}, std::numeric_limits<float>::quiet_NaN());
+    Tensor xl = x.clone().requires_grad_();
+    Tensor live = (~dead).unsqueeze(-1).to(at::kFloat);
+    Tensor y = torch::silu(xl.narrow(1, 0, F)) * xl.narrow(1, F, F) * live;
+    Tensor dy = randn({R, F});
+    y.backward(dy);
+    dsrt_tensor *o = emptyLike(y), *dx = emptyLike(x), *rows = rt(ids.to(idxType));
+    dsrt_swiglu(ctx, o, rt(xi), rows);
+    EXPECT_TRUE(closeSum(tt(o), y)) << "ids " << idxType;
+    dsrt_swiglu_grad(ctx, dx, rt(xi), rt(dy), rows);
+    EXPECT_TRUE(closeSum(tt(dx), xl.grad())) << "ids " << idxType;
+  }
+  Tensor x3 = (randn({3, 5, 2 * F}) * 4).requires_grad_();
+  Tensor y3 = torch::silu(x3.narrow(2, 0, F)) * x3.narrow(2, F, F);
+  Tensor dy3 = randn(y3.sizes());
+  y3.backward(dy3);
+  dsrt_tensor *o3 = emptyLike(y3), *dx3 = emptyLike(x3);
+  dsrt_swiglu(ctx, o3, rt(x3), nullptr);
+  EXPECT_TRUE(closeSum(tt(o3), y3));
+  dsrt_swiglu_grad(ctx, dx3, rt(x3), rt(dy3), nullptr);
+  EXPECT_TRUE(closeSum(tt(dx3), x3.grad()));
+}
+
 // Tables of data (an attention mask's rows, token types): 64-bit, 32-bit and boolean elements
 // gathered whole, against LibTorch's index_select.
 TEST_F(Kernels, EmbeddingOfData) {

@@ -74,3 +74,53 @@ module {
     return %l : tensor<f32>
   }
 }
+
+// -----
+
+// A ds.swiglu between the products, told the route's ids: on the experts' side, told the
+// received rows' ids (past the received rows, -1: skipped); its gradient too.
+// CHECK-LABEL: ds.parameter @glu.up
+// CHECK: %[[PLAN:.+]], %[[LOCAL:.+]] = ds.expert_route
+// CHECK: %[[H:.+]] = ds.expert_linear %{{.+}}, %{{.+}}[%[[LOCAL]]] : (tensor<12x8xf32>, tensor<2x16x8xf32>, tensor<12xi64>) -> tensor<12x16xf32>
+// CHECK-NOT: ds.expert_combine
+// CHECK: %[[A:.+]] = ds.swiglu %[[H]] rows[%[[LOCAL]]] : (tensor<12x16xf32>, tensor<12xi64>) -> tensor<12x8xf32>
+// CHECK-NOT: ds.expert_dispatch
+// CHECK: ds.expert_linear %[[A]], %{{.+}}[%[[LOCAL]]] : (tensor<12x8xf32>, tensor<2x8x8xf32>, tensor<12xi64>) -> tensor<12x8xf32>
+// GRAD-LABEL: ds.parameter @glu.up
+// GRAD: %[[PLAN:.+]], %[[LOCAL:.+]] = ds.expert_route
+// GRAD: ds.swiglu_grad %{{.+}}, %{{.+}} rows[%[[LOCAL]]] : (tensor<12x16xf32>, tensor<12x8xf32>, tensor<12xi64>) -> tensor<12x16xf32>
+module {
+  ds.parameter @glu.up trainable : tensor<4x16x8xf32>
+  ds.parameter @glu.down trainable : tensor<4x8x8xf32>
+  func.func @forward(%x: tensor<6x8xf32>, %ids: tensor<6xi64>, %t: tensor<6xi64>) -> tensor<f32> {
+    %up = ds.get_parameter @glu.up : tensor<4x16x8xf32>
+    %h = ds.expert_linear %x, %up[%ids] : (tensor<6x8xf32>, tensor<4x16x8xf32>, tensor<6xi64>) -> tensor<6x16xf32>
+    %a = ds.swiglu %h rows[%ids] : (tensor<6x16xf32>, tensor<6xi64>) -> tensor<6x8xf32>
+    %down = ds.get_parameter @glu.down : tensor<4x8x8xf32>
+    %y = ds.expert_linear %a, %down[%ids] : (tensor<6x8xf32>, tensor<4x8x8xf32>, tensor<6xi64>) -> tensor<6x8xf32>
+    %l = ds.cross_entropy %y, %t : (tensor<6x8xf32>, tensor<6xi64>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A ds.swiglu told other ids than the next product's route: it stays with the tokens, between
+// a combine and a dispatch.
+// CHECK-LABEL: ds.parameter @other.up
+// CHECK: ds.expert_combine
+// CHECK: ds.swiglu %{{.+}} rows[%arg3] : (tensor<6x16xf32>, tensor<6xi64>) -> tensor<6x8xf32>
+// CHECK: ds.expert_dispatch
+module {
+  ds.parameter @other.up trainable : tensor<4x16x8xf32>
+  ds.parameter @other.down trainable : tensor<4x8x8xf32>
+  func.func @forward(%x: tensor<6x8xf32>, %ids: tensor<6xi64>, %t: tensor<6xi64>, %rows: tensor<6xi64>) -> tensor<f32> {
+    %up = ds.get_parameter @other.up : tensor<4x16x8xf32>
+    %h = ds.expert_linear %x, %up[%ids] : (tensor<6x8xf32>, tensor<4x16x8xf32>, tensor<6xi64>) -> tensor<6x16xf32>
+    %a = ds.swiglu %h rows[%rows] : (tensor<6x16xf32>, tensor<6xi64>) -> tensor<6x8xf32>
+    %down = ds.get_parameter @other.down : tensor<4x8x8xf32>
+    %y = ds.expert_linear %a, %down[%ids] : (tensor<6x8xf32>, tensor<4x8x8xf32>, tensor<6xi64>) -> tensor<6x8xf32>
+    %l = ds.cross_entropy %y, %t : (tensor<6x8xf32>, tensor<6xi64>) -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}

@@ -79,6 +79,12 @@ Work workOf(Operation *op) {
     return perInput(op, 5);
   if (isa<CrossEntropyGradOp>(op))
     return perResult(op, 6);
+  // SwiGLU: the gate's sigmoid (exp, add, divide) and two products per result element; its
+  // gradient the sigmoid again and 7 more per gate-and-up pair, 5 per element of its result.
+  if (isa<SwigluOp>(op))
+    return perResult(op, 5);
+  if (isa<SwigluGradOp>(op))
+    return perResult(op, 5);
   // A router's top-k: one comparison per input element (k is small).
   if (isa<TopKOp>(op))
     return perInput(op, 1);

@@ -593,6 +593,12 @@ LogicalResult ExpertLinearOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+LogicalResult SwigluOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool>,
+                                      SmallVectorImpl<Value> &dxs) {
+  dxs[0] = SwigluGradOp::create(b, getLoc(), typeOf(getInput()), getInput(), dys[0], getRows());
+  return success();
+}
+
 /// Dispatch and combine are each other's adjoints along the same plan.
 LogicalResult ExpertDispatchOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys,
                                               ArrayRef<bool>, SmallVectorImpl<Value> &dxs) {

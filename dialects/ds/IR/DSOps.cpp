@@ -432,6 +432,14 @@ LogicalResult ExpertLinearOp::verify() {
                                             [&] { return emitOpError(); }));
 }
 
+LogicalResult SwigluOp::verify() {
+  if (failed(checkSameElementType(*this, {getInput(), getResult()})))
+    return failure();
+  return checkResultShape(*this, getResult(),
+                          swigluShape(shapeOf(getInput()), optionalShape(getRows()),
+                                      [&] { return emitOpError(); }));
+}
+
 LogicalResult ExpertCapacityOp::verify() {
   ArrayRef<int64_t> ids = shapeOf(getExpertIds());
   if (ids.size() != 1)

@@ -463,6 +463,31 @@ def DS_ExpertLinearOp : DS_Op<"expert_linear", [Pure, DeclareOpInterfaceMethods<
   let hasVerifier = 1;
 }
 
+def DS_SwigluOp : DS_Op<"swiglu", [Pure, DeclareOpInterfaceMethods<DS_GradientOpInterface>]> {
+  let summary = "SwiGLU of a gate-and-up tensor: `silu(input[..., :F]) * input[..., F:]`.";
+  let description = [{
+    The last dimension of `input` holds 2F values, the gate's F then the up projection's F;
+    `result[..., j] = g * sigmoid(g) * u` with `g = input[..., j]`, `u = input[..., F + j]`.
+    HF's experts write it as two slices, a sigmoid and two products (silu imports as
+    `x * sigmoid(x)`); `ds-fuse-swiglu` folds that into this op when the experts' product
+    made its input, so the step reads the rows once and holds no slice of them.
+
+    With `rows`, `input` is `[R, 2F]` and a row whose id is negative is zeros in the result,
+    its input not read: the rows an expert product left as zeros (routed to no expert, or past
+    the rows an expert-parallel rank received), whose SwiGLU is zeros too.
+
+    **Constraints:** input of rank >= 1 with an even last dimension; the result the input's
+    shape with the last dimension halved, of its element type; `rows` integer `[R]` for a 2-D
+    input of R rows.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, Optional<DS_IndexTensor>:$rows);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input (`rows` `[` $rows^ `]`)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def DS_ExpertCapacityOp : DS_Op<"expert_capacity", [Pure, AllTypesMatch<["expert_ids", "result"]>]> {
   let summary = "Capacity-based token dropping: the routed rows past each expert's capacity get id -1.";
   let description = [{

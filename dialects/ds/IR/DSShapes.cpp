@@ -118,6 +118,19 @@ FailureOr<Shape> mlir::ds::expertLinearShape(ArrayRef<int64_t> x, ArrayRef<int64
   return Shape{x[0], out};
 }
 
+FailureOr<Shape> mlir::ds::swigluShape(ArrayRef<int64_t> x,
+                                       std::optional<ArrayRef<int64_t>> rows, EmitErrorFn emit) {
+  if (x.empty() || x.back() % 2 != 0)
+    return emit() << "swiglu takes the gate and the up projection side by side, a last "
+                  << "dimension of 2F values, got " << formatShape(x);
+  if (rows && (x.size() != 2 || rows->size() != 1 || (*rows)[0] != x[0]))
+    return emit() << "swiglu's rows [R] go with an input [R, 2F], got " << formatShape(*rows)
+                  << " and " << formatShape(x);
+  Shape out(x.begin(), x.end());
+  out.back() /= 2;
+  return out;
+}
+
 FailureOr<Shape> mlir::ds::reduceShape(ArrayRef<int64_t> in, ArrayRef<int64_t> dims,
                                        bool keepdim, EmitErrorFn emit) {
   llvm::SmallVector<bool> reduced(in.size(), false);

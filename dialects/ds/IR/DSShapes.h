@@ -27,6 +27,10 @@ FailureOr<Shape> embeddingShape(ArrayRef<int64_t> w, ArrayRef<int64_t> idx, Emit
 /// [E, in, out]) and ids [N].
 FailureOr<Shape> expertLinearShape(ArrayRef<int64_t> x, ArrayRef<int64_t> w,
                                    ArrayRef<int64_t> ids, bool transposed, EmitErrorFn emit);
+/// ds.swiglu's result for a gate-and-up input [..., 2F] and optional row ids: [..., F]; the ids
+/// (`rows`, empty without them) [R] for an input [R, 2F].
+FailureOr<Shape> swigluShape(ArrayRef<int64_t> x, std::optional<ArrayRef<int64_t>> rows,
+                             EmitErrorFn emit);
 FailureOr<Shape> reduceShape(ArrayRef<int64_t> in, ArrayRef<int64_t> dims, bool keepdim,
                              EmitErrorFn emit);
 FailureOr<Shape> transposeShape(ArrayRef<int64_t> in, ArrayRef<int64_t> perm, EmitErrorFn emit);

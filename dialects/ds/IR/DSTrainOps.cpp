@@ -283,6 +283,15 @@ LogicalResult ExpertLinearGradWeightOp::verify() {
   return expectShape(*this, getResultGrad(), *result, "result_grad", getInput());
 }
 
+LogicalResult SwigluGradOp::verify() {
+  auto rows = getRows() ? std::optional<ArrayRef<int64_t>>(shapeOf(getRows())) : std::nullopt;
+  auto result = swigluShape(shapeOf(getInput()), rows, [&] { return emitOpError(); });
+  if (failed(result) ||
+      failed(expectShape(*this, getResultGrad(), *result, "result_grad", getInput())))
+    return failure();
+  return expectShape(*this, getResult(), shapeOf(getInput()), "result", getInput());
+}
+
 namespace {
 /// The ranks of the group along `axes` of `grid` (a shard.grid).
 FailureOr<int64_t> groupSize(Operation *op, FlatSymbolRefAttr grid, ArrayRef<int16_t> axes) {

@@ -310,6 +310,26 @@ def DS_ExpertLinearGradWeightOp : DS_Op<"expert_linear_grad_weight", [Pure]> {
   let hasVerifier = 1;
 }
 
+def DS_SwigluGradOp : DS_Op<"swiglu_grad", [Pure]> {
+  let summary = "Input gradient of `ds.swiglu`: the gate's and the up projection's, side by side.";
+  let description = [{
+    With `s = sigmoid(g)`: `result[..., j] = dy * u * s * (1 + g (1 - s))` (the gate's, as
+    PyTorch's silu backward) and `result[..., F + j] = dy * g * s` (the up projection's).
+    With `rows`, a row whose id is negative is zeros, its operands not read.
+
+    **Constraints:** `input` as `ds.swiglu`'s, `result_grad` of `ds.swiglu`'s result shape,
+    the result of the input's type.
+  }];
+  let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$result_grad,
+                       Optional<DS_IndexTensor>:$rows);
+  let results = (outs DS_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $result_grad (`rows` `[` $rows^ `]`)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def DS_ExpertRouteOp : DS_Op<"expert_route", [Pure]> {
   let summary = "Expert parallelism: where each routed row goes, and the ids of the rows this rank receives.";
   let description = [{

@@ -53,15 +53,18 @@ int64_t receiveRows(Value ids, int64_t rows, int64_t ranks) {
 }
 
 /// The values between an expert product's combine and the next product's dispatch along the
-/// same plan (a SwiGLU's slices, activation and product) computed on the experts' rank
-/// instead: each row of them reads only that row of the combined rows, so computing them on
-/// the received rows and skipping the combine and the dispatch gives the next product the
-/// same rows (a row received for no expert has id -1 there, and its product is zero whatever
-/// the values). Halves the exchanges of an MLP, and its widest one goes.
+/// same plan (a SwiGLU's slices, activation and product, or its ds.swiglu) computed on the
+/// experts' rank instead: each row of them reads only that row of the combined rows, so
+/// computing them on the received rows and skipping the combine and the dispatch gives the
+/// next product the same rows (a row received for no expert has id -1 there, and its product
+/// is zero whatever the values). Halves the exchanges of an MLP, and its widest one goes. A
+/// ds.swiglu told the route's ids is told the received rows' ids there.
 class ExpertSide {
 public:
-  ExpertSide(Value plan, int64_t rows, int64_t received)
-      : plan(plan), rows(rows), received(received) {}
+  ExpertSide(ExpertRouteOp route, int64_t rows, int64_t received)
+      : plan(route.getPlan()), ids(route.getExpertIds()), rows(rows), received(received) {
+    mapped.map(ids, route.getLocalIds());
+  }
 
   /// `v` on the experts' side, cloned at `b`'s point; null where a value is not row by row.
   Value get(Value v, OpBuilder &b) {
@@ -75,6 +78,8 @@ public:
       return combine.getInput();
     }
     if (!def || def->getNumResults() != 1 || !rowWise(def))
+      return Value();
+    if (auto act = dyn_cast<SwigluOp>(def); act && act.getRows() && act.getRows() != ids)
       return Value();
     bool reshapes = isa<SliceOp, ReshapeOp, ConvertOp>(def);
     for (Value o : def->getOperands())
@@ -97,7 +102,7 @@ private:
       return s.getDim() != 0;
     if (auto r = dyn_cast<ReshapeOp>(op))
       return typeOf(r.getInput()).getRank() >= 1 && typeOf(r.getInput()).getShape()[0] == rows;
-    return op->hasTrait<OpTrait::ds::WritesOverOperand>() || isa<ConvertOp>(op);
+    return op->hasTrait<OpTrait::ds::WritesOverOperand>() || isa<ConvertOp, SwigluOp>(op);
   }
   /// An operand holding rows (of `result`'s rank and rows), not one broadcast over them.
   bool rowIndexed(Value operand, Value result) const {
@@ -106,7 +111,7 @@ private:
            t.getShape()[0] == rows;
   }
 
-  Value plan;
+  Value plan, ids;
   int64_t rows, received;
   IRMapping mapped;
 };
@@ -235,7 +240,7 @@ void ExpertParallelPass::runOnOperation() {
     Value x = p.getInput(), plan = route.getPlan();
     // The input computed row by row from an earlier product's combine along this plan: on
     // the experts' side, with no exchange.
-    Value sent = ExpertSide(plan, rows, received).get(x, b);
+    Value sent = ExpertSide(route, rows, received).get(x, b);
     if (!sent)
       sent = ExpertDispatchOp::create(b, p.getLoc(), withRows(x, received), x, plan, grid,
                                       axes);

@@ -68,6 +68,33 @@ def DSFuseExperts : Pass<"ds-fuse-experts", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::ds::DSDialect"];
 }
 
+def DSFuseSwiglu : Pass<"ds-fuse-swiglu", "::mlir::ModuleOp"> {
+  let summary = "Folds the experts' SwiGLU (slices, sigmoid, products) into ds.swiglu.";
+  let description = [{
+    Finds `(g * sigmoid(g)) * u` where `g` and `u` are the two halves of the last dimension of
+    an expert product's rows (`ds.expert_linear`, through reshapes back to its shape), which
+    is how the activation of HF's MoE experts (`act(gate) * up` after `chunk(2, -1)`)
+    imports, and replaces it with one `ds.swiglu` told the product's expert ids: its kernels
+    read the rows once and skip those no expert took (under expert parallelism most of a
+    rank's receive buffer), and its gradient is one `ds.swiglu_grad` where the chain's
+    was seven ops. The result is the chain's on every row.
+    ```mlir
+    %h = ds.expert_linear %x, %w[%ids] : (...) -> tensor<128x64xf32>
+    %g = ds.slice %h dim = 1[0 : 32] : tensor<128x64xf32> -> tensor<128x32xf32>
+    %s = ds.sigmoid %g : tensor<128x32xf32>
+    %a = ds.mul %g, %s : tensor<128x32xf32>, tensor<128x32xf32> -> tensor<128x32xf32>
+    %u = ds.slice %h dim = 1[32 : 64] : tensor<128x64xf32> -> tensor<128x32xf32>
+    %y = ds.mul %a, %u : tensor<128x32xf32>, tensor<128x32xf32> -> tensor<128x32xf32>
+    // becomes
+    %y = ds.swiglu %h rows[%ids] : (tensor<128x64xf32>, tensor<128xi64>) -> tensor<128x32xf32>
+    ```
+    In the training pipeline after `ds-fuse-experts` and `ds-expert-capacity` (the ids it
+    takes are the ones the products keep), in f32 training only: PyTorch rounds each op of the
+    chain in 16 bits, which one op would not.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+}
+
 def DSExpertCapacity : Pass<"ds-expert-capacity", "::mlir::ModuleOp"> {
   let summary = "Capacity-based token dropping: each expert takes at most its capacity of a micro-batch's routed rows, as DeepSpeed-MoE.";
   let description = [{
@@ -120,8 +147,9 @@ def DSExpertParallel : Pass<"ds-expert-parallel", "::mlir::ModuleOp"> {
     %y = ds.expert_combine %e along %plan on @mesh grid_axes = [1] : (tensor<256x96xf32>, tensor<132xi64>) -> tensor<128x96xf32>
     ```
     One route per ids value (merged by CSE first: HF recomputes them per product) serves all
-    its products, and what lies between two products row by row (a SwiGLU's slices,
-    activation and product) runs on the experts' rank on the received rows: one dispatch
+    its products, and what lies between two products row by row (the experts' `ds.swiglu`,
+    told the received rows' ids, or a SwiGLU's slices, activation and product) runs on the
+    experts' rank on the received rows: one dispatch
     before a layer's first product and one combine after its last. The receive buffers have
     the dropless
     worst case's rows (every rank's rows at one rank), or where `ds-expert-capacity` ran

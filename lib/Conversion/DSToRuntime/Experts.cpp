@@ -28,6 +28,17 @@ void mlir::ds::runtime::populateExpertKernels(KernelPatterns &p) {
              e.i32(o.getTransposed()));
     return success();
   });
+  p.add<SwigluOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+    auto o = cast<SwigluOp>(op);
+    e.kernel(fn::dsrt_swiglu, outs[0], e.operand(o.getInput()), e.operand(o.getRows()));
+    return success();
+  });
+  p.add<SwigluGradOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
+    auto o = cast<SwigluGradOp>(op);
+    e.kernel(fn::dsrt_swiglu_grad, outs[0], e.operand(o.getInput()),
+             e.operand(o.getResultGrad()), e.operand(o.getRows()));
+    return success();
+  });
   p.add<ExpertCapacityOp>([](Operation *op, ArrayRef<Tensor> outs, KernelEmitter &e) {
     auto o = cast<ExpertCapacityOp>(op);
     e.kernel(fn::dsrt_expert_capacity, outs[0], e.operand(o.getExpertIds()),

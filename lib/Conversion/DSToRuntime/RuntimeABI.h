@@ -119,7 +119,8 @@ template <class R, class... P> struct Function<R(P...)> {
   X(dsrt_batch_norm_inference) X(dsrt_matmul) X(dsrt_matmul_view) X(dsrt_linear)              \
   X(dsrt_linear_grad_weight) X(dsrt_top_k) X(dsrt_expert_linear)                              \
   X(dsrt_expert_linear_grad_weight) X(dsrt_expert_capacity) X(dsrt_expert_route)              \
-  X(dsrt_expert_dispatch) X(dsrt_expert_combine) X(dsrt_embedding) X(dsrt_embedding_grad) X(dsrt_cross_entropy)   \
+  X(dsrt_expert_dispatch) X(dsrt_expert_combine) X(dsrt_swiglu) X(dsrt_swiglu_grad)           \
+  X(dsrt_embedding) X(dsrt_embedding_grad) X(dsrt_cross_entropy)                              \
   X(dsrt_cross_entropy_grad) X(dsrt_linear_cross_entropy) X(dsrt_linear_cross_entropy_grad)   \
   X(dsrt_transpose) X(dsrt_broadcast) X(dsrt_slice)                \
   X(dsrt_insert_slice) X(dsrt_dropout_mask) X(dsrt_conv2d) X(dsrt_conv2d_grad_input)          \

@@ -623,6 +623,17 @@ void dsrt_expert_linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *
 void dsrt_expert_linear_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, const dsrt_tensor *x,
                                     const dsrt_tensor *dy, const dsrt_tensor *ids,
                                     int32_t transposed);
+/** SwiGLU of a gate-and-up tensor x [..., 2F]: out[..., j] = silu(g) * u with g = x[..., j],
+ *  u = x[..., F + j] (out [..., F]). With `rows` (i64 or i32, or NULL), x is [R, 2F] and a row
+ *  whose id is negative is zeros in out, its values not read (padding past an expert-parallel
+ *  rank's received rows, a row routed to no expert). f32. */
+void dsrt_swiglu(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
+                 const dsrt_tensor *rows);
+/** The input gradient of dsrt_swiglu: dx [..., 2F] from x and dy [..., F], with s = sigmoid(g):
+ *  dx[..., j] = dy u s (1 + g (1 - s)) and dx[..., F + j] = dy g s; rows as dsrt_swiglu's (a
+ *  negative id's row zeros). f32. */
+void dsrt_swiglu_grad(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor *x,
+                      const dsrt_tensor *dy, const dsrt_tensor *rows);
 /** Capacity-based token dropping (DeepSpeed-MoE's top1gating without random token selection
  *  and top2gating): `ids` [T choices] (i64 or i32) are each token's `choices` experts,
  *  consecutive; taken choice by choice (every token's first in token order, then every second,

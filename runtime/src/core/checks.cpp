@@ -349,6 +349,31 @@ ExpertShape expertLinear(const char *k, const dsrt_tensor *y, const dsrt_tensor 
   return {x->dims[0], w->dims[0], in, out};
 }
 
+SwigluShape swiglu(const char *k, const dsrt_tensor *x, const dsrt_tensor *y,
+                   const dsrt_tensor *dx, const dsrt_tensor *rows) {
+  checkDtype(k, x, DSRT_F32, "x");
+  checkDtype(k, y, DSRT_F32, dx ? "dy" : "out");
+  if (dx) {
+    checkDtype(k, dx, DSRT_F32, "dx");
+    checkSameShape(k, dx, x);
+  }
+  bool halves = x->rank >= 1 && y->rank == x->rank && x->dims[x->rank - 1] % 2 == 0 &&
+                y->dims[y->rank - 1] * 2 == x->dims[x->rank - 1];
+  for (int d = 0; halves && d + 1 < x->rank; ++d)
+    halves = y->dims[d] == x->dims[d];
+  if (!halves)
+    fail(k, "x %s is not the gate and up halves of %s %s", shapeString(x).c_str(),
+         dx ? "dy" : "out", shapeString(y).c_str());
+  const int64_t F = y->dims[y->rank - 1], R = F ? y->numel / F : 0;
+  if (rows) {
+    indexDtype(k, rows);
+    if (x->rank != 2 || rows->numel != R)
+      fail(k, "rows %s for x %s, expected [R] for x [R, 2F]", shapeString(rows).c_str(),
+           shapeString(x).c_str());
+  }
+  return {R, F};
+}
+
 CEShape crossEntropy(const char *k, const dsrt_tensor *logits, const dsrt_tensor *target,
                      const dsrt_tensor *result, int32_t reduction) {
   checkDtype(k, logits, DSRT_F32, "logits");

@@ -121,6 +121,14 @@ struct ExpertShape {
 ExpertShape expertLinear(const char *k, const dsrt_tensor *y, const dsrt_tensor *x,
                          const dsrt_tensor *w, const dsrt_tensor *ids, int32_t transposed);
 
+/// A SwiGLU's R rows of F gate-and-up pairs: x [..., 2F] (with row ids, [R, 2F]) and `y` (the
+/// result or dy) [..., F], f32, `dx` (the gradient's, or null) of x's shape.
+struct SwigluShape {
+  int64_t R, F;
+};
+SwigluShape swiglu(const char *k, const dsrt_tensor *x, const dsrt_tensor *y,
+                   const dsrt_tensor *dx, const dsrt_tensor *rows);
+
 /// logits [N, C] (or [C]) and N targets; `result` is the loss (or dy for the gradient).
 struct CEShape {
   int64_t N, C;

@@ -2070,3 +2070,43 @@ func.func @capacity_experts(%ids: tensor<6xi64>) {
   %r = ds.expert_capacity %ids experts = 0 choices = 2 capacity = 2 : tensor<6xi64>
   return
 }
+
+// -----
+
+func.func @swiglu_odd(%x: tensor<6x7xf32>) {
+  // expected-error @+1 {{'ds.swiglu' op swiglu takes the gate and the up projection side by side, a last dimension of 2F values, got [6, 7]}}
+  %r = ds.swiglu %x : (tensor<6x7xf32>) -> tensor<6x3xf32>
+  return
+}
+
+// -----
+
+func.func @swiglu_rows(%x: tensor<6x8xf32>, %ids: tensor<5xi64>) {
+  // expected-error @+1 {{'ds.swiglu' op swiglu's rows [R] go with an input [R, 2F], got [5] and [6, 8]}}
+  %r = ds.swiglu %x rows[%ids] : (tensor<6x8xf32>, tensor<5xi64>) -> tensor<6x4xf32>
+  return
+}
+
+// -----
+
+func.func @swiglu_result(%x: tensor<6x8xf32>) {
+  // expected-error @+1 {{'ds.swiglu' op result shape [6, 8] does not match the inferred shape [6, 4]}}
+  %r = ds.swiglu %x : (tensor<6x8xf32>) -> tensor<6x8xf32>
+  return
+}
+
+// -----
+
+func.func @swiglu_grad_dy(%x: tensor<6x8xf32>, %dy: tensor<6x8xf32>) {
+  // expected-error @+1 {{'ds.swiglu_grad' op result_grad has shape [6, 8], expected [6, 4]}}
+  %r = ds.swiglu_grad %x, %dy : (tensor<6x8xf32>, tensor<6x8xf32>) -> tensor<6x8xf32>
+  return
+}
+
+// -----
+
+func.func @swiglu_grad_result(%x: tensor<6x8xf32>, %dy: tensor<6x4xf32>) {
+  // expected-error @+1 {{'ds.swiglu_grad' op result has shape [6, 4], expected [6, 8]}}
+  %r = ds.swiglu_grad %x, %dy : (tensor<6x8xf32>, tensor<6x4xf32>) -> tensor<6x4xf32>
+  return
+}

@@ -161,7 +161,7 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [2, 2]>} {
   }
 
   // CHECK-LABEL: func.func @experts(
-  func.func @experts(%r: tensor<6x4xf32>, %x: tensor<6x8xf32>, %w: tensor<4x10x8xf32>, %wt: tensor<4x8x10xf32>, %ids: tensor<6xi32>, %dy: tensor<6x10xf32>) -> (tensor<6x2xf32>, tensor<6x10xf32>, tensor<6x10xf32>, tensor<4x10x8xf32>, tensor<4x8x10xf32>) {
+  func.func @experts(%r: tensor<6x4xf32>, %x: tensor<6x8xf32>, %w: tensor<4x10x8xf32>, %wt: tensor<4x8x10xf32>, %ids: tensor<6xi32>, %dy: tensor<6x10xf32>, %y3: tensor<2x3x10xf32>) -> (tensor<6x2xf32>, tensor<6x10xf32>, tensor<6x10xf32>, tensor<4x10x8xf32>, tensor<4x8x10xf32>) {
     // CHECK: %{{.+}}, %{{.+}} = ds.top_k %{{.+}} k = 2 : (tensor<6x4xf32>) -> (tensor<6x2xf32>, tensor<6x2xi64>)
     %v, %i = ds.top_k %r k = 2 : (tensor<6x4xf32>) -> (tensor<6x2xf32>, tensor<6x2xi64>)
     // CHECK: ds.top_k %{{.+}} k = 2 smallest : (tensor<6x2xi64>) -> (tensor<6x2xi64>, tensor<6x2xi64>)
@@ -176,6 +176,12 @@ module attributes {ds.mesh = #ds.mesh<axes = ["dp", "tp"], shape = [2, 2]>} {
     %dwt = ds.expert_linear_grad_weight %x, %dy[%ids] transposed : (tensor<6x8xf32>, tensor<6x10xf32>, tensor<6xi32>) -> tensor<4x8x10xf32>
     // CHECK: ds.expert_capacity %{{.+}} experts = 4 choices = 2 capacity = 1 : tensor<6xi32>
     %kept = ds.expert_capacity %ids experts = 4 choices = 2 capacity = 1 : tensor<6xi32>
+    // CHECK: ds.swiglu %{{.+}} rows[%{{.+}}] : (tensor<6x10xf32>, tensor<6xi32>) -> tensor<6x5xf32>
+    %act = ds.swiglu %y rows[%ids] : (tensor<6x10xf32>, tensor<6xi32>) -> tensor<6x5xf32>
+    // CHECK: ds.swiglu %{{.+}} : (tensor<2x3x10xf32>) -> tensor<2x3x5xf32>
+    %act3 = ds.swiglu %y3 : (tensor<2x3x10xf32>) -> tensor<2x3x5xf32>
+    // CHECK: ds.swiglu_grad %{{.+}}, %{{.+}} rows[%{{.+}}] : (tensor<6x10xf32>, tensor<6x5xf32>, tensor<6xi32>) -> tensor<6x10xf32>
+    %dact = ds.swiglu_grad %y, %act rows[%ids] : (tensor<6x10xf32>, tensor<6x5xf32>, tensor<6xi32>) -> tensor<6x10xf32>
     return %v, %y, %yt, %dw, %dwt : tensor<6x2xf32>, tensor<6x10xf32>, tensor<6x10xf32>, tensor<4x10x8xf32>, tensor<4x8x10xf32>
   }
 
