@@ -591,10 +591,10 @@ TEST_P(Conformance, Swiglu) {
   Both x = randn({40, 74}), dy = randn({40, 37}), rows = put(DSRT_I64, {40}, ids.data()),
        y = out({40, 37}), dx = out({40, 74}), y2 = out({40, 37}), dx2 = out({40, 74});
   run([&](dsrt_context *c, int s) {
-    dsrt_swiglu(c, y[s], x[s], rows[s]);
-    dsrt_swiglu_grad(c, dx[s], x[s], dy[s], rows[s]);
-    dsrt_swiglu(c, y2[s], x[s], nullptr);
-    dsrt_swiglu_grad(c, dx2[s], x[s], dy[s], nullptr);
+    dsrt_swiglu(c, y[s], x[s], rows[s], 0);
+    dsrt_swiglu_grad(c, dx[s], x[s], dy[s], rows[s], 0);
+    dsrt_swiglu(c, y2[s], x[s], nullptr, 0);
+    dsrt_swiglu_grad(c, dx2[s], x[s], dy[s], nullptr, 0);
   });
   EXPECT_TRUE(same(y, 1e-6, 1e-6));
   EXPECT_TRUE(same(dx, 1e-6, 1e-6));

@@ -1280,6 +1280,12 @@ TEST_F(Kernels, ExpertLinearAndGrad) {
         dsrt_tensor *o = emptyLike(y);
         dsrt_expert_linear(ctx, o, rt(x), rt(w), rt(ids.to(idxType)), transposed);
         EXPECT_TRUE(closeSum(tt(o), y)) << "transposed " << transposed;
+        // Unrouted rows undefined: the routed rows the same, the others as they were.
+        dsrt_tensor *ou = rt(torch::full(y.sizes(), 7.f));
+        dsrt_expert_linear(ctx, ou, rt(x), rt(w), rt(ids.to(idxType)),
+                           transposed | DSRT_EXPERT_UNROUTED_UNDEFINED);
+        EXPECT_TRUE(torch::equal(tt(ou).index({valid}), tt(o).index({valid})));
+        EXPECT_TRUE(torch::all(tt(ou).index({~valid}) == 7.f).item<bool>());
         // dx: the same kernel with the weight's other orientation.
         dsrt_tensor *dx = emptyLike(x);
         dsrt_expert_linear(ctx, dx, rt(dy), rt(w), rt(ids.to(idxType)), !transposed);
@@ -1313,19 +1319,28 @@ TEST_F(Kernels, SwigluAndGrad) {
     Tensor dy = randn({R, F});
     y.backward(dy);
     dsrt_tensor *o = emptyLike(y), *dx = emptyLike(x), *rows = rt(ids.to(idxType));
-    dsrt_swiglu(ctx, o, rt(xi), rows);
+    dsrt_swiglu(ctx, o, rt(xi), rows, 0);
     EXPECT_TRUE(closeSum(tt(o), y)) << "ids " << idxType;
-    dsrt_swiglu_grad(ctx, dx, rt(xi), rt(dy), rows);
+    dsrt_swiglu_grad(ctx, dx, rt(xi), rt(dy), rows, 0);
     EXPECT_TRUE(closeSum(tt(dx), xl.grad())) << "ids " << idxType;
+    // Unrouted rows undefined: the live rows the same, the others as they were (a marker).
+    Tensor marker = torch::full({R, 2 * F}, 7.f);
+    dsrt_tensor *ou = rt(marker.narrow(1, 0, F)), *dxu = rt(marker);
+    dsrt_swiglu(ctx, ou, rt(xi), rows, DSRT_EXPERT_UNROUTED_UNDEFINED);
+    dsrt_swiglu_grad(ctx, dxu, rt(xi), rt(dy), rows, DSRT_EXPERT_UNROUTED_UNDEFINED);
+    EXPECT_TRUE(torch::equal(tt(ou).index({~dead}), tt(o).index({~dead})));
+    EXPECT_TRUE(torch::equal(tt(dxu).index({~dead}), tt(dx).index({~dead})));
+    EXPECT_TRUE(torch::all(tt(ou).index({dead}) == 7.f).item<bool>());
+    EXPECT_TRUE(torch::all(tt(dxu).index({dead}) == 7.f).item<bool>());
   }
   Tensor x3 = (randn({3, 5, 2 * F}) * 4).requires_grad_();
   Tensor y3 = torch::silu(x3.narrow(2, 0, F)) * x3.narrow(2, F, F);
   Tensor dy3 = randn(y3.sizes());
   y3.backward(dy3);
   dsrt_tensor *o3 = emptyLike(y3), *dx3 = emptyLike(x3);
-  dsrt_swiglu(ctx, o3, rt(x3), nullptr);
+  dsrt_swiglu(ctx, o3, rt(x3), nullptr, 0);
   EXPECT_TRUE(closeSum(tt(o3), y3));
-  dsrt_swiglu_grad(ctx, dx3, rt(x3), rt(dy3), nullptr);
+  dsrt_swiglu_grad(ctx, dx3, rt(x3), rt(dy3), nullptr, 0);
   EXPECT_TRUE(closeSum(tt(dx3), x3.grad()));
 }
 

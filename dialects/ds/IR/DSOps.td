@@ -448,13 +448,16 @@ def DS_ExpertLinearOp : DS_Op<"expert_linear", [Pure, DeclareOpInterfaceMethods<
     write it as `bmm(weight[ids], input[..., None])`, which gathers an `[N, out, in]` copy of
     the weights; `ds-fuse-experts` folds that into this op, whose kernels multiply each
     expert's rows as one product. A row whose id is outside `[0, E)` gives zeros and receives
-    no gradient (a token that another rank's experts take).
+    no gradient (a token that another rank's experts take); with `unrouted_undefined`, such a
+    row of the result is undefined instead (not written: the lowering sets it where every
+    reader of the result skips those rows).
 
     **Constraints:** input `[N, in]`, weight of rank 3 with `in` in place, integer ids `[N]`,
     the result `[N, out]`; one element type for input, weight and result.
   }];
   let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$weight,
-                       DS_IndexTensor:$expert_ids, UnitAttr:$transposed);
+                       DS_IndexTensor:$expert_ids, UnitAttr:$transposed,
+                       UnitAttr:$unrouted_undefined);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight `[` $expert_ids `]` (`transposed` $transposed^)? attr-dict `:`
@@ -474,13 +477,16 @@ def DS_SwigluOp : DS_Op<"swiglu", [Pure, DeclareOpInterfaceMethods<DS_GradientOp
 
     With `rows`, `input` is `[R, 2F]` and a row whose id is negative is zeros in the result,
     its input not read: the rows an expert product left as zeros (routed to no expert, or past
-    the rows an expert-parallel rank received), whose SwiGLU is zeros too.
+    the rows an expert-parallel rank received), whose SwiGLU is zeros too. With
+    `unrouted_undefined` those rows of the result are undefined (not written), as
+    `ds.expert_linear`'s.
 
     **Constraints:** input of rank >= 1 with an even last dimension; the result the input's
     shape with the last dimension halved, of its element type; `rows` integer `[R]` for a 2-D
     input of R rows.
   }];
-  let arguments = (ins DS_FloatTensor:$input, Optional<DS_IndexTensor>:$rows);
+  let arguments = (ins DS_FloatTensor:$input, Optional<DS_IndexTensor>:$rows,
+                       UnitAttr:$unrouted_undefined);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = [{
     $input (`rows` `[` $rows^ `]`)? attr-dict `:` functional-type(operands, results)

@@ -315,13 +315,14 @@ def DS_SwigluGradOp : DS_Op<"swiglu_grad", [Pure]> {
   let description = [{
     With `s = sigmoid(g)`: `result[..., j] = dy * u * s * (1 + g (1 - s))` (the gate's, as
     PyTorch's silu backward) and `result[..., F + j] = dy * g * s` (the up projection's).
-    With `rows`, a row whose id is negative is zeros, its operands not read.
+    With `rows`, a row whose id is negative is zeros, its operands not read (undefined, not
+    written, with `unrouted_undefined`, as `ds.swiglu`'s).
 
     **Constraints:** `input` as `ds.swiglu`'s, `result_grad` of `ds.swiglu`'s result shape,
     the result of the input's type.
   }];
   let arguments = (ins DS_FloatTensor:$input, DS_FloatTensor:$result_grad,
-                       Optional<DS_IndexTensor>:$rows);
+                       Optional<DS_IndexTensor>:$rows, UnitAttr:$unrouted_undefined);
   let results = (outs DS_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $result_grad (`rows` `[` $rows^ `]`)? attr-dict `:`

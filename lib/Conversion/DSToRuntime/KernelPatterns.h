@@ -105,6 +105,9 @@ void populateNormalizationKernels(KernelPatterns &patterns);  // Normalization.c
 void populateAttentionKernels(KernelPatterns &patterns);      // Attention.cpp
 void populateLinearAlgebraKernels(KernelPatterns &patterns);  // LinearAlgebra.cpp
 void populateExpertKernels(KernelPatterns &patterns);         // Experts.cpp
+/// Sets `unrouted_undefined` on the experts' products and SwiGLU whose every reader skips the
+/// rows no expert takes (Experts.cpp), before the kernels are emitted.
+void markUnreadUnroutedRows(ModuleOp module);
 void populateConvolutionKernels(KernelPatterns &patterns);    // Convolution.cpp
 void populateDataMovementKernels(KernelPatterns &patterns);   // DataMovement.cpp
 

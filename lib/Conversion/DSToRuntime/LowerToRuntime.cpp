@@ -54,6 +54,7 @@ struct LowerToRuntimePass : mlir::ds::impl::DSLowerToRuntimeBase<LowerToRuntimeP
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
     prepareForPlanning(module);
+    markUnreadUnroutedRows(module);
     FailureOr<MemoryPlan> plan = MemoryPlan::compute(module);
     if (failed(plan))
       return signalPassFailure();

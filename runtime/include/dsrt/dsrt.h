@@ -610,13 +610,23 @@ void dsrt_embedding_grad(dsrt_context *ctx, dsrt_tensor *dweight, const dsrt_ten
  *  router's choice of experts; with k = n, a stable sort). f32 or i64. */
 void dsrt_top_k(dsrt_context *ctx, dsrt_tensor *values, dsrt_tensor *indices,
                 const dsrt_tensor *in, int32_t smallest);
+/** Flags of the routed experts' kernels (dsrt_expert_linear, dsrt_swiglu, dsrt_swiglu_grad),
+ *  or'ed. */
+enum dsrt_expert_flag {
+  /** dsrt_expert_linear: the weight is [E, in, out] (HF's transposed experts). */
+  DSRT_EXPERT_TRANSPOSED = 1,
+  /** The rows that no expert takes are left as they are in the result, not zeroed: the
+   *  compiler sets it where every reader of the result skips them (ds's `unrouted_undefined`). */
+  DSRT_EXPERT_UNROUTED_UNDEFINED = 2,
+};
 /** Each row through its expert's linear map: out[n] = w[ids[n]] x[n] for x [N, in], w
- *  [E, out, in] (with `transposed`, [E, in, out] and out[n] = x[n] w[ids[n]]) and ids [N]
- *  (i64 or i32). A row whose id is outside [0, E) gets zeros (a token another rank's experts
- *  take). The rows of each expert are gathered and multiplied as one product: no tensor of
- *  every row's weights exists. f32. */
+ *  [E, out, in] (with DSRT_EXPERT_TRANSPOSED in `flags`, [E, in, out] and out[n] = x[n]
+ *  w[ids[n]]) and ids [N] (i64 or i32). A row whose id is outside [0, E) gets zeros (a token
+ *  another rank's experts take; left unwritten with DSRT_EXPERT_UNROUTED_UNDEFINED). The rows
+ *  of each expert are gathered and multiplied as one product: no tensor of every row's weights
+ *  exists. f32. */
 void dsrt_expert_linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
-                        const dsrt_tensor *w, const dsrt_tensor *ids, int32_t transposed);
+                        const dsrt_tensor *w, const dsrt_tensor *ids, int32_t flags);
 /** The weight gradient of dsrt_expert_linear: dw[e] = sum over the rows n with ids[n] = e of
  *  dy[n] x[n]^T ([E, out, in]; with `transposed`, x[n] dy[n]^T in [E, in, out]); dw is
  *  overwritten, an expert with no rows gets zeros. f32. */
@@ -625,15 +635,16 @@ void dsrt_expert_linear_grad_weight(dsrt_context *ctx, dsrt_tensor *dw, const ds
                                     int32_t transposed);
 /** SwiGLU of a gate-and-up tensor x [..., 2F]: out[..., j] = silu(g) * u with g = x[..., j],
  *  u = x[..., F + j] (out [..., F]). With `rows` (i64 or i32, or NULL), x is [R, 2F] and a row
- *  whose id is negative is zeros in out, its values not read (padding past an expert-parallel
- *  rank's received rows, a row routed to no expert). f32. */
+ *  whose id is negative is zeros in out (left unwritten with DSRT_EXPERT_UNROUTED_UNDEFINED in
+ *  `flags`), its values not read (padding past an expert-parallel rank's received rows, a row
+ *  routed to no expert). f32. */
 void dsrt_swiglu(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
-                 const dsrt_tensor *rows);
+                 const dsrt_tensor *rows, int32_t flags);
 /** The input gradient of dsrt_swiglu: dx [..., 2F] from x and dy [..., F], with s = sigmoid(g):
- *  dx[..., j] = dy u s (1 + g (1 - s)) and dx[..., F + j] = dy g s; rows as dsrt_swiglu's (a
- *  negative id's row zeros). f32. */
+ *  dx[..., j] = dy u s (1 + g (1 - s)) and dx[..., F + j] = dy g s; rows and flags as
+ *  dsrt_swiglu's. f32. */
 void dsrt_swiglu_grad(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor *x,
-                      const dsrt_tensor *dy, const dsrt_tensor *rows);
+                      const dsrt_tensor *dy, const dsrt_tensor *rows, int32_t flags);
 /** Capacity-based token dropping (DeepSpeed-MoE's top1gating without random token selection
  *  and top2gating): `ids` [T choices] (i64 or i32) are each token's `choices` experts,
  *  consecutive; taken choice by choice (every token's first in token order, then every second,

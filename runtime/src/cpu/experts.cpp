@@ -137,15 +137,17 @@ void dsrt::cpu::expert_capacity(dsrt_context *, dsrt_tensor *out, const dsrt_ten
 }
 
 void dsrt::cpu::expert_linear(dsrt_context *, dsrt_tensor *out, const dsrt_tensor *x,
-                              const dsrt_tensor *w, const dsrt_tensor *ids, int32_t transposed) {
+                              const dsrt_tensor *w, const dsrt_tensor *ids, int32_t flags) {
   DSRT_PROFILE("expert_linear");
   const char *k = "expert_linear";
+  const bool transposed = flags & DSRT_EXPERT_TRANSPOSED;
   const checks::ExpertShape s = checks::expertLinear(k, out, x, w, ids, transposed);
   const float *X = static_cast<const float *>(x->data), *W = static_cast<const float *>(w->data);
   float *Y = static_cast<float *>(out->data);
-  for (int64_t n = 0; n < s.N; ++n) // rows routed nowhere give zeros
-    if (int64_t e = idAt(ids, n); e < 0 || e >= s.E)
-      std::memset(Y + n * s.out, 0, s.out * sizeof(float));
+  if (!(flags & DSRT_EXPERT_UNROUTED_UNDEFINED))
+    for (int64_t n = 0; n < s.N; ++n) // rows routed nowhere give zeros
+      if (int64_t e = idAt(ids, n); e < 0 || e >= s.E)
+        std::memset(Y + n * s.out, 0, s.out * sizeof(float));
   const Groups g = groupRows(ids, s.N, s.E);
   std::vector<int64_t> rest;
   for (int64_t e = 0; e < s.E; ++e) {

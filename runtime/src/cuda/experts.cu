@@ -127,8 +127,9 @@ void dsrt::cuda::top_k(dsrt_context *ctx, dsrt_tensor *values, dsrt_tensor *indi
 }
 
 void dsrt::cuda::expert_linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
-                               const dsrt_tensor *w, const dsrt_tensor *ids, int32_t transposed) {
+                               const dsrt_tensor *w, const dsrt_tensor *ids, int32_t flags) {
   const char *k = "expert_linear";
+  const int32_t transposed = flags & DSRT_EXPERT_TRANSPOSED ? 1 : 0; // unrouted rows: zeros
   const checks::ExpertShape s = checks::expertLinear(k, out, x, w, ids, transposed);
   if (!out->numel)
     return;

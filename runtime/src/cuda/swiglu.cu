@@ -1,7 +1,8 @@
 //===- swiglu.cu - CUDA kernels: SwiGLU on a gate-and-up tensor and its gradient ---===//
 //
 // One thread per gate-and-up pair (grid-stride), the sigmoid as kernels/scalar_ops.h computes
-// it; a row whose id is negative gets zeros and is not read, as on the CPU.
+// it; a row whose id is negative gets zeros and is not read, as on the CPU (zeros too where the
+// flags would let them be: a defined result costs a store here).
 //
 #include "../kernels/checks.h"
 #include "../kernels/scalar_ops.h"
@@ -52,7 +53,7 @@ __global__ void swigluGradKernel(float *D, const float *X, const float *G, const
 } // namespace
 
 void dsrt::cuda::swiglu(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
-                        const dsrt_tensor *rows) {
+                        const dsrt_tensor *rows, int32_t) {
   const char *k = "swiglu";
   const checks::SwigluShape s = checks::swiglu(k, x, out, nullptr, rows);
   if (!out->numel)
@@ -64,7 +65,7 @@ void dsrt::cuda::swiglu(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *
 }
 
 void dsrt::cuda::swiglu_grad(dsrt_context *ctx, dsrt_tensor *dx, const dsrt_tensor *x,
-                             const dsrt_tensor *dy, const dsrt_tensor *rows) {
+                             const dsrt_tensor *dy, const dsrt_tensor *rows, int32_t) {
   const char *k = "swiglu_grad";
   const checks::SwigluShape s = checks::swiglu(k, x, dy, dx, rows);
   if (!dx->numel)
