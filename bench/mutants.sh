@@ -120,8 +120,8 @@ moe|capacity: the tokens queued token by token, not choice by choice|runtime/src
 moe|capacity: one row past the capacity kept|runtime/src/cpu/experts.cpp|taken[e]++ >= capacity ? Id(-1) : e;|taken[e]++ > capacity ? Id(-1) : e;|ctest:runtime-kernels e2e/moe-capacity.test
 moe|capacity: a token's choices counted as one|dialects/ds/Transforms/ExpertCapacity.cpp|capacityOf(rows / k, experts, capacityFactor, k, minCapacity);|capacityOf(rows / k, experts, capacityFactor, 1, minCapacity);|Transforms/expert-capacity.mlir e2e/moe-capacity.test
 moe|swiglu gradient: the gate's without the sigmoid's own term|runtime/src/cpu/swiglu.cpp|    dx[j] = dy[j] * u[j] * (s * (1.f + g * (1.f - s)));|    dx[j] = dy[j] * u[j] * s;|ctest:runtime-kernels e2e/moe.test
-moe|swiglu: the padding rows computed, not zeroed|runtime/src/cpu/swiglu.cpp|    if (skipped(rows, r))|    if (false)|ctest:runtime-kernels
-moe|swiglu fold: the sigmoid of any value taken as the gate's|dialects/ds/Transforms/FuseSwiglu.cpp|s && s.getInput() == a)|s)|Transforms/fuse-swiglu.mlir
+moe|swiglu: the padding rows computed, not zeroed|runtime/src/cpu/swiglu.cpp|    if (!skipped(rows, r))|    if (true)|ctest:runtime-kernels
+moe|swiglu fold: the halves' offsets not checked|dialects/ds/Transforms/FuseSwiglu.cpp|      static_cast<int64_t>(s.getStart()) != start)|      false)|Transforms/fuse-swiglu.mlir
 moe|expert side: a swiglu keeps the tokens' ids|dialects/ds/Transforms/ExpertParallel.cpp|    mapped.map(ids, route.getLocalIds());|    (void)route;|Transforms/expert-parallel.mlir
 moe|unrouted rows left unwritten under a reader that sums them|lib/Conversion/DSToRuntime/Experts.cpp|      if (unroutedRowsUnread(p.getResult(), p.getExpertIds()))|      if (true)|Conversion/lower-expert-rows.mlir
 moe|expert products: unrouted rows not zeroed without the flag|runtime/src/cpu/experts.cpp|  if (!(flags & DSRT_EXPERT_UNROUTED_UNDEFINED))|  if (false)|ctest:runtime-kernels

@@ -28,16 +28,15 @@ namespace {
 
 RankedTensorType typeOf(Value v) { return cast<RankedTensorType>(v.getType()); }
 
-/// `v` as a slice of the last dimension `[start, start + width)` at step 1: the sliced value,
-/// or null.
-Value sliceOfLast(Value v, int64_t start, int64_t width) {
+/// `v` as a slice of the last dimension from `start` at step 1 (its end follows: the callers
+/// take `v` of the width they want): the sliced value, or null.
+Value sliceOfLast(Value v, int64_t start) {
   auto s = v.getDefiningOp<SliceOp>();
   if (!s || s.getStep() != 1)
     return Value();
   int64_t rank = typeOf(s.getInput()).getRank();
   if (static_cast<int64_t>(s.getDim()) != rank - 1 ||
-      static_cast<int64_t>(s.getStart()) != start ||
-      static_cast<int64_t>(s.getEnd()) != start + width)
+      static_cast<int64_t>(s.getStart()) != start)
     return Value();
   return s.getInput();
 }
@@ -91,8 +90,8 @@ bool fuse(MulOp m) {
     Value gate = siluInput(act);
     if (!gate)
       continue;
-    Value h = sliceOfLast(gate, 0, width);
-    if (!h || sliceOfLast(up, width, width) != h)
+    Value h = sliceOfLast(gate, 0);
+    if (!h || typeOf(h).getShape().back() != 2 * width || sliceOfLast(up, width) != h)
       continue;
     ExpertLinearOp product = expertRows(h);
     if (!product)
