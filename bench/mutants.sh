@@ -124,7 +124,7 @@ moe|swiglu: the padding rows computed, not zeroed|runtime/src/cpu/swiglu.cpp|   
 moe|swiglu fold: the halves' offsets not checked|dialects/ds/Transforms/FuseSwiglu.cpp|      static_cast<int64_t>(s.getStart()) != start)|      false)|Transforms/fuse-swiglu.mlir
 moe|expert side: a swiglu keeps the tokens' ids|dialects/ds/Transforms/ExpertParallel.cpp|    mapped.map(ids, route.getLocalIds());|    (void)route;|Transforms/expert-parallel.mlir
 moe|unrouted rows left unwritten under a reader that sums them|lib/Conversion/DSToRuntime/Experts.cpp|      if (unroutedRowsUnread(p.getResult(), p.getExpertIds()))|      if (true)|Conversion/lower-expert-rows.mlir
-moe|expert products: unrouted rows not zeroed without the flag|runtime/src/cpu/experts.cpp|  if (!(flags & DSRT_EXPERT_UNROUTED_UNDEFINED))|  if (false)|ctest:runtime-kernels
+moe|expert products: the flag's meaning inverted for negative ids|runtime/src/cpu/experts.cpp|(e < 0 && !keepNegative))|(e < 0 && keepNegative))|ctest:runtime-kernels
 moe|expert parallelism: the SwiGLU between two products not moved to the experts' side|dialects/ds/Transforms/ExpertParallel.cpp|    Value sent = ExpertSide(plan, rows, received).get(x, b);|    Value sent;|Transforms/expert-parallel.mlir e2e/moe.test
 moe|expert parallelism: a reshape's rows not carried to the experts' side|dialects/ds/Transforms/ExpertParallel.cpp|    bool reshapes = isa<SliceOp, ReshapeOp, ConvertOp>(def);|    bool reshapes = false;|e2e/moe.test
 moe|capacity: any where over the ids taken for the wrap of negative ids|dialects/ds/Transforms/ExpertCapacity.cpp|  if (lt && lt.getPredicate() == CmpPredicate::lt && add|  if (lt && add|Transforms/expert-capacity-errors.mlir

@@ -1280,12 +1280,14 @@ TEST_F(Kernels, ExpertLinearAndGrad) {
         dsrt_tensor *o = emptyLike(y);
         dsrt_expert_linear(ctx, o, rt(x), rt(w), rt(ids.to(idxType)), transposed);
         EXPECT_TRUE(closeSum(tt(o), y)) << "transposed " << transposed;
-        // Unrouted rows undefined: the routed rows the same, the others as they were.
+        // Unrouted rows undefined: the routed rows the same, those of negative id as they
+        // were, those past the experts still zeros (ds.swiglu reads them).
         dsrt_tensor *ou = rt(torch::full(y.sizes(), 7.f));
         dsrt_expert_linear(ctx, ou, rt(x), rt(w), rt(ids.to(idxType)),
                            transposed | DSRT_EXPERT_UNROUTED_UNDEFINED);
         EXPECT_TRUE(torch::equal(tt(ou).index({valid}), tt(o).index({valid})));
-        EXPECT_TRUE(torch::all(tt(ou).index({~valid}) == 7.f).item<bool>());
+        EXPECT_TRUE(torch::all(tt(ou).index({ids < 0}) == 7.f).item<bool>());
+        EXPECT_TRUE(torch::all(tt(ou).index({ids >= E}) == 0.f).item<bool>());
         // dx: the same kernel with the weight's other orientation.
         dsrt_tensor *dx = emptyLike(x);
         dsrt_expert_linear(ctx, dx, rt(dy), rt(w), rt(ids.to(idxType)), !transposed);
@@ -1342,6 +1344,13 @@ TEST_F(Kernels, SwigluAndGrad) {
   EXPECT_TRUE(closeSum(tt(o3), y3));
   dsrt_swiglu_grad(ctx, dx3, rt(x3), rt(dy3), nullptr, 0);
   EXPECT_TRUE(closeSum(tt(dx3), x3.grad()));
+  // The refusals, each naming what disagrees.
+  dsrt_tensor *odd = rt(randn({6, 7})), *half = empty({6, 3}), *x8 = rt(randn({6, 8})),
+              *y4 = empty({6, 4}), *five = rt(torch::zeros({5}, at::kLong));
+  EXPECT_DEATH(dsrt_swiglu(ctx, half, odd, nullptr, 0),
+               "dsrt: swiglu: x 6x7 is not the gate and up halves of out 6x3");
+  EXPECT_DEATH(dsrt_swiglu(ctx, y4, x8, five, 0),
+               "dsrt: swiglu: rows 5 for x 6x8, expected .R. for x .R, 2F.");
 }
 
 // Tables of data (an attention mask's rows, token types): 64-bit, 32-bit and boolean elements

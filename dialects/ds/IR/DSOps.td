@@ -448,9 +448,9 @@ def DS_ExpertLinearOp : DS_Op<"expert_linear", [Pure, DeclareOpInterfaceMethods<
     write it as `bmm(weight[ids], input[..., None])`, which gathers an `[N, out, in]` copy of
     the weights; `ds-fuse-experts` folds that into this op, whose kernels multiply each
     expert's rows as one product. A row whose id is outside `[0, E)` gives zeros and receives
-    no gradient (a token that another rank's experts take); with `unrouted_undefined`, such a
-    row of the result is undefined instead (not written: the lowering sets it where every
-    reader of the result skips those rows).
+    no gradient (a token that another rank's experts take); with `unrouted_undefined`, a row
+    of negative id is undefined instead (not written: the lowering sets it where every reader
+    of the result skips those rows, as `ds.swiglu` skips them).
 
     **Constraints:** input `[N, in]`, weight of rank 3 with `in` in place, integer ids `[N]`,
     the result `[N, out]`; one element type for input, weight and result.

@@ -16,10 +16,10 @@ template <class Op> int32_t unroutedFlag(Op op) {
   return op.getUnroutedUndefined() ? DSRT_EXPERT_UNROUTED_UNDEFINED : 0;
 }
 
-/// Whether every reader of `v` skips the rows that `ids` gives no expert (negative; past the
-/// experts: only where ds.expert_linear reads them): the experts' products and SwiGLU told the
-/// same ids, and the combine along the route whose received rows' ids they are (it sends back
-/// the received rows only, each of an expert).
+/// Whether every reader of `v` skips the rows of negative id in `ids` (the only ones that
+/// `unrouted_undefined` leaves unwritten): the experts' products and SwiGLU told the same ids,
+/// and the combine along the route whose received rows' ids they are (it sends back the
+/// received rows only, each of an expert; the ids are -1 past them).
 bool unroutedRowsUnread(Value v, Value ids) {
   for (OpOperand &use : v.getUses()) {
     Operation *user = use.getOwner();

@@ -615,14 +615,16 @@ void dsrt_top_k(dsrt_context *ctx, dsrt_tensor *values, dsrt_tensor *indices,
 enum dsrt_expert_flag {
   /** dsrt_expert_linear: the weight is [E, in, out] (HF's transposed experts). */
   DSRT_EXPERT_TRANSPOSED = 1,
-  /** The rows that no expert takes are left as they are in the result, not zeroed: the
-   *  compiler sets it where every reader of the result skips them (ds's `unrouted_undefined`). */
+  /** The rows of negative id (no expert takes them) are left as they are in the result, not
+   *  zeroed: the compiler sets it where every reader of the result skips them (ds's
+   *  `unrouted_undefined`). Rows of an id past the experts stay zeros. */
   DSRT_EXPERT_UNROUTED_UNDEFINED = 2,
 };
 /** Each row through its expert's linear map: out[n] = w[ids[n]] x[n] for x [N, in], w
  *  [E, out, in] (with DSRT_EXPERT_TRANSPOSED in `flags`, [E, in, out] and out[n] = x[n]
  *  w[ids[n]]) and ids [N] (i64 or i32). A row whose id is outside [0, E) gets zeros (a token
- *  another rank's experts take; left unwritten with DSRT_EXPERT_UNROUTED_UNDEFINED). The rows
+ *  another rank's experts take; of negative id, left unwritten with
+ *  DSRT_EXPERT_UNROUTED_UNDEFINED). The rows
  *  of each expert are gathered and multiplied as one product: no tensor of every row's weights
  *  exists. f32. */
 void dsrt_expert_linear(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,

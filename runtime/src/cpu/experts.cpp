@@ -144,10 +144,11 @@ void dsrt::cpu::expert_linear(dsrt_context *, dsrt_tensor *out, const dsrt_tenso
   const checks::ExpertShape s = checks::expertLinear(k, out, x, w, ids, transposed);
   const float *X = static_cast<const float *>(x->data), *W = static_cast<const float *>(w->data);
   float *Y = static_cast<float *>(out->data);
-  if (!(flags & DSRT_EXPERT_UNROUTED_UNDEFINED))
-    for (int64_t n = 0; n < s.N; ++n) // rows routed nowhere give zeros
-      if (int64_t e = idAt(ids, n); e < 0 || e >= s.E)
-        std::memset(Y + n * s.out, 0, s.out * sizeof(float));
+  // Rows routed nowhere give zeros; with the flag, those of negative id are left as they are.
+  const bool keepNegative = flags & DSRT_EXPERT_UNROUTED_UNDEFINED;
+  for (int64_t n = 0; n < s.N; ++n)
+    if (int64_t e = idAt(ids, n); e >= s.E || (e < 0 && !keepNegative))
+      std::memset(Y + n * s.out, 0, s.out * sizeof(float));
   const Groups g = groupRows(ids, s.N, s.E);
   std::vector<int64_t> rest;
   for (int64_t e = 0; e < s.E; ++e) {
