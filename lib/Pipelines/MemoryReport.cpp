@@ -184,6 +184,8 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
                      "peak", "buffers", "mesh");
   // Every rank runs the same program (ds-verify-collectives) on parts of the same sizes, so
   // every rank has this plan; on a pipeline, its stage's (the coordinate's pp).
+  Row fullest;
+  int64_t fullestRank = -1;
   for (int64_t r = 0; r < ranks; ++r) {
     std::string coord;
     int64_t rest = r, pp = -1;
@@ -194,12 +196,25 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
       rest /= shape[i];
     }
     Row row = pipe ? rowOf(plan, pp) : whole;
+    auto states = [](const Row &x) { return x.params + x.grads + x.optim; };
+    if (fullestRank < 0 || states(row) > states(fullest))
+      std::tie(fullest, fullestRank) = std::make_pair(row, r);
     os << llvm::format("%-5lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld  %s\n",
                        (long long)r, (long long)row.params, (long long)row.grads,
                        (long long)row.optim, (long long)row.activations, (long long)row.inputs,
                        (long long)row.comm, (long long)row.peak, (long long)row.buffers,
                        coord.c_str());
   }
+  // ZeRO's measure: the model states (parameters, gradients, optimizer state) of the fullest
+  // rank, in GB (1e9 bytes, as the ZeRO paper counts them).
+  auto gb = [](int64_t bytes) { return static_cast<double>(bytes) / 1e9; };
+  os << llvm::format("model states per rank (GB = 1e9 bytes): %.3g (parameters %.3g, "
+                     "gradients %.3g, optimizer %.3g)",
+                     gb(fullest.params + fullest.grads + fullest.optim), gb(fullest.params),
+                     gb(fullest.grads), gb(fullest.optim));
+  if (pipe)
+    os << " on rank " << fullestRank << ", the fullest";
+  os << "\n";
   // What a long sequence is bounded by: the activations per token of the micro-batch (the
   // first integer input of rank >= 2 is [batch, sequence, ...]).
   if (auto micro = module.lookupSymbol<func::FuncOp>("micro_step"); micro && !pipe) {

@@ -1,6 +1,7 @@
 //===- StepCompiler.cpp - STEP.mlir to native code, shared by JIT and AOT ----===//
 #include "ds/Pipelines/StepCompiler.h"
 
+#include "ds/IR/DSDialect.h"
 #include "ds/InitAll.h"
 #include "ds/Pipelines/Pipelines.h"
 
@@ -18,6 +19,16 @@ void mlir::ds::registerStepDialects(DialectRegistry &registry) {
   registerAllDialects(registry);
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
+}
+
+std::string mlir::ds::weightFreeReason(ModuleOp module, llvm::StringRef stepPath) {
+  if (!module->hasAttr(kWeightFreeAttrName))
+    return "";
+  return ("'" + stepPath + "' was imported from an export that holds shapes and no weights "
+          "(a model on the meta device or under FakeTensorMode), so it has no weights file: "
+          "give --weights FILE.safetensors with the model's weights, or export the model "
+          "with its weights to train it")
+      .str();
 }
 
 OwningOpRef<ModuleOp> mlir::ds::loadLoweredStep(llvm::StringRef path, MLIRContext &context,

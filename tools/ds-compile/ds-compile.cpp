@@ -78,6 +78,9 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = mlir::ds::loadLoweredStep(stepPath, context, sourceMgr, error);
   if (!module)
     return fail(error);
+  if (std::string why = mlir::ds::weightFreeReason(*module, stepPath); !why.empty() &&
+      weightsPath.empty())
+    llvm::errs() << "ds-compile: warning: " << why << " (the executable takes --weights too)\n";
 
   // The default initial weights, as an absolute path.
   llvm::SmallString<256> weights(weightsPath.empty() ? stepPath : weightsPath);

@@ -7,6 +7,7 @@
 // ds-train-step) of either, before the requested passes.
 //
 #include "ds/Tools/CommandLine.h"
+#include "ds/IR/DSDialect.h"
 #include "ds/InitAll.h"
 #include "ds/Config/DeepSpeedConfig.h"
 #include "ds/Pipelines/Pipelines.h"
@@ -161,7 +162,13 @@ static OwningOpRef<ModuleOp> importModel(llvm::StringRef inputFile, llvm::String
   llvm::SmallString<256> weights(outputFile);
   llvm::sys::path::replace_extension(weights, ".safetensors");
   options.weightsPath = weights.str().str();
-  return mlir::ds::importTorchScript(inputFile, options, &context);
+  OwningOpRef<ModuleOp> module = mlir::ds::importTorchScript(inputFile, options, &context);
+  if (module && (*module)->hasAttr(mlir::ds::kWeightFreeAttrName))
+    llvm::errs() << "ds-opt: '" << inputFile << "' holds shapes and no weights (exported on the "
+                 << "meta device or under FakeTensorMode): wrote no " << weights
+                 << "; the program compiles, plans and reports as any other, and ds-run "
+                 << "trains it only with --weights FILE\n";
+  return module;
 #else
   fail("'" + inputFile + "' is a PyTorch model but this ds-opt was built without the "
        "TorchScript importer (run scripts/setup.sh and rebuild)");

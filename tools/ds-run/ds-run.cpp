@@ -97,6 +97,8 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = mlir::ds::loadLoweredStep(stepPath, context, sourceMgr, error);
   if (!module)
     return fail(error);
+  if (std::string why = mlir::ds::weightFreeReason(*module, stepPath); !why.empty() && !hasWeights)
+    return fail(why);
   // The same target as ds-compile's executables, so both compute the same numbers.
   dsrt_program program;
   auto engine = mlir::ds::jitStep(*module, "", program, error);

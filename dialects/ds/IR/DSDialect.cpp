@@ -105,6 +105,11 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
       return op->emitError() << "'" << name << "' must be a dictionary on a builtin.module";
     return success();
   }
+  if (name == kWeightFreeAttrName) {
+    if (!isa<ModuleOp>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' is a unit attribute on a builtin.module";
+    return success();
+  }
   if (name == kScheduleAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' must be a string";

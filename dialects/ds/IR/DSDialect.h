@@ -78,6 +78,11 @@ inline constexpr llvm::StringLiteral kTileAttrName = "ds.tile";
 /// On the module: {optimizer, param} offload devices, as ds-offload applied them.
 inline constexpr llvm::StringLiteral kOffloadAttrName = "ds.offload";
 
+/// On the module: imported from an export that holds shapes and no weights (a model on the
+/// meta device or under FakeTensorMode). Everything up to the memory plan and the reports
+/// works on it; running it needs weights from elsewhere (ds-run --weights).
+inline constexpr llvm::StringLiteral kWeightFreeAttrName = "ds.weight_free";
+
 /// Name of the function-argument attribute that holds the PyTorch input name.
 inline constexpr llvm::StringLiteral kInputNameAttrName = "ds.input_name";
 

@@ -10,6 +10,7 @@
 
 #include "Mesh.h"
 #include "PipelineOptimizer.h"
+#include "PipelineReads.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -19,6 +20,7 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <functional>
 #include <map>
 #include <set>
 
@@ -37,7 +39,7 @@ struct PipelinePass : mlir::ds::impl::DSPipelineBase<PipelinePass> {
 };
 
 
-bool isFree(Operation *op) { return isa<ConstantOp, GetParameterOp>(op); }
+bool isFree(Operation *op) { return isCopiedToEachChunk(op); }
 
 /// One step of a rank's program: a phase of a micro-batch, or a transfer.
 struct Item {
@@ -384,7 +386,7 @@ void PipelineBuilder::emitPrograms() {
     // The value of `x` for micro-batch `i` here; free ops are copied at the point of use
     // (once per phase: `freeCopies` is cleared at each phase).
     llvm::DenseMap<Operation *, Value> freeCopies;
-    auto lookup = [&](Value x, int64_t i) -> Value {
+    std::function<Value(Value, int64_t)> lookup = [&](Value x, int64_t i) -> Value {
       if (auto arg = dyn_cast<BlockArgument>(x))
         return entry->getArgument(i * n + arg.getArgNumber());
       Operation *d = x.getDefiningOp();
@@ -392,7 +394,10 @@ void PipelineBuilder::emitPrograms() {
         auto it = freeCopies.find(d);
         if (it != freeCopies.end())
           return it->second;
-        Operation *c = b.clone(*d);
+        IRMapping operands; // a widened read's parameter read
+        for (Value o : d->getOperands())
+          operands.map(o, lookup(o, i));
+        Operation *c = b.clone(*d, operands);
         c->removeAttr(kStageAttrName);
         c->removeAttr(kBackwardAttrName);
         if (auto get = dyn_cast<GetParameterOp>(c))

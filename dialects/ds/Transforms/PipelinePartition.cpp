@@ -10,6 +10,7 @@
 #include "Mesh.h"
 
 #include "CutBytes.h"
+#include "PipelineReads.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
@@ -17,6 +18,7 @@
 #include "llvm/Support/Regex.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -36,7 +38,7 @@ struct PipelinePartitionPass
 };
 
 /// Ops that are copied to where they are used rather than computed once and sent.
-bool isFree(Operation *op) { return isa<ConstantOp, GetParameterOp>(op); }
+bool isFree(Operation *op) { return isCopiedToEachChunk(op); }
 
 int64_t tensorBytes(Value v) { return mlir::ds::tensorBytes(v.getType()); }
 
@@ -173,11 +175,15 @@ void Partitioner::collectOps() {
 LogicalResult Partitioner::weigh() {
   weight.assign(n, 0.0);
   llvm::StringSet<> seenParams, seenModules;
-  auto firstUser = [&](Value v) -> int64_t {
+  // The first op that reads `v`, through the free ops (a widened parameter read) between.
+  std::function<int64_t(Value)> firstUser = [&](Value v) -> int64_t {
     int64_t first = n;
-    for (Operation *u : v.getUsers())
+    for (Operation *u : v.getUsers()) {
       if (auto it = index.find(u); it != index.end())
         first = std::min(first, it->second);
+      else if (isFree(u))
+        first = std::min(first, firstUser(u->getResult(0)));
+    }
     return first;
   };
   for (Operation &op : func.getBody().front().without_terminator()) {
@@ -283,18 +289,23 @@ void Partitioner::markChunks() {
   };
   for (int64_t j = 0; j < n; ++j)
     ops[j]->setAttr(kStageAttrName, b.getI64IntegerAttr(chunkOfIndex(j)));
-  // Free ops: the chunk of their first user; a parameter read used by several chunks becomes
-  // one read per chunk.
+  // Free ops: the chunk of their first user; a parameter read (widened or not) used by several
+  // chunks becomes one per chunk. Users first, so that a read's users have their chunks.
   Block &body = func.getBody().front();
-  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
-    if (!isFree(&op))
-      continue;
+  SmallVector<Operation *> free;
+  for (Operation &op : body.without_terminator())
+    if (isFree(&op))
+      free.push_back(&op);
+  for (Operation *freeOp : llvm::reverse(free)) {
+    Operation &op = *freeOp;
     llvm::MapVector<int64_t, SmallVector<OpOperand *>> byChunk;
     for (OpOperand &use : op.getResult(0).getUses()) {
       Operation *u = use.getOwner();
       int64_t c = chunks - 1; // the return: the last chunk
       if (auto it = index.find(u); it != index.end())
         c = chunkOfIndex(it->second);
+      else if (auto at = u->getAttrOfType<IntegerAttr>(kStageAttrName))
+        c = at.getInt(); // a free user, placed already
       byChunk[c].push_back(&use);
     }
     if (byChunk.empty())
@@ -302,7 +313,7 @@ void Partitioner::markChunks() {
     bool first = true;
     for (auto &[c, uses] : byChunk) {
       Operation *target = &op;
-      if (!first && isa<GetParameterOp>(op)) {
+      if (!first && !isa<ConstantOp>(op)) {
         Operation *earliest = uses.front()->getOwner();
         for (OpOperand *use : uses)
           if (use->getOwner()->isBeforeInBlock(earliest))

@@ -354,12 +354,21 @@ void VerifyCollectivesPass::runOnOperation() {
           g.members[r]; // ranks that issue nothing in it
       }
     }
+    // Ranks mostly issue the same ops (one program on every rank): those match without
+    // printing; each other op's signature is printed once.
+    llvm::DenseMap<Operation *, std::string> signatures;
+    auto signatureOf = [&](Operation *op) -> const std::string & {
+      auto [it, added] = signatures.try_emplace(op);
+      if (added)
+        it->second = signature(op);
+      return it->second;
+    };
     for (auto &[key, g] : groups) {
       const auto &[first, a] = *g.members.begin();
       for (const auto &[r, b] : g.members) {
         for (size_t k = 0; k < std::max(a.size(), b.size()) && !failed; ++k) {
           Operation *x = k < a.size() ? a[k] : nullptr, *y = k < b.size() ? b[k] : nullptr;
-          if (x && y && signature(x) == signature(y))
+          if (x && y && (x == y || signatureOf(x) == signatureOf(y)))
             continue;
           Operation *at = y ? y : x;
           InFlightDiagnostic d = at->emitError();

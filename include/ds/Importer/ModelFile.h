@@ -5,7 +5,8 @@
 // the importer interprets and ds-reference trains. A `.pt2` is read without Python: its graph
 // (models/model.json) becomes a TorchScript graph of the same ATen ops, each node carrying the
 // model's source line that PyTorch recorded, and its weights become the module's parameters and
-// buffers under their state_dict names (tied weights are one tensor).
+// buffers under their state_dict names (tied weights are one tensor). A `.pt2` exported
+// without weights (on the meta device or under FakeTensorMode) gives meta tensors: shapes only.
 //
 // Only code that links LibTorch includes this header (the importer, ds-reference, tests).
 //

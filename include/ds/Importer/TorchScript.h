@@ -25,7 +25,8 @@ struct TorchScriptImportOptions {
   std::vector<InputSpec> inputs;
   /// Which element of a returned tuple is the loss; default: the last scalar.
   std::optional<int64_t> lossIndex;
-  /// Where to write the state_dict as safetensors; empty: don't write.
+  /// Where to write the state_dict as safetensors; empty: don't write. A weight-free export
+  /// (shapes, no bytes) writes nothing and marks the module ds.weight_free instead.
   std::string weightsPath;
 };
 

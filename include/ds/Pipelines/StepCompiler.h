@@ -17,6 +17,10 @@ namespace mlir::ds {
 /// The dialects and LLVM IR translations a lowered step needs.
 void registerStepDialects(DialectRegistry &registry);
 
+/// "" unless `module` was imported from an export without weights (ds.weight_free); then why
+/// STEP.mlir (`stepPath`) has no weights of its own and what to give instead.
+std::string weightFreeReason(ModuleOp module, llvm::StringRef stepPath);
+
 /// Parses STEP.mlir and lowers it to calls of the runtime (LLVM dialect). Diagnostics go to the
 /// context's handler; on failure returns null and sets `error` to a one-line cause.
 OwningOpRef<ModuleOp> loadLoweredStep(llvm::StringRef path, MLIRContext &context,

@@ -102,22 +102,31 @@ struct Program {
     if (const json::Object *o = meta->getObject("storage_offset"))
       offset = o->getInteger("as_int").value_or(0);
     std::string path = folder + "/" + file->str();
+    if (!archive.hasRecord(path))
+      return fail("the archive has no record '" + path + "' for '" + name + "'");
+    auto dtype = static_cast<c10::ScalarType>(st);
+    bool empty = std::find(sizes.begin(), sizes.end(), 0) != sizes.end();
+    // A weight-free export (the model on the meta device, or under FakeTensorMode) stores
+    // each tensor's shape and no bytes: it becomes a meta tensor, declared by its shape alone.
+    // Its storage tells no ties apart, so each name is its own tensor.
+    const json::Object *device = meta->getObject("device");
+    bool onMeta = device && device->getString("type") == std::optional<llvm::StringRef>("meta");
+    if (!empty && (onMeta || archive.getRecordSize(path) == 0)) {
+      out = at::empty(sizes, at::TensorOptions().dtype(dtype).device(at::kMeta));
+      return true;
+    }
     auto key = path;
     at::Tensor storage;
     auto cached = storages.find(key);
     if (cached != storages.end()) {
       storage = cached->second;
     } else {
-      if (!archive.hasRecord(path))
-        return fail("the archive has no record '" + path + "' for '" + name + "'");
       auto [data, bytes] = archive.getRecord(path);
-      auto dtype = static_cast<c10::ScalarType>(st);
       size_t element = c10::elementSize(dtype);
       storage = at::empty({(int64_t)(bytes / element)}, at::TensorOptions().dtype(dtype));
       std::memcpy(storage.data_ptr(), data.get(), bytes);
       storages[key] = storage;
     }
-    bool empty = std::find(sizes.begin(), sizes.end(), 0) != sizes.end();
     int64_t needed = offset + 1; // one past the last element the view reads
     for (size_t k = 0; k < sizes.size(); ++k)
       needed += (sizes[k] - 1) * strides[k];
@@ -266,8 +275,11 @@ struct Program {
     if (k == "as_device") {
       auto *o = v.getAsObject();
       auto type = o ? o->getString("type") : std::nullopt;
-      if (!type || *type != "cpu")
-        return bad("a device other than the CPU (export the model on the CPU)");
+      // A model exported without weights names the meta device where it made tensors; ds
+      // places every tensor itself.
+      if (!type || (*type != "cpu" && *type != "meta"))
+        return bad("a device other than the CPU (export the model on the CPU, or on the "
+                   "meta device to plan it without weights)");
       return constant(c10::Device(c10::DeviceType::CPU));
     }
     return bad("'" + k + "'");
@@ -523,6 +535,14 @@ std::string readPlaceholders(const json::Object *signature,
   return "";
 }
 
+/// A state name's module path and attribute ("h.0.ln.weight" -> "h.0.ln", "weight").
+std::pair<std::string, std::string> ownerAndLeaf(const std::string &stateName) {
+  size_t dot = stateName.rfind('.');
+  if (dot == std::string::npos)
+    return {"", stateName};
+  return {stateName.substr(0, dot), stateName.substr(dot + 1)};
+}
+
 /// State: parameters, buffers and constants, registered on the program's modules (a
 /// parameter's requires_grad as exported: a frozen parameter is not trained).
 std::string registerState(Program &p, const std::map<std::string, json::Value> &configs,
@@ -546,9 +566,7 @@ std::string registerState(Program &p, const std::map<std::string, json::Value> &
     at::Tensor t;
     if (!stored(ph.stateName, t))
       return p.error;
-    size_t dot = ph.stateName.rfind('.');
-    std::string owner = dot == std::string::npos ? "" : ph.stateName.substr(0, dot);
-    std::string leaf = dot == std::string::npos ? ph.stateName : ph.stateName.substr(dot + 1);
+    auto [owner, leaf] = ownerAndLeaf(ph.stateName);
     torch::jit::Module &m = p.moduleAt(owner);
     if (ph.role == Placeholder::Parameter) {
       t.set_requires_grad(requiresGrad[ph.stateName]);
@@ -623,6 +641,39 @@ void readExampleInputs(const json::Object *g, const std::vector<Placeholder> &pl
         }
     }
     out.exampleInputs.push_back(ex);
+  }
+}
+
+/// Tied weights of a weight-free export. torch.export lists each tied name as a placeholder
+/// and the graph reads one of them; with real weights the stored storage tells the others
+/// apart, with meta tensors nothing does. So a parameter the graph never reads becomes the
+/// tensor of the one read parameter of its shape and dtype, where exactly one has them (an
+/// embedding and its tied output projection); otherwise it stays its own tensor.
+void tieUnreadMetaParameters(Program &p, const std::vector<Placeholder> &placeholders) {
+  auto tensorOf = [&](const std::string &stateName) {
+    auto [owner, leaf] = ownerAndLeaf(stateName);
+    return p.moduleAt(owner).attr(leaf).toTensor();
+  };
+  std::vector<std::pair<std::string, at::Tensor>> read, unread;
+  for (const Placeholder &ph : placeholders) {
+    if (ph.role != Placeholder::Parameter)
+      continue;
+    at::Tensor t = tensorOf(ph.stateName);
+    if (t.is_meta())
+      (p.values[ph.argName]->uses().empty() ? unread : read).push_back({ph.stateName, t});
+  }
+  for (auto &[name, t] : unread) {
+    const at::Tensor *tie = nullptr;
+    int matches = 0;
+    for (auto &[other, u] : read)
+      if (u.sizes() == t.sizes() && u.scalar_type() == t.scalar_type()) {
+        tie = &u;
+        ++matches;
+      }
+    if (matches != 1)
+      continue;
+    auto [owner, leaf] = ownerAndLeaf(name);
+    p.moduleAt(owner).setattr(leaf, *tie);
   }
 }
 
@@ -725,6 +776,7 @@ std::string exported::loadProgram(caffe2::serialize::PyTorchStreamReader &archiv
 
   if (std::string e = addResults(p, signature, stateValues); !e.empty())
     return e;
+  tieUnreadMetaParameters(p, placeholders);
 
   auto *fn = p.cu->create_function(
       c10::QualifiedName(*p.root.type()->name(), "forward"), p.graph);

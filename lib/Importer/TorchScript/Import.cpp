@@ -385,7 +385,10 @@ OwningOpRef<ModuleOp> mlir::ds::importTorchScript(llvm::StringRef path,
     return nullptr;
   timer.phase("interpret");
 
-  if (!options.weightsPath.empty()) {
+  // A weight-free export: shapes only, so there are no weights to write.
+  if (llvm::any_of(keys, [](const StateKey &k) { return k.tensor.is_meta(); })) {
+    (*result)->setAttr(kWeightFreeAttrName, builder.getUnitAttr());
+  } else if (!options.weightsPath.empty()) {
     if (failed(writeWeights(fileLoc, keys, options.weightsPath)))
       return nullptr;
     timer.phase("weights");

@@ -284,6 +284,14 @@ FailureOr<AV> Interpreter::fromIValue(const c10::IValue &v) {
     if (it != state.end())
       return readState(it->second);
     // A tensor constant that is not part of the state_dict (e.g. a traced literal).
+    if (t.is_meta()) {
+      error() << "the program needs the values of a constant tensor of shape "
+              << c10::str(t.sizes())
+              << " that the export does not hold (it was exported on the meta device or "
+                 "under FakeTensorMode): keep the model's buffers and constants real when "
+                 "exporting it without weights (accelerate's init_empty_weights() does)";
+      return failure();
+    }
     Type et = elementTypeFromScalarType((int64_t)t.scalar_type());
     if (!et) {
       error() << "unsupported constant tensor dtype " << c10::toString(t.scalar_type());

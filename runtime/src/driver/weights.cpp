@@ -463,9 +463,13 @@ bool dumpGradients(const ProgramSpec &p, const Group &g, const std::string &path
           const float *add = reinterpret_cast<const float *>(got.data());
           for (int64_t k = 0; k < numel; ++k)
             acc[k] += add[k];
+        } else if (isHalfType(s.dtype)) { // as the update sums them: in f32, rounded once
+          halfAccumulate(s.dtype, reinterpret_cast<uint16_t *>(total.data()),
+                         reinterpret_cast<const uint16_t *>(got.data()), numel);
         } else if (err.empty()) {
           err = "the gradient '" + s.name + "' is held by several pipeline stages and is " +
-                io::dtypeName(s.dtype) + "; --dump-grads sums such gradients in fp32 only";
+                io::dtypeName(s.dtype) + "; --dump-grads sums such gradients in fp32, bf16 " +
+                "and fp16 only";
         }
       }
       if (rank == 0) {
