@@ -23,19 +23,66 @@ using namespace mlir::ds;
 namespace {
 using Rows = std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>>;
 
-/// The table of (axis, collective) -> calls and bytes, each line after `indent`.
-void printRows(const Rows &rows, llvm::raw_ostream &os, llvm::StringRef indent = "") {
-  os << indent << llvm::format("%-8s %-20s %10s %16s\n", "axis", "collective", "calls", "bytes");
+/// The placement on `cluster`'s nodes of the groups of the axes named "dp" or "dp+sp".
+AxisPlacement placementOf(MeshAttr mesh, llvm::StringRef axesName, const ClusterSpec &cluster) {
+  SmallVector<size_t> axes;
+  SmallVector<llvm::StringRef> names;
+  axesName.split(names, '+');
+  for (llvm::StringRef n : names)
+    if (int64_t a = mesh ? mesh.findAxis(n) : -1; a >= 0)
+      axes.push_back(static_cast<size_t>(a));
+  return placeGroup(mesh ? mesh.getShape() : ArrayRef<int64_t>{}, axes, cluster.devicesPerNode);
+}
+
+/// The table of (axis, collective) -> calls and bytes, each line after `indent`; with a
+/// cluster, each row's modelled seconds.
+void printRows(const Rows &rows, llvm::raw_ostream &os, llvm::StringRef indent = "",
+               MeshAttr mesh = {}, const ClusterSpec *cluster = nullptr) {
+  os << indent << llvm::format("%-8s %-20s %10s %16s", "axis", "collective", "calls", "bytes");
+  if (cluster)
+    os << llvm::format(" %12s", "seconds");
+  os << "\n";
   int64_t calls = 0, total = 0;
+  double seconds = 0;
   for (auto &[key, row] : rows) {
     os << indent
-       << llvm::format("%-8s %-20s %10lld %16lld\n", key.first.c_str(), key.second.c_str(),
+       << llvm::format("%-8s %-20s %10lld %16lld", key.first.c_str(), key.second.c_str(),
                        (long long)row.first, (long long)row.second);
+    if (cluster) {
+      double t = collectiveSeconds(key.second, row.first, static_cast<double>(row.second),
+                                   placementOf(mesh, key.first, *cluster), *cluster);
+      if (t >= 0)
+        os << llvm::format(" %12.6f", t);
+      else
+        os << llvm::format(" %12s", "-");
+      seconds += std::max(t, 0.0);
+    }
+    os << "\n";
     calls += row.first;
     total += row.second;
   }
-  os << indent << llvm::format("%-8s %-20s %10lld %16lld\n", "total", "", (long long)calls,
+  os << indent << llvm::format("%-8s %-20s %10lld %16lld", "total", "", (long long)calls,
                                (long long)total);
+  if (cluster)
+    os << llvm::format(" %12.6f", seconds);
+  os << "\n";
+}
+
+/// The cluster line of a report, or why the mesh does not fit the cluster.
+LogicalResult describeCluster(ModuleOp module, MeshAttr mesh, const ClusterSpec *cluster,
+                              llvm::raw_ostream &os) {
+  if (!cluster)
+    return success();
+  int64_t ranks = mesh ? mesh.getNumRanks() : 1;
+  if (ranks > cluster->devices())
+    return module.emitError() << "--cluster: the step runs on " << ranks << " ranks but "
+                              << cluster->name << " has " << cluster->devices() << " devices ("
+                              << cluster->nodes << " nodes of " << cluster->devicesPerNode
+                              << "); give more nodes (a preset takes NAME:NODES)";
+  os << "seconds: the communication model on " << cluster->name << " (" << cluster->nodes
+     << " nodes of " << cluster->devicesPerNode << " devices; docs/design/comm-model.md), "
+     << "each row alone, not overlapped with compute\n";
+  return success();
 }
 
 /// The mesh axes of a collective's group, as "dp" or "dp+sp"; "all" without a mesh.
@@ -146,9 +193,10 @@ SmallVector<double> predictBubbles(ModuleOp module, PipelineAttr info, int64_t p
 }
 } // namespace
 
-LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os) {
+LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os,
+                                        const ClusterSpec *cluster) {
   if (PipelineAttr info = getPipeline(module); info && info.isScheduled())
-    return printPipelineCommReport(module, info, os);
+    return printPipelineCommReport(module, info, os, cluster);
   auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
   auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
   if (!micro || !opt)
@@ -185,12 +233,15 @@ LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os) 
     os << ", mesh " << mesh.str();
   os << "; bytes are each call's tensor, as DeepSpeed's comms logger counts them; expert "
         "exchanges are all-to-all-v with run-time counts: the most a rank sends)\n";
-  printRows(rows, os);
+  if (failed(describeCluster(module, mesh, cluster, os)))
+    return failure();
+  printRows(rows, os, "", mesh, cluster);
   return success();
 }
 
 LogicalResult mlir::ds::printPipelineCommReport(ModuleOp module, PipelineAttr info,
-                                                llvm::raw_ostream &os) {
+                                                llvm::raw_ostream &os,
+                                                const ClusterSpec *cluster) {
   const int64_t p = info.getStages(), m = info.getMicroBatches(), v = info.getVirtualStages();
   PipelineSchedule schedule = info.getSchedule().getValue();
   auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
@@ -199,6 +250,8 @@ LogicalResult mlir::ds::printPipelineCommReport(ModuleOp module, PipelineAttr in
      << "-micro-batch " << stringifyPipelineSchedule(schedule) << " program and its update; "
      << ranks << " ranks, mesh " << (mesh ? mesh.str() : "") << "; bytes are each call's "
      << "tensor)\n";
+  if (failed(describeCluster(module, mesh, cluster, os)))
+    return failure();
   for (int64_t r = 0; r < p; ++r) {
     Rows rows;
     for (StringRef name : {"pipeline_step_", "optimizer_step_"}) {
@@ -219,7 +272,7 @@ LogicalResult mlir::ds::printPipelineCommReport(ModuleOp module, PipelineAttr in
       });
     }
     os << "pipeline rank " << r << ":\n";
-    printRows(rows, os, "  ");
+    printRows(rows, os, "  ", mesh, cluster);
   }
   // The bubble: the schedule's formula, and the cost model's simulation of the programs.
   double formula = static_cast<double>(p - 1) / static_cast<double>(v * m + p - 1);

@@ -19,6 +19,7 @@
 #include "mlir/IR/AsmState.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/SourceMgr.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
@@ -80,6 +81,13 @@ static cl::opt<bool> commReport(
     cl::desc("Print the collectives each rank issues per training step, by mesh axis, with "
              "their bytes; with a .mlir input, print only the report"),
     cl::cat(trainCategory));
+static cl::opt<std::string> clusterSpec(
+    "cluster",
+    cl::desc("The machines to price the step on: a cluster file (JSON: nodes, "
+             "devices_per_node, memory, peak FLOP/s, links; docs/design/comm-model.md) or a "
+             "preset NAME[:NODES]; --comm-report then adds each row's time by the "
+             "communication model"),
+    cl::value_desc("FILE|PRESET[:NODES]"), cl::init(""), cl::cat(trainCategory));
 static cl::opt<bool> flopsReport(
     "flops-report",
     cl::desc("Print each rank's floating-point operations per training step (as PyTorch's "
@@ -130,7 +138,17 @@ static LogicalResult printReports(ModuleOp module) {
   if (memoryReport && failed(mlir::ds::printMemoryReport(module, llvm::outs(),
                                                          rates.empty() ? nullptr : &tierRates)))
     return failure();
-  if (commReport && failed(mlir::ds::printCommReport(module, llvm::outs())))
+  std::optional<mlir::ds::ClusterSpec> cluster;
+  if (!clusterSpec.empty()) {
+    auto loaded = mlir::ds::loadCluster(clusterSpec);
+    if (!loaded) {
+      fail(llvm::toString(loaded.takeError()));
+      return failure();
+    }
+    cluster = *loaded;
+  }
+  if (commReport && failed(mlir::ds::printCommReport(module, llvm::outs(),
+                                                     cluster ? &*cluster : nullptr)))
     return failure();
   if (flopsReport && failed(mlir::ds::printFlopsReport(module, llvm::outs())))
     return failure();
@@ -186,6 +204,9 @@ int main(int argc, char **argv) {
   mlir::ds::registerAllPasses();
   mlir::ds::registerPipelines();
 
+  static const std::string clusterHelp = clusterSpec.HelpStr.str() + " (presets: " +
+                                         llvm::join(mlir::ds::clusterPresets(), ", ") + ")";
+  clusterSpec.setDescription(clusterHelp);
   auto [inputFile, outputFile] =
       registerAndParseCLIOptions(argc, argv, "ds optimizer driver\n", registry);
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
@@ -228,6 +249,8 @@ int main(int argc, char **argv) {
   if (budget && !step)
     return fail("--device-memory needs --config (the budget of the training step it builds)");
   const bool reports = memoryReport || commReport || flopsReport;
+  if (!clusterSpec.empty() && !commReport)
+    return fail("--cluster prices the step's communication: give --comm-report with it");
 
   // An MLIR input is mlir-opt's, unless it is to become a training step or be reported on.
   if (!model && !reports && !budget && !step) {

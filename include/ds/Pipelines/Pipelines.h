@@ -2,6 +2,7 @@
 #ifndef DS_PIPELINES_PIPELINES_H
 #define DS_PIPELINES_PIPELINES_H
 
+#include "ds/Analysis/Cluster.h"
 #include "ds/Analysis/MemoryPlan.h"
 #include "ds/Config/DeepSpeedConfig.h"
 #include "ds/IR/DSDialect.h"
@@ -117,12 +118,15 @@ LogicalResult printMemoryReport(ModuleOp module, llvm::raw_ostream &os,
 int64_t gradientAccumulationSteps(ModuleOp module);
 
 /// Prints the collectives each rank issues per optimizer step, by mesh axis and kind, with
-/// their message bytes, from the training step (ds-opt --comm-report).
-LogicalResult printCommReport(ModuleOp module, llvm::raw_ostream &os);
+/// their message bytes, from the training step (ds-opt --comm-report); with a cluster, each
+/// row's time by the communication model (ds/Analysis/Cluster.h) too.
+LogicalResult printCommReport(ModuleOp module, llvm::raw_ostream &os,
+                              const ClusterSpec *cluster = nullptr);
 /// --comm-report of a pipeline (ds-pipeline's per-rank programs): each pipeline rank's
 /// collectives, sends and receives per step, and the predicted bubble.
 LogicalResult printPipelineCommReport(ModuleOp module, PipelineAttr info,
-                                      llvm::raw_ostream &os);
+                                      llvm::raw_ostream &os,
+                                      const ClusterSpec *cluster = nullptr);
 
 /// Prints each rank's floating-point operations per optimizer step, per function, with those
 /// of the matrix products and the bytes read and written, and the ops with the most FLOPs,
