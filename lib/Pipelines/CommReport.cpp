@@ -23,17 +23,6 @@ using namespace mlir::ds;
 namespace {
 using Rows = std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>>;
 
-/// The placement on `cluster`'s nodes of the groups of the axes named "dp" or "dp+sp".
-AxisPlacement placementOf(MeshAttr mesh, llvm::StringRef axesName, const ClusterSpec &cluster) {
-  SmallVector<size_t> axes;
-  SmallVector<llvm::StringRef> names;
-  axesName.split(names, '+');
-  for (llvm::StringRef n : names)
-    if (int64_t a = mesh ? mesh.findAxis(n) : -1; a >= 0)
-      axes.push_back(static_cast<size_t>(a));
-  return placeGroup(mesh ? mesh.getShape() : ArrayRef<int64_t>{}, axes, cluster.devicesPerNode);
-}
-
 /// The table of (axis, collective) -> calls and bytes, each line after `indent`; with a
 /// cluster, each row's modelled seconds.
 void printRows(const Rows &rows, llvm::raw_ostream &os, llvm::StringRef indent = "",
@@ -126,7 +115,74 @@ int64_t expertExchangeBytes(MeshAttr mesh, Operation *op) {
   }
   return tensorBytes((isa<ExpertDispatchOp>(op) ? op->getOperand(0) : op->getResult(0)).getType());
 }
+
+/// The calls and bytes of one execution of `op` as --comm-report counts them: each call's
+/// whole tensor (an all-reduce's, reduce-scatter's, all-to-all's or send's input; an
+/// all-gather's or receive's result), a ring attention's exchanges, an expert exchange's most;
+/// {0, 0} for what is not communication (all_slice is a view).
+std::pair<int64_t, int64_t> commOf(MeshAttr mesh, Operation *op) {
+  if (isa<shard::AllReduceOp, shard::ReduceScatterOp, shard::AllToAllOp, shard::SendOp>(op))
+    return {1, tensorBytes(op->getOperand(0).getType())};
+  if (isa<shard::AllGatherOp, shard::RecvOp>(op))
+    return {1, tensorBytes(op->getResult(0).getType())};
+  if (auto ring = ringExchanges(mesh, op); ring.first > 0)
+    return ring; // send_recv inside the op
+  if (int64_t most = expertExchangeBytes(mesh, op))
+    return {1, most};
+  return {0, 0};
+}
+
+/// The (axes, collective) rows of the functions in `functions`, each run its number of times.
+Rows rowsOf(MeshAttr mesh, ArrayRef<std::pair<func::FuncOp, int64_t>> functions) {
+  Rows rows;
+  for (auto [f, times] : functions)
+    f.walk([&](Operation *op) {
+      auto [calls, bytes] = commOf(mesh, op);
+      if (calls == 0)
+        return;
+      auto &row = rows[{axesName(mesh, op), op->getName().stripDialect().str()}];
+      row.first += times * calls;
+      row.second += times * calls * bytes;
+    });
+  return rows;
+}
+
 } // namespace
+
+AxisPlacement mlir::ds::placementOf(MeshAttr mesh, llvm::StringRef axesName,
+                                    const ClusterSpec &cluster) {
+  SmallVector<size_t> axes;
+  SmallVector<llvm::StringRef> names;
+  axesName.split(names, '+');
+  for (llvm::StringRef n : names)
+    if (int64_t a = mesh ? mesh.findAxis(n) : -1; a >= 0)
+      axes.push_back(static_cast<size_t>(a));
+  return placeGroup(mesh ? mesh.getShape() : ArrayRef<int64_t>{}, axes, cluster.devicesPerNode);
+}
+
+SmallVector<std::pair<func::FuncOp, int64_t>> mlir::ds::stepFunctions(ModuleOp module,
+                                                                       int64_t r) {
+  SmallVector<std::pair<func::FuncOp, int64_t>> fs;
+  if (PipelineAttr info = getPipeline(module); info && info.isScheduled()) {
+    for (StringRef name : {"pipeline_step_", "optimizer_step_"})
+      if (auto f = module.lookupSymbol<func::FuncOp>((name + Twine(r)).str()))
+        fs.push_back({f, 1});
+    return fs.size() == 2 ? fs : SmallVector<std::pair<func::FuncOp, int64_t>>{};
+  }
+  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+  auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
+  if (micro && opt)
+    fs = {{micro, gradientAccumulationSteps(module)}, {opt, 1}};
+  return fs;
+}
+
+std::vector<CommRow> mlir::ds::commRows(ModuleOp module, int64_t pipelineRank) {
+  std::vector<CommRow> out;
+  auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
+  for (auto &[key, row] : rowsOf(mesh, stepFunctions(module, pipelineRank)))
+    out.push_back({key.first, key.second, row.first, row.second});
+  return out;
+}
 
 int64_t mlir::ds::gradientAccumulationSteps(ModuleOp module) {
   auto run = module->getAttrOfType<RunAttr>(kRunAttrName);
@@ -197,35 +253,14 @@ LogicalResult mlir::ds::printCommReport(ModuleOp module, llvm::raw_ostream &os,
                                         const ClusterSpec *cluster) {
   if (PipelineAttr info = getPipeline(module); info && info.isScheduled())
     return printPipelineCommReport(module, info, os, cluster);
-  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
-  auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
-  if (!micro || !opt)
+  auto functions = stepFunctions(module, 0);
+  if (functions.empty())
     return module.emitError() << "--comm-report needs a training step (@micro_step and "
                                  "@optimizer_step): pass --config to a TorchScript input";
   const int64_t gas = gradientAccumulationSteps(module);
   auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
   // (axes, collective) -> count and bytes per step.
-  Rows rows;
-  auto count = [&](func::FuncOp f, int64_t times) {
-    f.walk([&](Operation *op) {
-      int64_t bytes, calls = 1;
-      if (isa<shard::AllReduceOp, shard::ReduceScatterOp, shard::AllToAllOp>(op))
-        bytes = tensorBytes(op->getOperand(0).getType());
-      else if (isa<shard::AllGatherOp>(op))
-        bytes = tensorBytes(op->getResult(0).getType());
-      else if (auto [n, each] = ringExchanges(mesh, op); n > 0)
-        std::tie(calls, bytes) = std::make_pair(n, each); // send_recv inside the op
-      else if (int64_t most = expertExchangeBytes(mesh, op))
-        bytes = most;
-      else
-        return; // all_slice is a view: no communication
-      auto &row = rows[{axesName(mesh, op), op->getName().stripDialect().str()}];
-      row.first += times * calls;
-      row.second += times * calls * bytes;
-    });
-  };
-  count(micro, gas);
-  count(opt, 1);
+  Rows rows = rowsOf(mesh, functions);
   int64_t ranks = mesh ? mesh.getNumRanks() : 1;
   os << "collectives per rank and step (" << gas << " micro-step" << (gas == 1 ? "" : "s")
      << " and the update; " << ranks << " rank" << (ranks == 1 ? "" : "s");
@@ -253,24 +288,11 @@ LogicalResult mlir::ds::printPipelineCommReport(ModuleOp module, PipelineAttr in
   if (failed(describeCluster(module, mesh, cluster, os)))
     return failure();
   for (int64_t r = 0; r < p; ++r) {
-    Rows rows;
-    for (StringRef name : {"pipeline_step_", "optimizer_step_"}) {
-      auto f = module.lookupSymbol<func::FuncOp>((name + Twine(r)).str());
-      if (!f)
-        return module.emitError() << "--comm-report: no @" << name << r;
-      f.walk([&](Operation *op) {
-        int64_t bytes;
-        if (isa<shard::AllReduceOp, shard::ReduceScatterOp, shard::AllToAllOp, shard::SendOp>(op))
-          bytes = tensorBytes(op->getOperand(0).getType());
-        else if (isa<shard::AllGatherOp, shard::RecvOp>(op))
-          bytes = tensorBytes(op->getResult(0).getType());
-        else
-          return;
-        auto &row = rows[{axesName(mesh, op), op->getName().stripDialect().str()}];
-        row.first += 1;
-        row.second += bytes;
-      });
-    }
+    auto functions = stepFunctions(module, r);
+    if (functions.empty())
+      return module.emitError() << "--comm-report: no @pipeline_step_" << r
+                                << " and @optimizer_step_" << r;
+    Rows rows = rowsOf(mesh, functions);
     os << "pipeline rank " << r << ":\n";
     printRows(rows, os, "  ", mesh, cluster);
   }

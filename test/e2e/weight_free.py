@@ -91,7 +91,8 @@ def small(args, ds_opt, ds_run):
     refused = run([base[0], os.path.join(w, "meta1.mlir")] + base[2:], ok=False)
     print("ds-run without --weights: exit %d: %s" %
           (refused.returncode, refused.stderr.strip().splitlines()[-1]))
-    for device, extra in (("cpu", []), ("meta", ["--weights", os.path.join(w, "cpu1.safetensors")])):
+    weights = ["--weights", os.path.join(w, "cpu1.safetensors")]
+    for device, extra in (("cpu", []), ("meta", weights)):
         log = os.path.join(w, device + ".jsonl")
         run([base[0], os.path.join(w, device + "1.mlir")] + base[2:] + extra + ["--log", log])
         with open(log) as f:

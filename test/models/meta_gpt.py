@@ -49,9 +49,11 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
-def export(out, layers, d, heads, vocab, block, batch=1, seq=0, device="meta"):
-    """Writes the GPT's program to `out` (on `device`: meta, fake or cpu) and returns its
-    parameter count."""
+def export(out, layers, d, heads, vocab, block, batch=1, seq=0, device="meta",
+           dynamic_batch=False):
+    """Writes the GPT's program to `out` (on `device`: meta, fake or cpu; with a dynamic batch
+    dimension if asked, so that it imports at any micro-batch) and returns its parameter
+    count."""
     torch.manual_seed(0)
     if device == "fake":
         from torch._subclasses.fake_tensor import FakeTensorMode
@@ -61,7 +63,11 @@ def export(out, layers, d, heads, vocab, block, batch=1, seq=0, device="meta"):
     with context:
         model = GPT(layers, d, heads, vocab, block)
         idx = torch.zeros(batch, seq or block, dtype=torch.long)
-        program = torch.export.export(model, (idx, idx))
+        dynamic = None
+        if dynamic_batch:
+            b = torch.export.Dim("batch", min=1, max=1 << 16)
+            dynamic = ({0: b}, {0: b})
+        program = torch.export.export(model, (idx, idx), dynamic_shapes=dynamic)
     torch.export.save(program, out)
     return sum(p.numel() for p in model.parameters())
 
@@ -75,8 +81,11 @@ def main():
     ap.add_argument("--seq", type=int, default=0, help="default: --block")
     ap.add_argument("--device", default="meta", choices=["meta", "fake", "cpu"],
                     help="meta: torch.device('meta'); fake: FakeTensorMode; cpu: real weights")
+    ap.add_argument("--dynamic-batch", action="store_true",
+                    help="export the batch dimension as dynamic (any micro-batch imports)")
     a = ap.parse_args()
-    n = export(a.out, a.layers, a.d, a.heads, a.vocab, a.block, a.batch, a.seq, a.device)
+    n = export(a.out, a.layers, a.d, a.heads, a.vocab, a.block, a.batch, a.seq, a.device,
+               a.dynamic_batch)
     print("parameters: %d" % n)
 
 

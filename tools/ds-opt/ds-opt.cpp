@@ -30,6 +30,8 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -88,6 +90,24 @@ static cl::opt<std::string> clusterSpec(
              "preset NAME[:NODES]; --comm-report then adds each row's time by the "
              "communication model"),
     cl::value_desc("FILE|PRESET[:NODES]"), cl::init(""), cl::cat(trainCategory));
+static cl::opt<bool> plan(
+    "plan",
+    cl::desc("Choose the layout for --cluster: compile every pp x dp x tp x sp of the job's "
+             "ranks (--world-size, default the cluster's devices) with each ZeRO stage and "
+             "micro-batch of --global-batch, print them ranked by predicted step time with "
+             "their exact peaks, and write the best as a DeepSpeed config (--plan-out)"),
+    cl::cat(trainCategory));
+static cl::opt<std::string> planOut("plan-out",
+                                    cl::desc("Where --plan writes the chosen config"),
+                                    cl::value_desc("FILE"), cl::init("plan.json"),
+                                    cl::cat(trainCategory));
+static cl::opt<unsigned> planRows("plan-rows",
+                                   cl::desc("--plan: how many ranked layouts to print"),
+                                   cl::init(20), cl::cat(trainCategory));
+static cl::opt<int64_t> globalBatch(
+    "global-batch",
+    cl::desc("--plan: samples per optimizer step (default: the config's train_batch_size)"),
+    cl::init(0), cl::cat(trainCategory));
 static cl::opt<bool> flopsReport(
     "flops-report",
     cl::desc("Print each rank's floating-point operations per training step (as PyTorch's "
@@ -194,6 +214,101 @@ static OwningOpRef<ModuleOp> importModel(llvm::StringRef inputFile, llvm::String
 #endif
 }
 
+/// ds-opt MODEL --plan: every layout compiled and ranked; the best written as a config.
+static int runPlan(llvm::StringRef inputFile, MLIRContext &context) {
+#ifdef DS_ENABLE_TORCH
+  if (configPath.empty() || clusterSpec.empty())
+    return fail("--plan needs --config (your DeepSpeed config: optimizer, precision and the "
+                "rest; the planner sets the layout's keys) and --cluster (the machines)");
+  auto cluster = mlir::ds::loadCluster(clusterSpec);
+  if (!cluster)
+    return fail(llvm::toString(cluster.takeError()));
+  auto buffer = llvm::MemoryBuffer::getFile(configPath);
+  if (!buffer)
+    return fail("cannot open --config '" + configPath + "'");
+  auto parsed = llvm::json::parse((*buffer)->getBuffer());
+  if (!parsed || !parsed->getAsObject())
+    return fail("--config '" + configPath + "' is not a JSON object" +
+                (parsed ? std::string() : ": " + llvm::toString(parsed.takeError())));
+  const llvm::json::Object &base = *parsed->getAsObject();
+  mlir::ds::PlanRequest request;
+  request.cluster = &*cluster;
+  request.devices = worldSize ? worldSize : cluster->devices();
+  if (request.devices > cluster->devices())
+    return fail("--plan: " + llvm::Twine(request.devices) + " ranks but " + cluster->name +
+                " has " + llvm::Twine(cluster->devices()) + " devices");
+  request.globalBatch = globalBatch ? int64_t(globalBatch)
+                                    : base.getInteger("train_batch_size").value_or(0);
+  if (request.globalBatch <= 0)
+    return fail("--plan needs the global batch: --global-batch B, or train_batch_size in the "
+                "config");
+  uint64_t budget = static_cast<uint64_t>(cluster->deviceMemoryBytes);
+  if (!deviceMemory.empty() && !parseByteCount(deviceMemory, budget))
+    return fail("--device-memory takes a byte count such as 1073741824, 512M, 2GiB; got '" +
+                deviceMemory + "'");
+  request.deviceMemory = static_cast<int64_t>(budget);
+  std::vector<mlir::ds::InputSpec> specs;
+  for (const std::string &spec : inputSpecs) {
+    auto one = mlir::ds::parseInputSpec(spec, &context);
+    if (failed(one))
+      return 1;
+    specs.push_back(*one);
+  }
+  // The model at each micro-batch: every input's leading dimension is the micro-batch.
+  auto importAt = [&](int64_t micro) -> OwningOpRef<ModuleOp> {
+    mlir::ds::TorchScriptImportOptions options;
+    for (const mlir::ds::InputSpec &s : specs) {
+      SmallVector<int64_t> shape(s.type.getShape());
+      if (!shape.empty())
+        shape[0] = micro;
+      options.inputs.push_back({s.name, RankedTensorType::get(shape, s.type.getElementType())});
+    }
+    if (lossIndex >= 0)
+      options.lossIndex = lossIndex;
+    return mlir::ds::importTorchScript(inputFile, options, &context);
+  };
+  auto ranked = mlir::ds::searchLayouts(base, request, importAt, &context);
+  if (failed(ranked))
+    return 1;
+  mlir::ds::printPlanTable(*ranked, request, planRows, llvm::outs());
+  if (ranked->empty() || !ranked->front().fits()) {
+    int64_t least = 0;
+    for (const mlir::ds::PlanCandidate &c : *ranked)
+      if (c.peakBytes && (!least || c.peakBytes < least))
+        least = c.peakBytes;
+    return fail("--plan: no layout of " + llvm::Twine(request.devices) + " ranks fits " +
+                llvm::Twine(request.deviceMemory) + " bytes a device (the least a compiled "
+                "one needs is " + llvm::Twine(least) + "): give more devices, a smaller "
+                "--global-batch, or offload in the config");
+  }
+  const mlir::ds::PlanCandidate &best = ranked->front();
+  std::error_code ec;
+  llvm::raw_fd_ostream out(planOut, ec);
+  if (ec)
+    return fail("cannot write --plan-out '" + planOut + "': " + ec.message());
+  out << llvm::formatv("{0:2}", *llvm::json::parse(best.config)) << "\n";
+  llvm::outs() << "chose dp=" << best.dp << " tp=" << best.tp << " pp=" << best.pp
+               << " sp=" << best.sp << ", ZeRO " << best.zeroStage << ", micro-batch "
+               << best.microBatch << " x " << best.gas << ": wrote " << planOut
+               << "; compile it with: ds-opt " << inputFile << " --config " << planOut
+               << " --world-size " << best.dp;
+  for (const mlir::ds::InputSpec &s : specs) {
+    SmallVector<int64_t> shape(s.type.getShape());
+    if (!shape.empty())
+      shape[0] = best.microBatch;
+    llvm::outs() << " --input '" << s.name << "="
+                 << RankedTensorType::get(shape, s.type.getElementType()) << "'";
+  }
+  llvm::outs() << " -o STEP.mlir\n";
+  return 0;
+#else
+  (void)inputFile;
+  (void)context;
+  return fail("--plan imports the model at each micro-batch: this ds-opt was built without "
+              "the TorchScript importer (run scripts/setup.sh and rebuild)");
+#endif
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   // LLVM's own options (codegen, targets), registered when libLLVM loads, stay out of --help
@@ -225,6 +340,14 @@ int main(int argc, char **argv) {
   const bool model = isPyTorchModelInput(inputFile);
   if (!model && (!inputSpecs.empty() || lossIndex >= 0))
     return fail("--input and --loss-index apply only to a PyTorch model input (.pt or .pt2)");
+
+  if (plan) {
+    if (!model)
+      return fail("--plan takes the model (.pt or .pt2): it imports it at each micro-batch");
+    MLIRContext planContext(registry);
+    planContext.loadAllAvailableDialects();
+    return runPlan(inputFile, planContext);
+  }
 
   // The DeepSpeed config: the training step to build (the pipeline ds-train-step).
   std::optional<::ds::DeepSpeedConfig> step;

@@ -7,6 +7,8 @@
 #include "ds/Config/DeepSpeedConfig.h"
 #include "ds/IR/DSDialect.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/Support/JSON.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -116,6 +118,52 @@ LogicalResult printMemoryReport(ModuleOp module, llvm::raw_ostream &os,
 /// The micro-steps per optimizer step of a training step: its `ds.run`'s
 /// gradient_accumulation_steps (1 without one).
 int64_t gradientAccumulationSteps(ModuleOp module);
+
+/// One row of --comm-report: the calls per step of one collective on one group of mesh axes
+/// ("dp", "dp+sp"), and their bytes (each call's whole tensor).
+struct CommRow {
+  std::string axes, kind;
+  int64_t calls = 0, bytes = 0;
+};
+/// The rows of one rank per optimizer step: pipeline rank `pipelineRank`'s program and
+/// update on a pipeline, else the micro-steps and the update (every rank's); empty without a
+/// training step.
+std::vector<CommRow> commRows(ModuleOp module, int64_t pipelineRank = 0);
+
+/// A step's functions with their runs per step: pipeline rank `r`'s program and update, or
+/// gradient_accumulation_steps micro-steps and the update; empty if the module has neither.
+SmallVector<std::pair<func::FuncOp, int64_t>> stepFunctions(ModuleOp module, int64_t r = 0);
+/// Where the groups of the mesh axes named "dp" or "dp+sp" sit on `cluster`'s nodes.
+AxisPlacement placementOf(MeshAttr mesh, llvm::StringRef axesName, const ClusterSpec &cluster);
+
+/// ds-opt --plan (Plan.cpp): the job's ranks, samples per optimizer step and device memory,
+/// on a cluster.
+struct PlanRequest {
+  const ClusterSpec *cluster = nullptr;
+  int64_t devices = 0, globalBatch = 0, deviceMemory = 0;
+};
+/// One layout and what the compiler predicts of it.
+struct PlanCandidate {
+  int64_t dp = 1, tp = 1, pp = 1, sp = 1, zeroStage = 0, microBatch = 1, gas = 1;
+  /// Empty when it compiles and fits; else the compiler's refusal or the shortfall.
+  std::string why;
+  int64_t peakBytes = 0; ///< the fullest rank's device peak (0: not compiled)
+  double computeSeconds = 0, commSeconds = 0, stepSeconds = 0, mfu = 0;
+  std::map<std::string, int64_t> bytesByAxis; ///< the busiest rank's, per step
+  std::string config;                         ///< its DeepSpeed config (JSON)
+  bool fits() const { return why.empty(); }
+};
+/// Compiles every layout of `request.devices` ranks (pp x dp x tp x sp, ZeRO 0-3, each
+/// micro-batch that divides the global batch over dp) from the user's config `baseConfig` and
+/// the model `importAt(micro)` imports (null when it cannot, with a diagnostic); returns them
+/// ranked, fitting ones first by predicted step time.
+FailureOr<std::vector<PlanCandidate>>
+searchLayouts(const llvm::json::Object &baseConfig, const PlanRequest &request,
+              llvm::function_ref<OwningOpRef<ModuleOp>(int64_t)> importAt,
+              MLIRContext *context);
+/// The ranked table of the first `rows` candidates.
+void printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest &request, size_t rows,
+                    llvm::raw_ostream &os);
 
 /// Prints the collectives each rank issues per optimizer step, by mesh axis and kind, with
 /// their message bytes, from the training step (ds-opt --comm-report); with a cluster, each

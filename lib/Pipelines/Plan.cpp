@@ -1,0 +1,231 @@
+//===- Plan.cpp - ds-opt --plan: the layout of a job on a cluster -----------===//
+//
+// Every layout of the job's ranks is compiled and judged by what the compiler knows of it:
+// pp x dp x tp x sp (their product the ranks), the ZeRO stage, and the micro-batch (with the
+// accumulation steps that keep the global batch, DeepSpeed's batch identity). Each candidate's
+// DeepSpeed config is the user's with those keys set, parsed as a user's would be, and its step
+// is built from the model imported at its micro-batch; so `--plan-out`'s config compiles to
+// the same step. A candidate fits when its exact memory plan's fullest rank is within the
+// device memory; a layout the passes refuse is listed with their reason.
+//
+// Predicted step time of the busiest rank (docs/design/plan.md):
+//   compute: each op of the rank's programs at the slower of its FLOPs (matrix products at the
+//     precision's peak, the rest at fp32's) and its bytes (at the memory bandwidth);
+//   pipeline: the rank's compute stretched by 1F1B's fill and drain, (m + p - 1) / m;
+//   communication: every collective by the cluster's model, not overlapped with compute.
+//
+#include "ds/Pipelines/Pipelines.h"
+
+#include "ds/Config/DeepSpeedConfig.h"
+#include "ds/IR/DSOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+#include <map>
+
+using namespace mlir;
+using namespace mlir::ds;
+namespace json = llvm::json;
+
+namespace {
+/// The divisors of n, ascending.
+SmallVector<int64_t> divisors(int64_t n) {
+  SmallVector<int64_t> out;
+  for (int64_t d = 1; d <= n; ++d)
+    if (n % d == 0)
+      out.push_back(d);
+  return out;
+}
+
+/// The user's config with the layout's keys set.
+json::Object layoutConfig(const json::Object &base, const PlanCandidate &c) {
+  json::Object cfg = base;
+  cfg.erase("train_batch_size");
+  cfg["train_micro_batch_size_per_gpu"] = c.microBatch;
+  cfg["gradient_accumulation_steps"] = c.gas;
+  auto block = [&](llvm::StringRef key) -> json::Object & {
+    if (!cfg.getObject(key))
+      cfg[key] = json::Object();
+    return *cfg.getObject(key);
+  };
+  block("zero_optimization")["stage"] = c.zeroStage;
+  block("tensor_parallel")["autotp_size"] = c.tp;
+  block("pipeline")["stages"] = c.pp;
+  cfg["sequence_parallel_size"] = c.sp;
+  return cfg;
+}
+
+/// A rank's compute seconds over `functions` (each run its number of times), and the FLOPs of
+/// its matrix products not spent recomputing (the model's, for MFU).
+std::pair<double, double> computeOf(ArrayRef<std::pair<func::FuncOp, int64_t>> functions,
+                                    double peak, const ClusterSpec &c) {
+  double seconds = 0, modelFlops = 0;
+  for (auto [f, times] : functions)
+    f.walk([&](CostOpInterface op) {
+      double matmul = static_cast<double>(op.getMatmulFlops());
+      double other = static_cast<double>(op.getFlops()) - matmul;
+      double bytes = static_cast<double>(op.getMemoryBytes());
+      seconds += times * std::max(matmul / peak + other / c.peakFlopsFp32,
+                                  bytes / c.memoryBandwidth);
+      if (!op->hasAttr(kRecomputeAttrName))
+        modelFlops += times * matmul;
+    });
+  return {seconds, modelFlops};
+}
+
+/// Fills in the prediction of a built step.
+LogicalResult predict(ModuleOp step, const ::ds::DeepSpeedConfig &cfg, const PlanRequest &req,
+                      PlanCandidate &c) {
+  FailureOr<PlannedStep> planned = planStep(step);
+  if (failed(planned))
+    return failure();
+  const MemoryPlan &plan = planned->plan;
+  c.peakBytes = plan.peakBytes();
+  for (const RankPlan &r : plan.ranks)
+    c.peakBytes = std::max({c.peakBytes, r.step, r.optimizer});
+  const ClusterSpec &cl = *req.cluster;
+  double peak = cfg.precision.dtype == Precision::bf16   ? cl.peakFlopsBf16
+                : cfg.precision.dtype == Precision::fp16 ? cl.peakFlopsFp16
+                                                         : cl.peakFlopsFp32;
+  auto mesh = step->getAttrOfType<MeshAttr>(kMeshAttrName);
+  double modelFlops = 0;
+  for (int64_t r = 0; r < c.pp; ++r) {
+    auto [compute, flops] = computeOf(stepFunctions(step, r), peak, cl);
+    modelFlops += flops * static_cast<double>(req.devices / c.pp);
+    if (c.pp > 1) // 1F1B: m micro-batches take m + p - 1 slots
+      compute *= static_cast<double>(c.gas + c.pp - 1) / static_cast<double>(c.gas);
+    double comm = 0;
+    std::map<std::string, int64_t> bytes;
+    for (const CommRow &row : commRows(step, r)) {
+      comm += std::max(0.0, collectiveSeconds(row.kind, row.calls,
+                                              static_cast<double>(row.bytes),
+                                              placementOf(mesh, row.axes, cl), cl));
+      if (row.kind != "recv")
+        bytes[row.axes] += row.bytes;
+    }
+    if (compute + comm > c.stepSeconds) {
+      c.computeSeconds = compute;
+      c.commSeconds = comm;
+      c.stepSeconds = compute + comm;
+      c.bytesByAxis = std::move(bytes);
+    }
+  }
+  c.mfu = c.stepSeconds > 0
+              ? modelFlops / (c.stepSeconds * static_cast<double>(req.devices) * peak)
+              : 0;
+  return success();
+}
+} // namespace
+
+FailureOr<std::vector<PlanCandidate>>
+mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
+                        llvm::function_ref<OwningOpRef<ModuleOp>(int64_t)> importAt,
+                        MLIRContext *context) {
+  std::vector<PlanCandidate> out;
+  // The compiler's refusals become the candidates' reasons, not errors of ds-opt.
+  std::string first;
+  ScopedDiagnosticHandler capture(context, [&](Diagnostic &d) {
+    if (d.getSeverity() == DiagnosticSeverity::Error && first.empty())
+      first = d.str();
+    return success();
+  });
+  std::map<int64_t, OwningOpRef<ModuleOp>> imported; // by micro-batch
+  std::map<int64_t, std::string> importError;
+  for (int64_t pp : divisors(req.devices))
+    for (int64_t tp : divisors(req.devices / pp))
+      for (int64_t sp : divisors(req.devices / pp / tp)) {
+        int64_t dp = req.devices / pp / tp / sp;
+        if (req.globalBatch % dp != 0)
+          continue;
+        for (int64_t micro : divisors(req.globalBatch / dp))
+          for (int64_t zero = 0; zero <= 3; ++zero) {
+            PlanCandidate c{dp, tp, pp, sp, zero, micro, req.globalBatch / dp / micro};
+            json::Object cfgJson = layoutConfig(baseConfig, c);
+            std::string text;
+            llvm::raw_string_ostream(text) << json::Value(json::Object(cfgJson));
+            c.config = text;
+            auto cfg = ::ds::parseDeepSpeedConfig(text, dp);
+            if (!cfg) {
+              c.why = llvm::toString(cfg.takeError());
+              out.push_back(std::move(c));
+              continue;
+            }
+            if (!imported.count(micro)) {
+              first.clear();
+              imported[micro] = importAt(micro);
+              importError[micro] = first.empty() ? "the model does not import" : first;
+            }
+            if (!imported[micro]) {
+              c.why = "micro-batch " + std::to_string(micro) + ": " + importError[micro];
+              out.push_back(std::move(c));
+              continue;
+            }
+            OwningOpRef<ModuleOp> step = imported[micro]->clone();
+            first.clear();
+            if (failed(buildTrainingStep(*step, *cfg)) || failed(predict(*step, *cfg, req, c)))
+              c.why = first.empty() ? "the step does not compile" : first;
+            else if (c.peakBytes > req.deviceMemory)
+              c.why = "needs " + std::to_string(c.peakBytes) + " bytes of " +
+                      std::to_string(req.deviceMemory);
+            out.push_back(std::move(c));
+          }
+      }
+  // Fitting layouts first, fastest first; then the rest by peak.
+  std::stable_sort(out.begin(), out.end(), [](const PlanCandidate &a, const PlanCandidate &b) {
+    if (a.fits() != b.fits())
+      return a.fits();
+    return a.fits() ? a.stepSeconds < b.stepSeconds : a.peakBytes < b.peakBytes;
+  });
+  return out;
+}
+
+void mlir::ds::printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest &req,
+                              size_t rows, llvm::raw_ostream &os) {
+  size_t fitting = llvm::count_if(ranked, [](const PlanCandidate &c) { return c.fits(); });
+  os << "plan: " << ranked.size() << " layouts of " << req.devices << " ranks (global batch "
+     << req.globalBatch << ") on " << req.cluster->name << ", " << fitting << " within "
+     << req.deviceMemory << " bytes a device; step time = compute + communication, not "
+     << "overlapped (docs/design/plan.md)\n";
+  os << llvm::format("%-4s %-26s %4s %5s %4s %14s %10s %10s %10s %6s  %s\n", "rank", "layout",
+                     "zero", "micro", "gas", "peak", "step_s", "compute_s", "comm_s", "mfu",
+                     "bytes per axis");
+  for (size_t i = 0; i < ranked.size() && i < rows; ++i) {
+    const PlanCandidate &c = ranked[i];
+    std::string layout = "dp=" + std::to_string(c.dp) + " tp=" + std::to_string(c.tp) +
+                         " pp=" + std::to_string(c.pp) + " sp=" + std::to_string(c.sp);
+    if (!c.fits() && c.peakBytes == 0) {
+      os << llvm::format("%-4s %-26s %4lld %5lld %4lld  ", "-", layout.c_str(),
+                         (long long)c.zeroStage, (long long)c.microBatch, (long long)c.gas)
+         << "refused: " << c.why << "\n";
+      continue;
+    }
+    std::string axes;
+    for (auto &[axis, bytes] : c.bytesByAxis)
+      axes += (axes.empty() ? "" : " ") + axis + "=" + std::to_string(bytes);
+    os << llvm::format("%-4s %-26s %4lld %5lld %4lld %14lld %10.4g %10.4g %10.4g %6.3f  %s\n",
+                       c.fits() ? std::to_string(i + 1).c_str() : "-", layout.c_str(),
+                       (long long)c.zeroStage, (long long)c.microBatch, (long long)c.gas,
+                       (long long)c.peakBytes, c.stepSeconds, c.computeSeconds, c.commSeconds,
+                       c.mfu, axes.empty() ? "none" : axes.c_str());
+    if (!c.fits())
+      os << "     (" << c.why << ")\n";
+  }
+  // The rest that do not fit, by reason: over the memory, or refused by the compiler.
+  std::map<std::string, std::pair<int64_t, std::string>> reasons; // reason -> count, a layout
+  for (size_t i = rows; i < ranked.size(); ++i) {
+    const PlanCandidate &c = ranked[i];
+    if (c.fits())
+      continue;
+    std::string key = c.peakBytes ? std::string("over the device memory") : c.why;
+    auto &[count, example] = reasons[key];
+    if (count++ == 0)
+      example = "dp=" + std::to_string(c.dp) + " tp=" + std::to_string(c.tp) +
+                " pp=" + std::to_string(c.pp) + " sp=" + std::to_string(c.sp) + " ZeRO " +
+                std::to_string(c.zeroStage) + " micro-batch " + std::to_string(c.microBatch);
+  }
+  for (auto &[why, seen] : reasons)
+    os << "not fitting: " << seen.first << " layout" << (seen.first == 1 ? "" : "s") << " ("
+       << why << "; e.g. " << seen.second << ")\n";
+}

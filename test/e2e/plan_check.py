@@ -1,0 +1,109 @@
+"""ds-opt --plan on a small GPT (weight-free, dynamic batch) for 4 ranks of a toy cluster.
+
+Checks, from outside the planner: every layout it calls fitting has a peak within the device
+memory and the rows are ranked by predicted step time; each refused layout says why; the
+config it writes compiles with the command it prints, and that step's --memory-report peak (the
+fullest rank's) equals the table's first row.
+
+usage: plan_check.py --bin BUILD/bin --work DIR
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "models"))
+import meta_gpt  # noqa: E402
+
+# One node of 4 devices, each with 400 kB: the GPT's largest layouts do not fit.
+CLUSTER = {"name": "toy", "nodes": 1, "devices_per_node": 4, "device_memory_bytes": 4e5,
+           "peak_flops": {"bf16": 4e11, "fp16": 4e11, "fp32": 1e11},
+           "memory_bandwidth_bytes_per_s": 5e10, "intra_node_bandwidth_bytes_per_s": 1e10,
+           "intra_node_latency_s": 5e-6, "inter_node_bandwidth_bytes_per_s": 1e9,
+           "inter_node_latency_s": 2e-5, "host_memory_bytes": 1e10,
+           "nvme_bandwidth_bytes_per_s": 1e9}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    a = ap.parse_args()
+    w = a.work
+    os.makedirs(w, exist_ok=True)
+    model = os.path.join(w, "gpt.pt2")
+    meta_gpt.export(model, layers=2, d=32, heads=2, vocab=64, block=16, batch=2,
+                    dynamic_batch=True)
+    with open(os.path.join(w, "cluster.json"), "w") as f:
+        json.dump(CLUSTER, f)
+    with open(os.path.join(w, "base.json"), "w") as f:
+        json.dump({"train_micro_batch_size_per_gpu": 1,
+                   "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}, f)
+    ds_opt = os.path.join(a.bin, "ds-opt")
+    plan_json = os.path.join(w, "plan.json")
+    p = subprocess.run([ds_opt, model, "--plan-rows", "1000", "--input",
+                        "idx=tensor<1x16xi64>", "--input", "targets=tensor<1x16xi64>",
+                        "--config", os.path.join(w, "base.json"), "--plan", "--cluster", os.path.join(w, "cluster.json"),
+                        "--global-batch", "8", "--plan-out", plan_json],
+                       capture_output=True, text=True)
+    print(p.stdout, end="")
+    if p.returncode != 0:
+        sys.exit("FAILED: ds-opt --plan\n" + p.stderr)
+    rows = [l.split() for l in p.stdout.splitlines() if re.match(r"^(\d+|-)\s+dp=", l)]
+    fitting = [r for r in rows if r[0] != "-"]
+    budget = CLUSTER["device_memory_bytes"]
+    peaks = [int(r[8]) for r in fitting]
+    steps = [float(r[9]) for r in fitting]
+    print("fitting rows: %d, all within the device memory: %s, ranked by step time: %s" %
+          (len(fitting), all(x <= budget for x in peaks), steps == sorted(steps)))
+    sums = all(abs(float(r[9]) - float(r[10]) - float(r[11])) <= 1e-3 * float(r[9])
+               for r in fitting)
+    print("step = compute + communication on every row: %s" % sums)
+    print("fitting micro-batches: %s" % sorted({int(r[6]) for r in fitting}))
+    print("fitting layouts with tp, pp, sp > 1: %s %s %s" % tuple(
+        any(r[k].split("=")[1] != "1" for r in fitting) for k in (2, 3, 4)))
+    over = len(re.findall(r"^ +\(needs \d+ bytes of %d\)$" % budget, p.stdout, re.M))
+    print("layouts over the device memory: %d" % over)
+    # The printed command, run as printed, with --memory-report.
+    cmd = re.search(r"compile it with: (.*)$", p.stdout, re.M).group(1)
+    argv = shlex.split(cmd.replace("STEP.mlir", os.path.join(w, "step.mlir")))
+    argv[0] = ds_opt
+    q = subprocess.run(argv + ["--memory-report"], capture_output=True, text=True)
+    if q.returncode != 0:
+        sys.exit("FAILED: %s\n%s" % (cmd, q.stderr))
+    report = [int(l.split()[7]) for l in q.stdout.splitlines() if re.match(r"^\d+\s+\d+", l)]
+    print("plan.json compiles: fullest rank's peak %d, the table's %d: %s" %
+          (max(report), peaks[0], "equal" if max(report) == peaks[0] else "DIFFER"))
+    # The best row of each other kind of layout, its config written here from the row's
+    # columns (not by the planner), compiled and reported.
+    with open(os.path.join(w, "base.json")) as f:
+        base = json.load(f)
+    for k, axis in ((2, "tp"), (3, "pp"), (4, "sp")):
+        r = next(r for r in fitting if r[k] != axis + "=1")
+        dp, tp, pp, sp = (int(x.split("=")[1]) for x in r[1:5])
+        cfg = dict(base, train_micro_batch_size_per_gpu=int(r[6]),
+                   gradient_accumulation_steps=int(r[7]),
+                   zero_optimization={"stage": int(r[5])},
+                   tensor_parallel={"autotp_size": tp}, pipeline={"stages": pp},
+                   sequence_parallel_size=sp)
+        path = os.path.join(w, axis + ".json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        q = subprocess.run([ds_opt, model, "--config", path, "--world-size", str(dp),
+                            "--input", "idx=tensor<%sx16xi64>" % r[6],
+                            "--input", "targets=tensor<%sx16xi64>" % r[6],
+                            "-o", os.path.join(w, axis + ".mlir"), "--memory-report"],
+                           capture_output=True, text=True)
+        if q.returncode != 0:
+            sys.exit("FAILED: the %s row's config\n%s" % (axis, q.stderr))
+        got = max(int(l.split()[7]) for l in q.stdout.splitlines() if re.match(r"^\d+\s+\d+", l))
+        print("best %s row (%s): peak %d, the table's %s: %s" %
+              (axis, " ".join(r[1:5]), got, r[8], "equal" if got == int(r[8]) else "DIFFER"))
+
+
+if __name__ == "__main__":
+    main()
