@@ -140,6 +140,10 @@ plan|comm model: an all-reduce priced as one pass|lib/Analysis/Cluster.cpp|    r
 plan|comm model: each device's network share not divided by the node's devices|lib/Analysis/Cluster.cpp|(m - 1) / m * (b / k) / c.interNodeBandwidth|(m - 1) / m * b / c.interNodeBandwidth|ctest:contract-unit
 plan|placement: the first axis fastest|lib/Analysis/Cluster.cpp|    for (size_t i = a + 1; i < shape.size(); ++i)|    for (size_t i = 0; i < a; ++i)|ctest:contract-unit
 plan|comm report: the rows priced on a node each|lib/Pipelines/CommReport.cpp|  return placeGroup(mesh ? mesh.getShape() : ArrayRef<int64_t>{}, axes, cluster.devicesPerNode);|  return placeGroup(mesh ? mesh.getShape() : ArrayRef<int64_t>{}, axes, 1);|Tools/cluster-comm.mlir
+plan|--plan: communication left out of the step time|lib/Pipelines/Plan.cpp|      c.stepSeconds = compute + comm;|      c.stepSeconds = compute;|e2e/plan.test
+plan|--plan: the layout's micro-batch not in its config|lib/Pipelines/Plan.cpp|  cfg["train_micro_batch_size_per_gpu"] = c.microBatch;|  cfg["train_micro_batch_size_per_gpu"] = 1;|e2e/plan.test
+plan|--plan: over-memory layouts called fitting|lib/Pipelines/Plan.cpp|            else if (c.peakBytes > req.deviceMemory)|            else if (c.peakBytes > 2 * req.deviceMemory)|e2e/plan.test
+plan|--plan: ranked by peak, not time|lib/Pipelines/Plan.cpp|    return a.fits() ? a.stepSeconds < b.stepSeconds : a.peakBytes < b.peakBytes;|    return a.peakBytes < b.peakBytes;|e2e/plan.test
 python|train_batch skips a step's last micro-batch|python/ds/engine.py|for k in range(0, self._gas, self._per_call):|for k in range(0, self._gas - 1, self._per_call):|ctest:python-engine
 python|ds.hf: each micro-batch divided by the step's whole token count|python/ds/hf.py|per = n / len(micro)|per = n|ctest:python-engine
 python|ds.hf: every rank reads every batch|python/ds/hf.py|if i % self.ranks == self.rank:|if True:|ctest:python-engine

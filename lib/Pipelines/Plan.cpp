@@ -82,9 +82,7 @@ LogicalResult predict(ModuleOp step, const ::ds::DeepSpeedConfig &cfg, const Pla
   if (failed(planned))
     return failure();
   const MemoryPlan &plan = planned->plan;
-  c.peakBytes = plan.peakBytes();
-  for (const RankPlan &r : plan.ranks)
-    c.peakBytes = std::max({c.peakBytes, r.step, r.optimizer});
+  c.peakBytes = plan.peakBytes(); // on a pipeline, the fullest rank's
   const ClusterSpec &cl = *req.cluster;
   double peak = cfg.precision.dtype == Precision::bf16   ? cl.peakFlopsBf16
                 : cfg.precision.dtype == Precision::fp16 ? cl.peakFlopsFp16
