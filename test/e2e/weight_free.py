@@ -97,9 +97,35 @@ def small(args, ds_opt, ds_run):
         run([base[0], os.path.join(w, device + "1.mlir")] + base[2:] + extra + ["--log", log])
         with open(log) as f:
             losses[device] = [json.loads(l)["loss"] for l in f]
+    compiled = run([os.path.join(os.path.dirname(ds_run), "ds-compile"),
+                    os.path.join(w, "meta1.mlir"), "-o", os.path.join(w, "meta1.exe")])
+    print("ds-compile without --weights: %s" % compiled.stderr.strip().splitlines()[-1])
     print("losses cpu %s, meta with the cpu weights %s: %s" %
           (losses["cpu"], losses["meta"], "equal" if losses["cpu"] == losses["meta"] else
            "DIFFER"))
+
+
+def meta_constant(args, ds_opt):
+    """A non-persistent buffer made on meta: the program needs its values, which the export
+    does not hold."""
+    import torch
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.register_buffer("scale", torch.ones(4), persistent=False)
+
+        def forward(self, x, y):
+            return torch.nn.functional.cross_entropy(self.lin(x) * self.scale, y)
+
+    with torch.device("meta"):
+        model, x, y = Scaled(), torch.zeros(2, 4), torch.zeros(2, dtype=torch.long)
+    pt2 = os.path.join(args.work, "scaled.pt2")
+    torch.export.save(torch.export.export(model, (x, y)), pt2)
+    p = run([ds_opt, pt2, "--input", "x=tensor<2x4xf32>", "--input", "y=tensor<2xi64>",
+             "-o", os.path.join(args.work, "scaled.mlir")], ok=False)
+    print("a meta constant: exit %d: %s" % (p.returncode, p.stderr.strip().splitlines()[-1]))
 
 
 def measured(cmd):
@@ -153,6 +179,7 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     ds_opt, ds_run = os.path.join(args.bin, "ds-opt"), os.path.join(args.bin, "ds-run")
     small(args, ds_opt, ds_run)
+    meta_constant(args, ds_opt)
     zero_paper(args, ds_opt)
     gpt3(args, ds_opt)
 

@@ -147,6 +147,16 @@ static int fail(const llvm::Twine &message) {
   return 1;
 }
 
+/// --device-memory as bytes into `out` (left as it is when the flag is not given); false,
+/// with the error printed, when it is not a byte count.
+static bool readDeviceMemory(uint64_t &out) {
+  if (deviceMemory.empty() || parseByteCount(deviceMemory, out))
+    return true;
+  fail("--device-memory takes a byte count such as 1073741824, 512M, 2GiB; got '" +
+       deviceMemory + "'");
+  return false;
+}
+
 /// Prints the reports the flags ask for of `module`.
 static LogicalResult printReports(ModuleOp module) {
   mlir::ds::TierRates tierRates;
@@ -243,9 +253,8 @@ static int runPlan(llvm::StringRef inputFile, MLIRContext &context) {
     return fail("--plan needs the global batch: --global-batch B, or train_batch_size in the "
                 "config");
   uint64_t budget = static_cast<uint64_t>(cluster->deviceMemoryBytes);
-  if (!deviceMemory.empty() && !parseByteCount(deviceMemory, budget))
-    return fail("--device-memory takes a byte count such as 1073741824, 512M, 2GiB; got '" +
-                deviceMemory + "'");
+  if (!readDeviceMemory(budget))
+    return 1;
   request.deviceMemory = static_cast<int64_t>(budget);
   std::vector<mlir::ds::InputSpec> specs;
   for (const std::string &spec : inputSpecs) {
@@ -366,14 +375,14 @@ int main(int argc, char **argv) {
     return fail("--world-size needs --config");
   }
   uint64_t budget = 0;
-  if (!deviceMemory.empty() && !parseByteCount(deviceMemory, budget))
-    return fail("--device-memory takes a byte count such as 1073741824, 512M, 2GiB; got '" +
-                deviceMemory + "'");
+  if (!readDeviceMemory(budget))
+    return 1;
   if (budget && !step)
     return fail("--device-memory needs --config (the budget of the training step it builds)");
   const bool reports = memoryReport || commReport || flopsReport;
   if (!clusterSpec.empty() && !commReport)
-    return fail("--cluster prices the step's communication: give --comm-report with it");
+    return fail("--cluster prices a step on the machines: give --comm-report or --plan with "
+                "it");
 
   // An MLIR input is mlir-opt's, unless it is to become a training step or be reported on.
   if (!model && !reports && !budget && !step) {
