@@ -30,6 +30,8 @@ const Field kFields[] = {
     {"host_memory_bytes", &ClusterSpec::hostMemoryBytes},
     {"nvme_bandwidth_bytes_per_s", &ClusterSpec::nvmeBandwidth},
 };
+/// The optional field of nodes whose devices (ranks) share CPU cores.
+const char *const kCoresKey = "cores_per_node";
 /// peak_flops's keys.
 const std::pair<const char *, double ClusterSpec::*> kPeaks[] = {
     {"bf16", &ClusterSpec::peakFlopsBf16},
@@ -64,7 +66,7 @@ std::string fieldList() {
   std::string s;
   for (const Field &f : kFields)
     s += std::string(s.empty() ? "" : ", ") + f.key;
-  return s + ", peak_flops {bf16, fp16, fp32}, and an optional name";
+  return s + ", peak_flops {bf16, fp16, fp32}, and optional name and cores_per_node";
 }
 
 llvm::Expected<ClusterSpec> parse(llvm::StringRef path, llvm::StringRef text) {
@@ -80,7 +82,7 @@ llvm::Expected<ClusterSpec> parse(llvm::StringRef path, llvm::StringRef text) {
   ClusterSpec c;
   for (const auto &[key, v] : *o) {
     llvm::StringRef k = key;
-    bool known = k == "name" || k == "peak_flops";
+    bool known = k == "name" || k == "peak_flops" || k == kCoresKey;
     for (const Field &f : kFields)
       known |= k == f.key;
     if (!known)
@@ -104,6 +106,13 @@ llvm::Expected<ClusterSpec> parse(llvm::StringRef path, llvm::StringRef text) {
       c.*f.count = static_cast<int64_t>(*x);
     else
       c.*f.real = *x;
+  }
+  if (const json::Value *v = o->get(kCoresKey)) {
+    std::optional<int64_t> x = v->getAsInteger();
+    if (!x || *x < 1)
+      return where("'" + llvm::Twine(kCoresKey) + "' must be a positive integer (the CPU cores "
+                   "a node's devices share), or absent");
+    c.coresPerNode = *x;
   }
   const json::Object *peaks = o->getObject("peak_flops");
   if (!peaks)
@@ -171,6 +180,8 @@ std::string mlir::ds::clusterToJSON(const ClusterSpec &c) {
       for (auto &[name, member] : kPeaks)
         j.attribute(name, c.*member);
     });
+    if (c.coresPerNode)
+      j.attribute(kCoresKey, c.coresPerNode);
   });
   return s + "\n";
 }

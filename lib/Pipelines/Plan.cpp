@@ -11,7 +11,8 @@
 // Predicted step time of the busiest rank (docs/design/plan.md):
 //   compute: each op of the rank's programs at the slower of its FLOPs (matrix products at the
 //     precision's peak, the rest at fp32's) and its bytes (at the memory bandwidth);
-//   pipeline: the rank's compute stretched by 1F1B's fill and drain, (m + p - 1) / m;
+//   pipeline: the rank's compute stretched by 1F1B's fill and drain, (m + p - 1) / m (on a
+//     node whose ranks share fewer cores, the ranks' mean compute instead: idle is shared);
 //   communication: every collective by the cluster's model, not overlapped with compute.
 //
 #include "ds/Pipelines/Pipelines.h"
@@ -89,27 +90,44 @@ LogicalResult predict(ModuleOp step, const ::ds::DeepSpeedConfig &cfg, const Pla
                                                          : cl.peakFlopsFp32;
   auto mesh = step->getAttrOfType<MeshAttr>(kMeshAttrName);
   double modelFlops = 0;
+  // Each pipeline rank's compute (unstretched) and communication.
+  SmallVector<double> compute, comm;
+  SmallVector<std::map<std::string, int64_t>> bytes;
   for (int64_t r = 0; r < c.pp; ++r) {
-    auto [compute, flops] = computeOf(stepFunctions(step, r), peak, cl);
+    auto [seconds, flops] = computeOf(stepFunctions(step, r), peak, cl);
     modelFlops += flops * static_cast<double>(req.devices / c.pp);
-    if (c.pp > 1) // 1F1B: m micro-batches take m + p - 1 slots
-      compute *= static_cast<double>(c.gas + c.pp - 1) / static_cast<double>(c.gas);
-    double comm = 0;
-    std::map<std::string, int64_t> bytes;
+    compute.push_back(seconds);
+    comm.push_back(0);
+    bytes.emplace_back();
     for (const CommRow &row : commRows(step, r)) {
-      comm += std::max(0.0, collectiveSeconds(row.kind, row.calls,
-                                              static_cast<double>(row.bytes),
-                                              placementOf(mesh, row.axes, cl), cl));
+      comm.back() += std::max(0.0, collectiveSeconds(row.kind, row.calls,
+                                                     static_cast<double>(row.bytes),
+                                                     placementOf(mesh, row.axes, cl), cl));
       if (row.kind != "recv")
-        bytes[row.axes] += row.bytes;
-    }
-    if (compute + comm > c.stepSeconds) {
-      c.computeSeconds = compute;
-      c.commSeconds = comm;
-      c.stepSeconds = compute + comm;
-      c.bytesByAxis = std::move(bytes);
+        bytes.back()[row.axes] += row.bytes;
     }
   }
+  // The busiest rank: its compute, stretched on a pipeline by 1F1B's fill and drain (m micro-
+  // batches take m + p - 1 slots), and its communication, not overlapped.
+  double stretch = static_cast<double>(c.gas + c.pp - 1) / static_cast<double>(c.gas);
+  size_t busiest = 0;
+  for (size_t r = 0; r < compute.size(); ++r)
+    if (compute[r] * stretch + comm[r] > compute[busiest] * stretch + comm[busiest])
+      busiest = r;
+  c.computeSeconds = compute[busiest] * stretch;
+  if (cl.sharesCores()) {
+    // Ranks that share cores (rates probed with every rank busy): a rank's idle time (the
+    // fill and drain, a lighter stage) is another's compute, so the node's ranks take their
+    // mean; a rank alone runs at most devices/cores times faster than with all busy.
+    double mean = 0, most = 0;
+    for (double x : compute)
+      mean += x / static_cast<double>(compute.size()), most = std::max(most, x);
+    c.computeSeconds = std::max(mean, most * static_cast<double>(cl.coresPerNode) /
+                                          static_cast<double>(cl.devicesPerNode));
+  }
+  c.commSeconds = comm[busiest];
+  c.stepSeconds = c.computeSeconds + c.commSeconds;
+  c.bytesByAxis = std::move(bytes[busiest]);
   c.mfu = c.stepSeconds > 0
               ? modelFlops / (c.stepSeconds * static_cast<double>(req.devices) * peak)
               : 0;
@@ -177,6 +195,53 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
     return a.fits() ? a.stepSeconds < b.stepSeconds : a.peakBytes < b.peakBytes;
   });
   return out;
+}
+
+std::string mlir::ds::planToJSON(ArrayRef<PlanCandidate> ranked, const PlanRequest &req) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  json::OStream j(os, 1);
+  j.object([&] {
+    j.attribute("cluster", req.cluster->name);
+    j.attribute("ranks", req.devices);
+    j.attribute("global_batch", req.globalBatch);
+    j.attribute("device_memory_bytes", req.deviceMemory);
+    j.attributeArray("candidates", [&] {
+      for (size_t i = 0; i < ranked.size(); ++i) {
+        const PlanCandidate &c = ranked[i];
+        j.object([&] {
+          if (c.fits())
+            j.attribute("rank", static_cast<int64_t>(i + 1));
+          j.attribute("dp", c.dp);
+          j.attribute("tp", c.tp);
+          j.attribute("pp", c.pp);
+          j.attribute("sp", c.sp);
+          j.attribute("zero_stage", c.zeroStage);
+          j.attribute("micro_batch", c.microBatch);
+          j.attribute("gradient_accumulation_steps", c.gas);
+          j.attribute("fits", c.fits());
+          if (!c.fits())
+            j.attribute("why", c.why);
+          if (c.peakBytes) {
+            j.attribute("peak_bytes", c.peakBytes);
+            j.attribute("step_s", c.stepSeconds);
+            j.attribute("compute_s", c.computeSeconds);
+            j.attribute("comm_s", c.commSeconds);
+            j.attribute("mfu", c.mfu);
+            j.attributeObject("bytes_by_axis", [&] {
+              for (auto &[axis, bytes] : c.bytesByAxis)
+                j.attribute(axis, bytes);
+            });
+          }
+          if (auto config = json::parse(c.config))
+            j.attribute("config", std::move(*config));
+          else
+            llvm::consumeError(config.takeError());
+        });
+      }
+    });
+  });
+  return s + "\n";
 }
 
 void mlir::ds::printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest &req,

@@ -48,7 +48,8 @@ def main():
     p = subprocess.run([ds_opt, model, "--plan-rows", "1000", "--input",
                         "idx=tensor<1x16xi64>", "--input", "targets=tensor<1x16xi64>",
                         "--config", os.path.join(w, "base.json"), "--plan", "--cluster", os.path.join(w, "cluster.json"),
-                        "--global-batch", "8", "--plan-out", plan_json],
+                        "--global-batch", "8", "--plan-out", plan_json,
+                        "--plan-json", os.path.join(w, "candidates.json")],
                        capture_output=True, text=True)
     print(p.stdout, end="")
     if p.returncode != 0:
@@ -78,6 +79,18 @@ def main():
     report = [int(l.split()[7]) for l in q.stdout.splitlines() if re.match(r"^\d+\s+\d+", l)]
     print("plan.json compiles: fullest rank's peak %d, the table's %d: %s" %
           (max(report), peaks[0], "equal" if max(report) == peaks[0] else "DIFFER"))
+    # --plan-json: every layout of the table, in its order, with the table's figures; the
+    # first one's config is the one --plan-out wrote.
+    with open(os.path.join(w, "candidates.json")) as f:
+        listed = json.load(f)
+    cands = listed["candidates"]
+    with open(plan_json) as f:
+        chosen = json.load(f)
+    same = all(c["dp"] == int(r[1][3:]) and c["zero_stage"] == int(r[5]) and
+               c["peak_bytes"] == int(r[8]) and abs(c["step_s"] - float(r[9])) <= 1e-3 * c["step_s"]
+               for c, r in zip(cands, fitting))
+    print("plan-json: %d layouts (%d fitting), the table's rows: %s, first config = plan.json: %s"
+          % (len(cands), sum(c["fits"] for c in cands), same, cands[0]["config"] == chosen))
     # The best row of each other kind of layout, its config written here from the row's
     # columns (not by the planner), compiled and reported.
     with open(os.path.join(w, "base.json")) as f:

@@ -97,6 +97,17 @@ TEST(Cluster, FileRoundTripsAndPresetsLoad) {
     EXPECT_EQ(p->devicesPerNode, 8);
     EXPECT_EQ(load(clusterToJSON(*p)), "") << name;
   }
+  // The optional cores a node's devices share (a CPU's ranks under --oversubscribe).
+  EXPECT_FALSE(c.sharesCores());
+  std::string shared = kFile;
+  shared.insert(1, "\"cores_per_node\": 2, ");
+  ASSERT_EQ(load(shared, &c), "");
+  EXPECT_EQ(c.coresPerNode, 2);
+  EXPECT_TRUE(c.sharesCores());
+  ASSERT_EQ(load(clusterToJSON(c), &again), "");
+  EXPECT_EQ(again.coresPerNode, 2);
+  shared.replace(shared.find(": 2, "), 5, ": 0, ");
+  EXPECT_NE(load(shared).find("'cores_per_node' must be a positive integer"), std::string::npos);
 }
 
 TEST(Cluster, ErrorsNameTheFieldAndTheFix) {

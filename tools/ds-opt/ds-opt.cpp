@@ -101,6 +101,11 @@ static cl::opt<std::string> planOut("plan-out",
                                     cl::desc("Where --plan writes the chosen config"),
                                     cl::value_desc("FILE"), cl::init("plan.json"),
                                     cl::cat(trainCategory));
+static cl::opt<std::string> planJson(
+    "plan-json",
+    cl::desc("--plan: also write every layout considered (its prediction, or why it does not "
+             "fit, and its DeepSpeed config) as JSON"),
+    cl::value_desc("FILE"), cl::cat(trainCategory));
 static cl::opt<unsigned> planRows("plan-rows",
                                    cl::desc("--plan: how many ranked layouts to print"),
                                    cl::init(20), cl::cat(trainCategory));
@@ -280,6 +285,13 @@ static int runPlan(llvm::StringRef inputFile, MLIRContext &context) {
   if (failed(ranked))
     return 1;
   mlir::ds::printPlanTable(*ranked, request, planRows, llvm::outs());
+  if (!planJson.empty()) {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(planJson, ec);
+    if (ec)
+      return fail("cannot write --plan-json '" + planJson + "': " + ec.message());
+    out << mlir::ds::planToJSON(*ranked, request);
+  }
   if (ranked->empty() || !ranked->front().fits()) {
     int64_t least = 0;
     for (const mlir::ds::PlanCandidate &c : *ranked)

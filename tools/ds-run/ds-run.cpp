@@ -9,15 +9,19 @@
 //===----------------------------------------------------------------------===//
 #include "dsrt/dsrt.h"
 
+#include "ds/Analysis/Cluster.h"
 #include "ds/Pipelines/StepJit.h"
-
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <memory>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -28,21 +32,99 @@ static int fail(const llvm::Twine &msg) {
   return 1;
 }
 
+/// The CPU's name, from /proc/cpuinfo.
+std::string cpuName() {
+  auto buffer = llvm::MemoryBuffer::getFileAsStream("/proc/cpuinfo");
+  if (buffer) {
+    llvm::SmallVector<llvm::StringRef> lines;
+    (*buffer)->getBuffer().split(lines, '\n');
+    for (llvm::StringRef l : lines)
+      if (l.starts_with("model name"))
+        return l.split(':').second.trim().str();
+  }
+  return "this CPU";
+}
+
+/// This machine's memory in bytes (MemTotal).
+double hostMemoryBytes() {
+  auto buffer = llvm::MemoryBuffer::getFileAsStream("/proc/meminfo");
+  if (!buffer)
+    return 0;
+  llvm::StringRef text = (*buffer)->getBuffer();
+  size_t at = text.find("MemTotal:");
+  if (at == llvm::StringRef::npos)
+    return 0;
+  unsigned long long kb = 0;
+  text.drop_front(at + 9).ltrim().consumeInteger(10, kb);
+  return static_cast<double>(kb) * 1024;
+}
+
+/// ds-run --probe-bandwidth DIR [--threads N] [--cluster-out FILE]: prints ds-opt's --rates
+/// for the offload stall prediction and, with --cluster-out, writes this machine as a cluster
+/// file for ds-opt --plan: one node of the job's ranks (mpirun -np N), each a device with its
+/// share of the host memory.
+int probe(int argc, char **argv, int at) {
+  if (at + 1 >= argc || llvm::StringRef(argv[at + 1]).starts_with("-"))
+    return fail("--probe-bandwidth needs a directory (the NVMe tier's, DeepSpeed's nvme_path)");
+  int threads = 0;
+  std::string clusterOut;
+  for (int j = 1; j + 1 < argc; ++j) {
+    if (llvm::StringRef(argv[j]) == "--threads")
+      threads = std::atoi(argv[j + 1]);
+    if (llvm::StringRef(argv[j]) == "--cluster-out")
+      clusterOut = argv[j + 1];
+  }
+  // Opened first, so that a path it cannot write fails before the measurements.
+  std::unique_ptr<llvm::raw_fd_ostream> out;
+  if (!clusterOut.empty()) {
+    std::error_code ec;
+    out = std::make_unique<llvm::raw_fd_ostream>(clusterOut, ec);
+    if (ec)
+      return fail("cannot write --cluster-out '" + clusterOut + "': " + ec.message());
+  }
+  dsrt_probe_rates r;
+  char err[1024] = {0};
+  if (dsrt_probe_measure(argv[at + 1], threads, &r, err, sizeof err))
+    return fail("--probe-bandwidth: " + llvm::Twine(err));
+  if (r.rank != 0)
+    return 0;
+  llvm::errs() << "ds-run: probed " << r.ranks << " rank" << (r.ranks == 1 ? "" : "s")
+               << " at once, with " << r.nvme_engine << " NVMe I/O in '" << argv[at + 1]
+               << "' (256 MiB per transfer)\n";
+  llvm::outs() << llvm::format("--rates d2h=%.2f,h2d=%.2f,nvme_read=%.2f,nvme_write=%.2f,"
+                               "memory=%.2f,flops=%.1f\n",
+                               r.d2h / 1e9, r.h2d / 1e9, r.nvme_read / 1e9, r.nvme_write / 1e9,
+                               r.memory / 1e9, r.flops_f32 / 1e9);
+  if (!out)
+    return 0;
+  mlir::ds::ClusterSpec c;
+  c.name = cpuName() + ", " + std::to_string(r.ranks) + " rank" + (r.ranks == 1 ? "" : "s") +
+           " (ds-run --probe-bandwidth)";
+  c.nodes = 1;
+  c.devicesPerNode = r.ranks;
+  c.hostMemoryBytes = hostMemoryBytes();
+  c.deviceMemoryBytes = c.hostMemoryBytes / r.ranks;
+  c.peakFlopsFp32 = r.flops_f32;
+  c.peakFlopsBf16 = r.flops_bf16;
+  c.peakFlopsFp16 = r.flops_f16;
+  c.memoryBandwidth = r.memory;
+  // One rank has no link: its "collectives" are copies.
+  c.intraNodeBandwidth = c.interNodeBandwidth = r.ranks > 1 ? r.link_bandwidth : r.memory;
+  c.intraNodeLatency = c.interNodeLatency = r.link_latency;
+  c.nvmeBandwidth = std::min(r.nvme_read, r.nvme_write);
+  c.coresPerNode = std::max(1u, std::thread::hardware_concurrency());
+  *out << mlir::ds::clusterToJSON(c);
+  llvm::errs() << "ds-run: wrote the cluster file '" << clusterOut << "' (ds-opt --plan "
+               << "--cluster " << clusterOut << ")\n";
+  return 0;
+}
+
 int main(int argc, char **argv) {
   dsrt_ensure_passive_wait(argv);
 
-  // --probe-bandwidth DIR: the offload tiers' rates for ds-opt --memory-report --rates.
   for (int i = 1; i < argc; ++i)
-    if (llvm::StringRef(argv[i]) == "--probe-bandwidth") {
-      if (i + 1 >= argc)
-        return fail("--probe-bandwidth needs a directory (the NVMe tier's, DeepSpeed's "
-                    "nvme_path)");
-      int threads = 0;
-      for (int j = 1; j + 1 < argc; ++j)
-        if (llvm::StringRef(argv[j]) == "--threads")
-          threads = std::atoi(argv[j + 1]);
-      return dsrt_probe_bandwidth(argv[i + 1], threads);
-    }
+    if (llvm::StringRef(argv[i]) == "--probe-bandwidth")
+      return probe(argc, argv, i);
 
   // The step file is the one positional argument; every flag goes to the driver.
   std::string stepPath;
@@ -68,8 +150,9 @@ int main(int argc, char **argv) {
                     "[--threads N] [--save-weights FILE] [--dump-grads FILE]\n"
                     "  STEP.mlir comes from: ds-opt MODEL.pt --input ... --config ds_config.json "
                     "-o STEP.mlir\n"
-                    "       ds-run --probe-bandwidth DIR [--threads N]: measures the offload "
-                    "tiers and prints ds-opt's --rates\n";
+                    "       [mpirun -np N] ds-run --probe-bandwidth DIR [--threads N] "
+                    "[--cluster-out FILE]: measures this machine, prints ds-opt's --rates and "
+                    "writes a cluster file for ds-opt --plan\n";
     return 0;
   }
   if (stepPath.empty())

@@ -32,8 +32,14 @@ struct ClusterSpec {
   double intraNodeBandwidth = 0, intraNodeLatency = 0;
   double interNodeBandwidth = 0, interNodeLatency = 0;
   double hostMemoryBytes = 0, nvmeBandwidth = 0;
+  /// Optional (0: absent): the CPU cores a node's devices share, where ranks are processes on
+  /// fewer cores than there are ranks (`mpirun --oversubscribe`); then one rank's idle time
+  /// is another's compute.
+  int64_t coresPerNode = 0;
 
   int64_t devices() const { return nodes * devicesPerNode; }
+  /// Whether the node's devices share fewer cores than there are devices.
+  bool sharesCores() const { return coresPerNode > 0 && coresPerNode < devicesPerNode; }
 };
 
 /// The presets' names (e.g. "dgx-h100"), for help and errors.

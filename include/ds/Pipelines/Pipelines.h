@@ -161,6 +161,9 @@ FailureOr<std::vector<PlanCandidate>>
 searchLayouts(const llvm::json::Object &baseConfig, const PlanRequest &request,
               llvm::function_ref<OwningOpRef<ModuleOp>(int64_t)> importAt,
               MLIRContext *context);
+/// Every candidate, ranked, as JSON (ds-opt --plan-json): the request, and per layout its
+/// axes, prediction, reason and DeepSpeed config, for tools and benchmarks.
+std::string planToJSON(ArrayRef<PlanCandidate> ranked, const PlanRequest &request);
 /// The ranked table of the first `rows` candidates.
 void printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest &request, size_t rows,
                     llvm::raw_ostream &os);

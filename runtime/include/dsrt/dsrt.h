@@ -826,11 +826,23 @@ int32_t dsrt_session_save(dsrt_session *s, const char *dir, char *err, size_t ca
 int32_t dsrt_session_load(dsrt_session *s, const char *dir, char *err, size_t cap);
 int32_t dsrt_session_export_weights(dsrt_session *s, const char *path, char *err, size_t cap);
 
-/** ds-run --probe-bandwidth DIR: measures this machine's offload tiers (device<->host moves,
- *  NVMe writes and reads of a swap file in `dir`) and compute rates (memory copy, f32 GEMM)
- *  with `threads` compute threads (0: the default), and prints them as ds-opt's --rates
- *  flag. Returns the exit code. */
-int dsrt_probe_bandwidth(const char *dir, int32_t threads);
+/** What ds-run --probe-bandwidth measures: bytes/s and FLOP/s per rank (each the average over
+ *  the job's ranks, measured all at once), seconds. */
+typedef struct dsrt_probe_rates {
+  int32_t rank, ranks;
+  double d2h, h2d;                         /* the transfer stream's moves */
+  double memory;                           /* an arena copy's reads plus writes */
+  double flops_f32, flops_bf16, flops_f16; /* a 1024^3 product on the compute threads */
+  double link_bandwidth, link_latency;     /* one ring step between ranks (0 with one rank) */
+  double nvme_write, nvme_read;            /* the swap file, 256 MiB per transfer */
+  char nvme_engine[32];
+} dsrt_probe_rates;
+/** Measures this machine (ds-run --probe-bandwidth DIR): the offload tiers (device<->host
+ *  moves, NVMe writes and reads of a swap file in `dir`), the compute rates (memory copy, GEMMs)
+ *  with `threads` compute threads (0: the default) and, under mpirun, the collectives' link
+ *  between the ranks (every rank calls it). Returns 0, or 1 with the cause in `err`. */
+int dsrt_probe_measure(const char *dir, int32_t threads, dsrt_probe_rates *out, char *err,
+                       size_t cap);
 
 #ifdef __cplusplus
 }

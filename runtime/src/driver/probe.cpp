@@ -1,9 +1,12 @@
-//===- probe.cpp - ds-run --probe-bandwidth: the offload tiers' rates -------===//
+//===- probe.cpp - ds-run --probe-bandwidth: this machine's rates -----------===//
 //
-// Measures what the offload stall prediction needs (ds-opt --memory-report --rates): the
-// transfer stream's device<->host bandwidth, the NVMe tier's write and read bandwidth through
-// the same swap file and engine as training, the arena's copy bandwidth and the f32 GEMM rate
-// of the compute threads. Each figure is the best of a few repetitions.
+// Measures what the offload stall prediction (ds-opt --memory-report --rates) and a cluster
+// file for the planner (ds-opt --plan --cluster) need: the transfer stream's device<->host
+// bandwidth, the NVMe tier's write and read bandwidth through the same swap file and engine as
+// training, the arena's copy bandwidth, the GEMM rate of the compute threads in f32, bf16 and
+// f16, and the collectives' ring-step bandwidth and latency between the job's ranks. Under
+// mpirun every rank measures at once (the rates a step sees when all ranks compute), each
+// figure the mean of a few repetitions in a row, averaged over the ranks.
 //
 //===----------------------------------------------------------------------===//
 #include "dsrt/dsrt.h"
@@ -11,29 +14,66 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <vector>
 
 namespace {
 double seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
-/// The best of `reps` timings of `f` (which returns an event to wait for, or null).
-template <class F> double best(int reps, dsrt_context *ctx, F &&f) {
-  double t = 1e30;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
+/// Seconds of one of `reps` runs of `f` (which returns an event to wait for, or null) in a
+/// row, after one more, every rank starting together: on ranks that share cores, the rate
+/// each sees while all of them work.
+template <class F> double mean(int reps, dsrt_context *ctx, F &&f) {
+  auto once = [&] {
     if (dsrt_event *e = f()) {
       dsrt_event_wait(ctx, e);
       dsrt_event_release(e);
     }
-    dsrt_stream_synchronize(ctx);
-    t = std::min(t, seconds(t0));
-  }
-  return t;
+  };
+  once();
+  dsrt_stream_synchronize(ctx);
+  dsrt_comm_barrier(ctx);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i)
+    once();
+  dsrt_stream_synchronize(ctx);
+  return seconds(t0) / reps;
+}
+/// FLOP/s of an m x m x m product in `dtype`.
+double gemmRate(dsrt_context *ctx, int32_t dtype) {
+  const int64_t m = 1024;
+  int64_t mm[2] = {m, m};
+  dsrt_tensor *a = dsrt_tensor_alloc(ctx, dtype, 2, mm);
+  dsrt_tensor *b = dsrt_tensor_alloc(ctx, dtype, 2, mm);
+  dsrt_tensor *c = dsrt_tensor_alloc(ctx, dtype, 2, mm);
+  dsrt_fill(ctx, a, 0.5);
+  dsrt_fill(ctx, b, 0.25);
+  double t = mean(10, ctx, [&] {
+    dsrt_matmul(ctx, c, a, b, 0, 0);
+    return static_cast<dsrt_event *>(nullptr);
+  });
+  for (dsrt_tensor *x : {a, b, c})
+    dsrt_tensor_free(ctx, x);
+  return 2.0 * m * m * m / t;
+}
+/// Seconds of one all-reduce of `n` f32 over every rank.
+double allReduceSeconds(dsrt_context *ctx, int64_t n, int reps) {
+  int64_t dims[1] = {n};
+  dsrt_tensor *t = dsrt_tensor_alloc(ctx, DSRT_F32, 1, dims);
+  dsrt_fill(ctx, t, 1.0);
+  double s = mean(reps, ctx, [&] { return dsrt_all_reduce(ctx, DSRT_GROUP_WORLD, t, t, 0); });
+  dsrt_tensor_free(ctx, t);
+  return s;
 }
 } // namespace
 
-extern "C" int dsrt_probe_bandwidth(const char *dir, int32_t threads) {
+extern "C" int dsrt_probe_measure(const char *dir, int32_t threads, dsrt_probe_rates *out,
+                                  char *err, size_t cap) {
   dsrt_context *ctx = dsrt_context_create(0, threads, 0);
+  dsrt_comm_init(ctx, 0);
+  dsrt_probe_rates r{};
+  r.rank = dsrt_comm_rank(ctx);
+  r.ranks = dsrt_comm_size(ctx);
   const int64_t n = 64ll << 20; // 256 MiB of f32
   int64_t dims[1] = {n};
   const double bytes = static_cast<double>(n) * 4;
@@ -43,39 +83,56 @@ extern "C" int dsrt_probe_bandwidth(const char *dir, int32_t threads) {
   dsrt_fill(ctx, dev, 1.0);
   dsrt_fill(ctx, host, 1.0);
   dsrt_fill(ctx, dev2, 1.0);
-  double d2h = bytes / best(3, ctx, [&] { return dsrt_move(ctx, host, dev); });
-  double h2d = bytes / best(3, ctx, [&] { return dsrt_move(ctx, dev, host); });
-  double memory = 2 * bytes / best(3, ctx, [&] {
-                    dsrt_copy(ctx, dev2, dev);
-                    return static_cast<dsrt_event *>(nullptr);
-                  });
-  const int64_t m = 1024;
-  int64_t mm[2] = {m, m};
-  dsrt_tensor *a = dsrt_tensor_alloc(ctx, DSRT_F32, 2, mm);
-  dsrt_tensor *b = dsrt_tensor_alloc(ctx, DSRT_F32, 2, mm);
-  dsrt_tensor *c = dsrt_tensor_alloc(ctx, DSRT_F32, 2, mm);
-  dsrt_fill(ctx, a, 0.5);
-  dsrt_fill(ctx, b, 0.25);
-  double flops = 2.0 * m * m * m / best(5, ctx, [&] {
-                   dsrt_matmul(ctx, c, a, b, 0, 0);
-                   return static_cast<dsrt_event *>(nullptr);
-                 });
-  char err[1024] = {0};
-  if (dsrt_nvme_open(ctx, dir, static_cast<uint64_t>(bytes), 1 << 20, 8, 0, err, sizeof err)) {
-    std::fprintf(stderr, "ds-run: error: --probe-bandwidth: %s\n", err);
-    dsrt_context_destroy(ctx);
-    return 1;
+  r.d2h = bytes / mean(3, ctx, [&] { return dsrt_move(ctx, host, dev); });
+  r.h2d = bytes / mean(3, ctx, [&] { return dsrt_move(ctx, dev, host); });
+  r.memory = 2 * bytes / mean(3, ctx, [&] {
+               dsrt_copy(ctx, dev2, dev);
+               return static_cast<dsrt_event *>(nullptr);
+             });
+  dsrt_tensor_free(ctx, dev2);
+  r.flops_f32 = gemmRate(ctx, DSRT_F32);
+  r.flops_bf16 = gemmRate(ctx, DSRT_BF16);
+  r.flops_f16 = gemmRate(ctx, DSRT_F16);
+  // The ring model's step (docs/design/comm-model.md): an all-reduce over k ranks takes
+  // 2 (k-1) latencies and moves 2 (k-1)/k of its bytes through each rank's link.
+  if (r.ranks > 1) {
+    double k = r.ranks;
+    r.link_latency = allReduceSeconds(ctx, 2, 20) / (2 * (k - 1));
+    const int64_t big = 16ll << 20; // 64 MiB
+    double t = allReduceSeconds(ctx, big, 3) - 2 * (k - 1) * r.link_latency;
+    r.link_bandwidth = 2 * (k - 1) / k * static_cast<double>(big) * 4 / std::max(t, 1e-9);
   }
-  dsrt_slot_define_in(ctx, 0, DSRT_SPACE_NVME, DSRT_F32, 1, dims);
-  double write = bytes / best(3, ctx, [&] { return dsrt_slot_store(ctx, 0, host); });
-  double read = bytes / best(3, ctx, [&] { return dsrt_slot_fetch(ctx, 0, host); });
-  std::fprintf(stderr, "ds-run: probed with %s NVMe I/O in '%s' (256 MiB per transfer)\n",
-               dsrt_nvme_engine(ctx), dir);
-  std::printf("--rates d2h=%.2f,h2d=%.2f,nvme_read=%.2f,nvme_write=%.2f,memory=%.2f,"
-              "flops=%.1f\n",
-              d2h / 1e9, h2d / 1e9, read / 1e9, write / 1e9, memory / 1e9, flops / 1e9);
-  for (dsrt_tensor *t : {dev, dev2, host, a, b, c})
+  int rc = dsrt_nvme_open(ctx, dir, static_cast<uint64_t>(bytes), 1 << 20, 8, 0, err, cap);
+  if (rc == 0) {
+    dsrt_slot_define_in(ctx, 0, DSRT_SPACE_NVME, DSRT_F32, 1, dims);
+    r.nvme_write = bytes / mean(3, ctx, [&] { return dsrt_slot_store(ctx, 0, host); });
+    r.nvme_read = bytes / mean(3, ctx, [&] { return dsrt_slot_fetch(ctx, 0, host); });
+    std::snprintf(r.nvme_engine, sizeof r.nvme_engine, "%s", dsrt_nvme_engine(ctx));
+  }
+  // Every rank's figures, averaged (a rank whose swap file failed fails the probe).
+  std::vector<double> mine = {r.d2h,       r.h2d,        r.memory,        r.flops_f32,
+                              r.flops_bf16, r.flops_f16, r.nvme_write,    r.nvme_read,
+                              rc == 0 ? 0.0 : 1.0};
+  int64_t count[1] = {static_cast<int64_t>(mine.size())};
+  dsrt_tensor *sums = dsrt_tensor_alloc(ctx, DSRT_F64, 1, count);
+  dsrt_tensor_from_host(ctx, sums, mine.data());
+  if (dsrt_event *e = dsrt_all_reduce(ctx, DSRT_GROUP_WORLD, sums, sums, 0)) {
+    dsrt_event_wait(ctx, e);
+    dsrt_event_release(e);
+  }
+  dsrt_tensor_to_host(ctx, mine.data(), sums);
+  for (double &x : mine)
+    x /= r.ranks;
+  double *fields[] = {&r.d2h,       &r.h2d,      &r.memory,     &r.flops_f32,
+                      &r.flops_bf16, &r.flops_f16, &r.nvme_write, &r.nvme_read};
+  for (size_t i = 0; i < std::size(fields); ++i)
+    *fields[i] = mine[i];
+  bool failed = mine.back() > 0;
+  if (failed && rc == 0)
+    std::snprintf(err, cap, "another rank could not open its swap file in '%s'", dir);
+  for (dsrt_tensor *t : {dev, host, sums})
     dsrt_tensor_free(ctx, t);
   dsrt_context_destroy(ctx);
-  return 0;
+  *out = r;
+  return failed ? 1 : 0;
 }
