@@ -3,6 +3,7 @@
 #define DS_ANALYSIS_ARENAMODEL_H
 
 #include "ds/IR/DSDialect.h"
+#include "dsrt/dsrt.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -28,15 +29,40 @@ struct ArenaModel {
   int64_t hostInUse = 0, hostPeak = 0, nvmeInUse = 0, nvmePeak = 0;
   /// Communication buffers live now, and at the last peak.
   int64_t commInUse = 0, commAtPeak = 0;
+  /// The allocator's padding of the arena's live storages now, and at the last peak.
+  int64_t paddingInUse = 0, paddingAtPeak = 0;
+
+  /// The bytes the device allocator adds to a storage of `bytes`.
+  static int64_t padding(int64_t bytes) {
+    const int64_t g = DSRT_ALLOCATION_GRANULE;
+    return std::max(g, (bytes + g - 1) / g * g) - bytes;
+  }
+  /// Where the arena stands, to go back to (a function's temporaries gone).
+  struct Mark {
+    int64_t inUse, padding;
+  };
+  Mark mark() const { return {inUse, paddingInUse}; }
+  /// Back to `m`, with the peak counted from there.
+  void resetTo(Mark m) {
+    inUse = peak = m.inUse;
+    paddingInUse = paddingAtPeak = m.padding;
+  }
+  /// The peak counted from now.
+  void restartPeak() {
+    peak = inUse;
+    paddingAtPeak = paddingInUse;
+  }
 
   int alloc(int64_t bytes, std::string what, bool counted = true, bool comm = false) {
     storages.push_back({bytes, 1, counted, std::move(what), comm});
     if (counted) {
       inUse += bytes;
       commInUse += comm ? bytes : 0;
+      paddingInUse += padding(bytes);
       if (inUse > peak) {
         peak = inUse;
         commAtPeak = commInUse;
+        paddingAtPeak = paddingInUse;
       }
     }
     return static_cast<int>(storages.size()) - 1;
@@ -81,6 +107,7 @@ struct ArenaModel {
     if (st.refs == 0 && st.counted) {
       inUse -= st.bytes;
       commInUse -= st.comm ? st.bytes : 0;
+      paddingInUse -= padding(st.bytes);
     }
   }
 };

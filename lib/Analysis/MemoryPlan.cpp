@@ -159,9 +159,9 @@ LogicalResult MemoryPlanner::runSingle(func::FuncOp micro, func::FuncOp opt) {
   // Persistent slots, then the two functions, in the driver's order.
   allocateSlots(-1);
   plan.persistentBytes = persistentBytes;
-  int64_t base = arena.inUse;
+  ArenaModel::Mark base = arena.mark();
   int inputsStorage = arena.alloc(plan.inputBytes, "inputs");
-  arena.peak = arena.inUse;
+  arena.restartPeak();
   temporaries.clear();
   // Bytes moved between spaces: the micro-step's once per micro-batch.
   auto run = module->getAttrOfType<RunAttr>(kRunAttrName);
@@ -172,16 +172,17 @@ LogicalResult MemoryPlanner::runSingle(func::FuncOp micro, func::FuncOp opt) {
     plan.movedPerStep[k] = movedNow[k] * std::max<int64_t>(1, gas);
   plan.microPeak = arena.peak;
   plan.microCommAtPeak = arena.commAtPeak;
+  plan.microPaddingAtPeak = arena.paddingAtPeak;
   arena.release(inputsStorage);
   // The returned loss is freed by the driver.
-  arena.inUse = base;
-  arena.peak = base;
+  arena.resetTo(base);
   // The driver's step scalars: lr, step and aux_lr (f32), beta1 (f64).
   int scalars = arena.alloc(3 * 4 + 8, "step scalars");
   if (failed(planFunction(opt, "ds_optimizer_step", false)))
     return failure();
   plan.optimizerPeak = arena.peak;
   plan.optimizerCommAtPeak = arena.commAtPeak;
+  plan.optimizerPaddingAtPeak = arena.paddingAtPeak;
   arena.release(scalars);
   for (int k = 0; k < 4; ++k)
     plan.movedPerStep[k] += movedNow[k];
@@ -221,22 +222,23 @@ LogicalResult MemoryPlanner::runPipeline(PipelineAttr info) {
     RankPlan rank;
     rank.persistent = persistentBytes;
     plan.persistentBytes = std::max(plan.persistentBytes, persistentBytes);
-    int64_t base = arena.inUse;
+    ArenaModel::Mark base = arena.mark();
     int inputsStorage = arena.alloc(plan.inputBytes, "inputs");
-    arena.peak = arena.inUse;
+    arena.restartPeak();
     if (failed(planFunction(steps[r], ("ds_pipeline_step_" + Twine(r)).str(), true)))
       return failure();
     rank.step = arena.peak;
     rank.stepComm = arena.commAtPeak;
+    rank.stepPadding = arena.paddingAtPeak;
     plan.microCommAtPeak = std::max(plan.microCommAtPeak, arena.commAtPeak);
     arena.release(inputsStorage);
-    arena.inUse = base;
-    arena.peak = base;
+    arena.resetTo(base);
     int scalars = arena.alloc(3 * 4 + 8, "step scalars");
     if (failed(planFunction(opts[r], ("ds_optimizer_step_" + Twine(r)).str(), false)))
       return failure();
     rank.optimizer = arena.peak;
     rank.optimizerComm = arena.commAtPeak;
+    rank.optimizerPadding = arena.paddingAtPeak;
     plan.optimizerCommAtPeak = std::max(plan.optimizerCommAtPeak, arena.commAtPeak);
     arena.release(scalars);
     plan.microPeak = std::max(plan.microPeak, rank.step);

@@ -19,6 +19,7 @@
 
 #include "ds/Config/DeepSpeedConfig.h"
 #include "ds/IR/DSOps.h"
+#include "dsrt/dsrt.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/Format.h"
@@ -38,6 +39,19 @@ SmallVector<int64_t> divisors(int64_t n) {
     if (n % d == 0)
       out.push_back(d);
   return out;
+}
+
+/// Whether candidate `c` keeps the axes `f` fixes.
+bool matches(const PlanFixed &f, const PlanCandidate &c) {
+  return (!f.dp || f.dp == c.dp) && (!f.tp || f.tp == c.tp) && (!f.pp || f.pp == c.pp) &&
+         (!f.sp || f.sp == c.sp) && (f.zero < 0 || f.zero == c.zeroStage) &&
+         (!f.micro || f.micro == c.microBatch);
+}
+
+/// "dp=2 tp=1 pp=2 sp=1".
+std::string layoutName(const PlanCandidate &c) {
+  return "dp=" + std::to_string(c.dp) + " tp=" + std::to_string(c.tp) +
+         " pp=" + std::to_string(c.pp) + " sp=" + std::to_string(c.sp);
 }
 
 /// The user's config with the layout's keys set.
@@ -84,6 +98,10 @@ LogicalResult predict(ModuleOp step, const ::ds::DeepSpeedConfig &cfg, const Pla
     return failure();
   const MemoryPlan &plan = planned->plan;
   c.peakBytes = plan.peakBytes(); // on a pipeline, the fullest rank's
+  c.paddingBytes = plan.paddingAtPeak();
+  for (const RankPlan &r : plan.ranks)
+    if (r.peak() == c.peakBytes)
+      c.paddingBytes = r.paddingAtPeak();
   const ClusterSpec &cl = *req.cluster;
   double peak = cfg.precision.dtype == Precision::bf16   ? cl.peakFlopsBf16
                 : cfg.precision.dtype == Precision::fp16 ? cl.peakFlopsFp16
@@ -158,6 +176,8 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
         for (int64_t micro : divisors(req.globalBatch / dp))
           for (int64_t zero = 0; zero <= 3; ++zero) {
             PlanCandidate c{dp, tp, pp, sp, zero, micro, req.globalBatch / dp / micro};
+            if (!matches(req.fixed, c))
+              continue;
             json::Object cfgJson = layoutConfig(baseConfig, c);
             std::string text;
             llvm::raw_string_ostream(text) << json::Value(json::Object(cfgJson));
@@ -182,8 +202,8 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
             first.clear();
             if (failed(buildTrainingStep(*step, *cfg)) || failed(predict(*step, *cfg, req, c)))
               c.why = first.empty() ? "the step does not compile" : first;
-            else if (c.peakBytes > req.deviceMemory)
-              c.why = "needs " + std::to_string(c.peakBytes) + " bytes of " +
+            else if (c.peakBytes + c.paddingBytes > req.deviceMemory)
+              c.why = "needs " + std::to_string(c.peakBytes + c.paddingBytes) + " bytes of " +
                       std::to_string(req.deviceMemory);
             out.push_back(std::move(c));
           }
@@ -195,6 +215,165 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
     return a.fits() ? a.stepSeconds < b.stepSeconds : a.peakBytes < b.peakBytes;
   });
   return out;
+}
+
+llvm::Expected<PlanFixed> mlir::ds::parsePlanFixed(llvm::StringRef text, int64_t ranks) {
+  auto error = [](const llvm::Twine &msg) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), "--plan-fix: " + msg);
+  };
+  PlanFixed f;
+  SmallVector<llvm::StringRef> items;
+  text.split(items, ',', -1, false);
+  for (llvm::StringRef item : items) {
+    auto [key, value] = item.trim().split('=');
+    int64_t n = 0;
+    if (value.getAsInteger(10, n) || n < 0)
+      return error("'" + item + "' needs a non-negative integer (AXIS=N, e.g. tp=2,zero=3)");
+    int64_t *slot = key == "dp"     ? &f.dp
+                    : key == "tp"   ? &f.tp
+                    : key == "pp"   ? &f.pp
+                    : key == "sp"   ? &f.sp
+                    : key == "zero" ? &f.zero
+                    : key == "micro" ? &f.micro
+                                     : nullptr;
+    if (!slot)
+      return error("unknown axis '" + key + "' (dp, tp, pp, sp, zero, micro)");
+    if ((key == "zero" && n > 3) || (key != "zero" && n < 1))
+      return error("'" + item + "' is out of range (zero is 0-3; the others are at least 1)");
+    *slot = n;
+  }
+  int64_t product = 1;
+  for (int64_t a : {f.dp, f.tp, f.pp, f.sp})
+    product *= a ? a : 1;
+  if (ranks % product != 0)
+    return error("dp x tp x pp x sp = " + llvm::Twine(product) + " does not divide the " +
+                 llvm::Twine(ranks) + " ranks");
+  if (f.tp && f.pp && f.sp) {
+    if (f.dp && product != ranks)
+      return error("dp x tp x pp x sp = " + llvm::Twine(product) + " but the job has " +
+                   llvm::Twine(ranks) + " ranks (--world-size)");
+    f.dp = ranks / product;
+  }
+  return f;
+}
+
+FailureOr<bool> mlir::ds::printFitReport(const json::Object &baseConfig, const PlanRequest &req,
+                                         llvm::function_ref<OwningOpRef<ModuleOp>(int64_t)> importAt,
+                                         MLIRContext *context, PlanCandidate &given,
+                                         llvm::raw_ostream &os) {
+  const PlanFixed &f = req.fixed;
+  given = PlanCandidate{f.dp, f.tp, f.pp, f.sp, f.zero, f.micro, 0};
+  int64_t samples = given.dp * given.microBatch;
+  if (req.globalBatch % samples != 0) {
+    emitError(UnknownLoc::get(context))
+        << "--plan-fix: micro-batch " << f.micro << " x dp " << f.dp << " = " << samples
+        << " does not divide the global batch " << req.globalBatch
+        << " (DeepSpeed's batch identity: global = micro x accumulation x dp)";
+    return failure();
+  }
+  given.gas = req.globalBatch / samples;
+  json::Object cfgJson = layoutConfig(baseConfig, given);
+  llvm::raw_string_ostream(given.config) << json::Value(json::Object(cfgJson));
+  auto cfg = ::ds::parseDeepSpeedConfig(given.config, given.dp);
+  if (!cfg) {
+    emitError(UnknownLoc::get(context)) << llvm::toString(cfg.takeError());
+    return failure();
+  }
+  OwningOpRef<ModuleOp> step = importAt(given.microBatch);
+  if (!step || failed(buildTrainingStep(*step, *cfg)) || failed(predict(*step, *cfg, req, given)))
+    return failure();
+  os << "will it fit: " << layoutName(given) << ", ZeRO " << given.zeroStage << ", micro-batch "
+     << given.microBatch << " x " << given.gas << " accumulation steps (global batch "
+     << req.globalBatch << ") on " << req.cluster->name << ", " << req.deviceMemory
+     << " bytes a device\n";
+  if (failed(printMemoryReport(*step, os)))
+    return failure();
+  FailureOr<PlannedStep> planned = planStep(*step);
+  if (failed(planned))
+    return failure();
+  const MemoryPlan &plan = planned->plan;
+  // Per rank: the exact peak (the runtime's count) plus the allocator's padding of what is
+  // live at it. Every rank of a stage (or of a mesh without pipeline) runs the same plan.
+  SmallVector<std::pair<int64_t, int64_t>> stages; // (peak, padding)
+  if (plan.ranks.empty())
+    stages.push_back({plan.peakBytes(), plan.paddingAtPeak()});
+  for (const RankPlan &r : plan.ranks)
+    stages.push_back({r.peak(), r.paddingAtPeak()});
+  int64_t perStage = req.devices / static_cast<int64_t>(stages.size());
+  bool fits = true;
+  int64_t worst = 0;
+  os << "fit per rank (the plan's peak plus the allocator's padding to "
+     << DSRT_ALLOCATION_GRANULE << " bytes a storage, against " << req.deviceMemory << "):\n";
+  for (auto [i, s] : llvm::enumerate(stages)) {
+    int64_t need = s.first + s.second;
+    std::string who = stages.size() == 1
+                          ? "every rank (" + std::to_string(req.devices) + ")"
+                          : "pipeline stage " + std::to_string(i) + " (" +
+                                std::to_string(perStage) + " rank" + (perStage == 1 ? "" : "s") +
+                                ")";
+    os << "  " << who << ": peak " << s.first << " + padding " << s.second << " = " << need
+       << ": ";
+    if (need <= req.deviceMemory) {
+      os << "fits, " << req.deviceMemory - need << " bytes spare\n";
+    } else {
+      os << "DOES NOT FIT, short by " << need - req.deviceMemory << " bytes\n";
+      fits = false;
+      worst = std::max(worst, need - req.deviceMemory);
+    }
+  }
+  os << "(not counted: the runtime's own memory, its code and the channel's buffers: "
+        "bench/plan_gpt.py measures the process's RSS beside the plan)\n";
+  if (fits)
+    os << llvm::format("predicted step %.4g s (compute %.4g, communication %.4g), MFU %.3f\n",
+                       given.stepSeconds, given.computeSeconds, given.commSeconds, given.mfu);
+  else
+    given.why = "short by " + std::to_string(worst) + " bytes";
+  // What would fit: every axis free, the nearest layouts first (fewest axes changed), then
+  // the fastest.
+  PlanRequest free = req;
+  free.fixed = PlanFixed();
+  auto ranked = searchLayouts(baseConfig, free, importAt, context);
+  if (failed(ranked))
+    return failure();
+  auto changes = [&](const PlanCandidate &c) {
+    std::string out;
+    auto note = [&](const char *axis, int64_t from, int64_t to) {
+      if (from != to)
+        out += std::string(out.empty() ? "" : ", ") + axis + " " + std::to_string(from) +
+               "->" + std::to_string(to);
+    };
+    note("dp", given.dp, c.dp);
+    note("tp", given.tp, c.tp);
+    note("pp", given.pp, c.pp);
+    note("sp", given.sp, c.sp);
+    note("ZeRO", given.zeroStage, c.zeroStage);
+    note("micro-batch", given.microBatch, c.microBatch);
+    return out;
+  };
+  SmallVector<const PlanCandidate *> near;
+  for (const PlanCandidate &c : *ranked)
+    if (c.fits() && !changes(c).empty())
+      near.push_back(&c);
+  // dp follows from the ranks and the other axes: its change is not counted.
+  auto distance = [&](const PlanCandidate *c) {
+    return (c->tp != given.tp) + (c->pp != given.pp) + (c->sp != given.sp) +
+           (c->zeroStage != given.zeroStage) + (c->microBatch != given.microBatch);
+  };
+  std::stable_sort(near.begin(), near.end(), [&](auto *a, auto *b) {
+    return distance(a) < distance(b);
+  });
+  os << "what would fit (the nearest layouts that do, fewest changes first, then the fastest; "
+     << llvm::count_if(*ranked, [](const PlanCandidate &c) { return c.fits(); }) << " of "
+     << ranked->size() << " fit):\n";
+  if (near.empty())
+    os << "  none: give more devices, a smaller --global-batch, or offload in the config\n";
+  for (size_t i = 0; i < near.size() && i < 5; ++i)
+    os << llvm::format("  %-26s ZeRO %lld, micro-batch %lld: peak %lld, step %.4g s  (",
+                       layoutName(*near[i]).c_str(), (long long)near[i]->zeroStage,
+                       (long long)near[i]->microBatch, (long long)near[i]->peakBytes,
+                       near[i]->stepSeconds)
+       << changes(*near[i]) << ")\n";
+  return fits;
 }
 
 std::string mlir::ds::planToJSON(ArrayRef<PlanCandidate> ranked, const PlanRequest &req) {
@@ -224,6 +403,7 @@ std::string mlir::ds::planToJSON(ArrayRef<PlanCandidate> ranked, const PlanReque
             j.attribute("why", c.why);
           if (c.peakBytes) {
             j.attribute("peak_bytes", c.peakBytes);
+            j.attribute("padding_bytes", c.paddingBytes);
             j.attribute("step_s", c.stepSeconds);
             j.attribute("compute_s", c.computeSeconds);
             j.attribute("comm_s", c.commSeconds);
@@ -248,16 +428,15 @@ void mlir::ds::printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest 
                               size_t rows, llvm::raw_ostream &os) {
   size_t fitting = llvm::count_if(ranked, [](const PlanCandidate &c) { return c.fits(); });
   os << "plan: " << ranked.size() << " layouts of " << req.devices << " ranks (global batch "
-     << req.globalBatch << ") on " << req.cluster->name << ", " << fitting << " within "
-     << req.deviceMemory << " bytes a device; step time = compute + communication, not "
-     << "overlapped (docs/design/plan.md)\n";
+     << req.globalBatch << ") on " << req.cluster->name << ", " << fitting << " fit "
+     << req.deviceMemory << " bytes a device (the peak plus the allocator's padding); step "
+     << "time = compute + communication, not overlapped (docs/design/plan.md)\n";
   os << llvm::format("%-4s %-26s %4s %5s %4s %14s %10s %10s %10s %6s  %s\n", "rank", "layout",
                      "zero", "micro", "gas", "peak", "step_s", "compute_s", "comm_s", "mfu",
                      "bytes per axis");
   for (size_t i = 0; i < ranked.size() && i < rows; ++i) {
     const PlanCandidate &c = ranked[i];
-    std::string layout = "dp=" + std::to_string(c.dp) + " tp=" + std::to_string(c.tp) +
-                         " pp=" + std::to_string(c.pp) + " sp=" + std::to_string(c.sp);
+    std::string layout = layoutName(c);
     if (!c.fits() && c.peakBytes == 0) {
       os << llvm::format("%-4s %-26s %4lld %5lld %4lld  ", "-", layout.c_str(),
                          (long long)c.zeroStage, (long long)c.microBatch, (long long)c.gas)
@@ -284,9 +463,8 @@ void mlir::ds::printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest 
     std::string key = c.peakBytes ? std::string("over the device memory") : c.why;
     auto &[count, example] = reasons[key];
     if (count++ == 0)
-      example = "dp=" + std::to_string(c.dp) + " tp=" + std::to_string(c.tp) +
-                " pp=" + std::to_string(c.pp) + " sp=" + std::to_string(c.sp) + " ZeRO " +
-                std::to_string(c.zeroStage) + " micro-batch " + std::to_string(c.microBatch);
+      example = layoutName(c) + " ZeRO " + std::to_string(c.zeroStage) + " micro-batch " +
+                std::to_string(c.microBatch);
   }
   for (auto &[why, seen] : reasons)
     os << "not fitting: " << seen.first << " layout" << (seen.first == 1 ? "" : "s") << " ("

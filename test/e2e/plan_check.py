@@ -91,6 +91,49 @@ def main():
                for c, r in zip(cands, fitting))
     print("plan-json: %d layouts (%d fitting), the table's rows: %s, first config = plan.json: %s"
           % (len(cands), sum(c["fits"] for c in cands), same, cands[0]["config"] == chosen))
+    # Will it fit: the table's first row, and a row over the device memory, given back with
+    # every axis fixed; the per-rank verdict counts the plan's peak (the table's) and the
+    # allocator's padding, and the nearest layouts that fit come from the table's fitting ones.
+    def fix(r):
+        return "tp=%s,pp=%s,sp=%s,zero=%s,micro=%s" % (r[2][3:], r[3][3:], r[4][3:], r[5], r[6])
+    common = [ds_opt, model, "--input", "idx=tensor<1x16xi64>", "--input",
+              "targets=tensor<1x16xi64>", "--config", os.path.join(w, "base.json"), "--plan",
+              "--cluster", os.path.join(w, "cluster.json"), "--global-batch", "8"]
+    q = subprocess.run(common + ["--plan-fix", fix(fitting[0]), "--plan-out",
+                                 os.path.join(w, "fit.json")], capture_output=True, text=True)
+    m = re.search(r"every rank \(4\): peak (\d+) \+ padding (\d+) = (\d+): fits, (\d+) bytes spare",
+                  q.stdout)
+    ok = (q.returncode == 0 and m and int(m.group(1)) == peaks[0] and
+          int(m.group(1)) + int(m.group(2)) == int(m.group(3)) and
+          int(m.group(3)) + int(m.group(4)) == budget)
+    with open(os.path.join(w, "fit.json")) as f:
+        ok = ok and json.load(f) == chosen
+    print("will it fit, the first row: fits with the table's peak, plan-out the same: %s" % ok)
+    if not ok:
+        print(q.stdout + q.stderr)
+    over_rows = [l.split() for l in p.stdout.splitlines()
+                 if re.match(r"^-\s+dp=", l) and len(l.split()) > 9]
+    r = over_rows[0]
+    q = subprocess.run(common + ["--plan-fix", fix(r)], capture_output=True, text=True)
+    verdicts = re.findall(r"^  (?:every rank|pipeline stage \d+) \(\d+ ranks?\): peak (\d+) \+ "
+                          r"padding (\d+) = (\d+): (?:fits, (\d+) bytes spare|DOES NOT FIT, "
+                          r"short by (\d+) bytes)$", q.stdout, re.M)
+    short = [int(v[4]) for v in verdicts if v[4]]
+    arithmetic = all(int(v[0]) + int(v[1]) == int(v[2]) and
+                     (int(v[2]) + int(v[3]) == budget if v[3] else int(v[2]) - int(v[4]) == budget)
+                     for v in verdicts)
+    nearest = re.findall(r"^  (dp=\d+ tp=\d+ pp=\d+ sp=\d+) +ZeRO (\d+), micro-batch (\d+): "
+                         r"peak (\d+)", q.stdout, re.M)
+    table = {(" ".join(x[1:5]), x[5], x[6]): int(x[8]) for x in fitting}
+    ok = (q.returncode == 1 and verdicts and max(int(v[0]) for v in verdicts) == int(r[8]) and
+          arithmetic and short and len(nearest) > 0 and
+          all(table.get((n[0], n[1], n[2])) == int(n[3]) for n in nearest))
+    print("will it fit, a row over the memory (%s ZeRO %s micro %s): short by %s, %d nearest "
+          "fitting layouts, all fitting rows of the table: %s" % (
+              " ".join(r[1:5]), r[5], r[6], max(short) if short else "?", len(nearest), ok))
+    if not ok:
+        print(q.stdout + q.stderr)
+    print(q.stderr.strip())
     # The best row of each other kind of layout, its config written here from the row's
     # columns (not by the planner), compiled and reported.
     with open(os.path.join(w, "base.json")) as f:

@@ -106,6 +106,11 @@ static cl::opt<std::string> planJson(
     cl::desc("--plan: also write every layout considered (its prediction, or why it does not "
              "fit, and its DeepSpeed config) as JSON"),
     cl::value_desc("FILE"), cl::cat(trainCategory));
+static cl::opt<std::string> planFix(
+    "plan-fix",
+    cl::desc("--plan: keep these axes (dp, tp, pp, sp, zero, micro; e.g. tp=2,zero=3); with "
+             "tp, pp, sp, zero and micro all given, report whether that layout fits"),
+    cl::value_desc("AXIS=N,..."), cl::cat(trainCategory));
 static cl::opt<unsigned> planRows("plan-rows",
                                    cl::desc("--plan: how many ranked layouts to print"),
                                    cl::init(20), cl::cat(trainCategory));
@@ -281,6 +286,45 @@ static int runPlan(llvm::StringRef inputFile, MLIRContext &context) {
       options.lossIndex = lossIndex;
     return mlir::ds::importTorchScript(inputFile, options, &context);
   };
+  if (!planFix.empty()) {
+    auto fixed = mlir::ds::parsePlanFixed(planFix, request.devices);
+    if (!fixed)
+      return fail(llvm::toString(fixed.takeError()));
+    request.fixed = *fixed;
+  }
+  auto writeChosen = [&](const mlir::ds::PlanCandidate &best) {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(planOut, ec);
+    if (ec)
+      return fail("cannot write --plan-out '" + planOut + "': " + ec.message());
+    out << llvm::formatv("{0:2}", *llvm::json::parse(best.config)) << "\n";
+    llvm::outs() << "chose dp=" << best.dp << " tp=" << best.tp << " pp=" << best.pp
+                 << " sp=" << best.sp << ", ZeRO " << best.zeroStage << ", micro-batch "
+                 << best.microBatch << " x " << best.gas << ": wrote " << planOut
+                 << "; compile it with: ds-opt " << inputFile << " --config " << planOut
+                 << " --world-size " << best.dp;
+    for (const mlir::ds::InputSpec &s : specs) {
+      SmallVector<int64_t> shape(s.type.getShape());
+      if (!shape.empty())
+        shape[0] = best.microBatch;
+      llvm::outs() << " --input '" << s.name << "="
+                   << RankedTensorType::get(shape, s.type.getElementType()) << "'";
+    }
+    llvm::outs() << " -o STEP.mlir\n";
+    return 0;
+  };
+  if (request.fixed.all()) { // will it fit
+    mlir::ds::PlanCandidate given;
+    auto fits = mlir::ds::printFitReport(base, request, importAt, &context, given, llvm::outs());
+    if (failed(fits))
+      return 1;
+    if (!*fits)
+      return fail("--plan-fix " + planFix + ": does not fit " +
+                  llvm::Twine(request.deviceMemory) + " bytes a device (" + given.why +
+                  " on its fullest rank); 'what would fit' above lists the nearest layouts "
+                  "that do");
+    return writeChosen(given);
+  }
   auto ranked = mlir::ds::searchLayouts(base, request, importAt, &context);
   if (failed(ranked))
     return 1;
@@ -292,36 +336,22 @@ static int runPlan(llvm::StringRef inputFile, MLIRContext &context) {
       return fail("cannot write --plan-json '" + planJson + "': " + ec.message());
     out << mlir::ds::planToJSON(*ranked, request);
   }
-  if (ranked->empty() || !ranked->front().fits()) {
+  if (ranked->empty())
+    return fail("--plan-fix " + planFix + ": no layout of " + llvm::Twine(request.devices) +
+                " ranks has these axes (the micro-batch must divide the global batch over dp, "
+                "dp x tp x pp x sp the ranks); free one of them");
+  if (!ranked->front().fits()) {
     int64_t least = 0;
     for (const mlir::ds::PlanCandidate &c : *ranked)
       if (c.peakBytes && (!least || c.peakBytes < least))
         least = c.peakBytes;
-    return fail("--plan: no layout of " + llvm::Twine(request.devices) + " ranks fits " +
+    return fail("--plan: no layout of " + llvm::Twine(request.devices) + " ranks" +
+                (planFix.empty() ? "" : " with --plan-fix " + planFix) + " fits " +
                 llvm::Twine(request.deviceMemory) + " bytes a device (the least a compiled "
                 "one needs is " + llvm::Twine(least) + "): give more devices, a smaller "
                 "--global-batch, or offload in the config");
   }
-  const mlir::ds::PlanCandidate &best = ranked->front();
-  std::error_code ec;
-  llvm::raw_fd_ostream out(planOut, ec);
-  if (ec)
-    return fail("cannot write --plan-out '" + planOut + "': " + ec.message());
-  out << llvm::formatv("{0:2}", *llvm::json::parse(best.config)) << "\n";
-  llvm::outs() << "chose dp=" << best.dp << " tp=" << best.tp << " pp=" << best.pp
-               << " sp=" << best.sp << ", ZeRO " << best.zeroStage << ", micro-batch "
-               << best.microBatch << " x " << best.gas << ": wrote " << planOut
-               << "; compile it with: ds-opt " << inputFile << " --config " << planOut
-               << " --world-size " << best.dp;
-  for (const mlir::ds::InputSpec &s : specs) {
-    SmallVector<int64_t> shape(s.type.getShape());
-    if (!shape.empty())
-      shape[0] = best.microBatch;
-    llvm::outs() << " --input '" << s.name << "="
-                 << RankedTensorType::get(shape, s.type.getElementType()) << "'";
-  }
-  llvm::outs() << " -o STEP.mlir\n";
-  return 0;
+  return writeChosen(ranked->front());
 #else
   (void)inputFile;
   (void)context;

@@ -19,6 +19,8 @@
 #include "ds/Analysis/MatmulViews.h"
 #include "ds/Analysis/SlotTable.h"
 
+#include <algorithm>
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -90,6 +92,10 @@ struct FunctionPlan {
 /// A pipeline rank's plan: its slots, its step and its update.
 struct RankPlan {
   int64_t persistent = 0, step = 0, optimizer = 0, stepComm = 0, optimizerComm = 0;
+  /// The device allocator's padding at the step's and the update's peaks.
+  int64_t stepPadding = 0, optimizerPadding = 0;
+  int64_t peak() const { return std::max(step, optimizer); }
+  int64_t paddingAtPeak() const { return step >= optimizer ? stepPadding : optimizerPadding; }
 };
 
 /// What DeepSpeed's offload keys would move off the device (a step compiled without them):
@@ -124,6 +130,12 @@ public:
   int64_t persistentBytes = 0, inputBytes = 0;
   int64_t microPeak = 0, optimizerPeak = 0;
   int64_t microCommAtPeak = 0, optimizerCommAtPeak = 0;
+  /// The device allocator's padding (DSRT_ALLOCATION_GRANULE) of the storages live at each
+  /// peak: what the device holds beyond the exact counts.
+  int64_t microPaddingAtPeak = 0, optimizerPaddingAtPeak = 0;
+  int64_t paddingAtPeak() const {
+    return microPeak >= optimizerPeak ? microPaddingAtPeak : optimizerPaddingAtPeak;
+  }
   /// Host memory and the swap file (ds-offload's spaces), and what moves per step.
   int64_t hostPeak = 0, hostPersistent = 0, nvmePersistent = 0, nvmeFileBytes = 0;
   MovedBytes movedPerStep{};

@@ -138,9 +138,19 @@ AxisPlacement placementOf(MeshAttr mesh, llvm::StringRef axesName, const Cluster
 
 /// ds-opt --plan (Plan.cpp): the job's ranks, samples per optimizer step and device memory,
 /// on a cluster.
+/// The axes a --plan search keeps (`--plan-fix`): 0 (ZeRO: -1) leaves one free.
+struct PlanFixed {
+  int64_t dp = 0, tp = 0, pp = 0, sp = 0, zero = -1, micro = 0;
+  /// Every axis given (dp follows from the ranks and tp, pp, sp): "will it fit".
+  bool all() const { return tp && pp && sp && zero >= 0 && micro; }
+};
+/// Parses `--plan-fix` ("tp=2,pp=1,zero=3,micro=4": dp, tp, pp, sp, zero, micro) for a job of
+/// `ranks` ranks; the error names the key or value and the fix.
+llvm::Expected<PlanFixed> parsePlanFixed(llvm::StringRef text, int64_t ranks);
 struct PlanRequest {
   const ClusterSpec *cluster = nullptr;
   int64_t devices = 0, globalBatch = 0, deviceMemory = 0;
+  PlanFixed fixed;
 };
 /// One layout and what the compiler predicts of it.
 struct PlanCandidate {
@@ -148,6 +158,7 @@ struct PlanCandidate {
   /// Empty when it compiles and fits; else the compiler's refusal or the shortfall.
   std::string why;
   int64_t peakBytes = 0; ///< the fullest rank's device peak (0: not compiled)
+  int64_t paddingBytes = 0; ///< the device allocator's padding at that peak
   double computeSeconds = 0, commSeconds = 0, stepSeconds = 0, mfu = 0;
   std::map<std::string, int64_t> bytesByAxis; ///< the busiest rank's, per step
   std::string config;                         ///< its DeepSpeed config (JSON)
@@ -161,6 +172,14 @@ FailureOr<std::vector<PlanCandidate>>
 searchLayouts(const llvm::json::Object &baseConfig, const PlanRequest &request,
               llvm::function_ref<OwningOpRef<ModuleOp>(int64_t)> importAt,
               MLIRContext *context);
+/// "Will it fit" (every axis fixed): the given layout's memory on every rank by category
+/// (--memory-report), fit or the shortfall per rank counting the allocator's padding, and
+/// what would fit: the nearest fitting layouts of a search with every axis free. Returns
+/// whether it fits; fills `given` (its config, for --plan-out).
+FailureOr<bool> printFitReport(const llvm::json::Object &baseConfig, const PlanRequest &request,
+                               llvm::function_ref<OwningOpRef<ModuleOp>(int64_t)> importAt,
+                               MLIRContext *context, PlanCandidate &given,
+                               llvm::raw_ostream &os);
 /// Every candidate, ranked, as JSON (ds-opt --plan-json): the request, and per layout its
 /// axes, prediction, reason and DeepSpeed config, for tools and benchmarks.
 std::string planToJSON(ArrayRef<PlanCandidate> ranked, const PlanRequest &request);

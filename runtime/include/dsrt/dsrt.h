@@ -63,6 +63,9 @@ typedef enum dsrt_dtype { DSRT_DTYPES(DSRT_ENUMERATOR_) } dsrt_dtype;
 DSRT_ENUM_NAMES_(DSRT_DTYPES, dsrt_dtype_name, dsrt_dtype_from_name)
 
 #define DSRT_MAX_RANK 8
+/** The device allocator gives each tensor's storage a multiple of this many bytes (at least
+ *  one): the padding the memory plan reports beside its exact counts. */
+#define DSRT_ALLOCATION_GRANULE 64
 
 /** A dense row-major tensor: a shape over (part of) a storage. Equivalent to: at::Tensor
  *  restricted to contiguous layouts. Kernels read shapes from here; outputs are allocated by

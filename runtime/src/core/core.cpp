@@ -425,7 +425,8 @@ extern "C" dsrt_tensor *dsrt_tensor_alloc(dsrt_context *ctx, int32_t dtype, int3
   }
   auto *s = new dsrt_storage();
   // The count is exact (the compiler predicts it); the allocation is padded to the alignment.
-  size_t real = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+  const size_t granule = DSRT_ALLOCATION_GRANULE;
+  size_t real = std::max<size_t>(granule, (bytes + granule - 1) / granule * granule);
   auto cached = ctx->freeBlocks.find(real);
   if (cached != ctx->freeBlocks.end() && !cached->second.empty()) {
     s->data = cached->second.back();

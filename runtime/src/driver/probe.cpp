@@ -5,8 +5,9 @@
 // bandwidth, the NVMe tier's write and read bandwidth through the same swap file and engine as
 // training, the arena's copy bandwidth, the GEMM rate of the compute threads in f32, bf16 and
 // f16, and the collectives' ring-step bandwidth and latency between the job's ranks. Under
-// mpirun every rank measures at once (the rates a step sees when all ranks compute), each
-// figure the mean of a few repetitions in a row, averaged over the ranks.
+// mpirun every rank measures at once (the rates a step sees when all ranks compute): the
+// compute rates over a one-second window that every rank spends working, the transfers and
+// collectives as the mean of a few in a row; each figure averaged over the ranks.
 //
 //===----------------------------------------------------------------------===//
 #include "dsrt/dsrt.h"
@@ -39,6 +40,22 @@ template <class F> double mean(int reps, dsrt_context *ctx, F &&f) {
   dsrt_stream_synchronize(ctx);
   return seconds(t0) / reps;
 }
+/// Runs of `f` per second over a window of `window` seconds that every rank spends running
+/// it (they start together and each stops at the window's end): on ranks that share cores,
+/// the rate each sees while all of them work.
+template <class F> double rate(double window, dsrt_context *ctx, F &&f) {
+  f();
+  dsrt_stream_synchronize(ctx);
+  dsrt_comm_barrier(ctx);
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t runs = 0;
+  do {
+    f();
+    dsrt_stream_synchronize(ctx);
+    ++runs;
+  } while (seconds(t0) < window);
+  return static_cast<double>(runs) / seconds(t0);
+}
 /// FLOP/s of an m x m x m product in `dtype`.
 double gemmRate(dsrt_context *ctx, int32_t dtype) {
   const int64_t m = 1024;
@@ -48,13 +65,10 @@ double gemmRate(dsrt_context *ctx, int32_t dtype) {
   dsrt_tensor *c = dsrt_tensor_alloc(ctx, dtype, 2, mm);
   dsrt_fill(ctx, a, 0.5);
   dsrt_fill(ctx, b, 0.25);
-  double t = mean(10, ctx, [&] {
-    dsrt_matmul(ctx, c, a, b, 0, 0);
-    return static_cast<dsrt_event *>(nullptr);
-  });
+  double runs = rate(1.0, ctx, [&] { dsrt_matmul(ctx, c, a, b, 0, 0); });
   for (dsrt_tensor *x : {a, b, c})
     dsrt_tensor_free(ctx, x);
-  return 2.0 * m * m * m / t;
+  return 2.0 * m * m * m * runs;
 }
 /// Seconds of one all-reduce of `n` f32 over every rank.
 double allReduceSeconds(dsrt_context *ctx, int64_t n, int reps) {
@@ -85,22 +99,21 @@ extern "C" int dsrt_probe_measure(const char *dir, int32_t threads, dsrt_probe_r
   dsrt_fill(ctx, dev2, 1.0);
   r.d2h = bytes / mean(3, ctx, [&] { return dsrt_move(ctx, host, dev); });
   r.h2d = bytes / mean(3, ctx, [&] { return dsrt_move(ctx, dev, host); });
-  r.memory = 2 * bytes / mean(3, ctx, [&] {
-               dsrt_copy(ctx, dev2, dev);
-               return static_cast<dsrt_event *>(nullptr);
-             });
+  r.memory = 2 * bytes * rate(1.0, ctx, [&] { dsrt_copy(ctx, dev2, dev); });
   dsrt_tensor_free(ctx, dev2);
   r.flops_f32 = gemmRate(ctx, DSRT_F32);
   r.flops_bf16 = gemmRate(ctx, DSRT_BF16);
   r.flops_f16 = gemmRate(ctx, DSRT_F16);
-  // The ring model's step (docs/design/comm-model.md): an all-reduce over k ranks takes
-  // 2 (k-1) latencies and moves 2 (k-1)/k of its bytes through each rank's link.
+  // The ring model's step (docs/design/comm-model.md): an all-reduce of S bytes over k ranks
+  // takes 2 (k-1) a + 2 (k-1)/k S / B. The line through a step's sizes of message, 256 KiB
+  // and 64 MiB, gives B (its slope) and a (its intercept, at least 0).
   if (r.ranks > 1) {
-    double k = r.ranks;
-    r.link_latency = allReduceSeconds(ctx, 2, 20) / (2 * (k - 1));
-    const int64_t big = 16ll << 20; // 64 MiB
-    double t = allReduceSeconds(ctx, big, 3) - 2 * (k - 1) * r.link_latency;
-    r.link_bandwidth = 2 * (k - 1) / k * static_cast<double>(big) * 4 / std::max(t, 1e-9);
+    double k = r.ranks, ring = 2 * (k - 1) / k;
+    const int64_t small = 64ll << 10, big = 16ll << 20; // f32 elements
+    double t1 = allReduceSeconds(ctx, small, 100), t2 = allReduceSeconds(ctx, big, 8);
+    double s1 = static_cast<double>(small) * 4, s2 = static_cast<double>(big) * 4;
+    r.link_bandwidth = ring * (s2 - s1) / std::max(t2 - t1, 1e-9);
+    r.link_latency = std::max(0.0, (t1 - ring * s1 / r.link_bandwidth) / (2 * (k - 1)));
   }
   int rc = dsrt_nvme_open(ctx, dir, static_cast<uint64_t>(bytes), 1 << 20, 8, 0, err, cap);
   if (rc == 0) {
