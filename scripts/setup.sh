@@ -23,6 +23,8 @@ pkgs=(
   # QEMU's user-mode emulator: the runtime's kernels and a compiled step on a CPU without
   # AVX-512 (runtime/test's runtime-kernels-avx2-emulated, test/e2e/other-cpus.test).
   qemu-user
+  # Headless Chromium opens ds-opt --plan-report's page in test/e2e/plan-report.test.
+  chromium
 )
 # Slurm and munge, for the test that launches ds-run with srun on a single-node Slurm of its own
 # (test/e2e/slurm_launch.py; it skips without them).

@@ -225,6 +225,7 @@ LogicalResult MemoryPlanner::planFunction(func::FuncOp func, StringRef symbol, b
     }
     if (failed(planOp(&op)))
       return failure();
+    fp->timeline.push_back({arena.inUse, arena.commInUse});
     planFrees(&op);
   }
   fp->peak = arena.peak;

@@ -189,12 +189,10 @@ int64_t mlir::ds::gradientAccumulationSteps(ModuleOp module) {
   return run ? run.getGradientAccumulationSteps() : 1;
 }
 
-namespace {
-/// The bubble of each pipeline rank that the cost model predicts: the ranks' programs
-/// (`ds.schedule`) simulated with each phase taking its FLOPs (`phase_flops`) and transfers
-/// taking no time; a rank's bubble is the part of the step it is not computing.
-SmallVector<double> predictBubbles(ModuleOp module, PipelineAttr info, int64_t p) {
+SmallVector<SmallVector<PipelineSpan>> mlir::ds::simulatePipeline(ModuleOp module,
+                                                                  PipelineAttr info) {
   DenseI64ArrayAttr flops = info.getPhaseFlops();
+  const int64_t p = info.getStages();
   if (!flops)
     return {};
   const int64_t chunks = static_cast<int64_t>(flops.size()) / 2;
@@ -209,7 +207,8 @@ SmallVector<double> predictBubbles(ModuleOp module, PipelineAttr info, int64_t p
     for (StringRef t : parts)
       items[r].push_back(t.str());
   }
-  SmallVector<double> clock(p, 0.0), busy(p, 0.0);
+  SmallVector<SmallVector<PipelineSpan>> spans(p);
+  SmallVector<double> clock(p, 0.0);
   SmallVector<size_t> next(p, 0);
   std::map<std::pair<int64_t, int64_t>, SmallVector<double>> sent; // (from, to) -> times
   std::map<std::pair<int64_t, int64_t>, size_t> received;
@@ -234,17 +233,32 @@ SmallVector<double> predictBubbles(ModuleOp module, PipelineAttr info, int64_t p
           int64_t chunk = 0;
           t.drop_front().split('.').first.getAsInteger(10, chunk);
           double cost = static_cast<double>(flops[backward ? 2 * chunks - 1 - chunk : chunk]);
+          spans[r].push_back({clock[r], clock[r] + cost, t.str(), backward});
           clock[r] += cost;
-          busy[r] += cost;
         }
         ++next[r];
         progress = true;
       }
   }
-  double end = *std::max_element(clock.begin(), clock.end());
+  return spans;
+}
+
+namespace {
+/// The bubble of each pipeline rank that the cost model predicts (simulatePipeline): a
+/// rank's bubble is the part of the step it is not computing.
+SmallVector<double> predictBubbles(ModuleOp module, PipelineAttr info) {
+  SmallVector<SmallVector<PipelineSpan>> spans = simulatePipeline(module, info);
+  double end = 0;
+  for (auto &rank : spans)
+    for (const PipelineSpan &s : rank)
+      end = std::max(end, s.end);
   SmallVector<double> bubbles;
-  for (int64_t r = 0; r < p; ++r)
-    bubbles.push_back(end > 0 ? 1.0 - busy[r] / end : 0.0);
+  for (auto &rank : spans) {
+    double busy = 0;
+    for (const PipelineSpan &s : rank)
+      busy += s.end - s.start;
+    bubbles.push_back(end > 0 ? 1.0 - busy / end : 0.0);
+  }
   return bubbles;
 }
 } // namespace
@@ -299,7 +313,7 @@ LogicalResult mlir::ds::printPipelineCommReport(ModuleOp module, PipelineAttr in
   // The bubble: the schedule's formula, and the cost model's simulation of the programs.
   double formula = static_cast<double>(p - 1) / static_cast<double>(v * m + p - 1);
   os << llvm::format("bubble: (p-1)/(%sm+p-1) = %.3f", v > 1 ? "v*" : "", formula);
-  SmallVector<double> predicted = predictBubbles(module, info, p);
+  SmallVector<double> predicted = predictBubbles(module, info);
   if (!predicted.empty()) {
     os << "; cost model per rank:";
     for (double b : predicted)

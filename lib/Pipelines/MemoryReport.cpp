@@ -16,16 +16,10 @@ using namespace mlir;
 using namespace mlir::ds;
 
 namespace {
-/// Persistent bytes by category, and the peak's parts, on one rank.
-struct Row {
-  int64_t params = 0, grads = 0, optim = 0, buffers = 0, peak = 0, comm = 0, inputs = 0;
-  int64_t activations = 0;
-  bool microPeak = true;
-};
+using Row = RankMemory;
+} // namespace
 
-/// The row of pipeline stage `ppRank` (-1: every slot, the whole step's peaks); views of flat
-/// buffers are counted in their buffer, offloaded slots not at all.
-Row rowOf(const MemoryPlan &plan, int64_t ppRank) {
+RankMemory mlir::ds::rankMemory(const MemoryPlan &plan, int64_t ppRank) {
   Row row;
   for (const PlannedSlot &s : plan.slots().slots()) {
     if (!s.owned() || s.space != MemorySpace::device || (ppRank >= 0 && !s.heldBy(ppRank)))
@@ -63,6 +57,9 @@ Row rowOf(const MemoryPlan &plan, int64_t ppRank) {
       row.peak - row.params - row.grads - row.optim - row.buffers - row.comm - row.inputs;
   return row;
 }
+
+namespace {
+Row rowOf(const MemoryPlan &plan, int64_t ppRank) { return rankMemory(plan, ppRank); }
 
 /// ds-offload's spaces: what lives off the device and what moves per step.
 LogicalResult printOffload(ModuleOp module, const MemoryPlan &plan, llvm::raw_ostream &os,

@@ -22,7 +22,7 @@
 // NODES: total                                  2              256    20.000000
 // PRESET: ds-opt: error: --cluster dgx-a100:0: the node count after ':' must be a positive integer (e.g. dgx-a100:128)
 // FIELD: ds-opt: error: cluster file '{{.*}}bad.json': missing 'devices_per_node' (a cluster file has nodes, devices_per_node,
-// ALONE: ds-opt: error: --cluster prices a step on the machines: give --comm-report or --plan with it
+// ALONE: ds-opt: error: --cluster prices a step on the machines: give --comm-report, --plan-report or --plan with it
 // FIT: error: --cluster: the step runs on 2 ranks but small has 1 devices (1 nodes of 1); give more nodes (a preset takes NAME:NODES)
 // NOSTEP: --memory-report needs a training step (@micro_step and @optimizer_step): pass --config to a TorchScript input
 module attributes {ds.run = #ds.run<train_batch_size = 8, micro_batch_size = 4, gradient_accumulation_steps = 1, data_parallel_size = 2, steps_per_print = 10, seed = 1234, precision = fp32, zero_stage = 1, param_persistence_threshold = 100000, optimizer = AdamW, lr = 1.0e-3, aux_lr = 1.0e-3, beta1 = 0.9, schedule = <kind = constant>, deepspeed = "{}", numbers = "{}">} {

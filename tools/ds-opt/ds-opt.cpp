@@ -106,6 +106,12 @@ static cl::opt<std::string> planJson(
     cl::desc("--plan: also write every layout considered (its prediction, or why it does not "
              "fit, and its DeepSpeed config) as JSON"),
     cl::value_desc("FILE"), cl::cat(trainCategory));
+static cl::opt<std::string> planReport(
+    "plan-report",
+    cl::desc("Write the step's plan as one self-contained HTML page: each rank's memory over "
+             "the step by category, the pipeline schedule, the communication per axis and, "
+             "with --plan, the ranked layouts"),
+    cl::value_desc("FILE.html"), cl::cat(trainCategory));
 static cl::opt<std::string> planFix(
     "plan-fix",
     cl::desc("--plan: keep these axes (dp, tp, pp, sp, zero, micro; e.g. tp=2,zero=3); with "
@@ -167,8 +173,24 @@ static bool readDeviceMemory(uint64_t &out) {
   return false;
 }
 
+/// Writes --plan-report's page of `module`.
+static LogicalResult writeReportFile(ModuleOp module, const mlir::ds::ClusterSpec *cluster,
+                                     const std::string *candidates, int64_t deviceMemory,
+                                     const std::string &title) {
+  std::error_code ec;
+  llvm::raw_fd_ostream out(planReport, ec);
+  if (ec) {
+    fail("cannot write --plan-report '" + planReport + "': " + ec.message());
+    return failure();
+  }
+  if (failed(mlir::ds::writePlanReport(module, cluster, candidates, deviceMemory, title, out)))
+    return failure();
+  llvm::errs() << "ds-opt: wrote the plan's page '" << planReport << "'\n";
+  return success();
+}
+
 /// Prints the reports the flags ask for of `module`.
-static LogicalResult printReports(ModuleOp module) {
+static LogicalResult printReports(ModuleOp module, llvm::StringRef inputFile) {
   mlir::ds::TierRates tierRates;
   std::string ratesError;
   if (!rates.empty() && !tierRates.parse(rates, ratesError)) {
@@ -192,6 +214,13 @@ static LogicalResult printReports(ModuleOp module) {
     return failure();
   if (flopsReport && failed(mlir::ds::printFlopsReport(module, llvm::outs())))
     return failure();
+  if (!planReport.empty()) {
+    uint64_t budget = 0;
+    if (!readDeviceMemory(budget))
+      return failure();
+    return writeReportFile(module, cluster ? &*cluster : nullptr, nullptr,
+                           static_cast<int64_t>(budget), "ds memory plan: " + inputFile.str());
+  }
   return success();
 }
 
@@ -292,6 +321,7 @@ static int runPlan(llvm::StringRef inputFile, MLIRContext &context) {
       return fail(llvm::toString(fixed.takeError()));
     request.fixed = *fixed;
   }
+  std::string candidates; // the ranked layouts, for --plan-report
   auto writeChosen = [&](const mlir::ds::PlanCandidate &best) {
     std::error_code ec;
     llvm::raw_fd_ostream out(planOut, ec);
@@ -311,7 +341,20 @@ static int runPlan(llvm::StringRef inputFile, MLIRContext &context) {
                    << RankedTensorType::get(shape, s.type.getElementType()) << "'";
     }
     llvm::outs() << " -o STEP.mlir\n";
-    return 0;
+    if (planReport.empty())
+      return 0;
+    // The page of the chosen layout's step, compiled again from the config just written.
+    auto cfg = ::ds::parseDeepSpeedConfig(best.config, best.dp);
+    if (!cfg)
+      return fail(llvm::toString(cfg.takeError()));
+    OwningOpRef<ModuleOp> step = importAt(best.microBatch);
+    if (!step || failed(mlir::ds::buildTrainingStep(*step, *cfg)))
+      return 1;
+    return failed(writeReportFile(*step, &*cluster, candidates.empty() ? nullptr : &candidates,
+                                  request.deviceMemory, "ds plan: " + inputFile.str() + " on " +
+                                                            cluster->name))
+               ? 1
+               : 0;
   };
   if (request.fixed.all()) { // will it fit
     mlir::ds::PlanCandidate given;
@@ -328,13 +371,14 @@ static int runPlan(llvm::StringRef inputFile, MLIRContext &context) {
   auto ranked = mlir::ds::searchLayouts(base, request, importAt, &context);
   if (failed(ranked))
     return 1;
+  candidates = mlir::ds::planToJSON(*ranked, request);
   mlir::ds::printPlanTable(*ranked, request, planRows, llvm::outs());
   if (!planJson.empty()) {
     std::error_code ec;
     llvm::raw_fd_ostream out(planJson, ec);
     if (ec)
       return fail("cannot write --plan-json '" + planJson + "': " + ec.message());
-    out << mlir::ds::planToJSON(*ranked, request);
+    out << candidates;
   }
   if (ranked->empty())
     return fail("--plan-fix " + planFix + ": no layout of " + llvm::Twine(request.devices) +
@@ -421,10 +465,10 @@ int main(int argc, char **argv) {
     return 1;
   if (budget && !step)
     return fail("--device-memory needs --config (the budget of the training step it builds)");
-  const bool reports = memoryReport || commReport || flopsReport;
-  if (!clusterSpec.empty() && !commReport)
-    return fail("--cluster prices a step on the machines: give --comm-report or --plan with "
-                "it");
+  const bool reports = memoryReport || commReport || flopsReport || !planReport.empty();
+  if (!clusterSpec.empty() && !commReport && planReport.empty())
+    return fail("--cluster prices a step on the machines: give --comm-report, --plan-report "
+                "or --plan with it");
 
   // An MLIR input is mlir-opt's, unless it is to become a training step or be reported on.
   if (!model && !reports && !budget && !step) {
@@ -477,7 +521,7 @@ int main(int argc, char **argv) {
   if (step)
     mlir::ds::printStepSummary(*module, *step, wholeWhy, llvm::errs());
   if (reports) {
-    if (failed(printReports(*module)))
+    if (failed(printReports(*module, inputFile)))
       return 1;
     if (!model)
       return 0; // an MLIR input: the reports alone

@@ -83,6 +83,9 @@ struct FunctionPlan {
   llvm::DenseSet<Value> handled;
   int64_t peak = 0, commAtPeak = 0;
   MovedBytes moved{};
+  /// The arena over the function: per op of its body, in order, the bytes in use and the
+  /// communication buffers' once its results are placed (the most the op holds).
+  std::vector<std::array<int64_t, 2>> timeline;
   const OpPlan &of(Operation *op) const;
   bool isFusedTranspose(Value v) const {
     return v.getDefiningOp() && fusedTransposes.contains(v.getDefiningOp());

@@ -83,9 +83,6 @@ struct PlannedStep {
 };
 FailureOr<PlannedStep> planStep(ModuleOp module);
 
-/// Prints each rank's memory from the compiler's buffer plan (planStep):
-/// parameters, gradients, optimizer state, activations, inputs and communication buffers at
-/// the peak, and the peak itself (ds-opt --memory-report).
 /// The tiers' bandwidths and the compute rates of one rank, in bytes (FLOP) per second, for
 /// the offload stall prediction (ds-opt --rates; ds-run --probe-bandwidth measures them).
 struct TierRates {
@@ -111,6 +108,19 @@ FailureOr<OwningOpRef<ModuleOp>> fitDeviceMemory(ModuleOp imported,
 /// The FLOPs per step of the ops that recompute forward values (ds.recompute).
 int64_t recomputedFlops(ModuleOp step);
 
+/// One rank's memory at its peak by DeepSpeed's categories (what --memory-report prints):
+/// the persistent bytes it holds, and the peak's parts.
+struct RankMemory {
+  int64_t params = 0, grads = 0, optim = 0, buffers = 0, peak = 0, comm = 0, inputs = 0;
+  int64_t activations = 0;
+  bool microPeak = true; ///< the peak is in the step (not the update)
+};
+/// The rank of pipeline stage `ppRank` (-1: the whole step's, every rank alike off a pipeline).
+RankMemory rankMemory(const MemoryPlan &plan, int64_t ppRank);
+
+/// Prints each rank's memory from the compiler's buffer plan (planStep):
+/// parameters, gradients, optimizer state, activations, inputs and communication buffers at
+/// the peak, and the peak itself (ds-opt --memory-report).
 /// With `rates`, also the offload schedule's predicted stall per step.
 LogicalResult printMemoryReport(ModuleOp module, llvm::raw_ostream &os,
                                 const TierRates *rates = nullptr);
@@ -180,12 +190,31 @@ FailureOr<bool> printFitReport(const llvm::json::Object &baseConfig, const PlanR
                                llvm::function_ref<OwningOpRef<ModuleOp>(int64_t)> importAt,
                                MLIRContext *context, PlanCandidate &given,
                                llvm::raw_ostream &os);
+/// ds-opt --plan-report FILE.html (PlanReport.cpp): one self-contained page of `step`: each
+/// rank's device memory over one step by category (the plan's timeline), each pipeline rank's
+/// simulated schedule, the collectives per rank and axis (seconds on `cluster`, if given),
+/// and `candidatesJSON`'s ranked layouts (planToJSON's, if given); `deviceMemory` (0: none)
+/// is drawn as a line.
+LogicalResult writePlanReport(ModuleOp step, const ClusterSpec *cluster,
+                              const std::string *candidatesJSON, int64_t deviceMemory,
+                              llvm::StringRef title, llvm::raw_ostream &os);
 /// Every candidate, ranked, as JSON (ds-opt --plan-json): the request, and per layout its
 /// axes, prediction, reason and DeepSpeed config, for tools and benchmarks.
 std::string planToJSON(ArrayRef<PlanCandidate> ranked, const PlanRequest &request);
 /// The ranked table of the first `rows` candidates.
 void printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest &request, size_t rows,
                     llvm::raw_ostream &os);
+
+/// One phase of a pipeline rank's program in time: `label` is its `ds.schedule` item
+/// ("F<chunk>.<micro-batch>", "B..."), the times in the cost model's FLOPs.
+struct PipelineSpan {
+  double start = 0, end = 0;
+  std::string label;
+  bool backward = false;
+};
+/// Each pipeline rank's phases, its program (`ds.schedule`) simulated with each phase taking
+/// its FLOPs (`phase_flops`) and transfers no time; empty without them.
+SmallVector<SmallVector<PipelineSpan>> simulatePipeline(ModuleOp module, PipelineAttr info);
 
 /// Prints the collectives each rank issues per optimizer step, by mesh axis and kind, with
 /// their message bytes, from the training step (ds-opt --comm-report); with a cluster, each

@@ -105,15 +105,15 @@ extern "C" int dsrt_probe_measure(const char *dir, int32_t threads, dsrt_probe_r
   r.flops_bf16 = gemmRate(ctx, DSRT_BF16);
   r.flops_f16 = gemmRate(ctx, DSRT_F16);
   // The ring model's step (docs/design/comm-model.md): an all-reduce of S bytes over k ranks
-  // takes 2 (k-1) a + 2 (k-1)/k S / B. The line through a step's sizes of message, 256 KiB
-  // and 64 MiB, gives B (its slope) and a (its intercept, at least 0).
+  // takes 2 (k-1) a + 2 (k-1)/k S / B: a from 8-byte ones, B from the slope between two sizes
+  // of message a step sends, 256 KiB and 64 MiB (the latency cancels).
   if (r.ranks > 1) {
     double k = r.ranks, ring = 2 * (k - 1) / k;
     const int64_t small = 64ll << 10, big = 16ll << 20; // f32 elements
+    r.link_latency = allReduceSeconds(ctx, 2, 200) / (2 * (k - 1));
     double t1 = allReduceSeconds(ctx, small, 100), t2 = allReduceSeconds(ctx, big, 8);
     double s1 = static_cast<double>(small) * 4, s2 = static_cast<double>(big) * 4;
     r.link_bandwidth = ring * (s2 - s1) / std::max(t2 - t1, 1e-9);
-    r.link_latency = std::max(0.0, (t1 - ring * s1 / r.link_bandwidth) / (2 * (k - 1)));
   }
   int rc = dsrt_nvme_open(ctx, dir, static_cast<uint64_t>(bytes), 1 << 20, 8, 0, err, cap);
   if (rc == 0) {
