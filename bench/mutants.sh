@@ -140,10 +140,17 @@ plan|comm model: an all-reduce priced as one pass|lib/Analysis/Cluster.cpp|    r
 plan|comm model: each device's network share not divided by the node's devices|lib/Analysis/Cluster.cpp|(m - 1) / m * (b / k) / c.interNodeBandwidth|(m - 1) / m * b / c.interNodeBandwidth|ctest:contract-unit
 plan|placement: the first axis fastest|lib/Analysis/Cluster.cpp|    for (size_t i = a + 1; i < shape.size(); ++i)|    for (size_t i = 0; i < a; ++i)|ctest:contract-unit
 plan|comm report: the rows priced on a node each|lib/Pipelines/CommReport.cpp|  return placeGroup(mesh ? mesh.getShape() : ArrayRef<int64_t>{}, axes, cluster.devicesPerNode);|  return placeGroup(mesh ? mesh.getShape() : ArrayRef<int64_t>{}, axes, 1);|Tools/cluster-comm.mlir
-plan|--plan: communication left out of the step time|lib/Pipelines/Plan.cpp|      c.stepSeconds = compute + comm;|      c.stepSeconds = compute;|e2e/plan.test
+plan|--plan: communication left out of the step time|lib/Pipelines/Plan.cpp|  c.stepSeconds = c.computeSeconds + c.commSeconds;|  c.stepSeconds = c.computeSeconds;|e2e/plan.test
 plan|--plan: the layout's micro-batch not in its config|lib/Pipelines/Plan.cpp|  cfg["train_micro_batch_size_per_gpu"] = c.microBatch;|  cfg["train_micro_batch_size_per_gpu"] = 1;|e2e/plan.test
-plan|--plan: over-memory layouts called fitting|lib/Pipelines/Plan.cpp|            else if (c.peakBytes > req.deviceMemory)|            else if (c.peakBytes > 2 * req.deviceMemory)|e2e/plan.test
+plan|--plan: over-memory layouts called fitting|lib/Pipelines/Plan.cpp|            else if (c.peakBytes + c.paddingBytes > req.deviceMemory)|            else if (c.peakBytes + c.paddingBytes > 2 * req.deviceMemory)|e2e/plan.test
 plan|--plan: ranked by peak, not time|lib/Pipelines/Plan.cpp|    return a.fits() ? a.stepSeconds < b.stepSeconds : a.peakBytes < b.peakBytes;|    return a.peakBytes < b.peakBytes;|e2e/plan.test
+plan|--plan: ranks sharing cores judged as devices of their own|lib/Pipelines/Plan.cpp|  if (cl.sharesCores()) {|  if (false) {|e2e/plan.test
+plan|--plan-fix: the fixed axes not kept|lib/Pipelines/Plan.cpp|            if (!matches(req.fixed, c))|            if (false)|e2e/plan.test
+plan|will it fit: the allocator's padding left out|lib/Pipelines/Plan.cpp|    int64_t need = s.first + s.second;|    int64_t need = s.first;|e2e/plan.test
+plan|will it fit: layouts that do not fit offered|lib/Pipelines/Plan.cpp|    if (c.fits() && !changes(c).empty())|    if (!changes(c).empty())|e2e/plan.test
+plan|--plan-report: the timeline misses the peaks inside ops|lib/Analysis/MemoryPlanner.cpp|        {arena.peak > peakBefore ? arena.peak : arena.inUse, arena.commInUse});|        {arena.inUse, arena.commInUse});|e2e/plan-report.test
+plan|--plan-report: a stage's memory shown as the whole step's|lib/Pipelines/PlanReport.cpp|    RankMemory m = rankMemory(plan, plan.ranks.empty() ? -1 : r);|    RankMemory m = rankMemory(plan, -1);|e2e/plan-report.test
+plan|--plan-report: the schedule's backward phases dropped|lib/Pipelines/CommReport.cpp|          spans[r].push_back({clock[r], clock[r] + cost, t.str(), backward});|          if (!backward) spans[r].push_back({clock[r], clock[r] + cost, t.str(), backward});|e2e/plan-report.test
 python|train_batch skips a step's last micro-batch|python/ds/engine.py|for k in range(0, self._gas, self._per_call):|for k in range(0, self._gas - 1, self._per_call):|ctest:python-engine
 python|ds.hf: each micro-batch divided by the step's whole token count|python/ds/hf.py|per = n / len(micro)|per = n|ctest:python-engine
 python|ds.hf: every rank reads every batch|python/ds/hf.py|if i % self.ranks == self.rank:|if True:|ctest:python-engine

@@ -10,14 +10,18 @@ fullest rank's arena high-water mark, counted by the runtime's allocator; and it
 
 Summary lines: how the planner's first choice measures against the best measured layout, the
 step-time errors' distribution, whether every predicted peak equals the measured one, and
-whether any layout the planner called fitting failed.
+whether any layout the planner called fitting failed. Last, DeepSpeed's memory estimators
+(`estimate_zero2/3_model_states_mem_needs_all_live`, on the same GPT built in PyTorch) beside
+ds's plan (its model states and its whole peak) and the measured peak, for dp 4 in bf16 with
+ZeRO 2 and 3 (the mixed precision those estimators assume).
 
-usage: /usr/bin/python3 bench/plan_gpt.py [--device-memory 160000000] [--steps 6]
+usage: /usr/bin/python3 bench/plan_gpt.py [--device-memory 160000000] [--steps 8]
        [--build build] [--limit N] [--work DIR]
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -42,7 +46,7 @@ def layout(c):
 def measure(b, w, i, c, steps, budget):
     """Compiles and trains candidate c: (median step s, fullest device peak, largest RSS) or
     the reason it failed."""
-    cfg, step, log = w('cfg-%d.json' % i), w('step-%d.mlir' % i), w('ds-%d.jsonl' % i)
+    cfg, step, log = w('cfg-%s.json' % i), w('step-%s.mlir' % i), w('ds-%s.jsonl' % i)
     json.dump(c['config'], open(cfg, 'w'))
     mb = c['micro_batch']
     p = subprocess.run([b('ds-opt'), w('gpt.pt'), '--input', 'idx=tensor<%dx%dxi64>' % (mb, SEQ),
@@ -51,10 +55,10 @@ def measure(b, w, i, c, steps, budget):
                        capture_output=True, text=True)
     if p.returncode:
         return 'ds-opt: ' + p.stderr.strip().splitlines()[-1]
+    limit = ['--device-memory', str(budget)] if budget else []
     p = subprocess.run(MPIRUN + [b('ds-run'), step, '--data', 'idx=' + w('idx.npy'), '--data',
                                  'targets=' + w('targets.npy'), '--steps', str(steps),
-                                 '--device-memory', str(budget), '--log', log],
-                       capture_output=True, text=True)
+                                 '--log', log] + limit, capture_output=True, text=True)
     if p.returncode:
         return 'ds-run: ' + (p.stderr.strip().splitlines() or ['exit %d' % p.returncode])[-1]
     lines = [json.loads(l) for l in open(log)]
@@ -65,10 +69,54 @@ def measure(b, w, i, c, steps, budget):
     return ms / 1e3, peak, rss
 
 
+def estimators(b, w, steps):
+    """DeepSpeed's estimators beside ds's plan and the measured peak, dp 4, bf16, ZeRO 2/3."""
+    import contextlib
+    import io
+    sys.path.insert(0, os.path.join(ROOT, 'test', 'models'))
+    try:
+        from make_models import GPT, GPTConfig
+        from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs_all_live
+        from deepspeed.runtime.zero.stage_1_and_2 import \
+            estimate_zero2_model_states_mem_needs_all_live
+    except ImportError as e:
+        print('\nDeepSpeed\'s estimators: cannot import them (%s)' % e)
+        return
+    model = GPT(GPTConfig(vocab_size=VOCAB, block_size=SEQ, n_layer=LAYERS, n_head=HEADS,
+                          n_embd=D))
+    print('\nDeepSpeed\'s estimators beside ds (dp=4, micro-batch 4, bf16 AdamW; GB = 1e9 bytes '
+          'per rank):')
+    for stage, call in ((2, estimate_zero2_model_states_mem_needs_all_live),
+                        (3, estimate_zero3_model_states_mem_needs_all_live)):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            call(model, num_gpus_per_node=RANKS, num_nodes=1)
+        line = [l for l in out.getvalue().splitlines() if 'offload_optimizer=none' in l and
+                ('zero_init' not in l or 'zero_init=1' in l) and 'offload_param=OffloadDevice'
+                not in l][0]
+        gpu = line.split('|')[1].strip()
+        cfg = {'train_batch_size': BATCH, 'train_micro_batch_size_per_gpu': 4,
+               'bf16': {'enabled': True}, 'zero_optimization': {'stage': stage},
+               'optimizer': {'type': 'AdamW', 'params': {'lr': 1e-4}}, 'steps_per_print': 1000}
+        c = {'config': cfg, 'micro_batch': 4, 'dp': RANKS}
+        json.dump(cfg, open(w('est-cfg.json'), 'w'))
+        report = subprocess.run([b('ds-opt'), w('gpt.pt'), '--input',
+                                 'idx=tensor<4x%dxi64>' % SEQ, '--input',
+                                 'targets=tensor<4x%dxi64>' % SEQ, '--config', w('est-cfg.json'),
+                                 '--world-size', str(RANKS), '--memory-report', '-o',
+                                 os.devnull], capture_output=True, text=True).stdout
+        states = re.search(r'model states per rank \(GB = 1e9 bytes\): (\S+)', report).group(1)
+        peak = max(int(l.split()[7]) for l in report.splitlines() if re.match(r'^\d+\s+\d+', l))
+        m = measure(b, w, 'est%d' % stage, c, steps, 0)
+        measured = '%.3f' % (m[1] / 1e9) if not isinstance(m, str) else m
+        print('  ZeRO %d: DeepSpeed %s (its model states per GPU); ds model states %s, '
+              'whole peak %.3f planned, %s measured' % (stage, gpu, states, peak / 1e9, measured))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--device-memory', type=int, default=160000000)
-    ap.add_argument('--steps', type=int, default=6)
+    ap.add_argument('--steps', type=int, default=8)
     ap.add_argument('--build', default=os.path.join(ROOT, 'build'))
     ap.add_argument('--limit', type=int, default=0, help='measure only the first N (0: all)')
     ap.add_argument('--work', default='')
@@ -162,6 +210,7 @@ def main():
     n = len(ok)
     rho = 1 - 6 * sum((rp[i] - rm[i]) ** 2 for i in range(n)) / (n * (n * n - 1)) if n > 1 else 1
     print('rank correlation (Spearman) of predicted and measured step times: %.2f' % rho)
+    estimators(b, w, args.steps)
 
 
 if __name__ == '__main__':

@@ -223,9 +223,12 @@ LogicalResult MemoryPlanner::planFunction(func::FuncOp func, StringRef symbol, b
       cur->storesWaited = before;
       break;
     }
+    int64_t peakBefore = arena.peak;
     if (failed(planOp(&op)))
       return failure();
-    fp->timeline.push_back({arena.inUse, arena.commInUse});
+    // The most the op holds: a new peak it reached, else what its results leave in use.
+    fp->timeline.push_back(
+        {arena.peak > peakBefore ? arena.peak : arena.inUse, arena.commInUse});
     planFrees(&op);
   }
   fp->peak = arena.peak;

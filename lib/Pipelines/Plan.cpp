@@ -25,7 +25,9 @@
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
+#include <set>
 
 using namespace mlir;
 using namespace mlir::ds;
@@ -453,6 +455,28 @@ void mlir::ds::printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest 
                        c.mfu, axes.empty() ? "none" : axes.c_str());
     if (!c.fits())
       os << "     (" << c.why << ")\n";
+  }
+  // Why the first wins: against the fastest fitting layout of each other shape (tp, pp, sp),
+  // where its time goes instead.
+  if (!ranked.empty() && ranked.front().fits()) {
+    const PlanCandidate &best = ranked.front();
+    std::set<std::array<int64_t, 3>> seen{{best.tp, best.pp, best.sp}};
+    for (const PlanCandidate &c : ranked) {
+      if (!c.fits() || !seen.insert({c.tp, c.pp, c.sp}).second || seen.size() > 4)
+        continue;
+      os << llvm::format("why 1 beats %-26s ZeRO %lld, micro-batch %lld: %.4g s less "
+                         "(compute %+.4g s, communication %+.4g s)",
+                         layoutName(c).c_str(), (long long)c.zeroStage,
+                         (long long)c.microBatch, c.stepSeconds - best.stepSeconds,
+                         best.computeSeconds - c.computeSeconds,
+                         best.commSeconds - c.commSeconds);
+      int64_t mine = 0, theirs = 0;
+      for (auto &[axis, bytes] : best.bytesByAxis)
+        mine += bytes;
+      for (auto &[axis, bytes] : c.bytesByAxis)
+        theirs += bytes;
+      os << "; bytes sent " << mine << " vs " << theirs << "\n";
+    }
   }
   // The rest that do not fit, by reason: over the memory, or refused by the compiler.
   std::map<std::string, std::pair<int64_t, std::string>> reasons; // reason -> count, a layout

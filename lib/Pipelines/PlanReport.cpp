@@ -171,6 +171,9 @@ function drawMemory(){const box=document.getElementById('memory');
   if(DATA.device_memory){svg.appendChild(sv('line',{x1:0,x2:W,y1:y(DATA.device_memory),
    y2:y(DATA.device_memory),stroke:'#b00'}));}
   box.appendChild(el('h3',{},r.name+': peak '+mib(r.peak)));box.appendChild(svg);
+  box.appendChild(el('p',{},'highest point of the timeline: '));
+  box.lastChild.appendChild(el('span',{class:'curve-peak'},String(Math.max(0,...pts.map(
+   p=>p[0])))));box.lastChild.appendChild(document.createTextNode(' bytes'));
   rows.push([r.name,r.parameters,r.gradients,r.optimizer,r.activations,r.inputs,
    r.communication,r.peak,r.buffers]);});
  table(box,['rank','parameters','gradients','optimizer','activations','inputs',

@@ -65,6 +65,15 @@ def main():
                for r in fitting)
     print("step = compute + communication on every row: %s" % sums)
     print("fitting micro-batches: %s" % sorted({int(r[6]) for r in fitting}))
+    # Why the first wins: against another shape's fastest, the difference of the two rows.
+    why = re.findall(r"^why 1 beats (dp=\d+ tp=\d+ pp=\d+ sp=\d+) +ZeRO (\d+), micro-batch (\d+): "
+                     r"(\S+) s less \(compute (\S+) s, communication (\S+) s\)", p.stdout, re.M)
+    steps_by = {(" ".join(r[1:5]), r[5], r[6]): float(r[9]) for r in fitting}
+    agree = [abs(float(x[3]) - (steps_by[x[:3]] - steps[0])) <= 2e-3 * steps_by[x[:3]] and
+             abs(float(x[4]) + float(x[5]) + float(x[3])) <= 5e-3 * steps_by[x[:3]]
+             for x in why]
+    print("why the first wins: %d other shapes, each the rows' difference: %s" %
+          (len(why), all(agree) and len(why) > 0))
     print("fitting layouts with tp, pp, sp > 1: %s %s %s" % tuple(
         any(r[k].split("=")[1] != "1" for r in fitting) for k in (2, 3, 4)))
     over = len(re.findall(r"^ +\(needs \d+ bytes of %d\)$" % budget, p.stdout, re.M))
@@ -91,6 +100,27 @@ def main():
                for c, r in zip(cands, fitting))
     print("plan-json: %d layouts (%d fitting), the table's rows: %s, first config = plan.json: %s"
           % (len(cands), sum(c["fits"] for c in cands), same, cands[0]["config"] == chosen))
+    # Ranks that share cores (cores_per_node, as the CPU probe writes it): the ranks' mean
+    # compute, no pipeline stretch; the same where every rank runs one program.
+    shared = dict(CLUSTER, cores_per_node=2)
+    with open(os.path.join(w, "shared.json"), "w") as f:
+        json.dump(shared, f)
+    q = subprocess.run([ds_opt, model, "--input", "idx=tensor<1x16xi64>", "--input",
+                        "targets=tensor<1x16xi64>", "--config", os.path.join(w, "base.json"),
+                        "--plan", "--cluster", os.path.join(w, "shared.json"), "--global-batch",
+                        "8", "--plan-out", os.devnull, "--plan-json",
+                        os.path.join(w, "shared-all.json")], capture_output=True, text=True)
+    if q.returncode != 0:
+        sys.exit("FAILED: --plan on shared cores\n" + q.stderr)
+    key = lambda c: (c["dp"], c["tp"], c["pp"], c["sp"], c["zero_stage"], c["micro_batch"])
+    alone = {key(c): c for c in cands if "compute_s" in c}
+    with open(os.path.join(w, "shared-all.json")) as f:
+        both = [(alone[key(c)], c) for c in json.load(f)["candidates"] if key(c) in alone]
+    flat = [abs(a["compute_s"] - b["compute_s"]) <= 1e-9 * a["compute_s"]
+            for a, b in both if a["pp"] == 1]
+    piped = [b["compute_s"] < a["compute_s"] for a, b in both if a["pp"] > 1]
+    print("shared cores: %d one-program layouts' compute the same: %s; %d pipelines' less: %s" %
+          (len(flat), all(flat), len(piped), all(piped) and len(piped) > 0))
     # Will it fit: the table's first row, and a row over the device memory, given back with
     # every axis fixed; the per-rank verdict counts the plan's peak (the table's) and the
     # allocator's padding, and the nearest layouts that fit come from the table's fitting ones.

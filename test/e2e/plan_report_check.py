@@ -34,7 +34,8 @@ class Dom(html.parser.HTMLParser):
 
     def __init__(self):
         super().__init__()
-        self.tables, self.ids, self.phases = {}, {}, 0
+        self.tables, self.ids, self.phases, self.curve_peaks = {}, {}, 0, []
+        self.in_curve_peak = False
         self.table = self.row = self.cell = self.id = None
 
     def handle_starttag(self, tag, attrs):
@@ -48,6 +49,9 @@ class Dom(html.parser.HTMLParser):
             self.cell = ""
         elif tag == "rect" and a.get("class") == "phase":
             self.phases += 1
+        elif tag == "span" and a.get("class") == "curve-peak":
+            self.in_curve_peak = True
+            self.curve_peaks.append("")
         if "id" in a:
             self.id = a["id"]
             self.ids[self.id] = ""
@@ -62,6 +66,9 @@ class Dom(html.parser.HTMLParser):
             self.id = None
 
     def handle_data(self, data):
+        if self.in_curve_peak:
+            self.curve_peaks[-1] += data
+            self.in_curve_peak = False
         if self.cell is not None:
             self.cell += data
         if self.id:
@@ -145,6 +152,8 @@ def main():
     page = [r[1:] for r in dom.tables.get("memory-table", [])[1:]]
     print("step page: memory of %d stages, the report's (parameters .. buffers) equal: %s" %
           (len(page), page == [text[s] for s in sorted(text)]))
+    print("step page: each stage's timeline reaches its peak: %s" %
+          (dom.curve_peaks == [r[6] for r in page] and len(page) > 0))
     # --comm-report: per pipeline rank, rows of axes, collective, calls, bytes, seconds.
     comm, rank = [], None
     for l in p.stdout.splitlines():

@@ -83,8 +83,8 @@ struct FunctionPlan {
   llvm::DenseSet<Value> handled;
   int64_t peak = 0, commAtPeak = 0;
   MovedBytes moved{};
-  /// The arena over the function: per op of its body, in order, the bytes in use and the
-  /// communication buffers' once its results are placed (the most the op holds).
+  /// The arena over the function: per op of its body, in order, the most bytes in use while
+  /// it runs (the peak, where it reaches a new one) and the communication buffers' after it.
   std::vector<std::array<int64_t, 2>> timeline;
   const OpPlan &of(Operation *op) const;
   bool isFusedTranspose(Value v) const {
