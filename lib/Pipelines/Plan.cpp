@@ -325,11 +325,11 @@ FailureOr<bool> mlir::ds::printFitReport(const json::Object &baseConfig, const P
   }
   os << "(not counted: the runtime's own memory, its code and the channel's buffers: "
         "bench/plan_gpt.py measures the process's RSS beside the plan)\n";
-  if (fits)
-    os << llvm::format("predicted step %.4g s (compute %.4g, communication %.4g), MFU %.3f\n",
-                       given.stepSeconds, given.computeSeconds, given.commSeconds, given.mfu);
-  else
-    given.why = "short by " + std::to_string(worst) + " bytes";
+  os << llvm::format("predicted step %.4g s (compute %.4g, communication %.4g), MFU %.3f\n",
+                     given.stepSeconds, given.computeSeconds, given.commSeconds, given.mfu);
+  if (fits) // the answer; a search would only cost time (every layout compiles)
+    return true;
+  given.why = "short by " + std::to_string(worst) + " bytes";
   // What would fit: every axis free, the nearest layouts first (fewest axes changed), then
   // the fastest.
   PlanRequest free = req;

@@ -135,10 +135,14 @@ def main():
                   q.stdout)
     ok = (q.returncode == 0 and m and int(m.group(1)) == peaks[0] and
           int(m.group(1)) + int(m.group(2)) == int(m.group(3)) and
-          int(m.group(3)) + int(m.group(4)) == budget)
+          int(m.group(3)) + int(m.group(4)) == budget and "what would fit" not in q.stdout)
+    # Its predicted step, the table's.
+    pred = re.search(r"predicted step (\S+) s", q.stdout)
+    ok = ok and pred and abs(float(pred.group(1)) - steps[0]) <= 1e-3 * steps[0]
     with open(os.path.join(w, "fit.json")) as f:
         ok = ok and json.load(f) == chosen
-    print("will it fit, the first row: fits with the table's peak, plan-out the same: %s" % ok)
+    print("will it fit, the first row: fits with the table's peak and step, no search, plan-out "
+          "the same: %s" % ok)
     if not ok:
         print(q.stdout + q.stderr)
     over_rows = [l.split() for l in p.stdout.splitlines()
