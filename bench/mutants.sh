@@ -144,6 +144,7 @@ plan|--plan: communication left out of the step time|lib/Pipelines/Plan.cpp|  c.
 plan|--plan: the layout's micro-batch not in its config|lib/Pipelines/Plan.cpp|  cfg["train_micro_batch_size_per_gpu"] = c.microBatch;|  cfg["train_micro_batch_size_per_gpu"] = 1;|e2e/plan.test
 plan|--plan: over-memory layouts called fitting|lib/Pipelines/Plan.cpp|            else if (c.peakBytes + c.paddingBytes > req.deviceMemory)|            else if (c.peakBytes + c.paddingBytes > 2 * req.deviceMemory)|e2e/plan.test
 plan|--plan: ranked by peak, not time|lib/Pipelines/Plan.cpp|    return a.fits() ? a.stepSeconds < b.stepSeconds : a.peakBytes < b.peakBytes;|    return a.peakBytes < b.peakBytes;|e2e/plan.test
+plan|--plan: every step priced at the fp32 peak|lib/Pipelines/Plan.cpp|  Precision precision = run ? run.getPrecision() : Precision::fp32;|  Precision precision = Precision::fp32;|e2e/plan.test
 plan|--plan: ranks sharing cores judged as devices of their own|lib/Pipelines/Plan.cpp|  if (cl.sharesCores()) {|  if (false) {|e2e/plan.test
 plan|--plan-fix: the fixed axes not kept|lib/Pipelines/Plan.cpp|            if (!matches(req.fixed, c))|            if (false)|e2e/plan.test
 plan|will it fit: the allocator's padding left out|lib/Pipelines/Plan.cpp|    int64_t need = s.first + s.second;|    int64_t need = s.first;|e2e/plan.test

@@ -59,8 +59,6 @@ RankMemory mlir::ds::rankMemory(const MemoryPlan &plan, int64_t ppRank) {
 }
 
 namespace {
-Row rowOf(const MemoryPlan &plan, int64_t ppRank) { return rankMemory(plan, ppRank); }
-
 /// ds-offload's spaces: what lives off the device and what moves per step.
 LogicalResult printOffload(ModuleOp module, const MemoryPlan &plan, llvm::raw_ostream &os,
                            const TierRates *rates) {
@@ -147,7 +145,7 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
     return failure();
   const MemoryPlan &plan = planned->plan;
   const bool pipe = plan.ppAxis >= 0;
-  Row whole = rowOf(plan, -1);
+  Row whole = rankMemory(plan, -1);
 
   auto run = module->getAttrOfType<RunAttr>(kRunAttrName);
   int64_t stage = run ? run.getZeroStage() : 0;
@@ -192,7 +190,7 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
         pp = rest % shape[i];
       rest /= shape[i];
     }
-    Row row = pipe ? rowOf(plan, pp) : whole;
+    Row row = pipe ? rankMemory(plan, pp) : whole;
     auto states = [](const Row &x) { return x.params + x.grads + x.optim; };
     if (fullestRank < 0 || states(row) > states(fullest))
       std::tie(fullest, fullestRank) = std::make_pair(row, r);

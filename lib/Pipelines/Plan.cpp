@@ -92,22 +92,20 @@ std::pair<double, double> computeOf(ArrayRef<std::pair<func::FuncOp, int64_t>> f
   return {seconds, modelFlops};
 }
 
-/// Fills in the prediction of a built step.
-LogicalResult predict(ModuleOp step, const ::ds::DeepSpeedConfig &cfg, const PlanRequest &req,
+/// Fills in the prediction of a built step from its memory plan.
+LogicalResult predict(ModuleOp step, const MemoryPlan &plan, const PlanRequest &req,
                       PlanCandidate &c) {
-  FailureOr<PlannedStep> planned = planStep(step);
-  if (failed(planned))
-    return failure();
-  const MemoryPlan &plan = planned->plan;
   c.peakBytes = plan.peakBytes(); // on a pipeline, the fullest rank's
   c.paddingBytes = plan.paddingAtPeak();
   for (const RankPlan &r : plan.ranks)
     if (r.peak() == c.peakBytes)
       c.paddingBytes = r.paddingAtPeak();
   const ClusterSpec &cl = *req.cluster;
-  double peak = cfg.precision.dtype == Precision::bf16   ? cl.peakFlopsBf16
-                : cfg.precision.dtype == Precision::fp16 ? cl.peakFlopsFp16
-                                                         : cl.peakFlopsFp32;
+  auto run = step->getAttrOfType<RunAttr>(kRunAttrName);
+  Precision precision = run ? run.getPrecision() : Precision::fp32;
+  double peak = precision == Precision::bf16   ? cl.peakFlopsBf16
+                : precision == Precision::fp16 ? cl.peakFlopsFp16
+                                               : cl.peakFlopsFp32;
   auto mesh = step->getAttrOfType<MeshAttr>(kMeshAttrName);
   double modelFlops = 0;
   // Each pipeline rank's compute (unstretched) and communication.
@@ -202,7 +200,10 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
             }
             OwningOpRef<ModuleOp> step = imported[micro]->clone();
             first.clear();
-            if (failed(buildTrainingStep(*step, *cfg)) || failed(predict(*step, *cfg, req, c)))
+            FailureOr<PlannedStep> planned = failure();
+            if (succeeded(buildTrainingStep(*step, *cfg)))
+              planned = planStep(*step);
+            if (failed(planned) || failed(predict(*step, planned->plan, req, c)))
               c.why = first.empty() ? "the step does not compile" : first;
             else if (c.peakBytes + c.paddingBytes > req.deviceMemory)
               c.why = "needs " + std::to_string(c.peakBytes + c.paddingBytes) + " bytes of " +
@@ -259,6 +260,21 @@ llvm::Expected<PlanFixed> mlir::ds::parsePlanFixed(llvm::StringRef text, int64_t
   return f;
 }
 
+FailureOr<OwningOpRef<ModuleOp>>
+mlir::ds::compileLayout(const PlanCandidate &c,
+                        llvm::function_ref<OwningOpRef<ModuleOp>(int64_t)> importAt,
+                        MLIRContext *context) {
+  auto cfg = ::ds::parseDeepSpeedConfig(c.config, c.dp);
+  if (!cfg) {
+    emitError(UnknownLoc::get(context)) << llvm::toString(cfg.takeError());
+    return failure();
+  }
+  OwningOpRef<ModuleOp> step = importAt(c.microBatch);
+  if (!step || failed(buildTrainingStep(*step, *cfg)))
+    return failure();
+  return step;
+}
+
 FailureOr<bool> mlir::ds::printFitReport(const json::Object &baseConfig, const PlanRequest &req,
                                          llvm::function_ref<OwningOpRef<ModuleOp>(int64_t)> importAt,
                                          MLIRContext *context, PlanCandidate &given,
@@ -276,22 +292,17 @@ FailureOr<bool> mlir::ds::printFitReport(const json::Object &baseConfig, const P
   given.gas = req.globalBatch / samples;
   json::Object cfgJson = layoutConfig(baseConfig, given);
   llvm::raw_string_ostream(given.config) << json::Value(json::Object(cfgJson));
-  auto cfg = ::ds::parseDeepSpeedConfig(given.config, given.dp);
-  if (!cfg) {
-    emitError(UnknownLoc::get(context)) << llvm::toString(cfg.takeError());
+  FailureOr<OwningOpRef<ModuleOp>> step = compileLayout(given, importAt, context);
+  if (failed(step))
     return failure();
-  }
-  OwningOpRef<ModuleOp> step = importAt(given.microBatch);
-  if (!step || failed(buildTrainingStep(*step, *cfg)) || failed(predict(*step, *cfg, req, given)))
+  FailureOr<PlannedStep> planned = planStep(**step);
+  if (failed(planned) || failed(predict(**step, planned->plan, req, given)))
     return failure();
   os << "will it fit: " << layoutName(given) << ", ZeRO " << given.zeroStage << ", micro-batch "
      << given.microBatch << " x " << given.gas << " accumulation steps (global batch "
      << req.globalBatch << ") on " << req.cluster->name << ", " << req.deviceMemory
      << " bytes a device\n";
-  if (failed(printMemoryReport(*step, os)))
-    return failure();
-  FailureOr<PlannedStep> planned = planStep(*step);
-  if (failed(planned))
+  if (failed(printMemoryReport(**step, os)))
     return failure();
   const MemoryPlan &plan = planned->plan;
   // Per rank: the exact peak (the runtime's count) plus the allocator's padding of what is

@@ -121,6 +121,32 @@ def main():
     piped = [b["compute_s"] < a["compute_s"] for a, b in both if a["pp"] > 1]
     print("shared cores: %d one-program layouts' compute the same: %s; %d pipelines' less: %s" %
           (len(flat), all(flat), len(piped), all(piped) and len(piped) > 0))
+    # A bf16 step's products run at the cluster's bf16 peak: raising only that peak speeds a
+    # bf16 plan up and leaves an fp32 plan as it was.
+    with open(os.path.join(w, "base.json")) as f:
+        bf16 = dict(json.load(f), bf16={"enabled": True})
+    with open(os.path.join(w, "bf16.json"), "w") as f:
+        json.dump(bf16, f)
+    def computes(config, bf16_peak):
+        c = dict(CLUSTER, peak_flops=dict(CLUSTER["peak_flops"], bf16=bf16_peak))
+        path = os.path.join(w, "peak.json")
+        with open(path, "w") as f:
+            json.dump(c, f)
+        q = subprocess.run([ds_opt, model, "--input", "idx=tensor<1x16xi64>", "--input",
+                            "targets=tensor<1x16xi64>", "--config", config, "--plan",
+                            "--cluster", path, "--global-batch", "8", "--world-size", "2",
+                            "--plan-out", os.devnull, "--plan-json", path + ".all"],
+                           capture_output=True, text=True)
+        if q.returncode != 0:
+            sys.exit("FAILED: --plan at a bf16 peak\n" + q.stderr)
+        with open(path + ".all") as f:
+            return {key(c): c["compute_s"] for c in json.load(f)["candidates"]
+                    if "compute_s" in c}
+    slow, fast = (computes(os.path.join(w, "bf16.json"), p) for p in (4e11, 4e14))
+    same32 = computes(os.path.join(w, "base.json"), 4e11) == computes(
+        os.path.join(w, "base.json"), 4e14)
+    print("bf16 peak: a bf16 plan faster on every layout: %s; an fp32 plan the same: %s" %
+          (all(fast[k] < slow[k] for k in slow) and len(slow) > 0, same32))
     # Will it fit: the table's first row, and a row over the device memory, given back with
     # every axis fixed; the per-rank verdict counts the plan's peak (the table's) and the
     # allocator's padding, and the nearest layouts that fit come from the table's fitting ones.

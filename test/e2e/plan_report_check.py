@@ -19,14 +19,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "models"))
 import meta_gpt  # noqa: E402
-
-CLUSTER = {"name": "toy", "nodes": 1, "devices_per_node": 4, "device_memory_bytes": 4e5,
-           "peak_flops": {"bf16": 4e11, "fp16": 4e11, "fp32": 1e11},
-           "memory_bandwidth_bytes_per_s": 5e10, "intra_node_bandwidth_bytes_per_s": 1e10,
-           "intra_node_latency_s": 5e-6, "inter_node_bandwidth_bytes_per_s": 1e9,
-           "inter_node_latency_s": 2e-5, "host_memory_bytes": 1e10,
-           "nvme_bandwidth_bytes_per_s": 1e9}
-
+sys.path.insert(0, HERE)
+from plan_check import CLUSTER  # noqa: E402  (the same toy cluster)
 
 class Dom(html.parser.HTMLParser):
     """The rendered page: each table's rows of cell texts (by its class), the texts of the

@@ -344,13 +344,10 @@ static int runPlan(llvm::StringRef inputFile, MLIRContext &context) {
     if (planReport.empty())
       return 0;
     // The page of the chosen layout's step, compiled again from the config just written.
-    auto cfg = ::ds::parseDeepSpeedConfig(best.config, best.dp);
-    if (!cfg)
-      return fail(llvm::toString(cfg.takeError()));
-    OwningOpRef<ModuleOp> step = importAt(best.microBatch);
-    if (!step || failed(mlir::ds::buildTrainingStep(*step, *cfg)))
+    auto step = mlir::ds::compileLayout(best, importAt, &context);
+    if (failed(step))
       return 1;
-    return failed(writeReportFile(*step, &*cluster, candidates.empty() ? nullptr : &candidates,
+    return failed(writeReportFile(**step, &*cluster, candidates.empty() ? nullptr : &candidates,
                                   request.deviceMemory, "ds plan: " + inputFile.str() + " on " +
                                                             cluster->name))
                ? 1

@@ -14,7 +14,6 @@
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -88,13 +87,7 @@ int probe(int argc, char **argv, int at) {
     return fail("--probe-bandwidth: " + llvm::Twine(err));
   if (r.rank != 0)
     return 0;
-  llvm::errs() << "ds-run: probed " << r.ranks << " rank" << (r.ranks == 1 ? "" : "s")
-               << " at once, with " << r.nvme_engine << " NVMe I/O in '" << argv[at + 1]
-               << "' (256 MiB per transfer)\n";
-  llvm::outs() << llvm::format("--rates d2h=%.2f,h2d=%.2f,nvme_read=%.2f,nvme_write=%.2f,"
-                               "memory=%.2f,flops=%.1f\n",
-                               r.d2h / 1e9, r.h2d / 1e9, r.nvme_read / 1e9, r.nvme_write / 1e9,
-                               r.memory / 1e9, r.flops_f32 / 1e9);
+  dsrt_probe_print(&r, argv[at + 1]);
   if (!out)
     return 0;
   mlir::ds::ClusterSpec c;

@@ -182,6 +182,10 @@ FailureOr<std::vector<PlanCandidate>>
 searchLayouts(const llvm::json::Object &baseConfig, const PlanRequest &request,
               llvm::function_ref<OwningOpRef<ModuleOp>(int64_t)> importAt,
               MLIRContext *context);
+/// The training step of layout `c` (its `config`, the model `importAt` its micro-batch).
+FailureOr<OwningOpRef<ModuleOp>>
+compileLayout(const PlanCandidate &c, llvm::function_ref<OwningOpRef<ModuleOp>(int64_t)> importAt,
+              MLIRContext *context);
 /// "Will it fit" (every axis fixed): the given layout's memory on every rank by category
 /// (--memory-report), fit or the shortfall per rank counting the allocator's padding, and
 /// what would fit: the nearest fitting layouts of a search with every axis free. Returns

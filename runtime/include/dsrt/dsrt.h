@@ -846,6 +846,12 @@ typedef struct dsrt_probe_rates {
  *  between the ranks (every rank calls it). Returns 0, or 1 with the cause in `err`. */
 int dsrt_probe_measure(const char *dir, int32_t threads, dsrt_probe_rates *out, char *err,
                        size_t cap);
+/** Prints `r` (measured with NVMe in `dir`) as ds-opt's --rates flag on stdout, what was
+ *  probed on stderr. */
+void dsrt_probe_print(const dsrt_probe_rates *r, const char *dir);
+/** dsrt_probe_measure, then dsrt_probe_print on rank 0; returns the exit code (the form
+ *  ds-run --probe-bandwidth had before the cluster file). */
+int dsrt_probe_bandwidth(const char *dir, int32_t threads);
 
 #ifdef __cplusplus
 }

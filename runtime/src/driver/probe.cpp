@@ -149,3 +149,27 @@ extern "C" int dsrt_probe_measure(const char *dir, int32_t threads, dsrt_probe_r
   *out = r;
   return failed ? 1 : 0;
 }
+
+extern "C" void dsrt_probe_print(const dsrt_probe_rates *r, const char *dir) {
+  std::fprintf(stderr,
+               "ds-run: probed %d rank%s at once, with %s NVMe I/O in '%s' (256 MiB per "
+               "transfer)\n",
+               r->ranks, r->ranks == 1 ? "" : "s", r->nvme_engine, dir);
+  std::printf("--rates d2h=%.2f,h2d=%.2f,nvme_read=%.2f,nvme_write=%.2f,memory=%.2f,"
+              "flops=%.1f\n",
+              r->d2h / 1e9, r->h2d / 1e9, r->nvme_read / 1e9, r->nvme_write / 1e9,
+              r->memory / 1e9, r->flops_f32 / 1e9);
+  std::fflush(stdout);
+}
+
+extern "C" int dsrt_probe_bandwidth(const char *dir, int32_t threads) {
+  dsrt_probe_rates r;
+  char err[1024] = {0};
+  if (dsrt_probe_measure(dir, threads, &r, err, sizeof err)) {
+    std::fprintf(stderr, "ds-run: error: --probe-bandwidth: %s\n", err);
+    return 1;
+  }
+  if (r.rank == 0)
+    dsrt_probe_print(&r, dir);
+  return 0;
+}
