@@ -859,9 +859,9 @@ Error parsePipeline(const json::Value &v, PipelineConfig &p, std::vector<std::st
     } else if (key == "activation_checkpoint_interval") {
       std::optional<int64_t> i = val.getAsInteger();
       if (!i || *i != 0)
-        return fail("'pipeline.activation_checkpoint_interval': recomputation in a pipeline "
-                    "is not implemented by ds yet (activation_checkpointing runs without "
-                    "pipeline stages); set it to 0 or remove it");
+        return fail("'pipeline.activation_checkpoint_interval' (layers per checkpoint) is not "
+                    "implemented by ds yet; remove it and add \"activation_checkpointing\": {} "
+                    "(each stage recomputes its blocks; \"number_checkpoints\" groups them)");
     } else if (key == "seed_layers") {
       if (val.getAsBoolean().value_or(false))
         warnings.push_back("'pipeline.seed_layers' is ignored: ds starts from the exported "
@@ -1446,9 +1446,6 @@ Expected<DeepSpeedConfig> parseDeepSpeedConfig(StringRef text, int64_t worldSize
     return std::move(e);
   if (Error e = checkExpertParallel(cfg, worldSize))
     return std::move(e);
-  if (cfg.checkpointing.enabled && cfg.pipeline.stages > 1)
-    return fail("activation_checkpointing with pipeline.stages > 1 is not implemented by ds "
-                "yet (recomputation runs without pipeline stages)");
   cfg.trainBatchSize = *tbs;
   cfg.microBatchSize = *mb;
   cfg.gradientAccumulationSteps = *gas;

@@ -52,15 +52,23 @@ FailureOr<std::pair<int64_t, int64_t>> planOf(ModuleOp step) {
 } // namespace
 
 int64_t mlir::ds::recomputedFlops(ModuleOp step) {
-  auto micro = step.lookupSymbol<func::FuncOp>("micro_step");
-  if (!micro)
-    return 0;
-  int64_t flops = 0;
-  micro.walk([&](CostOpInterface c) {
-    if (c->hasAttr(kRecomputeAttrName))
-      flops += c.getFlops();
-  });
-  return flops * gradientAccumulationSteps(step);
+  auto recomputed = [](func::FuncOp f) {
+    int64_t flops = 0;
+    f.walk([&](CostOpInterface c) {
+      if (c->hasAttr(kRecomputeAttrName))
+        flops += c.getFlops();
+    });
+    return flops;
+  };
+  if (auto micro = step.lookupSymbol<func::FuncOp>("micro_step"))
+    return recomputed(micro) * gradientAccumulationSteps(step);
+  // A pipeline rank's program holds every micro-batch: the rank that recomputes the most.
+  int64_t most = 0;
+  if (PipelineAttr info = getPipeline(step))
+    for (int64_t r = 0; r < info.getStages(); ++r)
+      if (auto f = step.lookupSymbol<func::FuncOp>(("pipeline_step_" + Twine(r)).str()))
+        most = std::max(most, recomputed(f));
+  return most;
 }
 
 FailureOr<OwningOpRef<ModuleOp>> mlir::ds::fitDeviceMemory(ModuleOp imported,
@@ -71,7 +79,6 @@ FailureOr<OwningOpRef<ModuleOp>> mlir::ds::fitDeviceMemory(ModuleOp imported,
                            config.tensorParallelSize == 1 && config.sequenceParallelSize == 1 &&
                            (config.optimizer.type == ::ds::OptimizerKind::adam ||
                             config.optimizer.type == ::ds::OptimizerKind::adamw);
-  const bool recomputable = config.pipeline.stages == 1;
   // Tiling candidates only where the config leaves both counts at 1 (none asked for).
   const bool tileable = config.lossTiles == 1 && config.mlpTiles == 1;
   const Candidate candidates[] = {
@@ -98,7 +105,7 @@ FailureOr<OwningOpRef<ModuleOp>> mlir::ds::fitDeviceMemory(ModuleOp imported,
       cfg.lossTiles = cfg.mlpTiles = 0;
     }
     if (c.recompute) {
-      if (!recomputable || cfg.checkpointing.enabled)
+      if (cfg.checkpointing.enabled)
         continue;
       cfg.checkpointing.enabled = true;
     }

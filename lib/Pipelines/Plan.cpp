@@ -47,7 +47,8 @@ SmallVector<int64_t> divisors(int64_t n) {
 bool matches(const PlanFixed &f, const PlanCandidate &c) {
   return (!f.dp || f.dp == c.dp) && (!f.tp || f.tp == c.tp) && (!f.pp || f.pp == c.pp) &&
          (!f.sp || f.sp == c.sp) && (f.zero < 0 || f.zero == c.zeroStage) &&
-         (!f.micro || f.micro == c.microBatch);
+         (!f.micro || f.micro == c.microBatch) &&
+         (f.recompute < 0 || (f.recompute == 1) == c.recompute);
 }
 
 /// "dp=2 tp=1 pp=2 sp=1".
@@ -56,9 +57,20 @@ std::string layoutName(const PlanCandidate &c) {
          " pp=" + std::to_string(c.pp) + " sp=" + std::to_string(c.sp);
 }
 
+/// "ZeRO 1, micro-batch 4" (", recomputing" with activation checkpointing).
+std::string settingsName(const PlanCandidate &c) {
+  return "ZeRO " + std::to_string(c.zeroStage) + ", micro-batch " +
+         std::to_string(c.microBatch) + (c.recompute ? ", recomputing" : "");
+}
+
+/// Whether the user's config asks for activation checkpointing (every candidate keeps it).
+bool asksRecompute(const json::Object &base) { return base.get("activation_checkpointing"); }
+
 /// The user's config with the layout's keys set.
 json::Object layoutConfig(const json::Object &base, const PlanCandidate &c) {
   json::Object cfg = base;
+  if (c.recompute && !asksRecompute(base))
+    cfg["activation_checkpointing"] = json::Object();
   cfg.erase("train_batch_size");
   cfg["train_micro_batch_size_per_gpu"] = c.microBatch;
   cfg["gradient_accumulation_steps"] = c.gas;
@@ -167,6 +179,36 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
   });
   std::map<int64_t, OwningOpRef<ModuleOp>> imported; // by micro-batch
   std::map<int64_t, std::string> importError;
+  // Compiles candidate `c` and fills in its prediction, or why it does not fit.
+  auto judge = [&](PlanCandidate &c) {
+    json::Object cfgJson = layoutConfig(baseConfig, c);
+    c.config.clear();
+    llvm::raw_string_ostream(c.config) << json::Value(json::Object(cfgJson));
+    auto cfg = ::ds::parseDeepSpeedConfig(c.config, c.dp);
+    if (!cfg) {
+      c.why = llvm::toString(cfg.takeError());
+      return;
+    }
+    if (!imported.count(c.microBatch)) {
+      first.clear();
+      imported[c.microBatch] = importAt(c.microBatch);
+      importError[c.microBatch] = first.empty() ? "the model does not import" : first;
+    }
+    if (!imported[c.microBatch]) {
+      c.why = "micro-batch " + std::to_string(c.microBatch) + ": " + importError[c.microBatch];
+      return;
+    }
+    OwningOpRef<ModuleOp> step = imported[c.microBatch]->clone();
+    first.clear();
+    FailureOr<PlannedStep> planned = failure();
+    if (succeeded(buildTrainingStep(*step, *cfg)))
+      planned = planStep(*step);
+    if (failed(planned) || failed(predict(*step, planned->plan, req, c)))
+      c.why = first.empty() ? "the step does not compile" : first;
+    else if (c.peakBytes + c.paddingBytes > req.deviceMemory)
+      c.why = "needs " + std::to_string(c.peakBytes + c.paddingBytes) + " bytes of " +
+              std::to_string(req.deviceMemory);
+  };
   for (int64_t pp : divisors(req.devices))
     for (int64_t tp : divisors(req.devices / pp))
       for (int64_t sp : divisors(req.devices / pp / tp)) {
@@ -176,38 +218,20 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
         for (int64_t micro : divisors(req.globalBatch / dp))
           for (int64_t zero = 0; zero <= 3; ++zero) {
             PlanCandidate c{dp, tp, pp, sp, zero, micro, req.globalBatch / dp / micro};
+            // Recomputation costs a forward: tried where the layout does not fit without it
+            // (or where the user or --plan-fix asks for it).
+            c.recompute = asksRecompute(baseConfig) || req.fixed.recompute == 1;
             if (!matches(req.fixed, c))
               continue;
-            json::Object cfgJson = layoutConfig(baseConfig, c);
-            std::string text;
-            llvm::raw_string_ostream(text) << json::Value(json::Object(cfgJson));
-            c.config = text;
-            auto cfg = ::ds::parseDeepSpeedConfig(text, dp);
-            if (!cfg) {
-              c.why = llvm::toString(cfg.takeError());
-              out.push_back(std::move(c));
-              continue;
+            judge(c);
+            if (!c.fits() && c.peakBytes && !c.recompute && req.fixed.recompute != 0) {
+              PlanCandidate again = c;
+              again.recompute = true;
+              again.why.clear();
+              judge(again);
+              if (again.fits() || (again.peakBytes && again.peakBytes < c.peakBytes))
+                c = std::move(again);
             }
-            if (!imported.count(micro)) {
-              first.clear();
-              imported[micro] = importAt(micro);
-              importError[micro] = first.empty() ? "the model does not import" : first;
-            }
-            if (!imported[micro]) {
-              c.why = "micro-batch " + std::to_string(micro) + ": " + importError[micro];
-              out.push_back(std::move(c));
-              continue;
-            }
-            OwningOpRef<ModuleOp> step = imported[micro]->clone();
-            first.clear();
-            FailureOr<PlannedStep> planned = failure();
-            if (succeeded(buildTrainingStep(*step, *cfg)))
-              planned = planStep(*step);
-            if (failed(planned) || failed(predict(*step, planned->plan, req, c)))
-              c.why = first.empty() ? "the step does not compile" : first;
-            else if (c.peakBytes + c.paddingBytes > req.deviceMemory)
-              c.why = "needs " + std::to_string(c.peakBytes + c.paddingBytes) + " bytes of " +
-                      std::to_string(req.deviceMemory);
             out.push_back(std::move(c));
           }
       }
@@ -238,11 +262,14 @@ llvm::Expected<PlanFixed> mlir::ds::parsePlanFixed(llvm::StringRef text, int64_t
                     : key == "sp"   ? &f.sp
                     : key == "zero" ? &f.zero
                     : key == "micro" ? &f.micro
+                    : key == "recompute" ? &f.recompute
                                      : nullptr;
     if (!slot)
-      return error("unknown axis '" + key + "' (dp, tp, pp, sp, zero, micro)");
-    if ((key == "zero" && n > 3) || (key != "zero" && n < 1))
-      return error("'" + item + "' is out of range (zero is 0-3; the others are at least 1)");
+      return error("unknown axis '" + key + "' (dp, tp, pp, sp, zero, micro, recompute)");
+    if ((key == "zero" && n > 3) || (key == "recompute" && n > 1) ||
+        (key != "zero" && key != "recompute" && n < 1))
+      return error("'" + item + "' is out of range (zero is 0-3, recompute 0 or 1; the others "
+                   "are at least 1)");
     *slot = n;
   }
   int64_t product = 1;
@@ -281,6 +308,7 @@ FailureOr<bool> mlir::ds::printFitReport(const json::Object &baseConfig, const P
                                          llvm::raw_ostream &os) {
   const PlanFixed &f = req.fixed;
   given = PlanCandidate{f.dp, f.tp, f.pp, f.sp, f.zero, f.micro, 0};
+  given.recompute = f.recompute == 1 || asksRecompute(baseConfig);
   int64_t samples = given.dp * given.microBatch;
   if (req.globalBatch % samples != 0) {
     emitError(UnknownLoc::get(context))
@@ -298,8 +326,8 @@ FailureOr<bool> mlir::ds::printFitReport(const json::Object &baseConfig, const P
   FailureOr<PlannedStep> planned = planStep(**step);
   if (failed(planned) || failed(predict(**step, planned->plan, req, given)))
     return failure();
-  os << "will it fit: " << layoutName(given) << ", ZeRO " << given.zeroStage << ", micro-batch "
-     << given.microBatch << " x " << given.gas << " accumulation steps (global batch "
+  os << "will it fit: " << layoutName(given) << ", " << settingsName(given) << " x "
+     << given.gas << " accumulation steps (global batch "
      << req.globalBatch << ") on " << req.cluster->name << ", " << req.deviceMemory
      << " bytes a device\n";
   if (failed(printMemoryReport(**step, os)))
@@ -361,6 +389,7 @@ FailureOr<bool> mlir::ds::printFitReport(const json::Object &baseConfig, const P
     note("sp", given.sp, c.sp);
     note("ZeRO", given.zeroStage, c.zeroStage);
     note("micro-batch", given.microBatch, c.microBatch);
+    note("recompute", given.recompute, c.recompute);
     return out;
   };
   SmallVector<const PlanCandidate *> near;
@@ -370,7 +399,8 @@ FailureOr<bool> mlir::ds::printFitReport(const json::Object &baseConfig, const P
   // dp follows from the ranks and the other axes: its change is not counted.
   auto distance = [&](const PlanCandidate *c) {
     return (c->tp != given.tp) + (c->pp != given.pp) + (c->sp != given.sp) +
-           (c->zeroStage != given.zeroStage) + (c->microBatch != given.microBatch);
+           (c->zeroStage != given.zeroStage) + (c->microBatch != given.microBatch) +
+           (c->recompute != given.recompute);
   };
   std::stable_sort(near.begin(), near.end(), [&](auto *a, auto *b) {
     return distance(a) < distance(b);
@@ -381,9 +411,8 @@ FailureOr<bool> mlir::ds::printFitReport(const json::Object &baseConfig, const P
   if (near.empty())
     os << "  none: give more devices, a smaller --global-batch, or offload in the config\n";
   for (size_t i = 0; i < near.size() && i < 5; ++i)
-    os << llvm::format("  %-26s ZeRO %lld, micro-batch %lld: peak %lld, step %.4g s  (",
-                       layoutName(*near[i]).c_str(), (long long)near[i]->zeroStage,
-                       (long long)near[i]->microBatch, (long long)near[i]->peakBytes,
+    os << llvm::format("  %-26s %s: peak %lld, step %.4g s  (", layoutName(*near[i]).c_str(),
+                       settingsName(*near[i]).c_str(), (long long)near[i]->peakBytes,
                        near[i]->stepSeconds)
        << changes(*near[i]) << ")\n";
   return fits;
@@ -411,6 +440,7 @@ std::string mlir::ds::planToJSON(ArrayRef<PlanCandidate> ranked, const PlanReque
           j.attribute("zero_stage", c.zeroStage);
           j.attribute("micro_batch", c.microBatch);
           j.attribute("gradient_accumulation_steps", c.gas);
+          j.attribute("recompute", c.recompute);
           j.attribute("fits", c.fits());
           if (!c.fits())
             j.attribute("why", c.why);
@@ -443,26 +473,29 @@ void mlir::ds::printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest 
   os << "plan: " << ranked.size() << " layouts of " << req.devices << " ranks (global batch "
      << req.globalBatch << ") on " << req.cluster->name << ", " << fitting << " fit "
      << req.deviceMemory << " bytes a device (the peak plus the allocator's padding); step "
-     << "time = compute + communication, not overlapped (docs/design/plan.md)\n";
-  os << llvm::format("%-4s %-26s %4s %5s %4s %14s %10s %10s %10s %6s  %s\n", "rank", "layout",
-                     "zero", "micro", "gas", "peak", "step_s", "compute_s", "comm_s", "mfu",
-                     "bytes per axis");
+     << "time = compute + communication, not overlapped; rc y: activation checkpointing "
+     << "(docs/design/plan.md)\n";
+  os << llvm::format("%-4s %-26s %4s %5s %4s %2s %14s %10s %10s %10s %6s  %s\n", "rank",
+                     "layout", "zero", "micro", "gas", "rc", "peak", "step_s", "compute_s",
+                     "comm_s", "mfu", "bytes per axis");
   for (size_t i = 0; i < ranked.size() && i < rows; ++i) {
     const PlanCandidate &c = ranked[i];
     std::string layout = layoutName(c);
     if (!c.fits() && c.peakBytes == 0) {
-      os << llvm::format("%-4s %-26s %4lld %5lld %4lld  ", "-", layout.c_str(),
-                         (long long)c.zeroStage, (long long)c.microBatch, (long long)c.gas)
+      os << llvm::format("%-4s %-26s %4lld %5lld %4lld %2s  ", "-", layout.c_str(),
+                         (long long)c.zeroStage, (long long)c.microBatch, (long long)c.gas,
+                         c.recompute ? "y" : "-")
          << "refused: " << c.why << "\n";
       continue;
     }
     std::string axes;
     for (auto &[axis, bytes] : c.bytesByAxis)
       axes += (axes.empty() ? "" : " ") + axis + "=" + std::to_string(bytes);
-    os << llvm::format("%-4s %-26s %4lld %5lld %4lld %14lld %10.4g %10.4g %10.4g %6.3f  %s\n",
+    os << llvm::format("%-4s %-26s %4lld %5lld %4lld %2s %14lld %10.4g %10.4g %10.4g %6.3f"
+                       "  %s\n",
                        c.fits() ? std::to_string(i + 1).c_str() : "-", layout.c_str(),
                        (long long)c.zeroStage, (long long)c.microBatch, (long long)c.gas,
-                       (long long)c.peakBytes, c.stepSeconds, c.computeSeconds, c.commSeconds,
+                       c.recompute ? "y" : "-", (long long)c.peakBytes, c.stepSeconds, c.computeSeconds, c.commSeconds,
                        c.mfu, axes.empty() ? "none" : axes.c_str());
     if (!c.fits())
       os << "     (" << c.why << ")\n";
@@ -475,10 +508,10 @@ void mlir::ds::printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest 
     for (const PlanCandidate &c : ranked) {
       if (!c.fits() || !seen.insert({c.tp, c.pp, c.sp}).second || seen.size() > 4)
         continue;
-      os << llvm::format("why 1 beats %-26s ZeRO %lld, micro-batch %lld: %.4g s less "
+      os << llvm::format("why 1 beats %-26s %s: %.4g s less "
                          "(compute %+.4g s, communication %+.4g s)",
-                         layoutName(c).c_str(), (long long)c.zeroStage,
-                         (long long)c.microBatch, c.stepSeconds - best.stepSeconds,
+                         layoutName(c).c_str(), settingsName(c).c_str(),
+                         c.stepSeconds - best.stepSeconds,
                          best.computeSeconds - c.computeSeconds,
                          best.commSeconds - c.commSeconds);
       int64_t mine = 0, theirs = 0;

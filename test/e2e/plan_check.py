@@ -57,18 +57,18 @@ def main():
     rows = [l.split() for l in p.stdout.splitlines() if re.match(r"^(\d+|-)\s+dp=", l)]
     fitting = [r for r in rows if r[0] != "-"]
     budget = CLUSTER["device_memory_bytes"]
-    peaks = [int(r[8]) for r in fitting]
-    steps = [float(r[9]) for r in fitting]
+    peaks = [int(r[9]) for r in fitting]
+    steps = [float(r[10]) for r in fitting]
     print("fitting rows: %d, all within the device memory: %s, ranked by step time: %s" %
           (len(fitting), all(x <= budget for x in peaks), steps == sorted(steps)))
-    sums = all(abs(float(r[9]) - float(r[10]) - float(r[11])) <= 1e-3 * float(r[9])
+    sums = all(abs(float(r[10]) - float(r[11]) - float(r[12])) <= 1e-3 * float(r[10])
                for r in fitting)
     print("step = compute + communication on every row: %s" % sums)
     print("fitting micro-batches: %s" % sorted({int(r[6]) for r in fitting}))
     # Why the first wins: against another shape's fastest, the difference of the two rows.
-    why = re.findall(r"^why 1 beats (dp=\d+ tp=\d+ pp=\d+ sp=\d+) +ZeRO (\d+), micro-batch (\d+): "
-                     r"(\S+) s less \(compute (\S+) s, communication (\S+) s\)", p.stdout, re.M)
-    steps_by = {(" ".join(r[1:5]), r[5], r[6]): float(r[9]) for r in fitting}
+    why = re.findall(r"^why 1 beats (dp=\d+ tp=\d+ pp=\d+ sp=\d+) +ZeRO (\d+), micro-batch (\d+)"
+                     r"(?:, recomputing)?: (\S+) s less \(compute (\S+) s, communication (\S+) s\)", p.stdout, re.M)
+    steps_by = {(" ".join(r[1:5]), r[5], r[6]): float(r[10]) for r in fitting}
     agree = [abs(float(x[3]) - (steps_by[x[:3]] - steps[0])) <= 2e-3 * steps_by[x[:3]] and
              abs(float(x[4]) + float(x[5]) + float(x[3])) <= 5e-3 * steps_by[x[:3]]
              for x in why]
@@ -96,7 +96,8 @@ def main():
     with open(plan_json) as f:
         chosen = json.load(f)
     same = all(c["dp"] == int(r[1][3:]) and c["zero_stage"] == int(r[5]) and
-               c["peak_bytes"] == int(r[8]) and abs(c["step_s"] - float(r[9])) <= 1e-3 * c["step_s"]
+               c["peak_bytes"] == int(r[9]) and
+               abs(c["step_s"] - float(r[10])) <= 1e-3 * c["step_s"]
                for c, r in zip(cands, fitting))
     print("plan-json: %d layouts (%d fitting), the table's rows: %s, first config = plan.json: %s"
           % (len(cands), sum(c["fits"] for c in cands), same, cands[0]["config"] == chosen))
@@ -151,7 +152,8 @@ def main():
     # every axis fixed; the per-rank verdict counts the plan's peak (the table's) and the
     # allocator's padding, and the nearest layouts that fit come from the table's fitting ones.
     def fix(r):
-        return "tp=%s,pp=%s,sp=%s,zero=%s,micro=%s" % (r[2][3:], r[3][3:], r[4][3:], r[5], r[6])
+        return "tp=%s,pp=%s,sp=%s,zero=%s,micro=%s,recompute=%d" % (
+            r[2][3:], r[3][3:], r[4][3:], r[5], r[6], r[8] == "y")
     common = [ds_opt, model, "--input", "idx=tensor<1x16xi64>", "--input",
               "targets=tensor<1x16xi64>", "--config", os.path.join(w, "base.json"), "--plan",
               "--cluster", os.path.join(w, "cluster.json"), "--global-batch", "8"]
@@ -172,20 +174,20 @@ def main():
     if not ok:
         print(q.stdout + q.stderr)
     over_rows = [l.split() for l in p.stdout.splitlines()
-                 if re.match(r"^-\s+dp=", l) and len(l.split()) > 9]
+                 if re.match(r"^-\s+dp=", l) and len(l.split()) > 10]
     r = over_rows[0]
     q = subprocess.run(common + ["--plan-fix", fix(r)], capture_output=True, text=True)
-    verdicts = re.findall(r"^  (?:every rank|pipeline stage \d+) \(\d+ ranks?\): peak (\d+) \+ "
+    verdicts = re.findall(r"^  (?:every rank \(\d+\)|pipeline stage \d+ \(\d+ ranks?\)): peak (\d+) \+ "
                           r"padding (\d+) = (\d+): (?:fits, (\d+) bytes spare|DOES NOT FIT, "
                           r"short by (\d+) bytes)$", q.stdout, re.M)
     short = [int(v[4]) for v in verdicts if v[4]]
     arithmetic = all(int(v[0]) + int(v[1]) == int(v[2]) and
                      (int(v[2]) + int(v[3]) == budget if v[3] else int(v[2]) - int(v[4]) == budget)
                      for v in verdicts)
-    nearest = re.findall(r"^  (dp=\d+ tp=\d+ pp=\d+ sp=\d+) +ZeRO (\d+), micro-batch (\d+): "
-                         r"peak (\d+)", q.stdout, re.M)
-    table = {(" ".join(x[1:5]), x[5], x[6]): int(x[8]) for x in fitting}
-    ok = (q.returncode == 1 and verdicts and max(int(v[0]) for v in verdicts) == int(r[8]) and
+    nearest = re.findall(r"^  (dp=\d+ tp=\d+ pp=\d+ sp=\d+) +ZeRO (\d+), micro-batch (\d+)"
+                         r"(?:, recomputing)?: peak (\d+)", q.stdout, re.M)
+    table = {(" ".join(x[1:5]), x[5], x[6]): int(x[9]) for x in fitting}
+    ok = (q.returncode == 1 and verdicts and max(int(v[0]) for v in verdicts) == int(r[9]) and
           arithmetic and short and len(nearest) > 0 and
           all(table.get((n[0], n[1], n[2])) == int(n[3]) for n in nearest))
     print("will it fit, a row over the memory (%s ZeRO %s micro %s): short by %s, %d nearest "
@@ -206,6 +208,8 @@ def main():
                    zero_optimization={"stage": int(r[5])},
                    tensor_parallel={"autotp_size": tp}, pipeline={"stages": pp},
                    sequence_parallel_size=sp)
+        if r[8] == "y":
+            cfg["activation_checkpointing"] = {}
         path = os.path.join(w, axis + ".json")
         with open(path, "w") as f:
             json.dump(cfg, f)
@@ -218,7 +222,22 @@ def main():
             sys.exit("FAILED: the %s row's config\n%s" % (axis, q.stderr))
         got = max(int(l.split()[7]) for l in q.stdout.splitlines() if re.match(r"^\d+\s+\d+", l))
         print("best %s row (%s): peak %d, the table's %s: %s" %
-              (axis, " ".join(r[1:5]), got, r[8], "equal" if got == int(r[8]) else "DIFFER"))
+              (axis, " ".join(r[1:5]), got, r[9], "equal" if got == int(r[9]) else "DIFFER"))
+    # Recomputation as an axis: tried where a layout does not fit without it. The fastest
+    # fitting row that recomputes, given back with recompute=0 (over the memory) and =1 (the
+    # table's peak).
+    rc = [r for r in fitting if r[8] == "y"]
+    r = rc[0]
+    off = subprocess.run(common + ["--plan-fix", fix(r).replace("recompute=1", "recompute=0")],
+                         capture_output=True, text=True)
+    on = subprocess.run(common + ["--plan-fix", fix(r)], capture_output=True, text=True)
+    peak_on = re.findall(r": peak (\d+) \+ padding", on.stdout)
+    print("recomputation: %d fitting rows recompute; %s ZeRO %s micro %s without it: %s; with "
+          "it: %s, peak the table's: %s" % (
+              len(rc), " ".join(r[1:5]), r[5], r[6],
+              "does not fit" if off.returncode == 1 else "FITS (exit %d)" % off.returncode,
+              "fits" if on.returncode == 0 else "DOES NOT FIT",
+              max(int(x) for x in peak_on) == int(r[9]) if peak_on else False))
 
 
 if __name__ == "__main__":

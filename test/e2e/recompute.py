@@ -8,7 +8,12 @@ falls by what --memory-report predicts; the losses match ds-reference (LibTorch)
 --loss-rtol. Then a --device-memory budget between the two peaks: ds-opt --device-memory
 chooses recomputation, and ds-run under that budget trains with the same losses.
 
+With --pp N, the step is a pipeline of N stages (N x --ranks processes): each stage
+recomputes its own blocks in its backward phase, and the peaks compared are the fullest
+rank's.
+
 usage: recompute.py --bin BUILD/bin --work DIR --family gpt-wide [--steps 8] [--ranks 1]
+       [--pp 1]
 """
 import argparse
 import json
@@ -24,10 +29,12 @@ import train_compare as tc  # noqa: E402
 
 
 def report_peak(b, mlir):
-    """The peak column of ds-opt --memory-report (rank 0's row)."""
+    """The peak column of ds-opt --memory-report: the fullest rank's (pipeline stages
+    differ)."""
     out = subprocess.run([b('ds-opt'), mlir, '--memory-report', '-o', os.devnull],
                          capture_output=True, text=True, check=True).stdout.splitlines()
-    return int(out[2].split()[7]), out
+    rows = [l.split() for l in out[2:] if l.split() and l.split()[0].isdigit()]
+    return max(int(r[7]) for r in rows), out
 
 
 def compile_step(b, w, pt, inputs, name, cfg, extra=()):
@@ -50,6 +57,7 @@ def main():
     ap.add_argument('--steps', type=int, default=8)
     ap.add_argument('--ranks', type=int, default=1)
     ap.add_argument('--stage', type=int, default=0)
+    ap.add_argument('--pp', type=int, default=1, help='pipeline stages')
     ap.add_argument('--loss-rtol', type=float, default=1e-5)
     ap.add_argument('--ckpt', default='{}', help='the activation_checkpointing block (JSON)')
     ap.add_argument('--no-reference', action='store_true',
@@ -68,12 +76,16 @@ def main():
                          np.random.RandomState(0), learnable=True)
     common = data + ['--steps', str(args.steps), '--threads', '1']
     inputs = sum([['--input', '%s=%s' % (n, t)] for n, t in specs], [])
-    launch = (['mpirun', '--allow-run-as-root', '--oversubscribe', '-np', str(args.ranks)]
-              if args.ranks > 1 else [])
+    procs = args.ranks * args.pp
+    launch = (['mpirun', '--allow-run-as-root', '--oversubscribe', '-np', str(procs)]
+              if procs > 1 else [])
     base = {'train_batch_size': G, 'train_micro_batch_size_per_gpu': mb,
             'gradient_accumulation_steps': 2,
             'optimizer': {'type': 'AdamW', 'params': {'lr': 2e-3, 'weight_decay': 0.01}},
             'zero_optimization': {'stage': args.stage}, 'steps_per_print': 1000}
+    ref_cfg = dict(base)
+    if args.pp > 1:
+        base['pipeline'] = {'stages': args.pp}
 
     def compile(name, cfg, extra=()):
         return compile_step(b, w, pt, inputs, name, cfg, extra)
@@ -114,7 +126,7 @@ def main():
     if args.no_reference:
         print('against ds-reference: not compared (dropout masks are drawn differently)')
     else:
-        json.dump(base, open(w('ref.json'), 'w'))
+        json.dump(ref_cfg, open(w('ref.json'), 'w'))
         tc.run([b('ds-reference'), pt, '--config', w('ref.json'), '--world-size',
                 str(args.ranks)] + common + ['--log', w('ref.jsonl')], w('ref.log'))
         ref = [json.loads(l)['loss'] for l in open(w('ref.jsonl'))]

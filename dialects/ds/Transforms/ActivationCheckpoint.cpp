@@ -17,6 +17,7 @@
 #include "llvm/Support/Regex.h"
 
 #include <map>
+#include <optional>
 #include <set>
 
 namespace mlir::ds {
@@ -131,6 +132,27 @@ void moveCutsToNarrowest(Block &body, Operation *loss, SmallVectorImpl<Operation
   }
 }
 
+/// A segment's outputs (values other forward ops read: the next segment's input, the
+/// residual stream) are the checkpoints: kept, not recomputed. `chunkOf`: the segments were
+/// split at a pipeline's chunks after their outputs were found; a value another chunk's
+/// forward reads is a checkpoint too (that op's backward, in the other chunk, reads it).
+void eraseOutputs(llvm::DenseMap<Operation *, int64_t> &segmentOf, Operation *loss,
+                  const llvm::DenseMap<Operation *, int64_t> *chunkOf = nullptr) {
+  SmallVector<Operation *> outputs;
+  for (auto [op, s] : segmentOf)
+    if (llvm::any_of(op->getUsers(), [&, op = op, s = s](Operation *u) {
+          if (loss->isBeforeInBlock(u))
+            return false;
+          if (chunkOf)
+            return chunkOf->lookup(u) != chunkOf->lookup(op) ||
+                   (segmentOf.count(u) && segmentOf.lookup(u) != s);
+          return !segmentOf.count(u) || segmentOf.lookup(u) != s;
+        }))
+      outputs.push_back(op);
+  for (Operation *op : outputs)
+    segmentOf.erase(op);
+}
+
 /// Each forward op's segment (the blocks of `prefix` grouped into `segments` runs of
 /// consecutive blocks; 0: one per block), without the segments' outputs, which are kept.
 llvm::DenseMap<Operation *, int64_t> assignSegments(Block &body, Operation *loss,
@@ -186,17 +208,54 @@ llvm::DenseMap<Operation *, int64_t> assignSegments(Block &body, Operation *loss
       segmentOf[&op] = current;
   }
 
-  // A segment's outputs (values other forward ops read: the next segment's input, the
-  // residual stream) are the checkpoints: kept, not recomputed.
-  SmallVector<Operation *> outputs;
-  for (auto [op, s] : segmentOf)
-    if (llvm::any_of(op->getUsers(), [&, s = s](Operation *u) {
-          return !loss->isBeforeInBlock(u) && (!segmentOf.count(u) || segmentOf.lookup(u) != s);
-        }))
-      outputs.push_back(op);
-  for (Operation *op : outputs)
-    segmentOf.erase(op);
+  eraseOutputs(segmentOf, loss);
   return segmentOf;
+}
+
+/// Each forward op's pipeline chunk: its ds.stage, or for an op canonicalization made, the
+/// latest chunk of its operands, else the earliest of its forward users (as ds-pipeline
+/// places it).
+llvm::DenseMap<Operation *, int64_t> chunksOf(Block &body, Operation *loss) {
+  llvm::DenseMap<Operation *, int64_t> chunk;
+  SmallVector<Operation *> unresolved;
+  for (Operation &op : body) {
+    if (&op == loss)
+      break;
+    if (auto c = op.getAttrOfType<IntegerAttr>(kStageAttrName)) {
+      chunk[&op] = c.getInt();
+      continue;
+    }
+    for (Value x : op.getOperands())
+      if (Operation *d = x.getDefiningOp(); d && chunk.count(d))
+        chunk[&op] = std::max(chunk.lookup(&op), chunk.lookup(d));
+    if (!chunk.count(&op))
+      unresolved.push_back(&op);
+  }
+  for (Operation *op : llvm::reverse(unresolved))
+    for (Operation *u : op->getUsers())
+      if (chunk.count(u))
+        chunk[op] = chunk.count(op) ? std::min(chunk.lookup(op), chunk.lookup(u))
+                                    : chunk.lookup(u);
+  return chunk;
+}
+
+/// In a pipeline, each segment split where ds-pipeline-partition cut the chunks: a segment
+/// is recomputed in its chunk's backward phase, on the rank that ran its forward, from the
+/// checkpoints that rank kept (a value of another chunk is a checkpoint, sent in the
+/// forward; a value a later chunk's forward reads is a checkpoint too). Returns the segments'
+/// count.
+int64_t splitAtChunks(llvm::DenseMap<Operation *, int64_t> &segmentOf,
+                      const llvm::DenseMap<Operation *, int64_t> &chunkOf, Operation *loss) {
+  std::map<std::pair<int64_t, int64_t>, int64_t> renumbered;
+  for (auto &[op, s] : segmentOf)
+    renumbered.insert({{s, chunkOf.lookup(op)}, 0});
+  int64_t n = 0;
+  for (auto &[key, index] : renumbered)
+    index = n++;
+  for (auto &[op, s] : segmentOf)
+    s = renumbered[{s, chunkOf.lookup(op)}];
+  eraseOutputs(segmentOf, loss, &chunkOf);
+  return n;
 }
 
 /// The backward: each use of a segment's value gets a recomputed one, cloned (with what it
@@ -204,7 +263,8 @@ llvm::DenseMap<Operation *, int64_t> assignSegments(Block &body, Operation *loss
 /// the checkpoints the recomputation reads: segment inputs that other segments computed.
 llvm::SetVector<Value> recomputeInBackward(Block &body, Operation *loss,
                                            const llvm::DenseMap<Operation *, int64_t> &segmentOf,
-                                           int64_t groups) {
+                                           int64_t groups,
+                                           const llvm::DenseMap<Operation *, int64_t> *chunkOf) {
   OpBuilder b(loss->getContext());
   std::vector<IRMapping> maps(groups);
   llvm::SetVector<Value> checkpoints;
@@ -237,6 +297,10 @@ llvm::SetVector<Value> recomputeInBackward(Block &body, Operation *loss,
         tileValues.push_back({s, r});
     }
     Operation *clone = b.clone(*def, operands);
+    if (chunkOf) { // its chunk's backward phase
+      clone->setAttr(kStageAttrName, b.getI64IntegerAttr(chunkOf->lookup(def)));
+      clone->setAttr(kBackwardAttrName, b.getUnitAttr());
+    }
     clone->setAttr(kRecomputeAttrName, def->hasAttr(kTileAttrName)
                                            ? Attribute(b.getI64IntegerAttr(round))
                                            : Attribute(UnitAttr::get(b.getContext())));
@@ -284,6 +348,14 @@ void offloadCheckpoints(const llvm::SetVector<Value> &checkpoints, Operation *lo
     b.setInsertionPoint(firstBackward);
     auto back = MoveOp::create(b, v.getLoc(), v.getType(), host.getResult(),
                                MemorySpaceAttr::get(b.getContext(), MemorySpace::device));
+    // In a pipeline, both on the rank that recomputes from it (a checkpoint another rank
+    // computed is kept on the host of the rank it was sent to): the move out in that chunk's
+    // forward phase, the move back in its backward phase.
+    if (Attribute chunk = firstBackward->getAttr(kStageAttrName)) {
+      host->setAttr(kStageAttrName, chunk);
+      back->setAttr(kStageAttrName, chunk);
+      back->setAttr(kBackwardAttrName, b.getUnitAttr());
+    }
     v.replaceUsesWithIf(back.getResult(), [&](OpOperand &use) {
       return use.getOwner() != host && loss->isBeforeInBlock(use.getOwner()) &&
              use.getOwner() != back;
@@ -300,15 +372,6 @@ void ActivationCheckpointPass::runOnOperation() {
   auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
   if (!micro) {
     module.emitError() << "ds-activation-checkpoint needs @micro_step (run ds-autodiff first)";
-    return signalPassFailure();
-  }
-  bool tiles = false;
-  micro.walk([&](Operation *op) { tiles |= op->hasAttr(kTileAttrName); });
-  if (module->hasAttr(kPipelineAttrName) && (blocks || tiles)) {
-    module.emitError() << "ds-activation-checkpoint: recomputation in a pipeline is not "
-                          "implemented yet; drop activation_checkpointing (and "
-                          "sequence_tiling.mlp_tiles, which recomputes its tiles) or "
-                          "pipeline.stages";
     return signalPassFailure();
   }
   Block &body = micro.getBody().front();
@@ -343,7 +406,13 @@ void ActivationCheckpointPass::runOnOperation() {
   }
   if (segmentOf.empty())
     return;
-  llvm::SetVector<Value> checkpoints = recomputeInBackward(body, loss, segmentOf, groups);
+  std::optional<llvm::DenseMap<Operation *, int64_t>> chunkOf;
+  if (module->hasAttr(kPipelineAttrName)) {
+    chunkOf = chunksOf(body, loss);
+    groups = splitAtChunks(segmentOf, *chunkOf, loss);
+  }
+  llvm::SetVector<Value> checkpoints = recomputeInBackward(
+      body, loss, segmentOf, groups, chunkOf ? &*chunkOf : nullptr);
   if (cpu)
     offloadCheckpoints(checkpoints, loss);
 }

@@ -105,7 +105,8 @@ FailureOr<StallPrediction> predictStall(ModuleOp module, const TierRates &rates)
 FailureOr<OwningOpRef<ModuleOp>> fitDeviceMemory(ModuleOp imported,
                                                  ::ds::DeepSpeedConfig &config,
                                                  uint64_t budget, llvm::raw_ostream &note);
-/// The FLOPs per step of the ops that recompute forward values (ds.recompute).
+/// The FLOPs per step of the ops that recompute forward values (ds.recompute); of a
+/// pipeline, those of the rank that recomputes the most.
 int64_t recomputedFlops(ModuleOp step);
 
 /// One rank's memory at its peak by DeepSpeed's categories (what --memory-report prints):
@@ -151,11 +152,12 @@ AxisPlacement placementOf(MeshAttr mesh, llvm::StringRef axesName, const Cluster
 /// The axes a --plan search keeps (`--plan-fix`): 0 (ZeRO: -1) leaves one free.
 struct PlanFixed {
   int64_t dp = 0, tp = 0, pp = 0, sp = 0, zero = -1, micro = 0;
+  int64_t recompute = -1; ///< 0 or 1: activation checkpointing off or on; -1: free
   /// Every axis given (dp follows from the ranks and tp, pp, sp): "will it fit".
   bool all() const { return tp && pp && sp && zero >= 0 && micro; }
 };
-/// Parses `--plan-fix` ("tp=2,pp=1,zero=3,micro=4": dp, tp, pp, sp, zero, micro) for a job of
-/// `ranks` ranks; the error names the key or value and the fix.
+/// Parses `--plan-fix` ("tp=2,pp=1,zero=3,micro=4": dp, tp, pp, sp, zero, micro, recompute)
+/// for a job of `ranks` ranks; the error names the key or value and the fix.
 llvm::Expected<PlanFixed> parsePlanFixed(llvm::StringRef text, int64_t ranks);
 struct PlanRequest {
   const ClusterSpec *cluster = nullptr;
@@ -165,6 +167,7 @@ struct PlanRequest {
 /// One layout and what the compiler predicts of it.
 struct PlanCandidate {
   int64_t dp = 1, tp = 1, pp = 1, sp = 1, zeroStage = 0, microBatch = 1, gas = 1;
+  bool recompute = false; ///< activation checkpointing (every stage's blocks recomputed)
   /// Empty when it compiles and fits; else the compiler's refusal or the shortfall.
   std::string why;
   int64_t peakBytes = 0; ///< the fullest rank's device peak (0: not compiled)
@@ -175,7 +178,8 @@ struct PlanCandidate {
   bool fits() const { return why.empty(); }
 };
 /// Compiles every layout of `request.devices` ranks (pp x dp x tp x sp, ZeRO 0-3, each
-/// micro-batch that divides the global batch over dp) from the user's config `baseConfig` and
+/// micro-batch that divides the global batch over dp; with activation checkpointing where
+/// the layout does not fit without it) from the user's config `baseConfig` and
 /// the model `importAt(micro)` imports (null when it cannot, with a diagnostic); returns them
 /// ranked, fitting ones first by predicted step time.
 FailureOr<std::vector<PlanCandidate>>
