@@ -66,7 +66,7 @@ def main():
                                 "targets=tensor<1x%dxi64>" % SEQ, "--config", cfg, "--plan",
                                 "--cluster", "dgx-a100:%d" % (gpus // 8), "--global-batch",
                                 str(batch), "--plan-fix",
-                                "tp=%d,pp=%d,sp=1,zero=0,micro=1" % (tp, pp), "--plan-out",
+                                "tp=%d,pp=%d,sp=1,zero=0,micro=1,recompute=1" % (tp, pp), "--plan-out",
                                 os.path.join(w, "plan.json")], capture_output=True, text=True)
             secs = time.time() - t0
             layout = "dp=%d tp=%d pp=%d" % (dp, tp, pp)

@@ -495,7 +495,8 @@ void mlir::ds::printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest 
                        "  %s\n",
                        c.fits() ? std::to_string(i + 1).c_str() : "-", layout.c_str(),
                        (long long)c.zeroStage, (long long)c.microBatch, (long long)c.gas,
-                       c.recompute ? "y" : "-", (long long)c.peakBytes, c.stepSeconds, c.computeSeconds, c.commSeconds,
+                       c.recompute ? "y" : "-", (long long)c.peakBytes, c.stepSeconds,
+                       c.computeSeconds, c.commSeconds,
                        c.mfu, axes.empty() ? "none" : axes.c_str());
     if (!c.fits())
       os << "     (" << c.why << ")\n";

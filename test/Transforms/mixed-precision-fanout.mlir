@@ -6,18 +6,19 @@
 // widens on its own: ds-autodiff then rounds each read's gradient before the sum (one f32 sum
 // of all reads, rounded once, is not PyTorch's number), and the sum is a 16-bit add.
 // CHECK-LABEL: func.func @forward
-// The weight, read by both linear layers (a tied head), widens once per read.
+// The weight, read by both linear layers (a tied head), widens once per read, each right
+// before its read.
 // CHECK: %[[W16:.+]] = ds.get_parameter @w : tensor<4x4xbf16>
-// CHECK-NEXT: %[[W1:.+]] = ds.convert %[[W16]] : tensor<4x4xbf16> -> tensor<4x4xf32>
-// CHECK-NEXT: %[[W2:.+]] = ds.convert %[[W16]] : tensor<4x4xbf16> -> tensor<4x4xf32>
-// CHECK-NEXT: %[[Y:.+]] = ds.linear %{{.+}}, %[[W2]]
+// CHECK: %[[W1:.+]] = ds.convert %[[W16]] : tensor<4x4xbf16> -> tensor<4x4xf32>
+// CHECK-NEXT: %[[Y:.+]] = ds.linear %{{.+}}, %[[W1]]
 // The rounded activation, read by the GELU and the residual add, too.
 // CHECK-NEXT: %[[Y16:.+]] = ds.convert %[[Y]] : tensor<2x4xf32> -> tensor<2x4xbf16>
 // CHECK-NEXT: %[[Y1:.+]] = ds.convert %[[Y16]] : tensor<2x4xbf16> -> tensor<2x4xf32>
-// CHECK-NEXT: %[[Y2:.+]] = ds.convert %[[Y16]] : tensor<2x4xbf16> -> tensor<2x4xf32>
-// CHECK-NEXT: ds.gelu %[[Y2]]
-// CHECK: ds.add %[[Y1]], %{{.+}}
-// CHECK: ds.linear %{{.+}}, %[[W1]]
+// CHECK-NEXT: ds.gelu %[[Y1]]
+// CHECK: %[[Y2:.+]] = ds.convert %[[Y16]] : tensor<2x4xbf16> -> tensor<2x4xf32>
+// CHECK: ds.add %[[Y2]], %{{.+}}
+// CHECK: %[[W2:.+]] = ds.convert %[[W16]] : tensor<4x4xbf16> -> tensor<4x4xf32>
+// CHECK: ds.linear %{{.+}}, %[[W2]]
 
 // The backward sums the rounded gradients in bf16: no f32 add of two gradients.
 // WIDE-LABEL: func.func @micro_step

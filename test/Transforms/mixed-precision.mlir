@@ -6,15 +6,15 @@
 // RUN: not ds-opt %s --ds-autodiff --ds-mixed-precision 2>&1 | FileCheck %s --check-prefix=ORDER
 // RUN: not ds-opt %s --ds-mixed-precision --ds-mixed-precision 2>&1 | FileCheck %s --check-prefix=TWICE
 
-// A 16-bit model: the trainable parameter is stored in bf16 and widened where read; the
-// linear layer's and the GELU's results are rounded through bf16; the reshape only moves
-// elements (no rounding); the input is rounded; the buffer stays f32; the loss stays f32.
+// A 16-bit model: the trainable parameter is stored in bf16 and widened right before each
+// read; the linear layer's and the GELU's results are rounded through bf16; the reshape only
+// moves elements (no rounding); the input is rounded; the buffer stays f32; the loss stays f32.
 // CHECK: ds.parameter @w trainable : tensor<4x8xbf16>
 // CHECK: ds.parameter @scale : tensor<4xf32>
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[X16:.+]] = ds.convert %arg0 : tensor<2x8xf32> -> tensor<2x8xbf16>
-// CHECK: %[[X:.+]] = ds.convert %[[X16]] : tensor<2x8xbf16> -> tensor<2x8xf32>
 // CHECK: %[[W16:.+]] = ds.get_parameter @w : tensor<4x8xbf16>
+// CHECK: %[[X:.+]] = ds.convert %[[X16]] : tensor<2x8xbf16> -> tensor<2x8xf32>
 // CHECK: %[[W:.+]] = ds.convert %[[W16]] : tensor<4x8xbf16> -> tensor<4x8xf32>
 // CHECK: %[[Y:.+]] = ds.linear %[[X]], %[[W]]
 // CHECK: %[[Y16:.+]] = ds.convert %[[Y]] : tensor<2x4xf32> -> tensor<2x4xbf16>

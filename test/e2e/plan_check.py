@@ -67,7 +67,8 @@ def main():
     print("fitting micro-batches: %s" % sorted({int(r[6]) for r in fitting}))
     # Why the first wins: against another shape's fastest, the difference of the two rows.
     why = re.findall(r"^why 1 beats (dp=\d+ tp=\d+ pp=\d+ sp=\d+) +ZeRO (\d+), micro-batch (\d+)"
-                     r"(?:, recomputing)?: (\S+) s less \(compute (\S+) s, communication (\S+) s\)", p.stdout, re.M)
+                     r"(?:, recomputing)?: (\S+) s less \(compute (\S+) s, communication (\S+) s\)",
+                     p.stdout, re.M)
     steps_by = {(" ".join(r[1:5]), r[5], r[6]): float(r[10]) for r in fitting}
     agree = [abs(float(x[3]) - (steps_by[x[:3]] - steps[0])) <= 2e-3 * steps_by[x[:3]] and
              abs(float(x[4]) + float(x[5]) + float(x[3])) <= 5e-3 * steps_by[x[:3]]
@@ -177,7 +178,8 @@ def main():
                  if re.match(r"^-\s+dp=", l) and len(l.split()) > 10]
     r = over_rows[0]
     q = subprocess.run(common + ["--plan-fix", fix(r)], capture_output=True, text=True)
-    verdicts = re.findall(r"^  (?:every rank \(\d+\)|pipeline stage \d+ \(\d+ ranks?\)): peak (\d+) \+ "
+    verdicts = re.findall(r"^  (?:every rank \(\d+\)|pipeline stage \d+ \(\d+ ranks?\)): "
+                          r"peak (\d+) \+ "
                           r"padding (\d+) = (\d+): (?:fits, (\d+) bytes spare|DOES NOT FIT, "
                           r"short by (\d+) bytes)$", q.stdout, re.M)
     short = [int(v[4]) for v in verdicts if v[4]]

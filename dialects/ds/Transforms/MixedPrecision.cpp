@@ -69,8 +69,17 @@ void MixedPrecisionPass::runOnOperation() {
   // shared by the uses that only move elements (views in PyTorch, whose gradients it
   // assembles without rounding: attention's q, k, v slices, whose gradients then meet in one
   // concat).
+  //
+  // Each widening is made right before its use (the shared one before the first), not where
+  // `n` is made: a torch.export program reads every parameter at the top of the function, and
+  // a widened copy made there would be live from the step's start.
   auto widenEachUse = [&](OpBuilder &b, Value n, Value v, RankedTensorType wide,
-                          ArrayRef<OpOperand *> uses) {
+                          ArrayRef<OpOperand *> unordered) {
+    SmallVector<OpOperand *> uses(unordered);
+    llvm::stable_sort(uses, [](OpOperand *x, OpOperand *y) {
+      return x->getOwner()->isBeforeInBlock(y->getOwner());
+    });
+    OpBuilder::InsertionGuard guard(b);
     Value moves;
     for (OpOperand *use : uses) {
       const bool move = movesElementsOnly(use->getOwner());
@@ -78,6 +87,7 @@ void MixedPrecisionPass::runOnOperation() {
         use->set(moves);
         continue;
       }
+      b.setInsertionPoint(use->getOwner());
       auto w = ConvertOp::create(b, v.getLoc(), wide, n);
       inserted.insert(w);
       use->set(w);
