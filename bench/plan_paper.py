@@ -42,9 +42,66 @@ def megatron_flops(batch, layers, hidden):
         1 + SEQ / (6 * hidden) + VOCAB / (16 * layers * hidden))
 
 
+# torchtitan's published Llama 3 run (docs/performance.md, "Llama 3 performance numbers"):
+# Llama-3-70B's shape, 64 A100-80GB, FSDP2 over all 64 (ZeRO 3), local batch 1 (global 64),
+# sequence 8192, full activation checkpointing: 331 tokens/s per GPU (MFU 51.7%).
+# name -> (layers, d, heads, kv heads, ffn, vocab, seq, GPUs, global batch, tokens/s/GPU)
+LLAMA = {
+    "Llama-3-70B": (80, 8192, 64, 8, 28672, 128256, 8192, 64, 64, 331),
+}
+
+
+def plan_fix(ds_opt, pt2, inputs, cfg, cluster, batch, fix, w):
+    """ds-opt --plan --plan-fix FIX: (predicted step s, fullest rank's peak bytes, seconds it
+    took) or (None, the error, seconds)."""
+    t0 = time.time()
+    p = subprocess.run([ds_opt, pt2] + inputs + ["--config", cfg, "--plan", "--cluster",
+                                                 cluster, "--global-batch", str(batch),
+                                                 "--plan-fix", fix, "--plan-out",
+                                                 os.path.join(w, "plan.json")],
+                       capture_output=True, text=True)
+    secs = time.time() - t0
+    step = re.search(r"predicted step (\S+) s", p.stdout)
+    peaks = [int(x) for x in re.findall(r": peak (\d+) \+ padding", p.stdout)]
+    if not step or not peaks:
+        return None, (p.stderr.strip().splitlines() or ["?"])[-1], secs
+    return float(step.group(1)), max(peaks), secs
+
+
+def llama_rows(ds_opt, w, names):
+    import meta_llama
+    print("\n%-12s %-30s %-16s %9s %8s %8s %10s %10s %6s %6s" % (
+        "model", "layout", "cluster", "params", "peak GB", "step s", "ds tok/s", "published",
+        "ratio", "secs"))
+    for name in names:
+        layers, d, heads, kv, ffn, vocab, seq, gpus, batch, published = LLAMA[name]
+        pt2 = os.path.join(w, name + ".pt2")
+        n = meta_llama.export(pt2, layers, d, heads, kv, ffn, vocab, seq)
+        cfg = os.path.join(w, "llama.json")
+        json.dump({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                   "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}, open(cfg, "w"))
+        inputs = ["--input", "input_ids=tensor<1x%dxi64>" % seq,
+                  "--input", "labels=tensor<1x%dxi64>" % seq]
+        # The published layout on the published GPUs, and the same on H100s (nothing
+        # published to set beside it).
+        for cluster, pub in (("dgx-a100:%d" % (gpus // 8), published),
+                             ("dgx-h100:%d" % (gpus // 8), None)):
+            t, peak, secs = plan_fix(ds_opt, pt2, inputs, cfg, cluster, batch,
+                                     "tp=1,pp=1,sp=1,zero=3,micro=1,recompute=1", w)
+            layout = "dp=%d ZeRO 3, recomputing" % gpus
+            if t is None:
+                print("%-12s %-30s %-16s %9.4g  failed: %s" % (name, layout, cluster, n, peak))
+                continue
+            ours = batch * seq / (t * gpus)
+            print("%-12s %-30s %-16s %9.4g %8.1f %8.3g %10.1f %10s %6s %6.0f" % (
+                name, layout, cluster, n, peak / 1e9, t, ours, pub or "-",
+                "%.2f" % (ours / pub) if pub else "-", secs), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", default=",".join(ROWS))
+    ap.add_argument("--llama", default=",".join(LLAMA))
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     a = ap.parse_args()
     ds_opt = os.path.join(a.build, "bin", "ds-opt")
@@ -52,7 +109,7 @@ def main():
         "model", "layout", "GPUs", "params", "peak GB", "step s", "ds TFLOP/s", "published",
         "ratio", "secs"))
     with tempfile.TemporaryDirectory() as w:
-        for name in a.rows.split(","):
+        for name in filter(None, a.rows.split(",")):
             heads, hidden, layers, tp, pp, gpus, batch, published = ROWS[name]
             dp = gpus // (tp * pp)
             pt2 = os.path.join(w, name + ".pt2")
@@ -61,27 +118,20 @@ def main():
             cfg = os.path.join(w, "base.json")
             json.dump({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
                        "optimizer": {"type": "Adam", "params": {"lr": 1e-4}}}, open(cfg, "w"))
-            t0 = time.time()
-            p = subprocess.run([ds_opt, pt2, "--input", "idx=tensor<1x%dxi64>" % SEQ, "--input",
-                                "targets=tensor<1x%dxi64>" % SEQ, "--config", cfg, "--plan",
-                                "--cluster", "dgx-a100:%d" % (gpus // 8), "--global-batch",
-                                str(batch), "--plan-fix",
-                                "tp=%d,pp=%d,sp=1,zero=0,micro=1,recompute=1" % (tp, pp), "--plan-out",
-                                os.path.join(w, "plan.json")], capture_output=True, text=True)
-            secs = time.time() - t0
+            inputs = ["--input", "idx=tensor<1x%dxi64>" % SEQ,
+                      "--input", "targets=tensor<1x%dxi64>" % SEQ]
+            t, peak, secs = plan_fix(ds_opt, pt2, inputs, cfg, "dgx-a100:%d" % (gpus // 8),
+                                     batch, "tp=%d,pp=%d,sp=1,zero=0,micro=1,recompute=1" %
+                                     (tp, pp), w)
             layout = "dp=%d tp=%d pp=%d" % (dp, tp, pp)
-            step = re.search(r"predicted step (\S+) s", p.stdout)
-            peaks = [int(x) for x in re.findall(r": peak (\d+) \+ padding", p.stdout)]
-            if not step or not peaks:
-                print("%-7s %-22s %6d %9.4g  failed: %s" % (name, layout, gpus, n,
-                                                            (p.stderr.strip().splitlines()
-                                                             or ["?"])[-1]))
+            if t is None:
+                print("%-7s %-22s %6d %9.4g  failed: %s" % (name, layout, gpus, n, peak))
                 continue
-            t = float(step.group(1))
             ours = megatron_flops(batch, layers, hidden) / (t * gpus) / 1e12
             print("%-7s %-22s %6d %9.4g %10.1f %10.3g %12.1f %10d %7.2f %6.0f" % (
-                name, layout, gpus, n, max(peaks) / 1e9, t, ours, published, ours / published,
+                name, layout, gpus, n, peak / 1e9, t, ours, published, ours / published,
                 secs), flush=True)
+        llama_rows(ds_opt, w, list(filter(None, a.llama.split(","))))
 
 
 if __name__ == "__main__":

@@ -67,6 +67,15 @@ Value mergeDisjointSlices(OpBuilder &b, Location loc, Value acc, Value g) {
                                gi.getStartAttr(), gi.getStepAttr());
 }
 
+/// In a pipeline (ds-pipeline-partition's ds.stage), `op`, made right before the backward op
+/// `first`, joins `first`'s phase: the backward of its chunk, not the forward of the value it
+/// reads (where ds-pipeline would make it, and keep the f32 copy through the schedule).
+void joinPhaseOf(Operation *op, Operation *first) {
+  for (StringRef name : {kStageAttrName, kBackwardAttrName})
+    if (Attribute a = first->getAttr(name))
+      op->setAttr(name, a);
+}
+
 /// A widening ds.convert (16-bit float to f32) of the forward that the backward reads is
 /// recomputed just before its first backward use, so that the 16-bit value is what lives
 /// across the loss (half the bytes). The copy is marked `rematerialized` so that CSE keeps it.
@@ -103,6 +112,7 @@ void rematerializeWidenings(ArrayRef<Operation *> forwardOps) {
       OpBuilder b(first);
       auto widen = ConvertOp::create(b, op->getLoc(), t, narrowing.getResult());
       widen->setAttr("rematerialized", b.getUnitAttr());
+      joinPhaseOf(widen, first);
       r.replaceUsesWithIf(widen, [&](OpOperand &use) {
         return !forward.contains(use.getOwner()) && use.getOwner() != widen;
       });
@@ -140,6 +150,7 @@ void rematerializeWidenings(ArrayRef<Operation *> forwardOps) {
       Operation *c = b.clone(*def, map);
       if (isa<ConvertOp>(c))
         c->setAttr("rematerialized", b.getUnitAttr());
+      joinPhaseOf(c, first);
       return c->getResult(0);
     };
     Value again = copy(v);
