@@ -217,6 +217,10 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
           continue;
         for (int64_t micro : divisors(req.globalBatch / dp))
           for (int64_t zero = 0; zero <= 3; ++zero) {
+            // With one data-parallel rank a ZeRO stage partitions nothing: stage 0 stands
+            // for them all (unless --plan-fix names one).
+            if (dp == 1 && zero > 0 && req.fixed.zero < 0)
+              continue;
             PlanCandidate c{dp, tp, pp, sp, zero, micro, req.globalBatch / dp / micro};
             // Recomputation costs a forward: tried where the layout does not fit without it
             // (or where the user or --plan-fix asks for it).
