@@ -15,7 +15,7 @@ whether any layout the planner called fitting failed. Last, DeepSpeed's memory e
 ds's plan (its model states and its whole peak) and the measured peak, for dp 4 in bf16 with
 ZeRO 2 and 3 (the mixed precision those estimators assume).
 
-usage: /usr/bin/python3 bench/plan_gpt.py [--device-memory 160000000] [--steps 8]
+usage: /usr/bin/python3 bench/plan_gpt.py [--device-memory 170000000] [--steps 8]
        [--build build] [--limit N] [--work DIR]
 """
 import argparse
@@ -115,7 +115,7 @@ def estimators(b, w, steps):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('--device-memory', type=int, default=160000000)
+    ap.add_argument('--device-memory', type=int, default=170000000)
     ap.add_argument('--steps', type=int, default=8)
     ap.add_argument('--build', default=os.path.join(ROOT, 'build'))
     ap.add_argument('--limit', type=int, default=0, help='measure only the first N (0: all)')
