@@ -96,6 +96,23 @@ def llama_rows(ds_opt, w, names):
             print("%-12s %-30s %-16s %9.4g %8.1f %8.3g %10.1f %10s %6s %6.0f" % (
                 name, layout, cluster, n, peak / 1e9, t, ours, pub or "-",
                 "%.2f" % (ours / pub) if pub else "-", secs), flush=True)
+        # ds's own choice among the layouts without pipeline or sequence parallelism at
+        # micro-batch 1 (tp x ZeRO stage, recomputation where needed); the search over
+        # pipelines too does not finish in 30 minutes yet (each compile holds every
+        # micro-batch).
+        t0 = time.time()
+        p = subprocess.run([ds_opt, pt2] + inputs + [
+            "--config", cfg, "--plan", "--cluster", "dgx-a100:%d" % (gpus // 8),
+            "--global-batch", str(batch), "--plan-fix", "pp=1,sp=1,micro=1", "--plan-rows", "3",
+            "--plan-out", os.path.join(w, "plan.json")], capture_output=True, text=True)
+        secs = time.time() - t0
+        rows = [l for l in p.stdout.splitlines() if re.match(r"^\d+\s+dp=", l)]
+        m = re.search(r"plan: (\d+) layouts.* (\d+) fit", p.stdout)
+        counted = "%s layouts, %s fit" % m.groups() if m else p.stderr.strip()
+        print("%s: ds's choice with pp=1 sp=1 micro=1 on dgx-a100:%d (%s; search %.0f s):" % (
+            name, gpus // 8, counted, secs))
+        for r in rows:
+            print("  " + r)
 
 
 def main():
