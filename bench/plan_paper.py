@@ -148,6 +148,16 @@ def main():
             print("%-7s %-22s %6d %9.4g %10.1f %10.3g %12.1f %10d %7.2f %6.0f" % (
                 name, layout, gpus, n, peak / 1e9, t, ours, published, ours / published,
                 secs), flush=True)
+            # ds's own choice on the published mesh: ZeRO stage and recomputation free.
+            t0 = time.time()
+            p = subprocess.run([ds_opt, pt2] + inputs + [
+                "--config", cfg, "--plan", "--cluster", "dgx-a100:%d" % (gpus // 8),
+                "--global-batch", str(batch), "--plan-fix", "tp=%d,pp=%d,sp=1,micro=1" % (tp, pp),
+                "--plan-rows", "1", "--plan-out", os.path.join(w, "plan.json")],
+                capture_output=True, text=True)
+            first = [l for l in p.stdout.splitlines() if re.match(r"^1\s+dp=", l)]
+            print("  ds's choice on that mesh (ZeRO stage, recomputation free; %.0f s): %s" % (
+                time.time() - t0, first[0] if first else p.stderr.strip()), flush=True)
         llama_rows(ds_opt, w, list(filter(None, a.llama.split(","))))
 
 
