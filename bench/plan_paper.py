@@ -1,18 +1,24 @@
 #!/usr/bin/python3
-"""The planner on paper, at the scale of the Megatron-LM paper's weak-scaling table (Narayanan
-et al., SC21, "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM",
-Table 1): GPT models with vocabulary 51200 and sequence 2048, exported weight-free
-(test/models/meta_gpt.py), judged by `ds-opt --plan --plan-fix` at the layout each row was
-published with, on the `dgx-a100` preset with the row's GPU count. Prints ds's predicted step
-time and peak beside the published per-GPU throughput, the throughput counted as the paper
-counts it (its formula with activation recomputation, 96 B s l h^2 (1 + s/6h + V/16lh)) at
-ds's predicted time, and their ratio.
+"""The planner on paper, against published runs, weight-free, on the GPU presets:
 
-Not yet a like-for-like comparison: ds plans the step without recomputation and at the
-preset's datasheet peak, while the published runs recomputed activations and reached about half
-of that peak; the ratio says how far the cost model is from the measured runs.
+1. The Megatron-LM paper's weak-scaling rows nearest 175B (Narayanan et al., SC21, "Efficient
+   Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", Table 1): GPT models
+   with vocabulary 51200 and sequence 2048 (test/models/meta_gpt.py), judged by `ds-opt --plan
+   --plan-fix` at the layout each row was published with, recomputing as they did, on
+   `dgx-a100` with the row's GPU count: ds's predicted step and peak beside the published
+   per-GPU throughput, the throughput counted as the paper counts it (96 B s l h^2 (1 + s/6h +
+   V/16lh), recomputation included) at ds's predicted step, and their ratio; then ds's own
+   choice on that mesh with the ZeRO stage and recomputation free.
+2. torchtitan's Llama 3 70B run (docs/performance.md: 64 A100, FSDP2, local batch 1, sequence
+   8192, full activation checkpointing, 331 tokens/s per GPU) with test/models/meta_llama.py,
+   at that layout on dgx-a100:8 and dgx-h100:8, and ds's choice among the layouts without pp
+   or sp at micro-batch 1.
 
-usage: .venv/bin/python bench/plan_paper.py [--rows 145.6B,310.1B] [--build build]
+The presets price bf16 at a GEMM's measured rate (docs/design/comm-model.md); what the ratio
+still shows is what the cost model leaves out (kernel efficiency below a large GEMM's, gaps).
+
+usage: .venv/bin/python bench/plan_paper.py [--rows 145.6B,310.1B] [--llama Llama-3-70B]
+                                          [--build build]
 """
 import argparse
 import json
