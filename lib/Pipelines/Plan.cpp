@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <optional>
 #include <set>
 
 using namespace mlir;
@@ -104,14 +105,30 @@ std::pair<double, double> computeOf(ArrayRef<std::pair<func::FuncOp, int64_t>> f
   return {seconds, modelFlops};
 }
 
-/// Fills in the prediction of a built step from its memory plan.
-LogicalResult predict(ModuleOp step, const MemoryPlan &plan, const PlanRequest &req,
-                      PlanCandidate &c) {
-  c.peakBytes = plan.peakBytes(); // on a pipeline, the fullest rank's
-  c.paddingBytes = plan.paddingAtPeak();
-  for (const RankPlan &r : plan.ranks)
-    if (r.peak() == c.peakBytes)
-      c.paddingBytes = r.paddingAtPeak();
+/// One collective of a rank per step, placed on the cluster.
+struct CommFigure {
+  std::string kind, axes;
+  int64_t calls = 0, bytes = 0;
+  AxisPlacement where;
+};
+/// What a compiled step tells the prediction of one pipeline rank (of every rank off a
+/// pipeline): its arena's peaks and their padding in the step and in the update (each a line
+/// in the accumulation steps, their maximum not), its compute, and its collectives.
+struct RankFigures {
+  int64_t step = 0, stepPadding = 0, update = 0, updatePadding = 0;
+  int64_t peak() const { return std::max(step, update); }
+  int64_t padding() const { return step >= update ? stepPadding : updatePadding; }
+  double computeSeconds = 0, modelFlops = 0;
+  std::vector<CommFigure> comm;
+};
+struct StepFigures {
+  double peakFlops = 0; ///< the step's precision's, on the cluster
+  std::vector<RankFigures> ranks;
+};
+
+/// The figures of a built step from its memory plan, on `req`'s cluster.
+StepFigures figuresOf(ModuleOp step, const MemoryPlan &plan, const PlanRequest &req,
+                      int64_t pp) {
   const ClusterSpec &cl = *req.cluster;
   auto run = step->getAttrOfType<RunAttr>(kRunAttrName);
   Precision precision = run ? run.getPrecision() : Precision::fp32;
@@ -119,20 +136,83 @@ LogicalResult predict(ModuleOp step, const MemoryPlan &plan, const PlanRequest &
                 : precision == Precision::fp16 ? cl.peakFlopsFp16
                                                : cl.peakFlopsFp32;
   auto mesh = step->getAttrOfType<MeshAttr>(kMeshAttrName);
+  StepFigures out{peak, {}};
+  for (int64_t r = 0; r < pp; ++r) {
+    RankFigures &f = out.ranks.emplace_back();
+    if (plan.ranks.empty()) { // every rank alike
+      f.step = plan.microPeak, f.stepPadding = plan.microPaddingAtPeak;
+      f.update = plan.optimizerPeak, f.updatePadding = plan.optimizerPaddingAtPeak;
+    } else {
+      const RankPlan &p = plan.ranks[r];
+      f.step = p.step, f.stepPadding = p.stepPadding;
+      f.update = p.optimizer, f.updatePadding = p.optimizerPadding;
+    }
+    std::tie(f.computeSeconds, f.modelFlops) = computeOf(stepFunctions(step, r), peak, cl);
+    for (const CommRow &row : commRows(step, r))
+      f.comm.push_back({row.kind, row.axes, row.calls, row.bytes,
+                        placementOf(mesh, row.axes, cl)});
+  }
+  return out;
+}
+
+/// The figures at `m` accumulation steps of a pipeline whose figures at m1, m1 + d and
+/// m1 + 2d are `at`: each count continued along the line through the first two, or nothing
+/// where the third is off that line (then the schedule is not yet periodic and the layout
+/// compiles at m).
+std::optional<StepFigures> extrapolate(ArrayRef<StepFigures> at, int64_t m1, int64_t d,
+                                       int64_t m) {
+  bool straight = at[0].ranks.size() == at[1].ranks.size() &&
+                  at[1].ranks.size() == at[2].ranks.size();
+  auto line = [&](auto x0, auto x1, auto x2) {
+    auto slope = x1 - x0;
+    double off = static_cast<double>(x2 - x1 - slope);
+    straight &= std::abs(off) <= 1e-9 * std::max(1.0, std::abs(static_cast<double>(x2)));
+    return x0 + slope * static_cast<decltype(slope)>((m - m1) / d);
+  };
+  StepFigures out = at[0];
+  for (size_t r = 0; straight && r < out.ranks.size(); ++r) {
+    const RankFigures &a = at[0].ranks[r], &b = at[1].ranks[r], &c = at[2].ranks[r];
+    RankFigures &f = out.ranks[r];
+    f.step = line(a.step, b.step, c.step);
+    f.stepPadding = line(a.stepPadding, b.stepPadding, c.stepPadding);
+    f.update = line(a.update, b.update, c.update);
+    f.updatePadding = line(a.updatePadding, b.updatePadding, c.updatePadding);
+    f.computeSeconds = line(a.computeSeconds, b.computeSeconds, c.computeSeconds);
+    f.modelFlops = line(a.modelFlops, b.modelFlops, c.modelFlops);
+    straight &= a.comm.size() == b.comm.size() && b.comm.size() == c.comm.size();
+    for (size_t i = 0; straight && i < f.comm.size(); ++i) {
+      straight &= a.comm[i].kind == b.comm[i].kind && b.comm[i].kind == c.comm[i].kind &&
+                  a.comm[i].axes == b.comm[i].axes && b.comm[i].axes == c.comm[i].axes;
+      f.comm[i].calls = line(a.comm[i].calls, b.comm[i].calls, c.comm[i].calls);
+      f.comm[i].bytes = line(a.comm[i].bytes, b.comm[i].bytes, c.comm[i].bytes);
+    }
+  }
+  if (!straight)
+    return std::nullopt;
+  return out;
+}
+
+/// Fills in candidate `c`'s prediction from its step's figures.
+void predict(const StepFigures &figures, const PlanRequest &req, PlanCandidate &c) {
+  const ClusterSpec &cl = *req.cluster;
+  // The fullest rank (on a pipeline; every rank alike off one) and its padding.
+  c.peakBytes = 0;
+  for (const RankFigures &f : figures.ranks)
+    if (f.peak() >= c.peakBytes)
+      c.peakBytes = f.peak(), c.paddingBytes = f.padding();
   double modelFlops = 0;
   // Each pipeline rank's compute (unstretched) and communication.
   SmallVector<double> compute, comm;
   SmallVector<std::map<std::string, int64_t>> bytes;
-  for (int64_t r = 0; r < c.pp; ++r) {
-    auto [seconds, flops] = computeOf(stepFunctions(step, r), peak, cl);
-    modelFlops += flops * static_cast<double>(req.devices / c.pp);
-    compute.push_back(seconds);
+  for (const RankFigures &f : figures.ranks) {
+    modelFlops += f.modelFlops * static_cast<double>(req.devices / c.pp);
+    compute.push_back(f.computeSeconds);
     comm.push_back(0);
     bytes.emplace_back();
-    for (const CommRow &row : commRows(step, r)) {
+    for (const CommFigure &row : f.comm) {
       comm.back() += std::max(0.0, collectiveSeconds(row.kind, row.calls,
-                                                     static_cast<double>(row.bytes),
-                                                     placementOf(mesh, row.axes, cl), cl));
+                                                     static_cast<double>(row.bytes), row.where,
+                                                     cl));
       if (row.kind != "recv")
         bytes.back()[row.axes] += row.bytes;
     }
@@ -159,9 +239,8 @@ LogicalResult predict(ModuleOp step, const MemoryPlan &plan, const PlanRequest &
   c.stepSeconds = c.computeSeconds + c.commSeconds;
   c.bytesByAxis = std::move(bytes[busiest]);
   c.mfu = c.stepSeconds > 0
-              ? modelFlops / (c.stepSeconds * static_cast<double>(req.devices) * peak)
+              ? modelFlops / (c.stepSeconds * static_cast<double>(req.devices) * figures.peakFlops)
               : 0;
-  return success();
 }
 } // namespace
 
@@ -179,15 +258,18 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
   });
   std::map<int64_t, OwningOpRef<ModuleOp>> imported; // by micro-batch
   std::map<int64_t, std::string> importError;
-  // Compiles candidate `c` and fills in its prediction, or why it does not fit.
-  auto judge = [&](PlanCandidate &c) {
-    json::Object cfgJson = layoutConfig(baseConfig, c);
-    c.config.clear();
-    llvm::raw_string_ostream(c.config) << json::Value(json::Object(cfgJson));
-    auto cfg = ::ds::parseDeepSpeedConfig(c.config, c.dp);
+  // The figures of candidate `c` compiled at `gas` accumulation steps, or why it does not
+  // compile (in `why`).
+  auto compileAt = [&](const PlanCandidate &c, int64_t gas,
+                       std::string &why) -> std::optional<StepFigures> {
+    PlanCandidate at = c;
+    at.gas = gas;
+    std::string text;
+    llvm::raw_string_ostream(text) << json::Value(layoutConfig(baseConfig, at));
+    auto cfg = ::ds::parseDeepSpeedConfig(text, c.dp);
     if (!cfg) {
-      c.why = llvm::toString(cfg.takeError());
-      return;
+      why = llvm::toString(cfg.takeError());
+      return std::nullopt;
     }
     if (!imported.count(c.microBatch)) {
       first.clear();
@@ -195,17 +277,58 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
       importError[c.microBatch] = first.empty() ? "the model does not import" : first;
     }
     if (!imported[c.microBatch]) {
-      c.why = "micro-batch " + std::to_string(c.microBatch) + ": " + importError[c.microBatch];
-      return;
+      why = "micro-batch " + std::to_string(c.microBatch) + ": " + importError[c.microBatch];
+      return std::nullopt;
     }
     OwningOpRef<ModuleOp> step = imported[c.microBatch]->clone();
     first.clear();
     FailureOr<PlannedStep> planned = failure();
     if (succeeded(buildTrainingStep(*step, *cfg)))
       planned = planStep(*step);
-    if (failed(planned) || failed(predict(*step, planned->plan, req, c)))
-      c.why = first.empty() ? "the step does not compile" : first;
-    else if (c.peakBytes + c.paddingBytes > req.deviceMemory)
+    if (failed(planned)) {
+      why = first.empty() ? "the step does not compile" : first;
+      return std::nullopt;
+    }
+    return figuresOf(*step, planned->plan, req, c.pp);
+  };
+  // Compiles candidate `c` and fills in its prediction, or why it does not fit. A pipeline
+  // rank's program holds every micro-batch, so its compile grows with the accumulation steps
+  // m. The schedule's period d is one micro-batch (1F1B) or p of them (interleaved, where m is
+  // a multiple of p): past 3 (m1 + d) micro-batches, the figures at m1 = p + d, m1 + d and
+  // m1 + 2d (the warm-up filled and a steady period run on every rank; each further period
+  // the same) are continued to m along the line through the first two, where the third lies
+  // on it; else, or with --plan-exact, the layout compiles at m.
+  auto judge = [&](PlanCandidate &c) {
+    c.config.clear();
+    llvm::raw_string_ostream(c.config) << json::Value(layoutConfig(baseConfig, c));
+    std::optional<StepFigures> figures;
+    c.continued = false;
+    auto cfg = ::ds::parseDeepSpeedConfig(c.config, c.dp);
+    if (!cfg) {
+      c.why = llvm::toString(cfg.takeError());
+      return;
+    }
+    int64_t d = cfg->pipeline.schedule == PipelineSchedule::interleaved ? c.pp : 1;
+    int64_t m1 = c.pp + d;
+    if (c.pp > 1 && !req.exact && c.gas > 3 * (m1 + d) && (c.gas - m1) % d == 0) {
+      SmallVector<StepFigures, 3> at;
+      std::string why;
+      for (int64_t m = m1; m <= m1 + 2 * d; m += d) {
+        std::optional<StepFigures> f = compileAt(c, m, why);
+        if (!f)
+          break;
+        at.push_back(std::move(*f));
+      }
+      if (at.size() == 3)
+        figures = extrapolate(at, m1, d, c.gas);
+      c.continued = figures.has_value();
+    }
+    if (!figures)
+      figures = compileAt(c, c.gas, c.why);
+    if (!figures)
+      return;
+    predict(*figures, req, c);
+    if (c.peakBytes + c.paddingBytes > req.deviceMemory)
       c.why = "needs " + std::to_string(c.peakBytes + c.paddingBytes) + " bytes of " +
               std::to_string(req.deviceMemory);
   };
@@ -328,8 +451,9 @@ FailureOr<bool> mlir::ds::printFitReport(const json::Object &baseConfig, const P
   if (failed(step))
     return failure();
   FailureOr<PlannedStep> planned = planStep(**step);
-  if (failed(planned) || failed(predict(**step, planned->plan, req, given)))
+  if (failed(planned))
     return failure();
+  predict(figuresOf(**step, planned->plan, req, given.pp), req, given);
   os << "will it fit: " << layoutName(given) << ", " << settingsName(given) << " x "
      << given.gas << " accumulation steps (global batch "
      << req.globalBatch << ") on " << req.cluster->name << ", " << req.deviceMemory
@@ -445,6 +569,7 @@ std::string mlir::ds::planToJSON(ArrayRef<PlanCandidate> ranked, const PlanReque
           j.attribute("micro_batch", c.microBatch);
           j.attribute("gradient_accumulation_steps", c.gas);
           j.attribute("recompute", c.recompute);
+          j.attribute("continued", c.continued);
           j.attribute("fits", c.fits());
           if (!c.fits())
             j.attribute("why", c.why);
@@ -479,6 +604,10 @@ void mlir::ds::printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest 
      << req.deviceMemory << " bytes a device (the peak plus the allocator's padding); step "
      << "time = compute + communication, not overlapped; rc y: activation checkpointing "
      << "(docs/design/plan.md)\n";
+  if (size_t continued = llvm::count_if(ranked, [](auto &c) { return c.continued; }))
+    os << "  " << continued << " pipelined layouts planned at three accumulation steps past "
+       << "the warm-up and continued along their line (checked on the third; --plan-exact "
+       << "compiles each at its own)\n";
   os << llvm::format("%-4s %-26s %4s %5s %4s %2s %14s %10s %10s %10s %6s  %s\n", "rank",
                      "layout", "zero", "micro", "gas", "rc", "peak", "step_s", "compute_s",
                      "comm_s", "mfu", "bytes per axis");

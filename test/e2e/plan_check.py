@@ -241,6 +241,37 @@ def main():
               "fits" if on.returncode == 0 else "DOES NOT FIT",
               max(int(x) for x in peak_on) == int(r[9]) if peak_on else False))
 
+    # A pipeline's compile grows with its accumulation steps m: past three periods beyond
+    # the warm-up, the search plans it at three m and continues the line. At global batch 64
+    # (32 micro-batches on pp=2), 1F1B and interleaved, every continued row's peak, padding
+    # and bytes are those of --plan-exact's compile at its own m, its times within 1e-4.
+    inter = os.path.join(w, "interleaved.json")
+    with open(inter, "w") as f:
+        json.dump(dict(base, pipeline={"schedule": "interleaved", "virtual_stages": 2}), f)
+    for name, cfg in (("1f1b", os.path.join(w, "base.json")), ("interleaved", inter)):
+        runs = {}
+        for exact in ("", "--plan-exact"):
+            out = os.path.join(w, "continued-%s%s.json" % (name, exact))
+            args = common[:common.index("--config")] + [
+                "--config", cfg, "--plan", "--cluster", os.path.join(w, "cluster.json"),
+                "--global-batch", "64", "--plan-fix", "micro=1", "--device-memory", "100M",
+                "--plan-out", os.path.join(w, "continued.plan.json"), "--plan-json", out]
+            q = subprocess.run(args + ([exact] if exact else []), capture_output=True, text=True)
+            if q.returncode != 0:
+                sys.exit("FAILED: --plan %s at global batch 64 %s\n%s" % (name, exact, q.stderr))
+            with open(out) as f:
+                runs[exact] = {(c["dp"], c["tp"], c["pp"], c["sp"], c["zero_stage"],
+                                c["recompute"]): c for c in json.load(f)["candidates"]}
+        cont = [k for k, c in runs[""].items() if c["continued"]]
+        exact = runs["--plan-exact"]
+        same = all(runs[""][k].get(f) == exact[k].get(f) for k in runs[""]
+                   for f in ("peak_bytes", "padding_bytes", "bytes_by_axis", "fits", "why"))
+        close = all(abs(runs[""][k][f] - exact[k][f]) <= 1e-4 * exact[k][f] for k in cont
+                    for f in ("step_s", "compute_s", "comm_s"))
+        print("continued %s: %d pipelined rows (%s), peaks, bytes and refusals --plan-exact's: "
+              "%s, times within 1e-4: %s" % (
+                  name, len(cont), " ".join(sorted({"pp=%d" % k[2] for k in cont})), same,
+                  close))
 
 if __name__ == "__main__":
     main()

@@ -118,6 +118,11 @@ static cl::opt<std::string> planFix(
              "tp=2,zero=3,recompute=1); with tp, pp, sp, zero and micro all given, report "
              "whether that layout fits"),
     cl::value_desc("AXIS=N,..."), cl::cat(trainCategory));
+static cl::opt<bool> planExact(
+    "plan-exact",
+    cl::desc("--plan: compile each pipelined layout at its own accumulation steps (slower), "
+             "not at three past the warm-up continued along their line"),
+    cl::cat(trainCategory));
 static cl::opt<unsigned> planRows("plan-rows",
                                    cl::desc("--plan: how many ranked layouts to print"),
                                    cl::init(20), cl::cat(trainCategory));
@@ -296,6 +301,7 @@ static int runPlan(llvm::StringRef inputFile, MLIRContext &context) {
   if (!readDeviceMemory(budget))
     return 1;
   request.deviceMemory = static_cast<int64_t>(budget);
+  request.exact = planExact;
   std::vector<mlir::ds::InputSpec> specs;
   for (const std::string &spec : inputSpecs) {
     auto one = mlir::ds::parseInputSpec(spec, &context);

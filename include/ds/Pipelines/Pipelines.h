@@ -163,6 +163,9 @@ struct PlanRequest {
   const ClusterSpec *cluster = nullptr;
   int64_t devices = 0, globalBatch = 0, deviceMemory = 0;
   PlanFixed fixed;
+  /// Compile every pipelined layout at its own accumulation steps (--plan-exact), not at
+  /// three accumulation steps past the warm-up, continued along their line (Plan.cpp).
+  bool exact = false;
 };
 /// One layout and what the compiler predicts of it.
 struct PlanCandidate {
@@ -175,6 +178,8 @@ struct PlanCandidate {
   double computeSeconds = 0, commSeconds = 0, stepSeconds = 0, mfu = 0;
   std::map<std::string, int64_t> bytesByAxis; ///< the busiest rank's, per step
   std::string config;                         ///< its DeepSpeed config (JSON)
+  /// Its figures continued from three accumulation steps past the warm-up (a pipeline's).
+  bool continued = false;
   bool fits() const { return why.empty(); }
 };
 /// Compiles every layout of `request.devices` ranks (pp x dp x tp x sp, ZeRO 0-3, each
