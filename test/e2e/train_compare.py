@@ -26,7 +26,7 @@ CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'gpt-d512': 1024, 'lm': 64, 'lm-
            'bn2x': 4,
            'hfgpt2': 64, 'hfllama': 64, 'hfbert': 64, 'hfllamapad': 64, 'hfqwen2pad': 64,
            'hfmistralpad': 64, 'hfphi3pad': 64, 'hfoptpad': 64, 'hfbertpad': 64,
-           'hfberttypes': 64, 'hfllamapos': 64, 'hfgemma2pad': 64, 'hfmixtral': 64,
+           'hfberttypes': 64, 'hfllamapos': 64, 'hfllamalong': 64, 'hfgemma2pad': 64, 'hfmixtral': 64,
            'hfmixtralg': 64, 'hfqwenmoe': 64, 'hfqwenmoeg': 64, 'hfolmoe': 64,
            'hfqwen3moe': 64}
 # Families fed padded batches (input_ids, attention_mask, labels), as HF's data collators make
@@ -34,7 +34,7 @@ CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'gpt-d512': 1024, 'lm': 64, 'lm-
 # right padding a causal model's real tokens never see the padding, and a mask ignored would
 # not show.
 PADDED_FAMILIES = ('hfllamapad', 'hfqwen2pad', 'hfmistralpad', 'hfphi3pad', 'hfoptpad',
-                   'hfbertpad', 'hfberttypes', 'hfllamapos', 'hfgemma2pad')
+                   'hfbertpad', 'hfberttypes', 'hfllamapos', 'hfllamalong', 'hfgemma2pad')
 # Families exported by PyTorch 2.x (test/models/make_models2.py; run this script with .venv's
 # python, whose torch also judges step 1).
 TORCH2_FAMILIES = ('gpt2x', 'gpt2xgqa', 'lm2x', 'ops2x', 'bn2x', 'hfgpt2', 'hfllama',

@@ -229,8 +229,8 @@ class HFMaskedPositionsLoss(HFMaskedLoss):
                           position_ids=position_ids, use_cache=False).loss
 
 
-def make_hf_padded(arch):
-    """A small decoder of `arch` fed padded batches (HFMaskedLoss)."""
+def make_hf_padded(arch, positions=16):
+    """A small decoder of `arch` fed padded batches (HFMaskedLoss) of up to `positions`."""
     import transformers
     config, model = {
         'llama': ('LlamaConfig', 'LlamaForCausalLM'),
@@ -254,7 +254,7 @@ def make_hf_padded(arch):
         extra.update(intermediate_size=64, num_key_value_heads=2)
     cfg = getattr(transformers, config)(
         vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        max_position_embeddings=16, attention_dropout=0.0, **extra)
+        max_position_embeddings=positions, attention_dropout=0.0, **extra)
     # Gemma2's soft-capping needs HF's eager attention (no SDPA path in transformers).
     cfg._attn_implementation = 'eager' if arch == 'gemma2' else 'sdpa'
     return lambda: HFMaskedLoss(getattr(transformers, model)(cfg))
@@ -407,6 +407,12 @@ HF_TYPES_INPUTS = HF_PADDED_INPUTS + [('token_type_ids', (4, 16), torch.int64,
                                        _tokens(2, (4, 16)))]
 HF_POSITIONS_INPUTS = HF_PADDED_INPUTS + [('position_ids', (4, 16), torch.int64,
                                            _tokens(16, (4, 16)))]
+# Past 2048 tokens HF's causal mask (seq x seq) is too large a constant to fold: the importer
+# computes it in the step.
+LONG = (2, 3072)
+HF_LONG_INPUTS = [('input_ids', LONG, torch.int64, _tokens(64, LONG)),
+                  ('attention_mask', LONG, torch.int64, _padding_mask(LONG)),
+                  ('labels', LONG, torch.int64, _tokens(64, LONG))]
 HF_INPUTS = [('input_ids', (4, 16), torch.int64, _tokens(64, (4, 16))),
              ('labels', (4, 16), torch.int64, _tokens(64, (4, 16)))]
 
@@ -442,6 +448,7 @@ FAMILIES = {
     'hfbertpad': (make_hf_bert_padded, HF_PADDED_INPUTS, ['trace', 'export']),
     'hfberttypes': (make_hf_bert_types, HF_TYPES_INPUTS, ['trace', 'export']),
     'hfllamapos': (make_hf_llama_positions, HF_POSITIONS_INPUTS, ['trace', 'export']),
+    'hfllamalong': (lambda: make_hf_padded('llama', LONG[1])(), HF_LONG_INPUTS, ['export']),
 }
 
 _MLIR_DTYPE = {torch.float32: 'f32', torch.int64: 'i64', torch.float16: 'f16',

@@ -1,8 +1,9 @@
 """Exports a Llama (RMSNorm, rotary positions, grouped-query causal SDPA, SwiGLU, an untied
 head: Llama 3's shape, as HF's LlamaForCausalLM computes it) on the meta device with
 torch.export: the .pt2 holds shapes and no weights, so a 70B model exports in seconds. Plain
-PyTorch rather than transformers' class: HF's mask builder turns a long sequence's causal
-mask into a constant (seq x seq) in the export. Prints the parameter count.
+PyTorch rather than transformers' class: HF's mask builder gives the step a (seq x seq)
+boolean mask to compute and hold (64 MB at 8192), where this model's SDPA is causal alone.
+Prints the parameter count.
 
 usage: python meta_llama.py OUT.pt2 --layers L --d D --heads H --kv-heads K --ffn F --vocab V
                             --seq S [--batch B]"""

@@ -16,7 +16,8 @@ using torch::jit::Node;
 using Kind = AV::Kind;
 
 namespace {
-/// Results larger than this stay unsupported rather than becoming huge constants.
+/// Results larger than this are not folded: the op is imported (its handler computes it in the
+/// step) rather than becoming a huge constant.
 constexpr int64_t kMaxFoldedElements = int64_t(1) << 22;
 
 
@@ -166,10 +167,13 @@ FailureOr<std::vector<AV>> Interpreter::foldWithLibTorch(Node *node, std::vector
     auto toAV = [&](const at::Tensor &t0) -> FailureOr<AV> {
       at::Tensor t = t0.contiguous();
       Type et = elementTypeFromScalarType((int64_t)t.scalar_type());
-      if (!et || t.numel() > kMaxFoldedElements)
-        return error() << "a constant of " << t.numel() << " elements of "
-                       << c10::toString(t.scalar_type()) << " is too large or of an "
-                       << "unsupported dtype", failure();
+      if (t.numel() > kMaxFoldedElements) { // imported as an op instead (a causal mask
+        folded = false;                       // of a long sequence): nothing reported
+        return failure();
+      }
+      if (!et)
+        return error() << "a constant of " << c10::toString(t.scalar_type())
+                       << " is of a dtype ds has no element type for", failure();
       std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
       if (t.scalar_type() == at::kLong) { // exact 64-bit integers (constantTensor goes
         const int64_t *data = t.data_ptr<int64_t>(); // through double)
