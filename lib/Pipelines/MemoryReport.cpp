@@ -10,6 +10,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Format.h"
+
+#include <set>
 #include <tuple>
 
 using namespace mlir;
@@ -178,7 +180,12 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
                      "gradients", "optimizer", "activations", "inputs", "communication",
                      "peak", "buffers", "mesh");
   // Every rank runs the same program (ds-verify-collectives) on parts of the same sizes, so
-  // every rank has this plan; on a pipeline, its stage's (the coordinate's pp).
+  // every rank has this plan; on a pipeline, its stage's (the coordinate's pp). Past
+  // kMaxRankRows ranks, one row stands for each stage's (or every) rank: its first.
+  constexpr int64_t kMaxRankRows = 64;
+  bool fold = ranks > kMaxRankRows;
+  int64_t alike = pipe ? ranks / plan.pipelineStages : ranks;
+  std::set<int64_t> shown; // the stages printed, when folded
   Row fullest;
   int64_t fullestRank = -1;
   for (int64_t r = 0; r < ranks; ++r) {
@@ -194,6 +201,11 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
     auto states = [](const Row &x) { return x.params + x.grads + x.optim; };
     if (fullestRank < 0 || states(row) > states(fullest))
       std::tie(fullest, fullestRank) = std::make_pair(row, r);
+    if (fold && !shown.insert(pp).second)
+      continue;
+    if (fold)
+      coord += " (and the " + std::to_string(alike - 1) + " other ranks" +
+               (pipe ? " of stage " + std::to_string(pp) : "") + ", alike)";
     os << llvm::format("%-5lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld %14lld  %s\n",
                        (long long)r, (long long)row.params, (long long)row.grads,
                        (long long)row.optim, (long long)row.activations, (long long)row.inputs,

@@ -171,6 +171,10 @@ def gpt3(args, ds_opt):
     seconds, rss, p = measured(cmd)
     states = [l for l in p.stdout.splitlines() if l.startswith("model states")]
     print("GPT-3 175B shape: %.2fB parameters; tp8 x dp64 bf16 ZeRO-1: %s" % (n / 1e9, states[0]))
+    # 512 ranks, every one alike: one row stands for them (not 512 equal rows).
+    rows = [l for l in p.stdout.splitlines() if re.match(r"^\d+\s+\d+", l)]
+    print("GPT-3 175B shape: memory report: %d row%s for 512 ranks: %s" % (
+        len(rows), "" if len(rows) == 1 else "s", rows[0].split("  ")[-1].strip()))
     print("GPT-3 175B shape: ds-opt %s within %d s and %.1f GiB (took %.1f s, %.2f GiB)" %
           ("PASS" if seconds < MAX_SECONDS and rss < MAX_RSS_GIB else "FAIL", MAX_SECONDS,
            MAX_RSS_GIB, seconds, rss))
