@@ -151,6 +151,7 @@ plan|--plan: the layout's micro-batch not in its config|lib/Pipelines/Plan.cpp| 
 plan|--plan: over-memory layouts called fitting|lib/Pipelines/Plan.cpp|    if (c.peakBytes + c.paddingBytes > req.deviceMemory)|    if (c.peakBytes + c.paddingBytes > 2 * req.deviceMemory)|e2e/plan.test
 import|a long sequence's causal mask (too large to fold) refused, not imported as ops|lib/Importer/TorchScript/ConstantFolding.cpp|        folded = false;                       // of a long sequence): nothing reported|        return error() << "too large", failure();|e2e/torch2-hf-padded.test
 plan|--memory-report: a row for each of 512 alike ranks|lib/Pipelines/MemoryReport.cpp|  bool fold = ranks > kMaxRankRows;|  bool fold = false;|e2e/weight-free.test
+plan|--plan: interleaving stretched as 1F1B|lib/Pipelines/Plan.cpp|  double chunks = static_cast<double>(c.gas * c.virtualStages);|  double chunks = static_cast<double>(c.gas);|e2e/plan.test
 plan|--plan: a pipeline's figures continued one period short|lib/Pipelines/Plan.cpp|    return x0 + slope * static_cast<decltype(slope)>((m - m1) / d);|    return x0 + slope * static_cast<decltype(slope)>((m - m1) / d - 1);|e2e/plan.test
 plan|--plan: a rank's peak without its update's|lib/Pipelines/Plan.cpp|  int64_t peak() const { return std::max(step, update); }|  int64_t peak() const { return step; }|e2e/plan.test
 plan|--plan: ranked by peak, not time|lib/Pipelines/Plan.cpp|    return a.fits() ? a.stepSeconds < b.stepSeconds : a.peakBytes < b.peakBytes;|    return a.peakBytes < b.peakBytes;|e2e/plan.test

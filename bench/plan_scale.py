@@ -69,7 +69,7 @@ def gpt3(ds_opt, w):
                                             "-o", os.path.join(w, "step.mlir")])
     stages = {}
     for line in p.stdout.splitlines():
-        m = re.match(r"^\d+\s+(\d+)\s+.*\bpp(\d+),dp0,tp0$", line)
+        m = re.match(r"^\d+\s+(\d+)\s+.*\bpp(\d+),dp0,tp0\b", line)
         if m:
             stages[int(m.group(2))] = int(m.group(1))
     print("  pp16 parameter bytes per stage (GB): %s" %

@@ -49,7 +49,8 @@ bool matches(const PlanFixed &f, const PlanCandidate &c) {
   return (!f.dp || f.dp == c.dp) && (!f.tp || f.tp == c.tp) && (!f.pp || f.pp == c.pp) &&
          (!f.sp || f.sp == c.sp) && (f.zero < 0 || f.zero == c.zeroStage) &&
          (!f.micro || f.micro == c.microBatch) &&
-         (f.recompute < 0 || (f.recompute == 1) == c.recompute);
+         (f.recompute < 0 || (f.recompute == 1) == c.recompute) &&
+         (!f.virtualStages || f.virtualStages == c.virtualStages);
 }
 
 /// "dp=2 tp=1 pp=2 sp=1".
@@ -58,10 +59,21 @@ std::string layoutName(const PlanCandidate &c) {
          " pp=" + std::to_string(c.pp) + " sp=" + std::to_string(c.sp);
 }
 
-/// "ZeRO 1, micro-batch 4" (", recomputing" with activation checkpointing).
+/// "ZeRO 1, micro-batch 4" (", recomputing" with activation checkpointing, ", interleaved x2"
+/// with two model chunks per pipeline rank).
 std::string settingsName(const PlanCandidate &c) {
   return "ZeRO " + std::to_string(c.zeroStage) + ", micro-batch " +
-         std::to_string(c.microBatch) + (c.recompute ? ", recomputing" : "");
+         std::to_string(c.microBatch) + (c.recompute ? ", recomputing" : "") +
+         (c.virtualStages > 1 ? ", interleaved x" + std::to_string(c.virtualStages) : "");
+}
+
+/// The model chunks per pipeline rank the user's config asks for (0: none asked; the search
+/// tries 1F1B and interleaved x2).
+int64_t askedVirtualStages(const json::Object &base) {
+  const json::Object *p = base.getObject("pipeline");
+  if (!p || !p->get("schedule"))
+    return 0;
+  return p->getInteger("virtual_stages").value_or(1);
 }
 
 /// Whether the user's config asks for activation checkpointing (every candidate keeps it).
@@ -83,6 +95,10 @@ json::Object layoutConfig(const json::Object &base, const PlanCandidate &c) {
   block("zero_optimization")["stage"] = c.zeroStage;
   block("tensor_parallel")["autotp_size"] = c.tp;
   block("pipeline")["stages"] = c.pp;
+  if (c.pp > 1) {
+    block("pipeline")["schedule"] = c.virtualStages > 1 ? "interleaved" : "1f1b";
+    block("pipeline")["virtual_stages"] = c.virtualStages;
+  }
   cfg["sequence_parallel_size"] = c.sp;
   return cfg;
 }
@@ -218,8 +234,10 @@ void predict(const StepFigures &figures, const PlanRequest &req, PlanCandidate &
     }
   }
   // The busiest rank: its compute, stretched on a pipeline by 1F1B's fill and drain (m micro-
-  // batches take m + p - 1 slots), and its communication, not overlapped.
-  double stretch = static_cast<double>(c.gas + c.pp - 1) / static_cast<double>(c.gas);
+  // batches take m + p - 1 slots; interleaved over v chunks, m v + p - 1 slots of a chunk's
+  // m v), and its communication, not overlapped.
+  double chunks = static_cast<double>(c.gas * c.virtualStages);
+  double stretch = (chunks + static_cast<double>(c.pp - 1)) / chunks;
   size_t busiest = 0;
   for (size_t r = 0; r < compute.size(); ++r)
     if (compute[r] * stretch + comm[r] > compute[busiest] * stretch + comm[busiest])
@@ -332,6 +350,17 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
       c.why = "needs " + std::to_string(c.peakBytes + c.paddingBytes) + " bytes of " +
               std::to_string(req.deviceMemory);
   };
+  // A pipeline's schedules: the user's, else 1F1B and interleaved over 2 chunks per rank
+  // (where the micro-batches are a multiple of the stages, as interleaving needs).
+  auto virtualChoices = [&](int64_t pp, int64_t gas) -> SmallVector<int64_t, 2> {
+    if (pp == 1)
+      return {1};
+    if (int64_t asked = askedVirtualStages(baseConfig))
+      return {asked};
+    if (gas % pp != 0)
+      return {1};
+    return {1, 2};
+  };
   for (int64_t pp : divisors(req.devices))
     for (int64_t tp : divisors(req.devices / pp))
       for (int64_t sp : divisors(req.devices / pp / tp)) {
@@ -344,22 +373,25 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
             // for them all (unless --plan-fix names one).
             if (dp == 1 && zero > 0 && req.fixed.zero < 0)
               continue;
-            PlanCandidate c{dp, tp, pp, sp, zero, micro, req.globalBatch / dp / micro};
-            // Recomputation costs a forward: tried where the layout does not fit without it
-            // (or where the user or --plan-fix asks for it).
-            c.recompute = asksRecompute(baseConfig) || req.fixed.recompute == 1;
-            if (!matches(req.fixed, c))
-              continue;
-            judge(c);
-            if (!c.fits() && c.peakBytes && !c.recompute && req.fixed.recompute != 0) {
-              PlanCandidate again = c;
-              again.recompute = true;
-              again.why.clear();
-              judge(again);
-              if (again.fits() || (again.peakBytes && again.peakBytes < c.peakBytes))
-                c = std::move(again);
+            for (int64_t v : virtualChoices(pp, req.globalBatch / dp / micro)) {
+              PlanCandidate c{dp, tp, pp, sp, zero, micro, req.globalBatch / dp / micro};
+              c.virtualStages = v;
+              // Recomputation costs a forward: tried where the layout does not fit without it
+              // (or where the user or --plan-fix asks for it).
+              c.recompute = asksRecompute(baseConfig) || req.fixed.recompute == 1;
+              if (!matches(req.fixed, c))
+                continue;
+              judge(c);
+              if (!c.fits() && c.peakBytes && !c.recompute && req.fixed.recompute != 0) {
+                PlanCandidate again = c;
+                again.recompute = true;
+                again.why.clear();
+                judge(again);
+                if (again.fits() || (again.peakBytes && again.peakBytes < c.peakBytes))
+                  c = std::move(again);
+              }
+              out.push_back(std::move(c));
             }
-            out.push_back(std::move(c));
           }
       }
   // Fitting layouts first, fastest first; then the rest by peak.
@@ -390,9 +422,11 @@ llvm::Expected<PlanFixed> mlir::ds::parsePlanFixed(llvm::StringRef text, int64_t
                     : key == "zero" ? &f.zero
                     : key == "micro" ? &f.micro
                     : key == "recompute" ? &f.recompute
+                    : key == "virtual" ? &f.virtualStages
                                      : nullptr;
     if (!slot)
-      return error("unknown axis '" + key + "' (dp, tp, pp, sp, zero, micro, recompute)");
+      return error("unknown axis '" + key +
+                   "' (dp, tp, pp, sp, zero, micro, recompute, virtual)");
     if ((key == "zero" && n > 3) || (key == "recompute" && n > 1) ||
         (key != "zero" && key != "recompute" && n < 1))
       return error("'" + item + "' is out of range (zero is 0-3, recompute 0 or 1; the others "
@@ -436,6 +470,9 @@ FailureOr<bool> mlir::ds::printFitReport(const json::Object &baseConfig, const P
   const PlanFixed &f = req.fixed;
   given = PlanCandidate{f.dp, f.tp, f.pp, f.sp, f.zero, f.micro, 0};
   given.recompute = f.recompute == 1 || asksRecompute(baseConfig);
+  given.virtualStages = given.pp == 1 ? 1
+                        : f.virtualStages ? f.virtualStages
+                                          : std::max<int64_t>(askedVirtualStages(baseConfig), 1);
   int64_t samples = given.dp * given.microBatch;
   if (req.globalBatch % samples != 0) {
     emitError(UnknownLoc::get(context))
@@ -518,6 +555,7 @@ FailureOr<bool> mlir::ds::printFitReport(const json::Object &baseConfig, const P
     note("ZeRO", given.zeroStage, c.zeroStage);
     note("micro-batch", given.microBatch, c.microBatch);
     note("recompute", given.recompute, c.recompute);
+    note("virtual stages", given.virtualStages, c.virtualStages);
     return out;
   };
   SmallVector<const PlanCandidate *> near;
@@ -528,7 +566,7 @@ FailureOr<bool> mlir::ds::printFitReport(const json::Object &baseConfig, const P
   auto distance = [&](const PlanCandidate *c) {
     return (c->tp != given.tp) + (c->pp != given.pp) + (c->sp != given.sp) +
            (c->zeroStage != given.zeroStage) + (c->microBatch != given.microBatch) +
-           (c->recompute != given.recompute);
+           (c->recompute != given.recompute) + (c->virtualStages != given.virtualStages);
   };
   std::stable_sort(near.begin(), near.end(), [&](auto *a, auto *b) {
     return distance(a) < distance(b);
@@ -569,6 +607,7 @@ std::string mlir::ds::planToJSON(ArrayRef<PlanCandidate> ranked, const PlanReque
           j.attribute("micro_batch", c.microBatch);
           j.attribute("gradient_accumulation_steps", c.gas);
           j.attribute("recompute", c.recompute);
+          j.attribute("virtual_stages", c.virtualStages);
           j.attribute("continued", c.continued);
           j.attribute("fits", c.fits());
           if (!c.fits())
@@ -602,33 +641,34 @@ void mlir::ds::printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest 
   os << "plan: " << ranked.size() << " layouts of " << req.devices << " ranks (global batch "
      << req.globalBatch << ") on " << req.cluster->name << ", " << fitting << " fit "
      << req.deviceMemory << " bytes a device (the peak plus the allocator's padding); step "
-     << "time = compute + communication, not overlapped; rc y: activation checkpointing "
-     << "(docs/design/plan.md)\n";
+     << "time = compute + communication, not overlapped; rc y: activation checkpointing; "
+     << "v: model chunks per pipeline rank (2: interleaved) (docs/design/plan.md)\n";
   if (size_t continued = llvm::count_if(ranked, [](auto &c) { return c.continued; }))
     os << "  " << continued << " pipelined layouts planned at three accumulation steps past "
        << "the warm-up and continued along their line (checked on the third; --plan-exact "
        << "compiles each at its own)\n";
-  os << llvm::format("%-4s %-26s %4s %5s %4s %2s %14s %10s %10s %10s %6s  %s\n", "rank",
-                     "layout", "zero", "micro", "gas", "rc", "peak", "step_s", "compute_s",
-                     "comm_s", "mfu", "bytes per axis");
+  os << llvm::format("%-4s %-26s %4s %5s %4s %2s %2s %14s %10s %10s %10s %6s  %s\n", "rank",
+                     "layout", "zero", "micro", "gas", "rc", "v", "peak", "step_s",
+                     "compute_s", "comm_s", "mfu", "bytes per axis");
   for (size_t i = 0; i < ranked.size() && i < rows; ++i) {
     const PlanCandidate &c = ranked[i];
     std::string layout = layoutName(c);
     if (!c.fits() && c.peakBytes == 0) {
-      os << llvm::format("%-4s %-26s %4lld %5lld %4lld %2s  ", "-", layout.c_str(),
+      os << llvm::format("%-4s %-26s %4lld %5lld %4lld %2s %2lld  ", "-", layout.c_str(),
                          (long long)c.zeroStage, (long long)c.microBatch, (long long)c.gas,
-                         c.recompute ? "y" : "-")
+                         c.recompute ? "y" : "-", (long long)c.virtualStages)
          << "refused: " << c.why << "\n";
       continue;
     }
     std::string axes;
     for (auto &[axis, bytes] : c.bytesByAxis)
       axes += (axes.empty() ? "" : " ") + axis + "=" + std::to_string(bytes);
-    os << llvm::format("%-4s %-26s %4lld %5lld %4lld %2s %14lld %10.4g %10.4g %10.4g %6.3f"
-                       "  %s\n",
+    os << llvm::format("%-4s %-26s %4lld %5lld %4lld %2s %2lld %14lld %10.4g %10.4g %10.4g "
+                       "%6.3f  %s\n",
                        c.fits() ? std::to_string(i + 1).c_str() : "-", layout.c_str(),
                        (long long)c.zeroStage, (long long)c.microBatch, (long long)c.gas,
-                       c.recompute ? "y" : "-", (long long)c.peakBytes, c.stepSeconds,
+                       c.recompute ? "y" : "-", (long long)c.virtualStages,
+                       (long long)c.peakBytes, c.stepSeconds,
                        c.computeSeconds, c.commSeconds,
                        c.mfu, axes.empty() ? "none" : axes.c_str());
     if (!c.fits())

@@ -57,24 +57,29 @@ def main():
     rows = [l.split() for l in p.stdout.splitlines() if re.match(r"^(\d+|-)\s+dp=", l)]
     fitting = [r for r in rows if r[0] != "-"]
     budget = CLUSTER["device_memory_bytes"]
-    peaks = [int(r[9]) for r in fitting]
-    steps = [float(r[10]) for r in fitting]
+    peaks = [int(r[10]) for r in fitting]
+    steps = [float(r[11]) for r in fitting]
     print("fitting rows: %d, all within the device memory: %s, ranked by step time: %s" %
           (len(fitting), all(x <= budget for x in peaks), steps == sorted(steps)))
-    sums = all(abs(float(r[10]) - float(r[11]) - float(r[12])) <= 1e-3 * float(r[10])
+    sums = all(abs(float(r[11]) - float(r[12]) - float(r[13])) <= 1e-3 * float(r[11])
                for r in fitting)
     print("step = compute + communication on every row: %s" % sums)
     print("fitting micro-batches: %s" % sorted({int(r[6]) for r in fitting}))
     # Why the first wins: against another shape's fastest, the difference of the two rows.
     why = re.findall(r"^why 1 beats (dp=\d+ tp=\d+ pp=\d+ sp=\d+) +ZeRO (\d+), micro-batch (\d+)"
-                     r"(?:, recomputing)?: (\S+) s less \(compute (\S+) s, communication (\S+) s\)",
-                     p.stdout, re.M)
-    steps_by = {(" ".join(r[1:5]), r[5], r[6]): float(r[10]) for r in fitting}
-    agree = [abs(float(x[3]) - (steps_by[x[:3]] - steps[0])) <= 2e-3 * steps_by[x[:3]] and
-             abs(float(x[4]) + float(x[5]) + float(x[3])) <= 5e-3 * steps_by[x[:3]]
+                     r"(, recomputing)?(?:, interleaved x(\d+))?: (\S+) s less \(compute (\S+) s, "
+                     r"communication (\S+) s\)", p.stdout, re.M)
+    steps_by = {(" ".join(r[1:5]), r[5], r[6], r[8], r[9]): float(r[11]) for r in fitting}
+    key = lambda x: x[:3] + ("y" if x[3] else "-", x[4] or "1")
+    agree = [abs(float(x[5]) - (steps_by[key(x)] - steps[0])) <= 2e-3 * steps_by[key(x)] and
+             abs(float(x[6]) + float(x[7]) + float(x[5])) <= 5e-3 * steps_by[key(x)]
              for x in why]
     print("why the first wins: %d other shapes, each the rows' difference: %s" %
           (len(why), all(agree) and len(why) > 0))
+    # Interleaving a pipeline (2 model chunks a rank) as an axis: its rows beside 1F1B's.
+    print("pipelined fitting rows: %d with 1F1B (v 1), %d interleaved (v 2)" % (
+        sum(r[3] != "pp=1" and r[9] == "1" for r in fitting),
+        sum(r[3] != "pp=1" and r[9] == "2" for r in fitting)))
     print("fitting layouts with tp, pp, sp > 1: %s %s %s" % tuple(
         any(r[k].split("=")[1] != "1" for r in fitting) for k in (2, 3, 4)))
     over = len(re.findall(r"^ +\(needs \d+ bytes of %d\)$" % budget, p.stdout, re.M))
@@ -97,11 +102,28 @@ def main():
     with open(plan_json) as f:
         chosen = json.load(f)
     same = all(c["dp"] == int(r[1][3:]) and c["zero_stage"] == int(r[5]) and
-               c["peak_bytes"] == int(r[9]) and
-               abs(c["step_s"] - float(r[10])) <= 1e-3 * c["step_s"]
+               c["peak_bytes"] == int(r[10]) and
+               abs(c["step_s"] - float(r[11])) <= 1e-3 * c["step_s"]
                for c, r in zip(cands, fitting))
     print("plan-json: %d layouts (%d fitting), the table's rows: %s, first config = plan.json: %s"
           % (len(cands), sum(c["fits"] for c in cands), same, cands[0]["config"] == chosen))
+    # Interleaving shrinks the fill and drain: m micro-batches over p stages take m + p - 1
+    # slots in 1F1B, 2m + p - 1 half-slots over 2 chunks. The same layout's compute, each
+    # unstretched, is the same program's work (within 8%: the busiest rank may differ).
+    pairs = {}
+    for c in cands:
+        if c["pp"] > 1 and "compute_s" in c:
+            k = tuple(c[f] for f in ("dp", "tp", "pp", "sp", "zero_stage", "micro_batch",
+                                     "recompute"))
+            pairs.setdefault(k, {})[c["virtual_stages"]] = c
+    ratios = []
+    for k, v in pairs.items():
+        if 1 in v and 2 in v:
+            m, stages = v[1]["gradient_accumulation_steps"], k[2]
+            ratios.append((v[2]["compute_s"] * 2 * m / (2 * m + stages - 1)) /
+                          (v[1]["compute_s"] * m / (m + stages - 1)))
+    print("interleaved against 1F1B: %d pairs, unstretched compute within 8%%: %s" % (
+        len(ratios), bool(ratios) and all(abs(r - 1) <= 0.08 for r in ratios)))
     # Ranks that share cores (cores_per_node, as the CPU probe writes it): the ranks' mean
     # compute, no pipeline stretch; the same where every rank runs one program.
     shared = dict(CLUSTER, cores_per_node=2)
@@ -153,8 +175,8 @@ def main():
     # every axis fixed; the per-rank verdict counts the plan's peak (the table's) and the
     # allocator's padding, and the nearest layouts that fit come from the table's fitting ones.
     def fix(r):
-        return "tp=%s,pp=%s,sp=%s,zero=%s,micro=%s,recompute=%d" % (
-            r[2][3:], r[3][3:], r[4][3:], r[5], r[6], r[8] == "y")
+        return "tp=%s,pp=%s,sp=%s,zero=%s,micro=%s,recompute=%d,virtual=%s" % (
+            r[2][3:], r[3][3:], r[4][3:], r[5], r[6], r[8] == "y", r[9])
     common = [ds_opt, model, "--input", "idx=tensor<1x16xi64>", "--input",
               "targets=tensor<1x16xi64>", "--config", os.path.join(w, "base.json"), "--plan",
               "--cluster", os.path.join(w, "cluster.json"), "--global-batch", "8"]
@@ -187,11 +209,12 @@ def main():
                      (int(v[2]) + int(v[3]) == budget if v[3] else int(v[2]) - int(v[4]) == budget)
                      for v in verdicts)
     nearest = re.findall(r"^  (dp=\d+ tp=\d+ pp=\d+ sp=\d+) +ZeRO (\d+), micro-batch (\d+)"
-                         r"(?:, recomputing)?: peak (\d+)", q.stdout, re.M)
-    table = {(" ".join(x[1:5]), x[5], x[6]): int(x[9]) for x in fitting}
-    ok = (q.returncode == 1 and verdicts and max(int(v[0]) for v in verdicts) == int(r[9]) and
+                         r"(, recomputing)?(?:, interleaved x(\d+))?: peak (\d+)", q.stdout, re.M)
+    table = {(" ".join(x[1:5]), x[5], x[6], x[8], x[9]): int(x[10]) for x in fitting}
+    ok = (q.returncode == 1 and verdicts and max(int(v[0]) for v in verdicts) == int(r[10]) and
           arithmetic and short and len(nearest) > 0 and
-          all(table.get((n[0], n[1], n[2])) == int(n[3]) for n in nearest))
+          all(table.get(n[:3] + ("y" if n[3] else "-", n[4] or "1")) == int(n[5])
+              for n in nearest))
     print("will it fit, a row over the memory (%s ZeRO %s micro %s): short by %s, %d nearest "
           "fitting layouts, all fitting rows of the table: %s" % (
               " ".join(r[1:5]), r[5], r[6], max(short) if short else "?", len(nearest), ok))
@@ -212,6 +235,8 @@ def main():
                    sequence_parallel_size=sp)
         if r[8] == "y":
             cfg["activation_checkpointing"] = {}
+        if r[9] != "1":
+            cfg["pipeline"].update(schedule="interleaved", virtual_stages=int(r[9]))
         path = os.path.join(w, axis + ".json")
         with open(path, "w") as f:
             json.dump(cfg, f)
@@ -224,7 +249,7 @@ def main():
             sys.exit("FAILED: the %s row's config\n%s" % (axis, q.stderr))
         got = max(int(l.split()[7]) for l in q.stdout.splitlines() if re.match(r"^\d+\s+\d+", l))
         print("best %s row (%s): peak %d, the table's %s: %s" %
-              (axis, " ".join(r[1:5]), got, r[9], "equal" if got == int(r[9]) else "DIFFER"))
+              (axis, " ".join(r[1:5]), got, r[10], "equal" if got == int(r[10]) else "DIFFER"))
     # Recomputation as an axis: tried where a layout does not fit without it. The fastest
     # fitting row that recomputes, given back with recompute=0 (over the memory) and =1 (the
     # table's peak).
@@ -239,7 +264,7 @@ def main():
               len(rc), " ".join(r[1:5]), r[5], r[6],
               "does not fit" if off.returncode == 1 else "FITS (exit %d)" % off.returncode,
               "fits" if on.returncode == 0 else "DOES NOT FIT",
-              max(int(x) for x in peak_on) == int(r[9]) if peak_on else False))
+              max(int(x) for x in peak_on) == int(r[10]) if peak_on else False))
 
     # A pipeline's compile grows with its accumulation steps m: past three periods beyond
     # the warm-up, the search plans it at three m and continues the line. At global batch 64

@@ -114,8 +114,9 @@ static cl::opt<std::string> planReport(
     cl::value_desc("FILE.html"), cl::cat(trainCategory));
 static cl::opt<std::string> planFix(
     "plan-fix",
-    cl::desc("--plan: keep these axes (dp, tp, pp, sp, zero, micro, recompute; e.g. "
-             "tp=2,zero=3,recompute=1); with tp, pp, sp, zero and micro all given, report "
+    cl::desc("--plan: keep these axes (dp, tp, pp, sp, zero, micro, recompute, virtual: "
+             "model chunks per pipeline rank; e.g. tp=2,zero=3,recompute=1); with tp, pp, sp, "
+             "zero and micro all given, report "
              "whether that layout fits"),
     cl::value_desc("AXIS=N,..."), cl::cat(trainCategory));
 static cl::opt<bool> planExact(

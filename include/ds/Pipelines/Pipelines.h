@@ -153,10 +153,12 @@ AxisPlacement placementOf(MeshAttr mesh, llvm::StringRef axesName, const Cluster
 struct PlanFixed {
   int64_t dp = 0, tp = 0, pp = 0, sp = 0, zero = -1, micro = 0;
   int64_t recompute = -1; ///< 0 or 1: activation checkpointing off or on; -1: free
+  int64_t virtualStages = 0; ///< model chunks per pipeline rank (1: 1F1B; 0: free)
   /// Every axis given (dp follows from the ranks and tp, pp, sp): "will it fit".
   bool all() const { return tp && pp && sp && zero >= 0 && micro; }
 };
-/// Parses `--plan-fix` ("tp=2,pp=1,zero=3,micro=4": dp, tp, pp, sp, zero, micro, recompute)
+/// Parses `--plan-fix` ("tp=2,pp=1,zero=3,micro=4": dp, tp, pp, sp, zero, micro, recompute,
+/// virtual)
 /// for a job of `ranks` ranks; the error names the key or value and the fix.
 llvm::Expected<PlanFixed> parsePlanFixed(llvm::StringRef text, int64_t ranks);
 struct PlanRequest {
@@ -171,6 +173,7 @@ struct PlanRequest {
 struct PlanCandidate {
   int64_t dp = 1, tp = 1, pp = 1, sp = 1, zeroStage = 0, microBatch = 1, gas = 1;
   bool recompute = false; ///< activation checkpointing (every stage's blocks recomputed)
+  int64_t virtualStages = 1; ///< model chunks per pipeline rank (> 1: interleaved schedule)
   /// Empty when it compiles and fits; else the compiler's refusal or the shortfall.
   std::string why;
   int64_t peakBytes = 0; ///< the fullest rank's device peak (0: not compiled)
