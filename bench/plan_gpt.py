@@ -40,7 +40,11 @@ MPIRUN = ['mpirun', '--allow-run-as-root', '--oversubscribe', '-np', str(RANKS)]
 
 
 def layout(c):
-    return 'dp=%d tp=%d pp=%d sp=%d' % (c['dp'], c['tp'], c['pp'], c['sp'])
+    """The layout with its schedule and recomputation: "dp=1 tp=1 pp=4 sp=1 v2 rc"."""
+    return 'dp=%d tp=%d pp=%d sp=%d%s%s' % (
+        c['dp'], c['tp'], c['pp'], c['sp'],
+        ' v%d' % c['virtual_stages'] if c.get('virtual_stages', 1) > 1 else '',
+        ' rc' if c.get('recompute') else '')
 
 
 def measure(b, w, i, c, steps, budget):
@@ -162,21 +166,21 @@ def main():
     print('measuring %d layouts (the planner\'s fitting ones), %d steps each, median of steps '
           '%d..%d, --device-memory %d on every rank' % (len(fitting), args.steps, WARM + 1,
                                                         args.steps, args.device_memory))
-    print('%-4s %-24s %4s %5s %3s %11s %11s %5s %8s %8s %7s %8s' % (
+    print('%-4s %-30s %4s %5s %3s %11s %11s %5s %8s %8s %7s %8s' % (
         'plan', 'layout', 'zero', 'micro', 'gas', 'peak plan', 'measured', 'equal',
         'step pred', 'measured', 'error', 'RSS MiB'))
     rows = []
     for i, c in enumerate(fitting):
         m = measure(b, w, i, c, args.steps, args.device_memory)
         if isinstance(m, str):
-            print('%-4d %-24s %4d %5d %3d FAILED: %s' % (c['rank'], layout(c), c['zero_stage'],
+            print('%-4d %-30s %4d %5d %3d FAILED: %s' % (c['rank'], layout(c), c['zero_stage'],
                                                         c['micro_batch'],
                                                         c['gradient_accumulation_steps'], m))
             rows.append((c, None))
             continue
         s, peak, rss = m
         err = (c['step_s'] - s) / s
-        print('%-4d %-24s %4d %5d %3d %11d %11d %5s %8.3f %8.3f %+6.1f%% %8.0f' % (
+        print('%-4d %-30s %4d %5d %3d %11d %11d %5s %8.3f %8.3f %+6.1f%% %8.0f' % (
             c['rank'], layout(c), c['zero_stage'], c['micro_batch'],
             c['gradient_accumulation_steps'], c['peak_bytes'], peak,
             'yes' if peak == c['peak_bytes'] else 'NO', c['step_s'], s, 100 * err,
