@@ -15,7 +15,7 @@ whether any layout the planner called fitting failed. Last, DeepSpeed's memory e
 ds's plan (its model states and its whole peak) and the measured peak, for dp 4 in bf16 with
 ZeRO 2 and 3 (the mixed precision those estimators assume).
 
-usage: /usr/bin/python3 bench/plan_gpt.py [--device-memory 170000000] [--steps 8]
+usage: .venv/bin/python bench/plan_gpt.py [--device-memory 170000000] [--steps 8]
        [--build build] [--limit N] [--work DIR]
 """
 import argparse
