@@ -257,7 +257,8 @@ void predict(const StepFigures &figures, const PlanRequest &req, PlanCandidate &
   c.stepSeconds = c.computeSeconds + c.commSeconds;
   c.bytesByAxis = std::move(bytes[busiest]);
   c.mfu = c.stepSeconds > 0
-              ? modelFlops / (c.stepSeconds * static_cast<double>(req.devices) * figures.peakFlops)
+              ? modelFlops /
+                    (c.stepSeconds * static_cast<double>(req.devices) * figures.peakFlops)
               : 0;
 }
 } // namespace
@@ -321,12 +322,7 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
     llvm::raw_string_ostream(c.config) << json::Value(layoutConfig(baseConfig, c));
     std::optional<StepFigures> figures;
     c.continued = false;
-    auto cfg = ::ds::parseDeepSpeedConfig(c.config, c.dp);
-    if (!cfg) {
-      c.why = llvm::toString(cfg.takeError());
-      return;
-    }
-    int64_t d = cfg->pipeline.schedule == PipelineSchedule::interleaved ? c.pp : 1;
+    int64_t d = c.virtualStages > 1 ? c.pp : 1; // layoutConfig: interleaved when v > 1
     int64_t m1 = c.pp + d;
     if (c.pp > 1 && !req.exact && c.gas > 3 * (m1 + d) && (c.gas - m1) % d == 0) {
       SmallVector<StepFigures, 3> at;
@@ -647,30 +643,34 @@ void mlir::ds::printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest 
     os << "  " << continued << " pipelined layouts planned at three accumulation steps past "
        << "the warm-up and continued along their line (checked on the third; --plan-exact "
        << "compiles each at its own)\n";
-  os << llvm::format("%-4s %-26s %4s %5s %4s %2s %2s %14s %10s %10s %10s %6s  %s\n", "rank",
-                     "layout", "zero", "micro", "gas", "rc", "v", "peak", "step_s",
-                     "compute_s", "comm_s", "mfu", "bytes per axis");
+  // Columns only ever get added before the last (free-form) one, so that scripts reading them
+  // keep working.
+  os << llvm::format("%-4s %-26s %4s %5s %4s %2s %14s %10s %10s %10s %6s %2s  %s\n", "rank",
+                     "layout", "zero", "micro", "gas", "rc", "peak", "step_s", "compute_s",
+                     "comm_s", "mfu", "v", "bytes per axis");
   for (size_t i = 0; i < ranked.size() && i < rows; ++i) {
     const PlanCandidate &c = ranked[i];
     std::string layout = layoutName(c);
     if (!c.fits() && c.peakBytes == 0) {
-      os << llvm::format("%-4s %-26s %4lld %5lld %4lld %2s %2lld  ", "-", layout.c_str(),
+      os << llvm::format("%-4s %-26s %4lld %5lld %4lld %2s  ", "-", layout.c_str(),
                          (long long)c.zeroStage, (long long)c.microBatch, (long long)c.gas,
-                         c.recompute ? "y" : "-", (long long)c.virtualStages)
-         << "refused: " << c.why << "\n";
+                         c.recompute ? "y" : "-")
+         << "refused"
+         << (c.virtualStages > 1 ? " (interleaved x" + std::to_string(c.virtualStages) + ")"
+                                 : std::string())
+         << ": " << c.why << "\n";
       continue;
     }
     std::string axes;
     for (auto &[axis, bytes] : c.bytesByAxis)
       axes += (axes.empty() ? "" : " ") + axis + "=" + std::to_string(bytes);
-    os << llvm::format("%-4s %-26s %4lld %5lld %4lld %2s %2lld %14lld %10.4g %10.4g %10.4g "
-                       "%6.3f  %s\n",
+    os << llvm::format("%-4s %-26s %4lld %5lld %4lld %2s %14lld %10.4g %10.4g %10.4g %6.3f "
+                       "%2lld  %s\n",
                        c.fits() ? std::to_string(i + 1).c_str() : "-", layout.c_str(),
                        (long long)c.zeroStage, (long long)c.microBatch, (long long)c.gas,
-                       c.recompute ? "y" : "-", (long long)c.virtualStages,
-                       (long long)c.peakBytes, c.stepSeconds,
+                       c.recompute ? "y" : "-", (long long)c.peakBytes, c.stepSeconds,
                        c.computeSeconds, c.commSeconds,
-                       c.mfu, axes.empty() ? "none" : axes.c_str());
+                       c.mfu, (long long)c.virtualStages, axes.empty() ? "none" : axes.c_str());
     if (!c.fits())
       os << "     (" << c.why << ")\n";
   }

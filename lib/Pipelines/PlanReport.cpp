@@ -200,7 +200,8 @@ function drawCandidates(){if(!DATA.candidates)return;
  table(box,['rank','layout','zero','micro','gas','rc','v','peak','step_s','compute_s',
   'comm_s','mfu','why not'],DATA.candidates.slice(0,200).map(c=>[c.rank||'-','dp='+c.dp+' tp='+c.tp+
   ' pp='+c.pp+' sp='+c.sp,c.zero_stage,c.micro_batch,c.gradient_accumulation_steps,
-  c.recompute?'y':'-',c.virtual_stages,c.peak_bytes||'-',c.step_s===undefined?'-':c.step_s.toPrecision(4),
+  c.recompute?'y':'-',c.virtual_stages,c.peak_bytes||'-',
+  c.step_s===undefined?'-':c.step_s.toPrecision(4),
   c.compute_s===undefined?'-':c.compute_s.toPrecision(4),
   c.comm_s===undefined?'-':c.comm_s.toPrecision(4),c.mfu===undefined?'-':c.mfu.toFixed(3),
   c.why||'']),'candidate-table');

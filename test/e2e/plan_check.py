@@ -57,11 +57,11 @@ def main():
     rows = [l.split() for l in p.stdout.splitlines() if re.match(r"^(\d+|-)\s+dp=", l)]
     fitting = [r for r in rows if r[0] != "-"]
     budget = CLUSTER["device_memory_bytes"]
-    peaks = [int(r[10]) for r in fitting]
-    steps = [float(r[11]) for r in fitting]
+    peaks = [int(r[9]) for r in fitting]
+    steps = [float(r[10]) for r in fitting]
     print("fitting rows: %d, all within the device memory: %s, ranked by step time: %s" %
           (len(fitting), all(x <= budget for x in peaks), steps == sorted(steps)))
-    sums = all(abs(float(r[11]) - float(r[12]) - float(r[13])) <= 1e-3 * float(r[11])
+    sums = all(abs(float(r[10]) - float(r[11]) - float(r[12])) <= 1e-3 * float(r[10])
                for r in fitting)
     print("step = compute + communication on every row: %s" % sums)
     print("fitting micro-batches: %s" % sorted({int(r[6]) for r in fitting}))
@@ -69,7 +69,7 @@ def main():
     why = re.findall(r"^why 1 beats (dp=\d+ tp=\d+ pp=\d+ sp=\d+) +ZeRO (\d+), micro-batch (\d+)"
                      r"(, recomputing)?(?:, interleaved x(\d+))?: (\S+) s less \(compute (\S+) s, "
                      r"communication (\S+) s\)", p.stdout, re.M)
-    steps_by = {(" ".join(r[1:5]), r[5], r[6], r[8], r[9]): float(r[11]) for r in fitting}
+    steps_by = {(" ".join(r[1:5]), r[5], r[6], r[8], r[14]): float(r[10]) for r in fitting}
     key = lambda x: x[:3] + ("y" if x[3] else "-", x[4] or "1")
     agree = [abs(float(x[5]) - (steps_by[key(x)] - steps[0])) <= 2e-3 * steps_by[key(x)] and
              abs(float(x[6]) + float(x[7]) + float(x[5])) <= 5e-3 * steps_by[key(x)]
@@ -78,8 +78,8 @@ def main():
           (len(why), all(agree) and len(why) > 0))
     # Interleaving a pipeline (2 model chunks a rank) as an axis: its rows beside 1F1B's.
     print("pipelined fitting rows: %d with 1F1B (v 1), %d interleaved (v 2)" % (
-        sum(r[3] != "pp=1" and r[9] == "1" for r in fitting),
-        sum(r[3] != "pp=1" and r[9] == "2" for r in fitting)))
+        sum(r[3] != "pp=1" and r[14] == "1" for r in fitting),
+        sum(r[3] != "pp=1" and r[14] == "2" for r in fitting)))
     print("fitting layouts with tp, pp, sp > 1: %s %s %s" % tuple(
         any(r[k].split("=")[1] != "1" for r in fitting) for k in (2, 3, 4)))
     over = len(re.findall(r"^ +\(needs \d+ bytes of %d\)$" % budget, p.stdout, re.M))
@@ -102,8 +102,8 @@ def main():
     with open(plan_json) as f:
         chosen = json.load(f)
     same = all(c["dp"] == int(r[1][3:]) and c["zero_stage"] == int(r[5]) and
-               c["peak_bytes"] == int(r[10]) and
-               abs(c["step_s"] - float(r[11])) <= 1e-3 * c["step_s"]
+               c["peak_bytes"] == int(r[9]) and
+               abs(c["step_s"] - float(r[10])) <= 1e-3 * c["step_s"]
                for c, r in zip(cands, fitting))
     print("plan-json: %d layouts (%d fitting), the table's rows: %s, first config = plan.json: %s"
           % (len(cands), sum(c["fits"] for c in cands), same, cands[0]["config"] == chosen))
@@ -176,7 +176,7 @@ def main():
     # allocator's padding, and the nearest layouts that fit come from the table's fitting ones.
     def fix(r):
         return "tp=%s,pp=%s,sp=%s,zero=%s,micro=%s,recompute=%d,virtual=%s" % (
-            r[2][3:], r[3][3:], r[4][3:], r[5], r[6], r[8] == "y", r[9])
+            r[2][3:], r[3][3:], r[4][3:], r[5], r[6], r[8] == "y", r[14])
     common = [ds_opt, model, "--input", "idx=tensor<1x16xi64>", "--input",
               "targets=tensor<1x16xi64>", "--config", os.path.join(w, "base.json"), "--plan",
               "--cluster", os.path.join(w, "cluster.json"), "--global-batch", "8"]
@@ -199,7 +199,8 @@ def main():
     over_rows = [l.split() for l in p.stdout.splitlines()
                  if re.match(r"^-\s+dp=", l) and len(l.split()) > 10]
     r = over_rows[0]
-    q = subprocess.run(common + ["--plan-fix", fix(r)], capture_output=True, text=True)
+    q = subprocess.run(common + ["--plan-fix", fix(r), "--plan-out", os.path.join(w, "over.json")],
+                       capture_output=True, text=True)
     verdicts = re.findall(r"^  (?:every rank \(\d+\)|pipeline stage \d+ \(\d+ ranks?\)): "
                           r"peak (\d+) \+ "
                           r"padding (\d+) = (\d+): (?:fits, (\d+) bytes spare|DOES NOT FIT, "
@@ -210,8 +211,8 @@ def main():
                      for v in verdicts)
     nearest = re.findall(r"^  (dp=\d+ tp=\d+ pp=\d+ sp=\d+) +ZeRO (\d+), micro-batch (\d+)"
                          r"(, recomputing)?(?:, interleaved x(\d+))?: peak (\d+)", q.stdout, re.M)
-    table = {(" ".join(x[1:5]), x[5], x[6], x[8], x[9]): int(x[10]) for x in fitting}
-    ok = (q.returncode == 1 and verdicts and max(int(v[0]) for v in verdicts) == int(r[10]) and
+    table = {(" ".join(x[1:5]), x[5], x[6], x[8], x[14]): int(x[9]) for x in fitting}
+    ok = (q.returncode == 1 and verdicts and max(int(v[0]) for v in verdicts) == int(r[9]) and
           arithmetic and short and len(nearest) > 0 and
           all(table.get(n[:3] + ("y" if n[3] else "-", n[4] or "1")) == int(n[5])
               for n in nearest))
@@ -235,8 +236,8 @@ def main():
                    sequence_parallel_size=sp)
         if r[8] == "y":
             cfg["activation_checkpointing"] = {}
-        if r[9] != "1":
-            cfg["pipeline"].update(schedule="interleaved", virtual_stages=int(r[9]))
+        if r[14] != "1":
+            cfg["pipeline"].update(schedule="interleaved", virtual_stages=int(r[14]))
         path = os.path.join(w, axis + ".json")
         with open(path, "w") as f:
             json.dump(cfg, f)
@@ -249,22 +250,24 @@ def main():
             sys.exit("FAILED: the %s row's config\n%s" % (axis, q.stderr))
         got = max(int(l.split()[7]) for l in q.stdout.splitlines() if re.match(r"^\d+\s+\d+", l))
         print("best %s row (%s): peak %d, the table's %s: %s" %
-              (axis, " ".join(r[1:5]), got, r[10], "equal" if got == int(r[10]) else "DIFFER"))
+              (axis, " ".join(r[1:5]), got, r[9], "equal" if got == int(r[9]) else "DIFFER"))
     # Recomputation as an axis: tried where a layout does not fit without it. The fastest
     # fitting row that recomputes, given back with recompute=0 (over the memory) and =1 (the
     # table's peak).
     rc = [r for r in fitting if r[8] == "y"]
     r = rc[0]
-    off = subprocess.run(common + ["--plan-fix", fix(r).replace("recompute=1", "recompute=0")],
+    off = subprocess.run(common + ["--plan-fix", fix(r).replace("recompute=1", "recompute=0"),
+                                   "--plan-out", os.path.join(w, "rc-off.json")],
                          capture_output=True, text=True)
-    on = subprocess.run(common + ["--plan-fix", fix(r)], capture_output=True, text=True)
+    on = subprocess.run(common + ["--plan-fix", fix(r), "--plan-out",
+                                  os.path.join(w, "rc-on.json")], capture_output=True, text=True)
     peak_on = re.findall(r": peak (\d+) \+ padding", on.stdout)
     print("recomputation: %d fitting rows recompute; %s ZeRO %s micro %s without it: %s; with "
           "it: %s, peak the table's: %s" % (
               len(rc), " ".join(r[1:5]), r[5], r[6],
               "does not fit" if off.returncode == 1 else "FITS (exit %d)" % off.returncode,
               "fits" if on.returncode == 0 else "DOES NOT FIT",
-              max(int(x) for x in peak_on) == int(r[10]) if peak_on else False))
+              max(int(x) for x in peak_on) == int(r[9]) if peak_on else False))
 
     # A pipeline's compile grows with its accumulation steps m: past three periods beyond
     # the warm-up, the search plans it at three m and continues the line. At global batch 64

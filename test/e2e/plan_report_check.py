@@ -111,10 +111,12 @@ def main():
     rows = [l.split() for l in p.stdout.splitlines() if re.match(r"^\d+\s+dp=", l)]
     shown = dom.tables.get("candidate-table", [])[1:]
     same = len(shown) >= len(rows) and all(
-        s[0] == r[0] and s[1] == " ".join(r[1:5]) and s[2:7] == r[5:10] and s[7] == r[10]
+        s[0] == r[0] and s[1] == " ".join(r[1:5]) and s[2:6] == r[5:9] and s[6] == r[14] and
+        s[7] == r[9]
         for s, r in zip(shown, rows))
     print("plan page: %d ranked layouts shown, the table's %d fitting rows (rank, layout, ZeRO, "
-          "micro-batch, accumulation, recomputation, chunks, peak) equal: %s" % (len(shown), len(rows), same))
+          "micro-batch, accumulation, recomputation, chunks, peak) equal: %s" % (
+              len(shown), len(rows), same))
 
     # A pipelined step's page (--memory-report --comm-report --plan-report): each rank's
     # memory and collectives as the text reports print them, and its schedule.
