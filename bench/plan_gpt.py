@@ -155,7 +155,8 @@ def main():
                            w('base.json'), '--plan', '--cluster', w('cluster.json'),
                            '--device-memory', str(args.device_memory), '--plan-out',
                            w('plan.json'), '--plan-json', w('candidates.json'),
-                           '--plan-rows', '5'], capture_output=True, text=True)
+                           '--plan-rows', '5', '--plan-keep', '0'],  # every layout measured
+                          capture_output=True, text=True)
     if plan.returncode:
         sys.exit('ds-opt --plan failed:\n' + plan.stderr)
     print(plan.stdout.splitlines()[0])

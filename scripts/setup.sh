@@ -76,7 +76,13 @@ then
   echo "setup: PyTorch $("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))') present in .venv"
 else
   echo "setup: installing ${py_pkgs[*]} in .venv (about 3 GB)"
-  "$venv/bin/pip" install -q "${py_pkgs[@]}"
+  # pip unpacks into TMPDIR and keeps every wheel a second time in its cache: a machine whose
+  # /tmp is small, or whose disk holds 3 GB but not 9, stopped CI with "No space left on
+  # device". Unpack beside .venv, on the disk that receives it, and keep no cache.
+  pip_tmp="$venv/.pip-tmp"
+  mkdir -p "$pip_tmp"
+  TMPDIR="$pip_tmp" "$venv/bin/pip" install -q --no-cache-dir "${py_pkgs[@]}"
   # DeepSpeed's setup.py imports torch: after it.
-  "$venv/bin/pip" install -q 'deepspeed==0.19.*'
+  TMPDIR="$pip_tmp" "$venv/bin/pip" install -q --no-cache-dir 'deepspeed==0.19.*'
+  rm -rf "$pip_tmp"
 fi

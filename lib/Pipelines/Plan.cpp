@@ -26,6 +26,8 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -103,6 +105,31 @@ json::Object layoutConfig(const json::Object &base, const PlanCandidate &c) {
   return cfg;
 }
 
+/// The peak FLOP rate of `step`'s precision on `cl`.
+double peakFlopsOf(ModuleOp step, const ClusterSpec &cl) {
+  auto run = step->getAttrOfType<RunAttr>(kRunAttrName);
+  Precision precision = run ? run.getPrecision() : Precision::fp32;
+  return precision == Precision::bf16   ? cl.peakFlopsBf16
+         : precision == Precision::fp16 ? cl.peakFlopsFp16
+                                        : cl.peakFlopsFp32;
+}
+
+/// A pipeline's fill and drain: m micro-batches take m + p - 1 slots of 1F1B's m;
+/// interleaved over v chunks, m v + p - 1 slots of a chunk's m v.
+double pipelineStretch(const PlanCandidate &c) {
+  double chunks = static_cast<double>(c.gas * c.virtualStages);
+  return (chunks + static_cast<double>(c.pp - 1)) / chunks;
+}
+
+/// An op's seconds: its FLOPs (matrix products at `peak`, the rest at fp32's) or, where
+/// slower, its bytes at the memory bandwidth.
+double opSeconds(CostOpInterface op, double peak, const ClusterSpec &c) {
+  double matmul = static_cast<double>(op.getMatmulFlops());
+  double other = static_cast<double>(op.getFlops()) - matmul;
+  double bytes = static_cast<double>(op.getMemoryBytes());
+  return std::max(matmul / peak + other / c.peakFlopsFp32, bytes / c.memoryBandwidth);
+}
+
 /// A rank's compute seconds over `functions` (each run its number of times), and the FLOPs of
 /// its matrix products not spent recomputing (the model's, for MFU).
 std::pair<double, double> computeOf(ArrayRef<std::pair<func::FuncOp, int64_t>> functions,
@@ -110,13 +137,9 @@ std::pair<double, double> computeOf(ArrayRef<std::pair<func::FuncOp, int64_t>> f
   double seconds = 0, modelFlops = 0;
   for (auto [f, times] : functions)
     f.walk([&](CostOpInterface op) {
-      double matmul = static_cast<double>(op.getMatmulFlops());
-      double other = static_cast<double>(op.getFlops()) - matmul;
-      double bytes = static_cast<double>(op.getMemoryBytes());
-      seconds += times * std::max(matmul / peak + other / c.peakFlopsFp32,
-                                  bytes / c.memoryBandwidth);
+      seconds += times * opSeconds(op, peak, c);
       if (!op->hasAttr(kRecomputeAttrName))
-        modelFlops += times * matmul;
+        modelFlops += times * static_cast<double>(op.getMatmulFlops());
     });
   return {seconds, modelFlops};
 }
@@ -146,11 +169,7 @@ struct StepFigures {
 StepFigures figuresOf(ModuleOp step, const MemoryPlan &plan, const PlanRequest &req,
                       int64_t pp) {
   const ClusterSpec &cl = *req.cluster;
-  auto run = step->getAttrOfType<RunAttr>(kRunAttrName);
-  Precision precision = run ? run.getPrecision() : Precision::fp32;
-  double peak = precision == Precision::bf16   ? cl.peakFlopsBf16
-                : precision == Precision::fp16 ? cl.peakFlopsFp16
-                                               : cl.peakFlopsFp32;
+  double peak = peakFlopsOf(step, cl);
   auto mesh = step->getAttrOfType<MeshAttr>(kMeshAttrName);
   StepFigures out{peak, {}};
   for (int64_t r = 0; r < pp; ++r) {
@@ -233,11 +252,9 @@ void predict(const StepFigures &figures, const PlanRequest &req, PlanCandidate &
         bytes.back()[row.axes] += row.bytes;
     }
   }
-  // The busiest rank: its compute, stretched on a pipeline by 1F1B's fill and drain (m micro-
-  // batches take m + p - 1 slots; interleaved over v chunks, m v + p - 1 slots of a chunk's
-  // m v), and its communication, not overlapped.
-  double chunks = static_cast<double>(c.gas * c.virtualStages);
-  double stretch = (chunks + static_cast<double>(c.pp - 1)) / chunks;
+  // The busiest rank: its compute, stretched on a pipeline by its fill and drain, and its
+  // communication, not overlapped.
+  double stretch = pipelineStretch(c);
   size_t busiest = 0;
   for (size_t r = 0; r < compute.size(); ++r)
     if (compute[r] * stretch + comm[r] > compute[busiest] * stretch + comm[busiest])
@@ -261,6 +278,100 @@ void predict(const StepFigures &figures, const PlanRequest &req, PlanCandidate &
                     (c.stepSeconds * static_cast<double>(req.devices) * figures.peakFlops)
               : 0;
 }
+
+/// What the bounds start from: the model's step on one rank (micro-batch 1, nothing split).
+struct ModelFigures {
+  /// Seconds of its ops (opSeconds; not those recomputed) a sample, forward and backward, and
+  /// in the update; `microStep`: the micro-step's whole.
+  double perSample = 0, perUpdate = 0, microStep = 0;
+  /// Its trainable parameters', gradients' and optimizer states' bytes, whole.
+  int64_t paramBytes = 0, gradBytes = 0, optimizerBytes = 0;
+  /// No offload in the config: the states are in the device's peak.
+  bool statesOnDevice = false;
+  /// What its step holds beyond the persistent slots at its peak (activations, inputs,
+  /// temporaries): a micro-batch of 1 on one rank.
+  int64_t activationBytes = 0;
+};
+
+ModelFigures modelFiguresOf(ModuleOp step, const json::Object &base, const ClusterSpec &cl) {
+  ModelFigures m;
+  double peak = peakFlopsOf(step, cl);
+  // stepFunctions: the micro-step, then the update. A sample costs at least its FLOPs (the
+  // micro-step's at micro-batch 1); searchLayouts() may raise it from two micro-batches.
+  for (auto [i, f] : llvm::enumerate(stepFunctions(step)))
+    f.first.walk([&](CostOpInterface op) {
+      if (op->hasAttr(kRecomputeAttrName))
+        return;
+      double matmul = static_cast<double>(op.getMatmulFlops());
+      (i == 0 ? m.microStep : m.perUpdate) += opSeconds(op, peak, cl);
+      if (i == 0)
+        m.perSample +=
+            matmul / peak + (static_cast<double>(op.getFlops()) - matmul) / cl.peakFlopsFp32;
+    });
+  auto bytes = [](RankedTensorType t) {
+    return (t.getNumElements() * t.getElementTypeBitWidth() + 7) / 8;
+  };
+  for (auto param : step.getOps<ParameterOp>())
+    if (param.getTrainable())
+      m.paramBytes += bytes(param.getTensorType());
+  for (auto state : step.getOps<StateOp>()) {
+    SlotRole role = state.getRole();
+    if (role == SlotRole::grad)
+      m.gradBytes += bytes(state.getTensorType());
+    else if (role == SlotRole::exp_avg || role == SlotRole::exp_avg_sq ||
+             role == SlotRole::momentum_buffer || role == SlotRole::master)
+      m.optimizerBytes += bytes(state.getTensorType());
+  }
+  const json::Object *zero = base.getObject("zero_optimization");
+  m.statesOnDevice = !zero || (!zero->get("offload_optimizer") && !zero->get("offload_param"));
+  return m;
+}
+
+/// Candidate `c`'s lower bounds (PlanCandidate::boundSeconds, boundBytes) from `m`.
+/// Step: every op costs at least its FLOPs at their rates (computeOf), the ranks' FLOPs sum
+/// to at least the model's (the global batch's samples and one update; a split only ever
+/// adds: replicated parts, recomputation, accumulation), and the busiest rank does at least
+/// the mean, stretched as predict() stretches it.
+/// Plus, off shared cores, the mean rank's communication (the busiest rank's compute and
+/// communication together are at least their means): the dp x sp replicas reduce their
+/// gradients, each rank at least its mean share of them, in two ring passes (an all-reduce;
+/// at ZeRO 1-3 a reduce-scatter and the all-gather of the updated or sharded parameters),
+/// priced as collectiveSeconds prices one call on the group's cheapest placement, at the
+/// smaller of the gradients' and parameters' bytes.
+/// States: the fullest of the tp x pp ranks holds at least the mean of what they hold, and
+/// ZeRO splits at most over the dp x sp replicas what its stage partitions.
+void bound(const ModelFigures &m, const PlanRequest &req, PlanCandidate &c) {
+  const ClusterSpec &cl = *req.cluster;
+  double mean = (m.perSample * static_cast<double>(req.globalBatch) + m.perUpdate) /
+                static_cast<double>(req.devices);
+  c.boundSeconds = cl.sharesCores() ? mean : mean * pipelineStretch(c);
+  if (!m.statesOnDevice)
+    return;
+  int64_t split = c.tp * c.pp, replicas = c.dp * c.sp;
+  if (!cl.sharesCores() && replicas > 1) {
+    double bytes = static_cast<double>(std::min(m.gradBytes, m.paramBytes) / split);
+    double pass = std::numeric_limits<double>::infinity();
+    for (int64_t k : divisors(replicas))
+      if (k <= cl.devicesPerNode)
+        pass = std::min(pass, collectiveSeconds("reduce_scatter", 1, bytes,
+                                                AxisPlacement{k, replicas / k}, cl));
+    c.boundSeconds += 2 * pass;
+  }
+  c.boundBytes = m.paramBytes / split / (c.zeroStage == 3 ? replicas : 1) +
+                 m.gradBytes / split / (c.zeroStage >= 2 ? replicas : 1) +
+                 m.optimizerBytes / split / (c.zeroStage >= 1 ? replicas : 1);
+}
+
+/// Why a candidate was not compiled.
+constexpr const char *kStatesExceed =
+    "its model states alone exceed the device memory (a lower bound)";
+constexpr const char *kActivationsExceed =
+    "its model states and one sample's activations exceed the device memory without "
+    "recomputation (a lower bound)";
+std::string slowerThan(int64_t keep) {
+  return "its step's lower bound is slower than the " + std::to_string(keep) +
+         " fastest fitting layouts";
+}
 } // namespace
 
 FailureOr<std::vector<PlanCandidate>>
@@ -277,6 +388,17 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
   });
   std::map<int64_t, OwningOpRef<ModuleOp>> imported; // by micro-batch
   std::map<int64_t, std::string> importError;
+  // The model at `micro` (imported once), or null with why it does not import in `why`.
+  auto modelAt = [&](int64_t micro, std::string &why) -> ModuleOp {
+    if (!imported.count(micro)) {
+      first.clear();
+      imported[micro] = importAt(micro);
+      importError[micro] = first.empty() ? "the model does not import" : first;
+    }
+    if (!imported[micro])
+      why = "micro-batch " + std::to_string(micro) + ": " + importError[micro];
+    return imported[micro].get();
+  };
   // The figures of candidate `c` compiled at `gas` accumulation steps, or why it does not
   // compile (in `why`).
   auto compileAt = [&](const PlanCandidate &c, int64_t gas,
@@ -290,16 +412,10 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
       why = llvm::toString(cfg.takeError());
       return std::nullopt;
     }
-    if (!imported.count(c.microBatch)) {
-      first.clear();
-      imported[c.microBatch] = importAt(c.microBatch);
-      importError[c.microBatch] = first.empty() ? "the model does not import" : first;
-    }
-    if (!imported[c.microBatch]) {
-      why = "micro-batch " + std::to_string(c.microBatch) + ": " + importError[c.microBatch];
+    ModuleOp model = modelAt(c.microBatch, why);
+    if (!model)
       return std::nullopt;
-    }
-    OwningOpRef<ModuleOp> step = imported[c.microBatch]->clone();
+    OwningOpRef<ModuleOp> step = model.clone();
     first.clear();
     FailureOr<PlannedStep> planned = failure();
     if (succeeded(buildTrainingStep(*step, *cfg)))
@@ -375,25 +491,119 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
               // Recomputation costs a forward: tried where the layout does not fit without it
               // (or where the user or --plan-fix asks for it).
               c.recompute = asksRecompute(baseConfig) || req.fixed.recompute == 1;
-              if (!matches(req.fixed, c))
-                continue;
-              judge(c);
-              if (!c.fits() && c.peakBytes && !c.recompute && req.fixed.recompute != 0) {
-                PlanCandidate again = c;
-                again.recompute = true;
-                again.why.clear();
-                judge(again);
-                if (again.fits() || (again.peakBytes && again.peakBytes < c.peakBytes))
-                  c = std::move(again);
-              }
-              out.push_back(std::move(c));
+              if (matches(req.fixed, c))
+                out.push_back(std::move(c));
             }
           }
       }
-  // Fitting layouts first, fastest first; then the rest by peak.
+  // The bounds, from the model's step on one rank (micro-batch 1, nothing split; none where
+  // it does not compile: then every layout compiles). With keep 0 they are only reported.
+  std::optional<ModelFigures> model;
+  if (!out.empty()) {
+    // The model's step on one rank at `micro` (nothing split), or null.
+    auto probe = [&](int64_t micro) -> OwningOpRef<ModuleOp> {
+      PlanCandidate one{1, 1, 1, 1, 0, micro, 1};
+      one.recompute = asksRecompute(baseConfig);
+      std::string text, why;
+      llvm::raw_string_ostream(text) << json::Value(layoutConfig(baseConfig, one));
+      auto cfg = ::ds::parseDeepSpeedConfig(text, 1);
+      if (!cfg) {
+        llvm::consumeError(cfg.takeError());
+        return nullptr;
+      }
+      ModuleOp m = modelAt(micro, why);
+      if (!m)
+        return nullptr;
+      OwningOpRef<ModuleOp> step = m.clone();
+      if (failed(buildTrainingStep(*step, *cfg)))
+        return nullptr;
+      return step;
+    };
+    if (OwningOpRef<ModuleOp> step = probe(1)) {
+      model = modelFiguresOf(*step, baseConfig, *req.cluster);
+      if (FailureOr<PlannedStep> planned = planStep(*step); succeeded(planned))
+        model->activationBytes =
+            std::max<int64_t>(0, planned->plan.microPeak - planned->plan.persistentBytes);
+      // Each op's seconds are max(a m, b m + c) in the micro-batch m (c >= 0: what it reads
+      // whatever m, as weights), convex with f(4) <= 2 f(2): for every m >= 1 at least m
+      // times the slope between micro-batches 2 and 4 (at 1 the same ops may fold away, so
+      // 1 is not a point of the line), and a split of the op costs at least the whole.
+      OwningOpRef<ModuleOp> two = probe(2), four = probe(4);
+      if (two && four)
+        model->perSample =
+            std::max(model->perSample, (modelFiguresOf(*four, baseConfig, *req.cluster).microStep -
+                                        modelFiguresOf(*two, baseConfig, *req.cluster).microStep) /
+                                           2);
+    }
+    if (model && model->perSample > 0)
+      for (PlanCandidate &c : out) {
+        bound(*model, req, c);
+        if (model->statesOnDevice)
+          c.boundActivationBytes = model->activationBytes / (c.tp * c.sp * c.pp);
+      }
+  }
+  // Compiled in the order of their step's bound; once `keep` fitting ones are faster than the
+  // next bound, the rest cannot enter them.
+  std::vector<size_t> order(out.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return out[a].boundSeconds < out[b].boundSeconds;
+  });
+  std::multiset<double> fastest; // the fitting ones' steps, at most `keep`
+  int64_t judged = 0, fitting = 0;
+  for (size_t i : order) {
+    PlanCandidate &c = out[i];
+    if (req.progress)
+      req.progress(judged++, static_cast<int64_t>(out.size()), fitting,
+                   layoutName(c) + ", " + settingsName(c));
+    // Without recomputation a rank also holds at least its share of one sample's activations
+    // (split by tp, sp and pp at best; more samples only add): past the memory, the layout is
+    // compiled recomputing (where allowed), as the search would after its compile failed.
+    if (req.keep > 0 && !c.recompute &&
+        c.boundBytes + c.boundActivationBytes > req.deviceMemory) {
+      if (req.fixed.recompute == 0) {
+        c.pruned = true;
+        c.why = kActivationsExceed;
+        llvm::raw_string_ostream(c.config) << json::Value(layoutConfig(baseConfig, c));
+        continue;
+      }
+      c.recompute = true;
+    }
+    bool over = req.keep > 0 && c.boundBytes > req.deviceMemory;
+    bool slower = model && req.keep > 0 && static_cast<int64_t>(fastest.size()) >= req.keep &&
+                  c.boundSeconds > *fastest.rbegin();
+    if (over || slower) {
+      c.pruned = true;
+      c.why = over ? kStatesExceed : slowerThan(req.keep);
+      llvm::raw_string_ostream(c.config) << json::Value(layoutConfig(baseConfig, c));
+      continue;
+    }
+    auto start = std::chrono::steady_clock::now();
+    judge(c);
+    if (!c.fits() && c.peakBytes && !c.recompute && req.fixed.recompute != 0) {
+      PlanCandidate again = c;
+      again.recompute = true;
+      again.why.clear();
+      judge(again);
+      if (again.fits() || (again.peakBytes && again.peakBytes < c.peakBytes))
+        c = std::move(again);
+    }
+    c.compileSeconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fitting += c.fits();
+    if (c.fits() && req.keep > 0) {
+      fastest.insert(c.stepSeconds);
+      if (static_cast<int64_t>(fastest.size()) > req.keep)
+        fastest.erase(std::prev(fastest.end()));
+    }
+  }
+  // Fitting layouts first, fastest first; then the rest by peak, those not compiled last.
   std::stable_sort(out.begin(), out.end(), [](const PlanCandidate &a, const PlanCandidate &b) {
     if (a.fits() != b.fits())
       return a.fits();
+    if (a.pruned != b.pruned)
+      return b.pruned;
     return a.fits() ? a.stepSeconds < b.stepSeconds : a.peakBytes < b.peakBytes;
   });
   return out;
@@ -534,6 +744,7 @@ FailureOr<bool> mlir::ds::printFitReport(const json::Object &baseConfig, const P
   // the fastest.
   PlanRequest free = req;
   free.fixed = PlanFixed();
+  free.keep = 0; // the nearest layouts, not only the fastest
   auto ranked = searchLayouts(baseConfig, free, importAt, context);
   if (failed(ranked))
     return failure();
@@ -605,6 +816,14 @@ std::string mlir::ds::planToJSON(ArrayRef<PlanCandidate> ranked, const PlanReque
           j.attribute("recompute", c.recompute);
           j.attribute("virtual_stages", c.virtualStages);
           j.attribute("continued", c.continued);
+          j.attribute("pruned", c.pruned);
+          if (!c.pruned)
+            j.attribute("compile_s", c.compileSeconds);
+          if (c.boundSeconds > 0) {
+            j.attribute("bound_step_s", c.boundSeconds);
+            j.attribute("bound_peak_bytes", c.boundBytes);
+            j.attribute("bound_activation_bytes", c.boundActivationBytes);
+          }
           j.attribute("fits", c.fits());
           if (!c.fits())
             j.attribute("why", c.why);
@@ -639,6 +858,10 @@ void mlir::ds::printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest 
      << req.deviceMemory << " bytes a device (the peak plus the allocator's padding); step "
      << "time = compute + communication, not overlapped; rc y: activation checkpointing; "
      << "v: model chunks per pipeline rank (2: interleaved) (docs/design/plan.md)\n";
+  if (size_t pruned = llvm::count_if(ranked, [](auto &c) { return c.pruned; }))
+    os << "  " << ranked.size() - pruned << " compiled, in the order of a lower bound on their "
+       << "step; " << pruned << " not (their states alone over the memory, or their bound "
+       << "slower than the " << req.keep << " fastest fitting; --plan-keep 0 compiles all)\n";
   if (size_t continued = llvm::count_if(ranked, [](auto &c) { return c.continued; }))
     os << "  " << continued << " pipelined layouts planned at three accumulation steps past "
        << "the warm-up and continued along their line (checked on the third; --plan-exact "
@@ -655,7 +878,7 @@ void mlir::ds::printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest 
       os << llvm::format("%-4s %-26s %4lld %5lld %4lld %2s  ", "-", layout.c_str(),
                          (long long)c.zeroStage, (long long)c.microBatch, (long long)c.gas,
                          c.recompute ? "y" : "-")
-         << "refused"
+         << (c.pruned ? "not compiled" : "refused")
          << (c.virtualStages > 1 ? " (interleaved x" + std::to_string(c.virtualStages) + ")"
                                  : std::string())
          << ": " << c.why << "\n";
@@ -697,18 +920,20 @@ void mlir::ds::printPlanTable(ArrayRef<PlanCandidate> ranked, const PlanRequest 
     }
   }
   // The rest that do not fit, by reason: over the memory, or refused by the compiler.
-  std::map<std::string, std::pair<int64_t, std::string>> reasons; // reason -> count, a layout
+  // (not compiled, reason) -> count, a layout
+  std::map<std::pair<bool, std::string>, std::pair<int64_t, std::string>> reasons;
   for (size_t i = rows; i < ranked.size(); ++i) {
     const PlanCandidate &c = ranked[i];
     if (c.fits())
       continue;
-    std::string key = c.peakBytes ? std::string("over the device memory") : c.why;
-    auto &[count, example] = reasons[key];
+    auto &[count, example] =
+        reasons[{c.pruned, c.peakBytes ? std::string("over the device memory") : c.why}];
     if (count++ == 0)
       example = layoutName(c) + " ZeRO " + std::to_string(c.zeroStage) + " micro-batch " +
                 std::to_string(c.microBatch);
   }
   for (auto &[why, seen] : reasons)
-    os << "not fitting: " << seen.first << " layout" << (seen.first == 1 ? "" : "s") << " ("
-       << why << "; e.g. " << seen.second << ")\n";
+    os << (why.first ? "not compiled: " : "not fitting: ") << seen.first << " layout"
+       << (seen.first == 1 ? "" : "s") << " (" << why.second << "; e.g. " << seen.second
+       << ")\n";
 }

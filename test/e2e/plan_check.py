@@ -45,7 +45,8 @@ def main():
                    "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}, f)
     ds_opt = os.path.join(a.bin, "ds-opt")
     plan_json = os.path.join(w, "plan.json")
-    p = subprocess.run([ds_opt, model, "--plan-rows", "1000", "--input",
+    # Every layout compiled (--plan-keep 0): the checks below judge them all.
+    p = subprocess.run([ds_opt, model, "--plan-rows", "1000", "--plan-keep", "0", "--input",
                         "idx=tensor<1x16xi64>", "--input", "targets=tensor<1x16xi64>",
                         "--config", os.path.join(w, "base.json"), "--plan", "--cluster", os.path.join(w, "cluster.json"),
                         "--global-batch", "8", "--plan-out", plan_json,
@@ -132,7 +133,7 @@ def main():
     q = subprocess.run([ds_opt, model, "--input", "idx=tensor<1x16xi64>", "--input",
                         "targets=tensor<1x16xi64>", "--config", os.path.join(w, "base.json"),
                         "--plan", "--cluster", os.path.join(w, "shared.json"), "--global-batch",
-                        "8", "--plan-out", os.devnull, "--plan-json",
+                        "8", "--plan-keep", "0", "--plan-out", os.devnull, "--plan-json",
                         os.path.join(w, "shared-all.json")], capture_output=True, text=True)
     if q.returncode != 0:
         sys.exit("FAILED: --plan on shared cores\n" + q.stderr)
@@ -159,7 +160,7 @@ def main():
         q = subprocess.run([ds_opt, model, "--input", "idx=tensor<1x16xi64>", "--input",
                             "targets=tensor<1x16xi64>", "--config", config, "--plan",
                             "--cluster", path, "--global-batch", "8", "--world-size", "2",
-                            "--plan-out", os.devnull, "--plan-json", path + ".all"],
+                            "--plan-keep", "0", "--plan-out", os.devnull, "--plan-json", path + ".all"],
                            capture_output=True, text=True)
         if q.returncode != 0:
             sys.exit("FAILED: --plan at a bf16 peak\n" + q.stderr)
@@ -283,6 +284,7 @@ def main():
             args = common[:common.index("--config")] + [
                 "--config", cfg, "--plan", "--cluster", os.path.join(w, "cluster.json"),
                 "--global-batch", "64", "--plan-fix", "micro=1", "--device-memory", "100M",
+                "--plan-keep", "0",
                 "--plan-out", os.path.join(w, "continued.plan.json"), "--plan-json", out]
             q = subprocess.run(args + ([exact] if exact else []), capture_output=True, text=True)
             if q.returncode != 0:
@@ -300,6 +302,50 @@ def main():
               "%s, times within 1e-4: %s" % (
                   name, len(cont), " ".join(sorted({"pp=%d" % k[2] for k in cont})), same,
                   close))
+
+    # The bounds the search compiles in the order of: on every layout compiled above, the
+    # step's bound is at most its predicted step and the states' bound at most its peak.
+    # A search that keeps the 5 fastest (--plan-keep 5) compiles fewer, ranks the same 5 first
+    # with the same figures, and every layout it left out for its states does not fit.
+    bounded = [c for c in cands if "peak_bytes" in c]
+    print("bounds on %d compiled layouts: step's at most the predicted step: %s; states' at "
+          "most the peak: %s" % (
+              len(bounded), all(0 < c["bound_step_s"] <= c["step_s"] * (1 + 1e-9)
+                                for c in bounded),
+              all(0 < c["bound_peak_bytes"] <= c["peak_bytes"] for c in bounded)))
+    plain = [c for c in bounded if not c["recompute"]]
+    print("without recomputation (%d), with one sample's activations too: %s" % (
+        len(plain), all(0 < c["bound_activation_bytes"] and
+                        c["bound_peak_bytes"] + c["bound_activation_bytes"] <= c["peak_bytes"]
+                        for c in plain)))
+    kept = os.path.join(w, "keep5.json")
+    q = subprocess.run(common[:common.index("--config")] + [
+        "--config", os.path.join(w, "base.json"), "--plan", "--cluster",
+        os.path.join(w, "cluster.json"), "--global-batch", "8", "--plan-keep", "5",
+        "--plan-rows", "5", "--plan-out", os.devnull, "--plan-json", kept],
+        capture_output=True, text=True)
+    if q.returncode != 0:
+        sys.exit("FAILED: --plan --plan-keep 5\n" + q.stderr)
+    with open(kept) as f:
+        pruned = json.load(f)["candidates"]
+    key = lambda c: tuple(c[f] for f in ("dp", "tp", "pp", "sp", "zero_stage", "micro_batch",
+                                         "recompute", "virtual_stages"))
+    figures = lambda c: (key(c), c.get("peak_bytes"), c.get("step_s"))
+    # (without recompute: the exhaustive search retried with it what did not fit)
+    layout = lambda c: key(c)[:6] + key(c)[7:]
+    every = {layout(c): c for c in cands}
+    states = [c for c in pruned if c["pruned"] and "states" in c["why"]]
+    slower = [c for c in pruned if c["pruned"] and "states" not in c["why"]]
+    fifth = sorted(c["step_s"] for c in cands if c["fits"])[4]
+    print("--plan-keep 5: %d of %d compiled (%d left out for their states, %d for their "
+          "bound); its 5 first the exhaustive's: %s; those left out for their states over the "
+          "memory there: %s; for their bound, above its 5th step: %s" % (
+              sum(not c["pruned"] for c in pruned), len(pruned), len(states), len(slower),
+              [figures(c) for c in pruned[:5]] == [figures(c) for c in cands[:5]],
+              all(not every[layout(c)]["fits"] and "peak_bytes" in every[layout(c)]
+                  for c in states),
+              all(c["bound_step_s"] > fifth for c in slower)))
+
 
 if __name__ == "__main__":
     main()

@@ -36,6 +36,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <chrono>
 #include <optional>
 
 using namespace mlir;
@@ -124,6 +125,13 @@ static cl::opt<bool> planExact(
     cl::desc("--plan: compile each pipelined layout at its own accumulation steps (slower), "
              "not at three past the warm-up continued along their line"),
     cl::cat(trainCategory));
+static cl::opt<unsigned> planKeep(
+    "plan-keep",
+    cl::desc("--plan: compile the layouts in the order of a lower bound on their step time, "
+             "skipping those whose model states alone exceed the device memory, until this "
+             "many fitting ones (at least --plan-rows) are known to be the fastest; 0 compiles "
+             "every layout"),
+    cl::init(20), cl::cat(trainCategory));
 static cl::opt<unsigned> planRows("plan-rows",
                                    cl::desc("--plan: how many ranked layouts to print"),
                                    cl::init(20), cl::cat(trainCategory));
@@ -303,6 +311,21 @@ static int runPlan(llvm::StringRef inputFile, MLIRContext &context) {
     return 1;
   request.deviceMemory = static_cast<int64_t>(budget);
   request.exact = planExact;
+  request.keep = planKeep ? std::max<int64_t>(planKeep, planRows) : 0;
+  // A long search says how far it is, at most every 30 s.
+  auto started = std::chrono::steady_clock::now();
+  auto said = started;
+  request.progress = [&](int64_t judged, int64_t total, int64_t fitting,
+                         llvm::StringRef next) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - said < std::chrono::seconds(30))
+      return;
+    said = now;
+    llvm::errs() << "ds-opt: --plan: " << judged << " of " << total << " layouts judged, "
+                 << fitting << " fit ("
+                 << std::chrono::duration_cast<std::chrono::seconds>(now - started).count()
+                 << " s); next " << next << "\n";
+  };
   std::vector<mlir::ds::InputSpec> specs;
   for (const std::string &spec : inputSpecs) {
     auto one = mlir::ds::parseInputSpec(spec, &context);

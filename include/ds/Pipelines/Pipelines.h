@@ -12,6 +12,8 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <functional>
+
 namespace mlir::ds {
 
 /// What the training pipeline needs from a DeepSpeed config.
@@ -168,6 +170,15 @@ struct PlanRequest {
   /// Compile every pipelined layout at its own accumulation steps (--plan-exact), not at
   /// three accumulation steps past the warm-up, continued along their line (Plan.cpp).
   bool exact = false;
+  /// Compile the layouts in the order of a lower bound on their step time (and skip those
+  /// whose model states alone exceed the device memory) until this many fitting ones are
+  /// known to be the fastest (--plan-keep); 0 compiles every layout (Plan.cpp).
+  int64_t keep = 20;
+  /// Called before each layout the search judges: how many it has judged (compiled or left
+  /// out), of how many, how many of them fit, and the next ("dp=2 tp=1 pp=2 sp=1, ZeRO 1,
+  /// micro-batch 4"); ds-opt prints it on a long search.
+  std::function<void(int64_t judged, int64_t total, int64_t fitting, llvm::StringRef next)>
+      progress;
 };
 /// One layout and what the compiler predicts of it.
 struct PlanCandidate {
@@ -183,6 +194,19 @@ struct PlanCandidate {
   std::string config;                         ///< its DeepSpeed config (JSON)
   /// Its figures continued from three accumulation steps past the warm-up (a pipeline's).
   bool continued = false;
+  /// Lower bounds from the model at one rank: the step (its matrix products at the peak FLOP
+  /// rate, spread evenly over the ranks, stretched by the pipeline's fill and drain) and the
+  /// fullest rank's model states (parameters, gradients, optimizer state, each split as the
+  /// layout splits it at best); 0 where the model gave none.
+  double boundSeconds = 0;
+  int64_t boundBytes = 0;
+  /// ...and what the fullest rank holds beyond them without recomputation: its share of one
+  /// sample's activations.
+  int64_t boundActivationBytes = 0;
+  /// Not compiled: its bound says it is slower than `keep` compiled layouts, or its states
+  /// alone exceed the device memory (`why` says which).
+  bool pruned = false;
+  double compileSeconds = 0; ///< the search's time judging it (its compiles, wall clock)
   bool fits() const { return why.empty(); }
 };
 /// Compiles every layout of `request.devices` ranks (pp x dp x tp x sp, ZeRO 0-3, each
