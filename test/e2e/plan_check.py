@@ -160,7 +160,8 @@ def main():
         q = subprocess.run([ds_opt, model, "--input", "idx=tensor<1x16xi64>", "--input",
                             "targets=tensor<1x16xi64>", "--config", config, "--plan",
                             "--cluster", path, "--global-batch", "8", "--world-size", "2",
-                            "--plan-keep", "0", "--plan-out", os.devnull, "--plan-json", path + ".all"],
+                            "--plan-keep", "0", "--plan-out", os.devnull, "--plan-json",
+                            path + ".all"],
                            capture_output=True, text=True)
         if q.returncode != 0:
             sys.exit("FAILED: --plan at a bf16 peak\n" + q.stderr)
