@@ -291,6 +291,14 @@ struct ModelFigures {
   /// What its step holds beyond the persistent slots at its peak (activations, inputs,
   /// temporaries): a micro-batch of 1 on one rank.
   int64_t activationBytes = 0;
+  /// By (tp, sp): one rank's seconds a sample and in its update, and its collectives' bytes
+  /// a sample over tp and sp, by axes and kind (the step at dp = pp = 1 with that tp and sp,
+  /// at micro-batches 2 and 4).
+  struct Split {
+    double perSample = 0, perUpdate = 0;
+    std::map<std::pair<std::string, std::string>, double> bytesPerSample;
+  };
+  std::map<std::pair<int64_t, int64_t>, Split> bySplit;
 };
 
 ModelFigures modelFiguresOf(ModuleOp step, const json::Object &base, const ClusterSpec &cl) {
@@ -327,36 +335,57 @@ ModelFigures modelFiguresOf(ModuleOp step, const json::Object &base, const Clust
   return m;
 }
 
+/// The seconds of one call of collective `kind` moving `bytes` over a group of `ranks` placed
+/// as cheaply as the cluster allows (any number of them a node up to its devices).
+double cheapestCall(llvm::StringRef kind, double bytes, int64_t ranks, const ClusterSpec &cl) {
+  double best = std::numeric_limits<double>::infinity();
+  for (int64_t k : divisors(ranks))
+    if (k <= cl.devicesPerNode)
+      best = std::min(best, collectiveSeconds(kind, 1, bytes, AxisPlacement{k, ranks / k}, cl));
+  return std::max(0.0, best);
+}
+
 /// Candidate `c`'s lower bounds (PlanCandidate::boundSeconds, boundBytes) from `m`.
 /// Step: every op costs at least its FLOPs at their rates (computeOf), the ranks' FLOPs sum
 /// to at least the model's (the global batch's samples and one update; a split only ever
 /// adds: replicated parts, recomputation, accumulation), and the busiest rank does at least
-/// the mean, stretched as predict() stretches it.
-/// Plus, off shared cores, the mean rank's communication (the busiest rank's compute and
-/// communication together are at least their means): the dp x sp replicas reduce their
-/// gradients, each rank at least its mean share of them, in two ring passes (an all-reduce;
-/// at ZeRO 1-3 a reduce-scatter and the all-gather of the updated or sharded parameters),
-/// priced as collectiveSeconds prices one call on the group's cheapest placement, at the
-/// smaller of the gradients' and parameters' bytes.
+/// the mean, stretched as predict() stretches it. With the step probed at the layout's tp and
+/// sp, the mean is at least that rank's work over the ranks that split it further (pp, dp's
+/// samples). Plus, off shared cores, the mean rank's communication (the busiest rank's
+/// compute and communication together are at least their means): the dp x sp replicas
+/// reduce their gradients, each rank at least its mean share of them, in two ring passes (an
+/// all-reduce; at ZeRO 1-3 a reduce-scatter and the all-gather of the updated or sharded
+/// parameters) at the smaller of the gradients' and parameters' bytes; and the probed rank's
+/// collectives over tp and sp a sample, over its samples and the pp ranks that split them;
+/// each priced as collectiveSeconds prices one call on the group's cheapest placement.
 /// States: the fullest of the tp x pp ranks holds at least the mean of what they hold, and
 /// ZeRO splits at most over the dp x sp replicas what its stage partitions.
 void bound(const ModelFigures &m, const PlanRequest &req, PlanCandidate &c) {
   const ClusterSpec &cl = *req.cluster;
-  double mean = (m.perSample * static_cast<double>(req.globalBatch) + m.perUpdate) /
-                static_cast<double>(req.devices);
+  const double batch = static_cast<double>(req.globalBatch);
+  const double ranks = static_cast<double>(req.devices);
+  double mean = (m.perSample * batch + m.perUpdate) / ranks;
+  auto it = m.bySplit.find({c.tp, c.sp});
+  const ModelFigures::Split *probed = it == m.bySplit.end() ? nullptr : &it->second;
+  if (probed)
+    mean = std::max(mean, (probed->perSample * batch + probed->perUpdate) *
+                              static_cast<double>(c.tp * c.sp) / ranks);
   c.boundSeconds = cl.sharesCores() ? mean : mean * pipelineStretch(c);
+  if (probed && !cl.sharesCores())
+    for (auto &[row, perSample] : probed->bytesPerSample)
+      c.boundSeconds += cheapestCall(row.second,
+                                     perSample * batch / static_cast<double>(c.dp * c.pp),
+                                     row.first == "tp" ? c.tp : row.first == "sp" ? c.sp
+                                                                                  : c.tp * c.sp,
+                                     cl);
   if (!m.statesOnDevice)
     return;
   int64_t split = c.tp * c.pp, replicas = c.dp * c.sp;
-  if (!cl.sharesCores() && replicas > 1) {
-    double bytes = static_cast<double>(std::min(m.gradBytes, m.paramBytes) / split);
-    double pass = std::numeric_limits<double>::infinity();
-    for (int64_t k : divisors(replicas))
-      if (k <= cl.devicesPerNode)
-        pass = std::min(pass, collectiveSeconds("reduce_scatter", 1, bytes,
-                                                AxisPlacement{k, replicas / k}, cl));
-    c.boundSeconds += 2 * pass;
-  }
+  if (!cl.sharesCores() && replicas > 1)
+    c.boundSeconds +=
+        2 * cheapestCall("reduce_scatter",
+                         static_cast<double>(std::min(m.gradBytes, m.paramBytes) / split),
+                         replicas, cl);
   c.boundBytes = m.paramBytes / split / (c.zeroStage == 3 ? replicas : 1) +
                  m.gradBytes / split / (c.zeroStage >= 2 ? replicas : 1) +
                  m.optimizerBytes / split / (c.zeroStage >= 1 ? replicas : 1);
@@ -500,9 +529,9 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
   // it does not compile: then every layout compiles). With keep 0 they are only reported.
   std::optional<ModelFigures> model;
   if (!out.empty()) {
-    // The model's step on one rank at `micro` (nothing split), or null.
-    auto probe = [&](int64_t micro) -> OwningOpRef<ModuleOp> {
-      PlanCandidate one{1, 1, 1, 1, 0, micro, 1};
+    // The model's step on one rank at `micro` (split by `tp` and `sp` alone), or null.
+    auto probe = [&](int64_t micro, int64_t tp, int64_t sp) -> OwningOpRef<ModuleOp> {
+      PlanCandidate one{1, tp, 1, sp, 0, micro, 1};
       one.recompute = asksRecompute(baseConfig);
       std::string text, why;
       llvm::raw_string_ostream(text) << json::Value(layoutConfig(baseConfig, one));
@@ -519,7 +548,7 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
         return nullptr;
       return step;
     };
-    if (OwningOpRef<ModuleOp> step = probe(1)) {
+    if (OwningOpRef<ModuleOp> step = probe(1, 1, 1)) {
       model = modelFiguresOf(*step, baseConfig, *req.cluster);
       if (FailureOr<PlannedStep> planned = planStep(*step); succeeded(planned))
         model->activationBytes =
@@ -528,12 +557,30 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
       // whatever m, as weights), convex with f(4) <= 2 f(2): for every m >= 1 at least m
       // times the slope between micro-batches 2 and 4 (at 1 the same ops may fold away, so
       // 1 is not a point of the line), and a split of the op costs at least the whole.
-      OwningOpRef<ModuleOp> two = probe(2), four = probe(4);
-      if (two && four)
-        model->perSample =
-            std::max(model->perSample, (modelFiguresOf(*four, baseConfig, *req.cluster).microStep -
-                                        modelFiguresOf(*two, baseConfig, *req.cluster).microStep) /
-                                           2);
+      // And so at each tp and sp the layouts take: one rank's, and its collectives' bytes
+      // over tp and sp the same way (each a line in m; what the update sends cancels).
+      std::set<std::pair<int64_t, int64_t>> splits;
+      for (const PlanCandidate &c : out)
+        splits.insert({c.tp, c.sp});
+      for (auto [tp, sp] : splits) {
+        OwningOpRef<ModuleOp> two = probe(2, tp, sp), four = probe(4, tp, sp);
+        if (!two || !four)
+          continue;
+        ModelFigures at2 = modelFiguresOf(*two, baseConfig, *req.cluster);
+        ModelFigures::Split &split = model->bySplit[{tp, sp}];
+        split.perSample =
+            (modelFiguresOf(*four, baseConfig, *req.cluster).microStep - at2.microStep) / 2;
+        split.perUpdate = at2.perUpdate;
+        for (auto [at, sign] : {std::pair(four.get(), 1.0), std::pair(two.get(), -1.0)})
+          for (const CommRow &row : commRows(at))
+            if (row.axes == "tp" || row.axes == "sp" || row.axes == "tp+sp")
+              split.bytesPerSample[{row.axes, row.kind}] +=
+                  sign * static_cast<double>(row.bytes) / 2;
+        for (auto &[row, bytes] : split.bytesPerSample)
+          bytes = std::max(0.0, bytes);
+      }
+      if (auto one = model->bySplit.find({1, 1}); one != model->bySplit.end())
+        model->perSample = std::max(model->perSample, one->second.perSample);
     }
     if (model && model->perSample > 0)
       for (PlanCandidate &c : out) {

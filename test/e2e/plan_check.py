@@ -308,12 +308,29 @@ def main():
     # step's bound is at most its predicted step and the states' bound at most its peak.
     # A search that keeps the 5 fastest (--plan-keep 5) compiles fewer, ranks the same 5 first
     # with the same figures, and every layout it left out for its states does not fit.
-    bounded = [c for c in cands if "peak_bytes" in c]
+    # Also on two nodes of 2 with links 1000x slower, where the collectives' terms lead.
+    slow = dict(CLUSTER, nodes=2, devices_per_node=2, intra_node_bandwidth_bytes_per_s=1e7,
+                inter_node_bandwidth_bytes_per_s=1e6)
+    with open(os.path.join(w, "slow.json"), "w") as f:
+        json.dump(slow, f)
+    q = subprocess.run(common[:common.index("--config")] + [
+        "--config", os.path.join(w, "base.json"), "--plan", "--cluster",
+        os.path.join(w, "slow.json"), "--global-batch", "8", "--plan-keep", "0",
+        "--plan-out", os.devnull, "--plan-json", os.path.join(w, "slow-all.json")],
+        capture_output=True, text=True)
+    if q.returncode != 0:
+        sys.exit("FAILED: --plan on slow links\n" + q.stderr)
+    with open(os.path.join(w, "slow-all.json")) as f:
+        slow_bounded = [c for c in json.load(f)["candidates"] if "peak_bytes" in c]
+    bounded = [c for c in cands if "peak_bytes" in c] + slow_bounded
     print("bounds on %d compiled layouts: step's at most the predicted step: %s; states' at "
           "most the peak: %s" % (
               len(bounded), all(0 < c["bound_step_s"] <= c["step_s"] * (1 + 1e-9)
                                 for c in bounded),
               all(0 < c["bound_peak_bytes"] <= c["peak_bytes"] for c in bounded)))
+    print("  (on slow links: predicted step over its bound %.3g to %.3g)" % (
+        min(c["step_s"] / c["bound_step_s"] for c in slow_bounded),
+        max(c["step_s"] / c["bound_step_s"] for c in slow_bounded)))
     plain = [c for c in bounded if not c["recompute"]]
     print("without recomputation (%d), with one sample's activations too: %s" % (
         len(plain), all(0 < c["bound_activation_bytes"] and
