@@ -177,9 +177,14 @@ SmallVector<std::pair<func::FuncOp, int64_t>> mlir::ds::stepFunctions(ModuleOp m
 }
 
 std::vector<CommRow> mlir::ds::commRows(ModuleOp module, int64_t pipelineRank) {
+  return commRows(module, stepFunctions(module, pipelineRank));
+}
+
+std::vector<CommRow>
+mlir::ds::commRows(ModuleOp module, ArrayRef<std::pair<func::FuncOp, int64_t>> functions) {
   std::vector<CommRow> out;
   auto mesh = module->getAttrOfType<MeshAttr>(kMeshAttrName);
-  for (auto &[key, row] : rowsOf(mesh, stepFunctions(module, pipelineRank)))
+  for (auto &[key, row] : rowsOf(mesh, functions))
     out.push_back({key.first, key.second, row.first, row.second});
   return out;
 }

@@ -291,12 +291,17 @@ struct ModelFigures {
   /// What its step holds beyond the persistent slots at its peak (activations, inputs,
   /// temporaries): a micro-batch of 1 on one rank.
   int64_t activationBytes = 0;
-  /// By (tp, sp): one rank's seconds a sample and in its update, and its collectives' bytes
-  /// a sample over tp and sp, by axes and kind (the step at dp = pp = 1 with that tp and sp,
-  /// at micro-batches 2 and 4).
+  /// By (tp, sp): one rank's seconds in its update, and a sample's seconds and collectives'
+  /// bytes over tp and sp by axes and kind (the step at dp = pp = 1 with that tp and sp):
+  /// `slope` for every micro-batch (the slope between micro-batches 2 and 4), `atOne` for a
+  /// micro-batch of 1 (its micro-step), each where the model imports there.
+  struct Rate {
+    double seconds = 0;
+    std::map<std::pair<std::string, std::string>, double> bytes;
+  };
   struct Split {
-    double perSample = 0, perUpdate = 0;
-    std::map<std::pair<std::string, std::string>, double> bytesPerSample;
+    double perUpdate = 0;
+    std::optional<Rate> slope, atOne;
   };
   std::map<std::pair<int64_t, int64_t>, Split> bySplit;
 };
@@ -366,13 +371,17 @@ void bound(const ModelFigures &m, const PlanRequest &req, PlanCandidate &c) {
   const double ranks = static_cast<double>(req.devices);
   double mean = (m.perSample * batch + m.perUpdate) / ranks;
   auto it = m.bySplit.find({c.tp, c.sp});
-  const ModelFigures::Split *probed = it == m.bySplit.end() ? nullptr : &it->second;
+  const ModelFigures::Rate *probed = nullptr;
+  if (it != m.bySplit.end())
+    probed = c.microBatch == 1 && it->second.atOne ? &*it->second.atOne
+             : it->second.slope                    ? &*it->second.slope
+                                                   : nullptr;
   if (probed)
-    mean = std::max(mean, (probed->perSample * batch + probed->perUpdate) *
+    mean = std::max(mean, (probed->seconds * batch + it->second.perUpdate) *
                               static_cast<double>(c.tp * c.sp) / ranks);
   c.boundSeconds = cl.sharesCores() ? mean : mean * pipelineStretch(c);
   if (probed && !cl.sharesCores())
-    for (auto &[row, perSample] : probed->bytesPerSample)
+    for (auto &[row, perSample] : probed->bytes)
       c.boundSeconds += cheapestCall(row.second,
                                      perSample * batch / static_cast<double>(c.dp * c.pp),
                                      row.first == "tp" ? c.tp : row.first == "sp" ? c.sp
@@ -562,25 +571,40 @@ mlir::ds::searchLayouts(const json::Object &baseConfig, const PlanRequest &req,
       std::set<std::pair<int64_t, int64_t>> splits;
       for (const PlanCandidate &c : out)
         splits.insert({c.tp, c.sp});
+      // At micro-batch 1 (where a layout at 1 runs the very same ops) from the micro-step
+      // alone.
+      auto addRows = [](ModelFigures::Rate &rate, ModuleOp at, double times) {
+        auto functions = stepFunctions(at);
+        for (const CommRow &row :
+             commRows(at, ArrayRef<std::pair<func::FuncOp, int64_t>>(functions).take_front()))
+          if (row.axes == "tp" || row.axes == "sp" || row.axes == "tp+sp")
+            rate.bytes[{row.axes, row.kind}] += times * static_cast<double>(row.bytes);
+      };
       for (auto [tp, sp] : splits) {
+        ModelFigures::Split split;
+        if (OwningOpRef<ModuleOp> one = probe(1, tp, sp)) {
+          ModelFigures f = modelFiguresOf(*one, baseConfig, *req.cluster);
+          split.perUpdate = f.perUpdate;
+          split.atOne = ModelFigures::Rate{f.microStep, {}};
+          addRows(*split.atOne, *one, 1);
+        }
         OwningOpRef<ModuleOp> two = probe(2, tp, sp), four = probe(4, tp, sp);
-        if (!two || !four)
-          continue;
-        ModelFigures at2 = modelFiguresOf(*two, baseConfig, *req.cluster);
-        ModelFigures::Split &split = model->bySplit[{tp, sp}];
-        split.perSample =
-            (modelFiguresOf(*four, baseConfig, *req.cluster).microStep - at2.microStep) / 2;
-        split.perUpdate = at2.perUpdate;
-        for (auto [at, sign] : {std::pair(four.get(), 1.0), std::pair(two.get(), -1.0)})
-          for (const CommRow &row : commRows(at))
-            if (row.axes == "tp" || row.axes == "sp" || row.axes == "tp+sp")
-              split.bytesPerSample[{row.axes, row.kind}] +=
-                  sign * static_cast<double>(row.bytes) / 2;
-        for (auto &[row, bytes] : split.bytesPerSample)
-          bytes = std::max(0.0, bytes);
+        if (two && four) {
+          ModelFigures at2 = modelFiguresOf(*two, baseConfig, *req.cluster);
+          split.perUpdate = at2.perUpdate;
+          split.slope = ModelFigures::Rate{
+              (modelFiguresOf(*four, baseConfig, *req.cluster).microStep - at2.microStep) / 2,
+              {}};
+          addRows(*split.slope, *four, 0.5);
+          addRows(*split.slope, *two, -0.5);
+          for (auto &[row, bytes] : split.slope->bytes)
+            bytes = std::max(0.0, bytes);
+        }
+        if (split.atOne || split.slope)
+          model->bySplit[{tp, sp}] = std::move(split);
       }
-      if (auto one = model->bySplit.find({1, 1}); one != model->bySplit.end())
-        model->perSample = std::max(model->perSample, one->second.perSample);
+      if (auto one = model->bySplit.find({1, 1}); one != model->bySplit.end() && one->second.slope)
+        model->perSample = std::max(model->perSample, one->second.slope->seconds);
     }
     if (model && model->perSample > 0)
       for (PlanCandidate &c : out) {

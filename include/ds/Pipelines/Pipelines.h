@@ -142,6 +142,9 @@ struct CommRow {
 /// update on a pipeline, else the micro-steps and the update (every rank's); empty without a
 /// training step.
 std::vector<CommRow> commRows(ModuleOp module, int64_t pipelineRank = 0);
+/// The rows of `functions` of `module`, each run its number of times.
+std::vector<CommRow> commRows(ModuleOp module,
+                              ArrayRef<std::pair<func::FuncOp, int64_t>> functions);
 
 /// A step's functions with their runs per step: pipeline rank `r`'s program and update, or
 /// gradient_accumulation_steps micro-steps and the update; empty if the module has neither.
