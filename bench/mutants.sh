@@ -161,6 +161,7 @@ plan|--plan: the step's bound not spread over the ranks|lib/Pipelines/Plan.cpp| 
 plan|--plan: the states' bound with the optimizer state unpartitioned|lib/Pipelines/Plan.cpp|                 m.optimizerBytes / split / (c.zeroStage >= 1 ? replicas : 1);|                 m.optimizerBytes / split;|e2e/plan.test
 plan|--plan: the gradients' reduction bounded at four passes|lib/Pipelines/Plan.cpp|        2 * cheapestCall("reduce_scatter",|        8 * cheapestCall("reduce_scatter",|e2e/plan.test
 plan|--plan: the probed collectives not spread over the data-parallel samples|lib/Pipelines/Plan.cpp|                                     perSample * batch / static_cast<double>(c.dp * c.pp),|                                     perSample * batch / static_cast<double>(c.pp),|e2e/plan.test
+plan|--plan: one sample's activations counted four times in the bound|lib/Pipelines/Plan.cpp|          c.boundActivationBytes = model->activationBytes / (c.tp * c.sp * c.pp);|          c.boundActivationBytes = 4 * model->activationBytes / (c.tp * c.sp * c.pp);|e2e/plan.test
 plan|--plan: pruned past the fastest, not the keep-th|lib/Pipelines/Plan.cpp|                  c.boundSeconds > *fastest.rbegin();|                  c.boundSeconds > *fastest.begin();|e2e/plan.test
 plan|will it fit: the allocator's padding left out|lib/Pipelines/Plan.cpp|    int64_t need = s.first + s.second;|    int64_t need = s.first;|e2e/plan.test
 plan|will it fit: layouts that do not fit offered|lib/Pipelines/Plan.cpp|    if (c.fits() && !changes(c).empty())|    if (!changes(c).empty())|e2e/plan.test

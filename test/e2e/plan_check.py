@@ -363,6 +363,24 @@ def main():
               all(not every[layout(c)]["fits"] and "peak_bytes" in every[layout(c)]
                   for c in states),
               all(c["bound_step_s"] > fifth for c in slower)))
+    # Without recomputation allowed (--plan-fix recompute=0), a layout whose states and one
+    # sample's activations exceed the memory is left out: each does not fit when compiled.
+    runs = {}
+    for keep in ("0", "5"):
+        out = os.path.join(w, "norc-keep%s.json" % keep)
+        q = subprocess.run(common[:common.index("--config")] + [
+            "--config", os.path.join(w, "base.json"), "--plan", "--cluster",
+            os.path.join(w, "cluster.json"), "--global-batch", "8", "--plan-fix",
+            "recompute=0", "--plan-keep", keep, "--plan-rows", "5", "--plan-out", os.devnull,
+            "--plan-json", out], capture_output=True, text=True)
+        if q.returncode != 0:
+            sys.exit("FAILED: --plan --plan-fix recompute=0 --plan-keep %s\n%s" % (keep, q.stderr))
+        with open(out) as f:
+            runs[keep] = {key(c): c for c in json.load(f)["candidates"]}
+    acts = [k for k, c in runs["5"].items() if c["pruned"] and "activations" in c["why"]]
+    print("without recomputation: %d left out for their activations, none fitting compiled: %s"
+          % (len(acts), all(not runs["0"][k]["fits"] and "peak_bytes" in runs["0"][k]
+                            for k in acts)))
 
 
 if __name__ == "__main__":
