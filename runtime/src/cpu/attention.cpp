@@ -11,7 +11,8 @@
 // count), and 16-bit gradients of the keys and values are summed in f32 first.
 // bf16 and f16 tensors are widened tile by tile and computed in f32, rounding where PyTorch's
 // 16-bit CPU flash kernel holds 16-bit values: the probabilities before their product with
-// the values (the row sums stay f32), in the backward the probabilities and the score
+// the values (exponentiated as it does, by ATen's fast exp: vexpShiftSumHalfSoftmax; the row
+// sums stay f32), in the backward the probabilities and the score
 // gradients before their products, and each gradient's running sum after every tile (its
 // output buffer is 16-bit; a key/value head's one sum over its query heads in order, as
 // PyTorch's GQA backward adds them).
@@ -198,9 +199,12 @@ void dsrt::cpu::attention(dsrt_context *, dsrt_tensor *out, dsrt_tensor *lse,
                 continue;
               }
               const float alpha = m[r] == kNegInf ? 0.f : std::exp(m[r] - mnew);
-              const float sum = (float)cpu::vexpShiftSum(P + r * nk, row, mnew, nk, true);
+              const float sum =
+                  s.dtype == DSRT_F32
+                      ? (float)cpu::vexpShiftSum(P + r * nk, row, mnew, nk, true)
+                      : cpu::vexpShiftSumHalfSoftmax(P + r * nk, row, mnew, nk);
               roundRow(s.dtype, P + r * nk, nk);
-              l[r] = l[r] * alpha + sum;
+              l[r] = std::fma(alpha, l[r], sum); // ATen's sum + alpha l, contracted
               if (alpha != 1.f)
                 scaleRow(acc.data() + r * Ev, Ev, alpha);
               m[r] = mnew;

@@ -89,6 +89,12 @@ template <class T> DSRT_CPU_CLONES T maxRange(const T *p, int64_t n, int &nan) {
 /// dst must not be x.
 double vexpShiftSum(float *dst, const float *x, float shift, int64_t n, bool flushLow = false);
 
+/// A softmax row that is stored in 16 bits next, as PyTorch's CPU flash attention computes it
+/// for bf16 and f16 (fast_exp.cpp): dst[i] = exp(x[i] - shift) by ATen's fast exponential
+/// (fn::fastExp16) over the whole vectors of ATen's build for this CPU (16 lanes with AVX-512,
+/// else 8) and libm's expf over the rest; their f32 sum, added in ATen's order.
+float vexpShiftSumHalfSoftmax(float *dst, const float *x, float shift, int64_t n);
+
 /// z[i] = pow(x[i * xs], y[i * ys]) over `n` f32 values (strides 0 or 1), vectorized, on the
 /// calling thread: torch.pow's values within 4 ulp.
 void vpow(float *z, const float *x, int64_t xs, const float *y, int64_t ys, int64_t n);
