@@ -139,6 +139,7 @@ moe|capacity: min_capacity ignored|dialects/ds/Transforms/ExpertCapacity.cpp|  r
 moe|capacity: receive buffers sized for half the kept rows|dialects/ds/Transforms/ExpertParallel.cpp|return std::clamp<int64_t>(cap.getExperts() * cap.getCapacity(), 1, rows * ranks);|return std::clamp<int64_t>(cap.getExperts() * cap.getCapacity() / 2, 1, rows * ranks);|e2e/moe-capacity.test
 parallel|pipeline: a widened parameter read computed once and sent on|dialects/ds/Transforms/PipelineReads.h|  return convert && convert.getInput().getDefiningOp<GetParameterOp>();|  return false;|Transforms/pipeline-partition-16bit.mlir
 parallel|--dump-grads: a 16-bit gradient of several stages refused|runtime/src/driver/weights.cpp|} else if (isHalfType(s.dtype)) {|} else if (false) {|e2e/pipeline-parallel.test
+plan|--plan-fix with dp given computes dp 1|lib/Pipelines/Plan.cpp|    f.dp = ranks / (f.tp * f.pp * f.sp);|    f.dp = ranks / product;|e2e/plan.test
 plan|weight-free: tied weights never found|lib/Importer/Export/ExportedProgram.cpp|    if (matches != 1)|    if (true)|e2e/weight-free.test
 plan|weight-free: a FakeTensorMode export's empty records read as weights|lib/Importer/Export/ExportedProgram.cpp|archive.getRecordSize(path) == 0|archive.getRecordSize(path) == ~size_t(0)|e2e/weight-free.test
 plan|model states: the optimizer's left out|lib/Pipelines/MemoryReport.cpp|gb(fullest.params + fullest.grads + fullest.optim)|gb(fullest.params + fullest.grads)|e2e/weight-free.test

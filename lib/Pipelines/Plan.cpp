@@ -720,7 +720,7 @@ llvm::Expected<PlanFixed> mlir::ds::parsePlanFixed(llvm::StringRef text, int64_t
     if (f.dp && product != ranks)
       return error("dp x tp x pp x sp = " + llvm::Twine(product) + " but the job has " +
                    llvm::Twine(ranks) + " ranks (--world-size)");
-    f.dp = ranks / product;
+    f.dp = ranks / (f.tp * f.pp * f.sp);
   }
   return f;
 }

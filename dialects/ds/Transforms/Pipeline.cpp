@@ -380,7 +380,7 @@ void PipelineBuilder::emitPrograms() {
           fn.setArgAttr(i * n + k, kInputNameAttrName, name);
     Block *entry = fn.addEntryBlock();
     OpBuilder b = OpBuilder::atBlockEnd(entry);
-    std::map<std::pair<void *, int64_t>, Value> values; // (value, micro) -> here
+    llvm::DenseMap<std::pair<void *, int64_t>, Value> values; // (value, micro) -> here
     auto key = [](Value x, int64_t i) { return std::make_pair(x.getAsOpaquePointer(), i); };
     std::string text;
     // The value of `x` for micro-batch `i` here; free ops are copied at the point of use
