@@ -117,8 +117,8 @@ LogicalResult MemoryPlanner::run() {
   if (PipelineAttr info = getPipeline(module)) {
     planned = runPipeline(info);
   } else {
-    auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
-    auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
+    auto micro = module.lookupSymbol<func::FuncOp>(kMicroStepName);
+    auto opt = module.lookupSymbol<func::FuncOp>(kOptimizerStepName);
     if (!micro || !opt)
       return module.emitError() << "ds-lower-to-runtime needs @micro_step and @optimizer_step "
                                    "(run ds-autodiff and ds-optimizer first)";
@@ -166,7 +166,7 @@ LogicalResult MemoryPlanner::runSingle(func::FuncOp micro, func::FuncOp opt) {
   // Bytes moved between spaces: the micro-step's once per micro-batch.
   auto run = module->getAttrOfType<RunAttr>(kRunAttrName);
   int64_t gas = run ? run.getGradientAccumulationSteps() : 1;
-  if (failed(planFunction(micro, "ds_micro_step", true)))
+  if (failed(planFunction(micro, entryPointName(kMicroStepName), true)))
     return failure();
   for (int k = 0; k < 4; ++k)
     plan.movedPerStep[k] = movedNow[k] * std::max<int64_t>(1, gas);
@@ -178,7 +178,7 @@ LogicalResult MemoryPlanner::runSingle(func::FuncOp micro, func::FuncOp opt) {
   arena.resetTo(base);
   // The driver's step scalars: lr, step and aux_lr (f32), beta1 (f64).
   int scalars = arena.alloc(3 * 4 + 8, "step scalars");
-  if (failed(planFunction(opt, "ds_optimizer_step", false)))
+  if (failed(planFunction(opt, entryPointName(kOptimizerStepName), false)))
     return failure();
   plan.optimizerPeak = arena.peak;
   plan.optimizerCommAtPeak = arena.commAtPeak;
@@ -201,8 +201,8 @@ LogicalResult MemoryPlanner::runPipeline(PipelineAttr info) {
   plan.ppAxis = mesh.findAxis(MeshAxis::pp);
   SmallVector<func::FuncOp> steps, opts;
   for (int64_t r = 0; r < plan.pipelineStages; ++r) {
-    auto step = module.lookupSymbol<func::FuncOp>(("pipeline_step_" + Twine(r)).str());
-    auto opt = module.lookupSymbol<func::FuncOp>(("optimizer_step_" + Twine(r)).str());
+    auto step = module.lookupSymbol<func::FuncOp>(pipelineStepName(r));
+    auto opt = module.lookupSymbol<func::FuncOp>(optimizerStepName(r));
     if (!step || !opt)
       return module.emitError() << "ds-lower-to-runtime: pipeline rank " << r
                                 << " lacks @pipeline_step_" << r << " or @optimizer_step_" << r
@@ -225,7 +225,7 @@ LogicalResult MemoryPlanner::runPipeline(PipelineAttr info) {
     ArenaModel::Mark base = arena.mark();
     int inputsStorage = arena.alloc(plan.inputBytes, "inputs");
     arena.restartPeak();
-    if (failed(planFunction(steps[r], ("ds_pipeline_step_" + Twine(r)).str(), true)))
+    if (failed(planFunction(steps[r], entryPointName(pipelineStepName(r)), true)))
       return failure();
     rank.step = arena.peak;
     rank.stepComm = arena.commAtPeak;
@@ -234,7 +234,7 @@ LogicalResult MemoryPlanner::runPipeline(PipelineAttr info) {
     arena.release(inputsStorage);
     arena.resetTo(base);
     int scalars = arena.alloc(3 * 4 + 8, "step scalars");
-    if (failed(planFunction(opts[r], ("ds_optimizer_step_" + Twine(r)).str(), false)))
+    if (failed(planFunction(opts[r], entryPointName(optimizerStepName(r)), false)))
       return failure();
     rank.optimizer = arena.peak;
     rank.optimizerComm = arena.commAtPeak;

@@ -164,13 +164,13 @@ SmallVector<std::pair<func::FuncOp, int64_t>> mlir::ds::stepFunctions(ModuleOp m
                                                                        int64_t r) {
   SmallVector<std::pair<func::FuncOp, int64_t>> fs;
   if (PipelineAttr info = getPipeline(module); info && info.isScheduled()) {
-    for (StringRef name : {"pipeline_step_", "optimizer_step_"})
+    for (StringRef name : {StringRef(kPipelineStepPrefix), StringRef(kOptimizerStepPrefix)})
       if (auto f = module.lookupSymbol<func::FuncOp>((name + Twine(r)).str()))
         fs.push_back({f, 1});
     return fs.size() == 2 ? fs : SmallVector<std::pair<func::FuncOp, int64_t>>{};
   }
-  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
-  auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
+  auto micro = module.lookupSymbol<func::FuncOp>(kMicroStepName);
+  auto opt = module.lookupSymbol<func::FuncOp>(kOptimizerStepName);
   if (micro && opt)
     fs = {{micro, gradientAccumulationSteps(module)}, {opt, 1}};
   return fs;
@@ -203,7 +203,7 @@ SmallVector<SmallVector<PipelineSpan>> mlir::ds::simulatePipeline(ModuleOp modul
   const int64_t chunks = static_cast<int64_t>(flops.size()) / 2;
   SmallVector<SmallVector<std::string>> items(p);
   for (int64_t r = 0; r < p; ++r) {
-    auto fn = module.lookupSymbol<func::FuncOp>(("pipeline_step_" + Twine(r)).str());
+    auto fn = module.lookupSymbol<func::FuncOp>(pipelineStepName(r));
     auto text = fn ? fn->getAttrOfType<StringAttr>(kScheduleAttrName) : StringAttr();
     if (!text)
       return {};

@@ -28,7 +28,7 @@ struct Candidate {
 /// tiles of the LM head's loss (ds.linear_cross_entropy's count), in @micro_step.
 std::pair<int64_t, int64_t> tilesOf(ModuleOp step) {
   int64_t mlp = 0, loss = 0;
-  if (auto micro = step.lookupSymbol<func::FuncOp>("micro_step"))
+  if (auto micro = step.lookupSymbol<func::FuncOp>(kMicroStepName))
     micro.walk([&](Operation *op) {
       if (isa<SliceOp>(op) && op->hasAttr(kTileAttrName) && !op->hasAttr(kRecomputeAttrName))
         ++mlp;
@@ -60,13 +60,13 @@ int64_t mlir::ds::recomputedFlops(ModuleOp step) {
     });
     return flops;
   };
-  if (auto micro = step.lookupSymbol<func::FuncOp>("micro_step"))
+  if (auto micro = step.lookupSymbol<func::FuncOp>(kMicroStepName))
     return recomputed(micro) * gradientAccumulationSteps(step);
   // A pipeline rank's program holds every micro-batch: the rank that recomputes the most.
   int64_t most = 0;
   if (PipelineAttr info = getPipeline(step))
     for (int64_t r = 0; r < info.getStages(); ++r)
-      if (auto f = step.lookupSymbol<func::FuncOp>(("pipeline_step_" + Twine(r)).str()))
+      if (auto f = step.lookupSymbol<func::FuncOp>(pipelineStepName(r)))
         most = std::max(most, recomputed(f));
   return most;
 }

@@ -25,14 +25,14 @@ LogicalResult mlir::ds::printFlopsReport(ModuleOp module, llvm::raw_ostream &os)
   SmallVector<std::pair<func::FuncOp, int64_t>> functions;
   PipelineAttr info = getPipeline(module);
   const int64_t stages = info ? info.getStages() : 1;
-  if (module.lookupSymbol("pipeline_step_0")) {
+  if (module.lookupSymbol(pipelineStepName(0))) {
     for (int64_t r = 0; r < stages; ++r)
-      for (StringRef name : {"pipeline_step_", "optimizer_step_"})
+      for (StringRef name : {StringRef(kPipelineStepPrefix), StringRef(kOptimizerStepPrefix)})
         if (auto f = module.lookupSymbol<func::FuncOp>((name + Twine(r)).str()))
           functions.push_back({f, 1});
-  } else if (auto micro = module.lookupSymbol<func::FuncOp>("micro_step")) {
+  } else if (auto micro = module.lookupSymbol<func::FuncOp>(kMicroStepName)) {
     functions.push_back({micro, gas});
-    if (auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step"))
+    if (auto opt = module.lookupSymbol<func::FuncOp>(kOptimizerStepName))
       functions.push_back({opt, 1});
   }
   if (functions.size() < 2)

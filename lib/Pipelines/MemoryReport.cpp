@@ -137,9 +137,9 @@ void printSplits(const MemoryPlan &plan, llvm::raw_ostream &os) {
 LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os,
                                           const TierRates *rates) {
   bool pipelined =
-      module.lookupSymbol("pipeline_step_0") && module.lookupSymbol("optimizer_step_0");
+      module.lookupSymbol(pipelineStepName(0)) && module.lookupSymbol(optimizerStepName(0));
   if (!pipelined &&
-      (!module.lookupSymbol("micro_step") || !module.lookupSymbol("optimizer_step")))
+      (!module.lookupSymbol(kMicroStepName) || !module.lookupSymbol(kOptimizerStepName)))
     return module.emitError() << "--memory-report needs a training step (@micro_step and "
                                  "@optimizer_step): pass --config to a TorchScript input";
   FailureOr<PlannedStep> planned = planStep(module);
@@ -173,7 +173,7 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
     os << ", " << plan.pipelineMicroBatches << " micro-batches per step in each rank's "
        << stringifyPipelineSchedule(plan.pipelineSchedule) << " program";
   else
-    os << ", peak in " << (whole.microPeak ? "micro_step" : "optimizer_step");
+    os << ", peak in " << (whole.microPeak ? kMicroStepName : kOptimizerStepName);
   os << ")\n";
   // Columns only ever get added at the end, so that scripts reading them keep working.
   os << llvm::format("%-5s %14s %14s %14s %14s %14s %14s %14s %14s  %s\n", "rank", "parameters",
@@ -224,7 +224,7 @@ LogicalResult mlir::ds::printMemoryReport(ModuleOp module, llvm::raw_ostream &os
   os << "\n";
   // What a long sequence is bounded by: the activations per token of the micro-batch (the
   // first integer input of rank >= 2 is [batch, sequence, ...]).
-  if (auto micro = module.lookupSymbol<func::FuncOp>("micro_step"); micro && !pipe) {
+  if (auto micro = module.lookupSymbol<func::FuncOp>(kMicroStepName); micro && !pipe) {
     for (Type t : micro.getArgumentTypes()) {
       auto rt = dyn_cast<RankedTensorType>(t);
       if (!rt || rt.getRank() < 2 || !isa<IntegerType>(rt.getElementType()))

@@ -129,8 +129,8 @@ void replay(func::FuncOp func, const llvm::StringSet<> &nvme, const TierRates &r
 } // namespace
 
 FailureOr<StallPrediction> mlir::ds::predictStall(ModuleOp module, const TierRates &rates) {
-  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
-  auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
+  auto micro = module.lookupSymbol<func::FuncOp>(kMicroStepName);
+  auto opt = module.lookupSymbol<func::FuncOp>(kOptimizerStepName);
   if (!micro || !opt)
     return module.emitError() << "the stall prediction needs @micro_step and @optimizer_step";
   llvm::StringSet<> nvme = nvmeStates(module);

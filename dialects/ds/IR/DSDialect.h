@@ -5,6 +5,9 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/Twine.h"
+
+#include <string>
 
 #include "mlir/IR/DialectImplementation.h"
 
@@ -61,6 +64,23 @@ inline constexpr llvm::StringLiteral kStagesAttrName = "ds.stages";
 /// On a pipeline rank's function: its rank (i64), and its order as text.
 inline constexpr llvm::StringLiteral kPipelineRankAttrName = "ds.pipeline_rank";
 inline constexpr llvm::StringLiteral kScheduleAttrName = "ds.schedule";
+
+// The training step's functions, as ds-autodiff, ds-optimizer and ds-pipeline name them and
+// the later passes, the memory plan and the reports find them.
+inline constexpr llvm::StringLiteral kMicroStepName = "micro_step";
+inline constexpr llvm::StringLiteral kOptimizerStepName = "optimizer_step";
+/// A pipeline rank's micro-steps and update: the prefix and the rank.
+inline constexpr llvm::StringLiteral kPipelineStepPrefix = "pipeline_step_";
+inline constexpr llvm::StringLiteral kOptimizerStepPrefix = "optimizer_step_";
+inline std::string pipelineStepName(int64_t rank) {
+  return (kPipelineStepPrefix + llvm::Twine(rank)).str();
+}
+inline std::string optimizerStepName(int64_t rank) {
+  return (kOptimizerStepPrefix + llvm::Twine(rank)).str();
+}
+/// The C symbol ds-lower-to-runtime gives a step function (ds_micro_step, ...), which the
+/// driver calls.
+inline std::string entryPointName(llvm::StringRef function) { return ("ds_" + function).str(); }
 
 // Memory spaces (ds-offload): where a state lives and where an op runs.
 /// On a parameter, state or flat buffer: a MemorySpaceAttr, device (the default, also when

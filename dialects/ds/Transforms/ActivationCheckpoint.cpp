@@ -369,7 +369,7 @@ void ActivationCheckpointPass::runOnOperation() {
     module.emitError() << "ds-activation-checkpoint: segments must be >= 0 (0: one per block)";
     return signalPassFailure();
   }
-  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+  auto micro = module.lookupSymbol<func::FuncOp>(kMicroStepName);
   if (!micro) {
     module.emitError() << "ds-activation-checkpoint needs @micro_step (run ds-autodiff first)";
     return signalPassFailure();

@@ -217,7 +217,7 @@ public:
       s.erase();
     });
     declareGradientStates();
-    func.setSymName("micro_step");
+    func.setSymName(kMicroStepName);
     lowerParallelRegionEnds(func);
     return success();
   }

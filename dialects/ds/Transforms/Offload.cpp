@@ -281,8 +281,8 @@ void OffloadPass::runOnOperation() {
                           "drop zero_optimization.offload_* or pipeline.stages";
     return signalPassFailure();
   }
-  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
-  auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
+  auto micro = module.lookupSymbol<func::FuncOp>(kMicroStepName);
+  auto opt = module.lookupSymbol<func::FuncOp>(kOptimizerStepName);
   if (!micro || !opt) {
     module.emitError() << "ds-offload needs @micro_step and @optimizer_step (run ds-autodiff "
                           "and ds-optimizer first)";

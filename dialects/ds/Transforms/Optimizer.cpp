@@ -174,7 +174,7 @@ private:
 };
 
 LogicalResult UpdateBuilder::build() {
-  if (module.lookupSymbol("optimizer_step"))
+  if (module.lookupSymbol(kOptimizerStepName))
     return module.emitError() << "ds-optimizer: the module already has an @optimizer_step";
   if (failed(collect()) || failed(readParallelism()))
     return failure();
@@ -341,7 +341,7 @@ void UpdateBuilder::buildFunction() {
   //                           %aux_lr: tensor<f32>)
   OpBuilder fb = OpBuilder::atBlockEnd(module.getBody());
   auto func = func::FuncOp::create(
-      fb, loc, "optimizer_step",
+      fb, loc, kOptimizerStepName,
       FunctionType::get(ctx, {scalarF32, scalarF32, scalarF64, scalarF32}, {}));
   entry = func.addEntryBlock();
   builder.emplace(OpBuilder::atBlockBegin(entry));

@@ -123,7 +123,7 @@ void PipelinePass::runOnOperation() {
 
 LogicalResult PipelineBuilder::check() {
   PipelineAttr info = getPipeline(module);
-  micro = module.lookupSymbol<func::FuncOp>("micro_step");
+  micro = module.lookupSymbol<func::FuncOp>(kMicroStepName);
   if (!info || !micro) {
     module.emitError() << "ds-pipeline needs a module cut by ds-pipeline-partition and a "
                           "func.func @micro_step (run ds-pipeline-partition, then ds-autodiff)";
@@ -372,7 +372,7 @@ void PipelineBuilder::emitPrograms() {
     return (send ? ">" : "<") + std::to_string(send ? t.to : t.from);
   };
   for (int64_t r = 0; r < p; ++r) {
-    auto fn = func::FuncOp::create(mb, micro.getLoc(), ("pipeline_step_" + Twine(r)).str(),
+    auto fn = func::FuncOp::create(mb, micro.getLoc(), pipelineStepName(r),
                                    FunctionType::get(ctx, argTypes, {lossesType}));
     for (int64_t i = 0; i < m; ++i)
       for (int64_t k = 0; k < n; ++k)

@@ -70,7 +70,7 @@ Value mlir::ds::emitPipelineRecv(OpBuilder &b, const MeshAxisRef &pp, Type type,
 
 LogicalResult mlir::ds::splitOptimizerForPipeline(ModuleOp module) {
   PipelineAttr info = getPipeline(module);
-  auto opt = module.lookupSymbol<func::FuncOp>("optimizer_step");
+  auto opt = module.lookupSymbol<func::FuncOp>(kOptimizerStepName);
   if (!info || !opt || !info.isScheduled())
     return success(); // not (yet) made into per-rank programs by ds-pipeline
   const int64_t p = info.getStages();
@@ -160,7 +160,7 @@ LogicalResult mlir::ds::splitOptimizerForPipeline(ModuleOp module) {
 
   OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
   for (int64_t r = 0; r < p; ++r) {
-    auto fn = func::FuncOp::create(mb, opt.getLoc(), ("optimizer_step_" + Twine(r)).str(),
+    auto fn = func::FuncOp::create(mb, opt.getLoc(), optimizerStepName(r),
                                    opt.getFunctionType());
     fn->setAttr(kPipelineRankAttrName, mb.getI64IntegerAttr(r));
     Block *entry = fn.addEntryBlock();

@@ -126,7 +126,7 @@ void ZeroPass::runOnOperation() {
     module.emitError() << "ds-zero: data-parallel-size must be >= 1";
     return signalPassFailure();
   }
-  if (module.lookupSymbol("optimizer_step")) {
+  if (module.lookupSymbol(kOptimizerStepName)) {
     module.emitError() << "ds-zero: the module already has an @optimizer_step; run ds-zero "
                           "before ds-optimizer";
     return signalPassFailure();
@@ -266,7 +266,7 @@ LogicalResult ZeroPass::reduceOncePerStep(ModuleOp module, FlatBufferOp flat,
   for (auto [i, a] : llvm::enumerate(grads))
     member[cast<FlatSymbolRefAttr>(a).getValue()] = i;
   for (auto fn : module.getOps<func::FuncOp>()) {
-    if (!fn->hasAttr(kPipelineRankAttrName) || !fn.getSymName().starts_with("pipeline_step_"))
+    if (!fn->hasAttr(kPipelineRankAttrName) || !fn.getSymName().starts_with(kPipelineStepPrefix))
       continue;
     // acc = acc + g over the micro-batches, as values (the first is g: 0 + g).
     SmallVector<Value> acc(grads.size());
@@ -345,7 +345,7 @@ LogicalResult ZeroPass::gatherOncePerStep(ModuleOp module, FlatBufferOp flat) {
     offset += param.getTensorType().getNumElements();
   }
   for (auto fn : module.getOps<func::FuncOp>()) {
-    if (!fn->hasAttr(kPipelineRankAttrName) || !fn.getSymName().starts_with("pipeline_step_"))
+    if (!fn->hasAttr(kPipelineRankAttrName) || !fn.getSymName().starts_with(kPipelineStepPrefix))
       continue;
     SmallVector<GetParameterOp> reads;
     fn.walk([&](GetParameterOp get) {
@@ -449,7 +449,7 @@ SmallVector<GradBucket> ZeroPass::bucketGradients(MutableArrayRef<GradAccumulati
 }
 
 LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
-  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+  auto micro = module.lookupSymbol<func::FuncOp>(kMicroStepName);
   if (!micro)
     return module.emitError() << "ds-zero: no @micro_step; run ds-autodiff first";
   Block &body = micro.getBody().front();
@@ -562,7 +562,7 @@ LogicalResult ZeroPass::partitionGradients(ModuleOp module) {
 /// before it in that phase (one bucket of look-ahead, so the gather overlaps that bucket's
 /// compute); the gathered buffer dies after the phase's last use of its views.
 LogicalResult ZeroPass::partitionParameters(ModuleOp module) {
-  auto micro = module.lookupSymbol<func::FuncOp>("micro_step");
+  auto micro = module.lookupSymbol<func::FuncOp>(kMicroStepName);
   Block &body = micro.getBody().front();
   Value loss = body.getTerminator()->getNumOperands() ? body.getTerminator()->getOperand(0)
                                                       : Value();

@@ -108,6 +108,7 @@ void mlir::ds::runtime::emitPipelineEntryPoints(RuntimeLowering &l, OpBuilder &b
     Value none = returns ? LLVM::ZeroOp::create(b, e.loc, l.ptrTy).getResult() : Value();
     LLVM::ReturnOp::create(b, e.loc, returns ? ValueRange{none} : ValueRange{});
   };
-  dispatch("ds_micro_step", "ds_pipeline_step_", 2, true);
-  dispatch("ds_optimizer_step", "ds_optimizer_step_", 5, false);
+  dispatch(entryPointName(kMicroStepName), entryPointName(kPipelineStepPrefix), 2, true);
+  dispatch(entryPointName(kOptimizerStepName), entryPointName(kOptimizerStepPrefix), 5,
+           false);
 }
