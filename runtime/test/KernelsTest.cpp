@@ -687,8 +687,9 @@ TEST_F(Kernels, Attention) {
   // running sums are 16-bit. The forward exponentiates as ATen does (its fast exp, libm's past
   // the last whole vector); with an exact exp it was 8e-4 apart (one probability in forty
   // rounds the other way), and f32 rounded once 1.9e-3. Its log-sum-exp equals PyTorch's to
-  // 1.3e-8 (the fast exp sums to 5e-5 below the exact one on a lone key). The backward from PyTorch's own output and log-sum-exp: the same sums in the
-  // same order, measured 0 to 1e-6 apart; f32 arithmetic rounded once is 3e-3 to 4e-3 apart.
+  // 1.3e-8 (the fast exp sums to 5e-5 below the exact one on a lone key). The backward from
+  // PyTorch's own output and log-sum-exp: the same sums in the same order, measured 0 to 1e-6
+  // apart; f32 arithmetic rounded once is 3e-3 to 4e-3 apart.
   auto bf = [](const Tensor &t) { return t.to(at::kBFloat16); };
   auto dist = [](dsrt_tensor *got, const Tensor &want) {
     Tensor w = want.to(at::kFloat);

@@ -266,7 +266,8 @@ LogicalResult ZeroPass::reduceOncePerStep(ModuleOp module, FlatBufferOp flat,
   for (auto [i, a] : llvm::enumerate(grads))
     member[cast<FlatSymbolRefAttr>(a).getValue()] = i;
   for (auto fn : module.getOps<func::FuncOp>()) {
-    if (!fn->hasAttr(kPipelineRankAttrName) || !fn.getSymName().starts_with(kPipelineStepPrefix))
+    if (!fn->hasAttr(kPipelineRankAttrName) ||
+        !fn.getSymName().starts_with(kPipelineStepPrefix))
       continue;
     // acc = acc + g over the micro-batches, as values (the first is g: 0 + g).
     SmallVector<Value> acc(grads.size());
@@ -345,7 +346,8 @@ LogicalResult ZeroPass::gatherOncePerStep(ModuleOp module, FlatBufferOp flat) {
     offset += param.getTensorType().getNumElements();
   }
   for (auto fn : module.getOps<func::FuncOp>()) {
-    if (!fn->hasAttr(kPipelineRankAttrName) || !fn.getSymName().starts_with(kPipelineStepPrefix))
+    if (!fn->hasAttr(kPipelineRankAttrName) ||
+        !fn.getSymName().starts_with(kPipelineStepPrefix))
       continue;
     SmallVector<GetParameterOp> reads;
     fn.walk([&](GetParameterOp get) {
