@@ -67,7 +67,7 @@ void mlir::ds::buildTrainingPipeline(OpPassManager &pm, const TrainingOptions &o
     sp.mode = options.sequenceParallelMode;
     pm.addPass(createDSSequenceParallel(sp));
   }
-  if (mixed) {
+  { // fp32: only checks that the model is not 16-bit
     DSMixedPrecisionOptions mp;
     mp.dtype = options.precision;
     mp.lossScaling = options.precision == Precision::fp16;

@@ -1,8 +1,11 @@
-// The elementwise, softmax and layer norm kernels on bf16 and f16 tensors against LibTorch's
-// 16-bit CPU ops, which compute in f32 and round each result once: arithmetic, comparisons and selection bit for
-// bit (broadcasting too), the transcendental functions and GELU's gradients within PyTorch's
-// own 16-bit tolerance (the f32 vector math differs from PyTorch's in the last bits, and GELU's
-// tails differ more in relative terms where PyTorch's formula cancels to zero). Large enough that the kernels run in parallel chunks, with a tail.
+// The elementwise, softmax, layer norm and embedding-gradient kernels on bf16 and f16 tensors
+// against LibTorch's 16-bit CPU ops, which compute in f32 and round each result once:
+// arithmetic, comparisons and selection bit for bit (broadcasting too), the transcendental
+// functions and GELU's gradients within PyTorch's own 16-bit tolerance (the f32 vector math
+// differs from PyTorch's in the last bits, and GELU's tails differ more in relative terms where
+// PyTorch's formula cancels to zero); the embedding's gradient, summed in 16 bits in index
+// order as PyTorch's, bit for bit. Large enough that the kernels run in parallel chunks, with
+// a tail.
 #include "dsrt/dsrt.h"
 
 #include <gtest/gtest.h>
@@ -320,6 +323,35 @@ TEST(HalfKernels, LayerNormGradAsTorch) {
       EXPECT_LE(off(db, gb), 2) << "dbias" << where;
       mismatches(dx, gx, false, "dx" + where);
       for (dsrt_tensor *t : {xt, dyt, wt, dxt, dwt, dbt})
+        dsrt_tensor_free(ctx, t);
+    }
+    dsrt_context_destroy(ctx);
+  }
+  at::set_num_threads(saved);
+}
+
+// The embedding's gradient on 16-bit rows against PyTorch's CPU embedding backward, which adds
+// each row in 16 bits in the order of the indices (every addition rounded): bit for bit, with
+// many repeated indices and the padding row skipped; wide enough for parallel column blocks.
+TEST(HalfKernels, EmbeddingGradAsTorch) {
+  const int saved = at::get_num_threads();
+  const int64_t V = 12, D = 200, n = 640;
+  for (int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    dsrt_context *ctx = dsrt_context_create(0, threads, 1);
+    for (const Case &c : kCases) {
+      torch::manual_seed(24);
+      torch::Tensor idx = torch::randint(0, V, {n}, torch::kLong);
+      torch::Tensor dy = values(c.scalar, n * D, 1.0, 25).view({n, D});
+      torch::Tensor want = at::embedding_dense_backward(dy, idx, V, /*padding_idx=*/3, false);
+      torch::Tensor dw = torch::full({V, D}, 7.0, c.scalar);
+      dsrt_tensor *dyt = borrow(ctx, c.dtype, dy), *dwt = borrow(ctx, c.dtype, dw),
+                  *it = borrow(ctx, DSRT_I64, idx);
+      dsrt_embedding_grad(ctx, dwt, dyt, it, 3);
+      mismatches(dw, want, true,
+                 std::string("embedding_grad ") + c10::toString(c.scalar) + " at " +
+                     std::to_string(threads));
+      for (dsrt_tensor *t : {dyt, dwt, it})
         dsrt_tensor_free(ctx, t);
     }
     dsrt_context_destroy(ctx);

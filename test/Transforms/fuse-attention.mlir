@@ -99,3 +99,33 @@ func.func @causal_constant(%q: tensor<2x1x3x4xf32>) -> (tensor<2x1x3x4xf32>, ten
   %b:2 = ds.attention %q, %q, %q mask %band scale = 0.5 : (tensor<2x1x3x4xf32>, tensor<2x1x3x4xf32>, tensor<2x1x3x4xf32>, tensor<1x1x3x3xi1>) -> (tensor<2x1x3x4xf32>, tensor<2x1x3xf32>)
   return %a#0, %b#0 : tensor<2x1x3x4xf32>, tensor<2x1x3x4xf32>
 }
+
+// -----
+
+// HF's repeat_kv (each key/value head reshaped, broadcast over its query heads, reshaped back)
+// under a causal mask: the attention reads the heads themselves (grouped-query attention, as
+// HF asks SDPA for it when it passes no mask), and the repeated copies go. Under a padding
+// mask HF repeats the heads itself, and so the repeat stays.
+// CHECK-LABEL: func.func @repeat_kv
+// CHECK-NOT: ds.broadcast_to
+// CHECK: ds.attention %arg0, %arg1, %arg2 scale = 5.000000e-01 causal : (tensor<2x4x3x8xf32>, tensor<2x2x3x8xf32>, tensor<2x2x3x8xf32>)
+// CHECK: ds.broadcast_to
+// CHECK: ds.broadcast_to
+// CHECK: ds.attention %arg0, %{{.+}}, %{{.+}} mask %arg3 scale = 5.000000e-01 : (tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x1x3x3xi1>)
+func.func @repeat_kv(%q: tensor<2x4x3x8xf32>, %k: tensor<2x2x3x8xf32>, %v: tensor<2x2x3x8xf32>, %pad: tensor<2x1x3x3xi1>) -> (tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>) {
+  %k1 = ds.reshape %k : tensor<2x2x3x8xf32> -> tensor<2x2x1x3x8xf32>
+  %k2 = ds.broadcast_to %k1 : tensor<2x2x1x3x8xf32> -> tensor<2x2x2x3x8xf32>
+  %k3 = ds.reshape %k2 : tensor<2x2x2x3x8xf32> -> tensor<2x4x3x8xf32>
+  %v1 = ds.reshape %v : tensor<2x2x3x8xf32> -> tensor<2x2x1x3x8xf32>
+  %v2 = ds.broadcast_to %v1 : tensor<2x2x1x3x8xf32> -> tensor<2x2x2x3x8xf32>
+  %v3 = ds.reshape %v2 : tensor<2x2x2x3x8xf32> -> tensor<2x4x3x8xf32>
+  %a:2 = ds.attention %q, %k3, %v3 scale = 0.5 causal : (tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>) -> (tensor<2x4x3x8xf32>, tensor<2x4x3xf32>)
+  %p1 = ds.reshape %k : tensor<2x2x3x8xf32> -> tensor<2x2x1x3x8xf32>
+  %p2 = ds.broadcast_to %p1 : tensor<2x2x1x3x8xf32> -> tensor<2x2x2x3x8xf32>
+  %p3 = ds.reshape %p2 : tensor<2x2x2x3x8xf32> -> tensor<2x4x3x8xf32>
+  %w1 = ds.reshape %v : tensor<2x2x3x8xf32> -> tensor<2x2x1x3x8xf32>
+  %w2 = ds.broadcast_to %w1 : tensor<2x2x1x3x8xf32> -> tensor<2x2x2x3x8xf32>
+  %w3 = ds.reshape %w2 : tensor<2x2x2x3x8xf32> -> tensor<2x4x3x8xf32>
+  %b:2 = ds.attention %q, %p3, %w3 mask %pad scale = 0.5 : (tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x1x3x3xi1>) -> (tensor<2x4x3x8xf32>, tensor<2x4x3xf32>)
+  return %a#0, %b#0 : tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>
+}

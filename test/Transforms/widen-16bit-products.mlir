@@ -136,3 +136,18 @@ func.func @attention(%q: tensor<1x2x4x8xbf16>, %k: tensor<1x2x4x8xbf16>, %v: ten
   %o2r = ds.convert %o2 : tensor<1x2x4x8xf32> -> tensor<1x2x4x8xbf16>
   return %or, %dqr, %dkr, %dvr, %o2r : tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>
 }
+
+// The embedding's gradient between a widening and a rounding sums its rows in bf16 (each
+// addition rounded, as PyTorch's CPU embedding backward); one whose result is read in f32
+// stays f32.
+// CHECK-LABEL: func.func @embedding_grad
+// CHECK: %[[G:.+]] = ds.embedding_grad %arg0[%arg1] : (tensor<2x3x4xbf16>, tensor<2x3xi64>) -> tensor<5x4xbf16>
+// CHECK: ds.embedding_grad %{{.+}}[%arg1] : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<5x4xf32>
+// CHECK: return %[[G]]
+func.func @embedding_grad(%dy: tensor<2x3x4xbf16>, %idx: tensor<2x3xi64>) -> (tensor<5x4xbf16>, tensor<5x4xf32>) {
+  %dy32 = ds.convert %dy : tensor<2x3x4xbf16> -> tensor<2x3x4xf32>
+  %g = ds.embedding_grad %dy32[%idx] : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<5x4xf32>
+  %gr = ds.convert %g : tensor<5x4xf32> -> tensor<5x4xbf16>
+  %f = ds.embedding_grad %dy32[%idx] : (tensor<2x3x4xf32>, tensor<2x3xi64>) -> tensor<5x4xf32>
+  return %gr, %f : tensor<5x4xbf16>, tensor<5x4xf32>
+}

@@ -225,6 +225,61 @@ def load_module(path):
     return m
 
 
+def eager_module(family, path):
+    """The eager PyTorch module of a model family (test/models/make_models2.py's constructor),
+    with the exported file's weights loaded into it by name: the module as its author wrote it,
+    with every dtype cast it makes (HF's RMSNorm, rotary tables and loss widen to f32), where a
+    program traced or exported in f32 has dropped them as no-ops."""
+    import os
+    import sys
+    import torch
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'models'))
+    import make_models2
+    torch.manual_seed(0)
+    module = make_models2.FAMILIES[family][0]()
+    module.train()
+    exported = load_module(path)
+    missing, unexpected = module.load_state_dict(exported.state_dict(), strict=False)
+    trained = {n for n, p in module.named_parameters()}
+    if unexpected or trained & set(missing):
+        raise SystemExit('torch_loop.py: %s does not hold the weights of family %s (missing %s, '
+                         'unexpected %s)' % (path, family, sorted(trained & set(missing)),
+                                             sorted(unexpected)))
+    return module
+
+
+class Bf16Module:
+    """DeepSpeed's bf16 mode over an f32 module (runtime/bf16_optimizer.py, as ds-reference
+    --precision bf16 writes it too): a bf16 copy runs forward and backward (its gradients
+    accumulate in bf16 over the micro-batches), float inputs enter rounded, the loss is read in
+    f32; the optimizer steps the f32 module (the masters) from the widened gradients, and the
+    bf16 copy becomes the masters' rounding."""
+
+    def __init__(self, masters):
+        import copy
+        import torch
+        self.masters = masters
+        self.work = copy.deepcopy(masters).to(torch.bfloat16)
+        self.pairs = [(m, w) for m, w in zip(masters.parameters(), self.work.parameters())
+                      if m.requires_grad]
+
+    def __call__(self, *inputs):
+        import torch
+        return self.work(*[x.to(torch.bfloat16) if x.is_floating_point() else x
+                           for x in inputs])
+
+    def widen_gradients(self):
+        for m, w in self.pairs:
+            m.grad = None if w.grad is None else w.grad.float()
+            w.grad = None
+
+    def round_parameters(self):
+        import torch
+        with torch.no_grad():
+            for m, w in self.pairs:
+                w.copy_(m)
+
+
 def load_samples(args, names):
     """The inputs' arrays in the forward's order, indexed by sample."""
     files = dict(d.split('=', 1) for d in args.data)
@@ -250,6 +305,15 @@ def main():
     ap.add_argument('--token-dtype', default='uint16')
     ap.add_argument('--seq-len', type=int, default=0)
     ap.add_argument('--out', required=True)
+    ap.add_argument('--eager-family', default='',
+                    help='train the eager module of this family (make_models2.py) with the '
+                         'file\'s weights rather than the file\'s program')
+    ap.add_argument('--precision', default='', choices=['', 'bf16'],
+                    help='bf16: DeepSpeed\'s bf16 mode (bf16 forward and backward, f32 masters)')
+    ap.add_argument('--dump-grads', default='',
+                    help='write step 1\'s gradients (safetensors, by parameter name)')
+    ap.add_argument('--save-weights', default='',
+                    help='write the parameters after the last step (safetensors, f32)')
     args = ap.parse_args()
     import torch
     torch.manual_seed(0)
@@ -260,16 +324,22 @@ def main():
     G = cfg['train_batch_size']
     ranks = G // (mb * gas)
     arrays = load_samples(args, args.inputs.split(','))
-    module = load_module(args.model)
+    module = eager_module(args.eager_family, args.model) if args.eager_family else \
+        load_module(args.model)
     opts = build_optimizers(module, cfg)
     params = [p for p in module.parameters() if p.requires_grad]
+    names = [n for n, p in module.named_parameters() if p.requires_grad]
+    bf16 = Bf16Module(module) if args.precision == 'bf16' else None
+    forward = bf16 if bf16 else module
+    grads_of = (lambda: [w.grad for _, w in bf16.pairs]) if bf16 else \
+        (lambda: [p.grad for p in params])
     sched = cfg.get('scheduler')
     base_lrs = [[g['lr'] for g in o.param_groups] for o in opts]
     clip = cfg.get('gradient_clipping', 0.0)
     with open(args.out, 'w') as out:
         with torch.no_grad():  # a module random in training mode (dropout) cannot be judged
             batch = [torch.from_numpy(a[:mb]) for a in arrays]
-            twice = [module(*batch) for _ in range(2)]
+            twice = [forward(*batch) for _ in range(2)]
             twice = [r[-1] if isinstance(r, tuple) else getattr(r, 'loss', r) for r in twice]
             if not torch.equal(twice[0], twice[1]):
                 out.write(json.dumps({'random': True}) + '\n')
@@ -281,10 +351,14 @@ def main():
             for r in range(ranks):
                 for k in range(gas):
                     first = s * G + (r * gas + k) * mb
-                    res = module(*[torch.from_numpy(a[first:first + mb]) for a in arrays])
+                    res = forward(*[torch.from_numpy(a[first:first + mb]) for a in arrays])
                     loss = res[-1] if isinstance(res, tuple) else getattr(res, 'loss', res)
                     (loss / (gas * ranks)).backward()
-                    losses.append(float(loss.item()))
+                    losses.append(float(loss.float().item()))
+            if s == 0 and args.dump_grads:
+                save_tensors(args.dump_grads, names, grads_of(), params)
+            if bf16:
+                bf16.widen_gradients()
             norm = float(torch.linalg.vector_norm(
                 torch.stack([torch.linalg.vector_norm(p.grad) for p in params
                              if p.grad is not None])))  # an unused parameter has none
@@ -297,10 +371,22 @@ def main():
                     if mom is not None and 'betas' in o.defaults:
                         g['betas'] = (mom, 0.99)
                 o.step()
+            if bf16:
+                bf16.round_parameters()
             out.write(json.dumps({
                 'step': s + 1,
                 'loss': float(np.float32(np.mean(np.array(losses, dtype=np.float64)))),
                 'lr': opts[0].param_groups[0]['lr'], 'grad_norm': norm}) + '\n')
+    if args.save_weights:
+        save_tensors(args.save_weights, names, params, params)
+
+
+def save_tensors(path, names, tensors, like):
+    """Tensors by name as safetensors (a parameter with no gradient as zeros)."""
+    import torch
+    from safetensors.torch import save_file
+    save_file({n: (t if t is not None else torch.zeros_like(p)).detach().contiguous()
+               for n, t, p in zip(names, tensors, like)}, path)
 
 
 if __name__ == '__main__':

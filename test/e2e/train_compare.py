@@ -24,7 +24,8 @@ MODELS = os.path.join(HERE, '..', 'models')
 CLASSES = {'mlp': 4, 'gpt': 64, 'gpt-wide': 64, 'gpt-d512': 1024, 'lm': 64, 'lm-nodrop': 64,
            'vit': 10, 'resnet18': 10, 'gpt2x': 64, 'gpt2xgqa': 64, 'lm2x': 64, 'ops2x': 64,
            'bn2x': 4,
-           'hfgpt2': 64, 'hfllama': 64, 'hfbert': 64, 'hfllamapad': 64, 'hfqwen2pad': 64,
+           'hfgpt2': 64, 'hfllama': 64, 'hfllamaeager': 64, 'hfbert': 64, 'hfllamapad': 64,
+           'hfqwen2pad': 64,
            'hfmistralpad': 64, 'hfphi3pad': 64, 'hfoptpad': 64, 'hfbertpad': 64,
            'hfberttypes': 64, 'hfllamapos': 64, 'hfllamalong': 64, 'hfgemma2pad': 64, 'hfmixtral': 64,
            'hfmixtralg': 64, 'hfqwenmoe': 64, 'hfqwenmoeg': 64, 'hfolmoe': 64,
@@ -38,7 +39,7 @@ PADDED_FAMILIES = ('hfllamapad', 'hfqwen2pad', 'hfmistralpad', 'hfphi3pad', 'hfo
 # Families exported by PyTorch 2.x (test/models/make_models2.py; run this script with .venv's
 # python, whose torch also judges step 1).
 TORCH2_FAMILIES = ('gpt2x', 'gpt2xgqa', 'lm2x', 'ops2x', 'bn2x', 'hfgpt2', 'hfllama',
-                   'hfbert', 'hfmixtral', 'hfmixtralg', 'hfqwenmoe',
+                   'hfllamaeager', 'hfbert', 'hfmixtral', 'hfmixtralg', 'hfqwenmoe',
                    'hfqwenmoeg', 'hfolmoe', 'hfqwen3moe') + PADDED_FAMILIES
 
 _ST_DTYPES = {'F32': np.float32, 'F64': np.float64, 'I64': np.int64, 'I32': np.int32,
@@ -330,9 +331,8 @@ def parse_type(t):
 
 
 TOKEN_FAMILIES = ('gpt', 'gpt-d512', 'gpt-wide', 'lm', 'lm-nodrop', 'gpt2x', 'gpt2xgqa', 'lm2x',
-                  'ops2x', 'hfgpt2',
-                  'hfllama', 'hfbert', 'hfmixtral', 'hfmixtralg', 'hfqwenmoe', 'hfqwenmoeg',
-                  'hfolmoe', 'hfqwen3moe')
+                  'ops2x', 'hfgpt2', 'hfllama', 'hfllamaeager', 'hfbert', 'hfmixtral',
+                  'hfmixtralg', 'hfqwenmoe', 'hfqwenmoeg', 'hfolmoe', 'hfqwen3moe')
 
 
 def markov_tokens(n, vocab, rng, first=None):
@@ -439,17 +439,22 @@ def python_step1_loss(pt, flags, specs, mb, gas, ranks):
     return float(np.float32(np.mean(np.array(losses, dtype=np.float64))))
 
 
-def torch_loop_losses(args, pt, cfg_path, specs, data_flags):
-    """Every step as a plain PyTorch loop in Python trains the file (torch_loop.py, run by
-    .venv's PyTorch: it shares no code with ds or with this script), or None with the reason
-    it cannot: a module that is random in training mode (dropout)."""
+def torch_loop_python():
+    """.venv's python, which runs torch_loop.py (DS_TORCH_LOOP_PYTHON)."""
     python = os.environ.get('DS_TORCH_LOOP_PYTHON', '')
     if not python or not os.path.exists(python):
         sys.exit('the independent oracle needs .venv\'s python (DS_TORCH_LOOP_PYTHON=%r, set by '
                  'lit from the build\'s DS_PYTHON_TORCH2): run scripts/setup.sh and reconfigure'
                  % python)
+    return python
+
+
+def torch_loop_losses(args, pt, cfg_path, specs, data_flags):
+    """Every step as a plain PyTorch loop in Python trains the file (torch_loop.py, run by
+    .venv's PyTorch: it shares no code with ds or with this script), or None with the reason
+    it cannot: a module that is random in training mode (dropout)."""
     out = os.path.join(args.work, 'torch_loop.jsonl')
-    run([python, '-W', 'ignore', os.path.join(HERE, 'torch_loop.py'), '--model', pt,
+    run([torch_loop_python(), '-W', 'ignore', os.path.join(HERE, 'torch_loop.py'), '--model', pt,
          '--config', cfg_path, '--steps', str(args.steps), '--out', out,
          '--inputs', ','.join(n for n, _ in specs)] + data_flags,
         os.path.join(args.work, 'torch_loop.log'))
@@ -671,11 +676,23 @@ def main():
         ['--log', w('ds.jsonl'), '--save-weights', w('ds.safetensors'),
          '--dump-grads', w('ds_grads.safetensors')], w('ds-run.log'), env=env)
     # The 16-bit oracle: LibTorch trains in bf16 with fp32 masters (fp16 waits for LibTorch
-    # 2.x's CPU kernels; its reference stays fp32).
-    ref_precision = ['--precision', 'bf16'] if args.precision == 'bf16' else []
-    run([b('ds-reference'), pt, '--config', ref_cfg_path] + ref_precision + common +
-        ['--log', w('ref.jsonl'), '--save-weights', w('ref.safetensors'),
-         '--dump-grads', w('ref_grads.safetensors')], w('ref.log'))
+    # 2.x's CPU kernels; its reference stays fp32). An HF model's is its eager module in
+    # PyTorch (torch_loop.py --eager-family): its f32 islands (RMSNorm, the rotary tables, the
+    # loss) are casts that a program exported in f32 has dropped, so LibTorch cannot run that
+    # program in bf16.
+    ref_files = ['--save-weights', w('ref.safetensors'), '--dump-grads',
+                 w('ref_grads.safetensors')]
+    if args.precision == 'bf16' and args.family.startswith('hf'):
+        run([torch_loop_python(), '-W', 'ignore', os.path.join(HERE, 'torch_loop.py'),
+             '--model', pt, '--config', ref_cfg_path, '--steps', str(args.steps),
+             '--out', w('ref.jsonl'), '--inputs', ','.join(n for n, _ in specs),
+             '--eager-family', args.family, '--precision', 'bf16'] + data_flags + ref_files,
+            w('ref.log'))
+        print('the bf16 oracle: the eager module of %s in PyTorch (torch_loop.py)' % args.family)
+    else:
+        ref_precision = ['--precision', 'bf16'] if args.precision == 'bf16' else []
+        run([b('ds-reference'), pt, '--config', ref_cfg_path] + ref_precision + common +
+            ['--log', w('ref.jsonl')] + ref_files, w('ref.log'))
 
     ds_log = [json.loads(l) for l in open(w('ds.jsonl'))]
     # The data order and the first forward, judged by PyTorch alone (no code shared with ds).

@@ -5,11 +5,13 @@ Usage: .venv/bin/python make_models2.py OUTDIR [NAME...]   (no names = all)
 For each family NAME and each of its kinds writes OUTDIR/NAME_KIND.pt (TorchScript: `script`,
 `trace`) or OUTDIR/NAME_KIND.pt2 (torch.export: `export` as exported, the ATen training IR;
 `export-core` after .run_decompositions(), the core ATen IR; `export-dynamic` with a dynamic
-batch dimension), OUTDIR/NAME.inputs (one line
+batch dimension, `export-bf16` of the model cast to bf16 first, as users export a bf16
+model), OUTDIR/NAME.inputs (one line
 per forward input: NAME=tensor<AxBxTYPE>), and for a .pt2 OUTDIR/NAME_KIND.pt2.state.pth, the
 eager module's state_dict (torch.save), which a .pt2's import must reproduce (a TorchScript
 archive's is that of torch.jit.load(file)). Models are built under torch.manual_seed(0). After saving, each file is loaded back and its loss compared to eager.
 """
+import copy
 import inspect
 import os
 import sys
@@ -292,12 +294,12 @@ def make_hf_gpt2():
     return HFLoss(GPT2LMHeadModel(cfg))
 
 
-def make_hf_llama():
+def make_hf_llama(attention='sdpa'):
     from transformers import LlamaConfig, LlamaForCausalLM
     cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,
                       attention_dropout=0.0)
-    cfg._attn_implementation = 'sdpa'
+    cfg._attn_implementation = attention
     return HFLoss(LlamaForCausalLM(cfg))
 
 
@@ -427,7 +429,9 @@ FAMILIES = {
                      ('y', (8,), torch.int64, _tokens(4, (8,)))], ['export', 'export-core']),
     # .run_decompositions() fails on HF GPT-2 (a view of a non-contiguous tensor; FACTS.md).
     'hfgpt2': (make_hf_gpt2, HF_INPUTS, ['trace', 'export']),
-    'hfllama': (make_hf_llama, HF_INPUTS, ['trace', 'export', 'export-core']),
+    'hfllama': (make_hf_llama, HF_INPUTS, ['trace', 'export', 'export-core', 'export-bf16']),
+    # Eager attention (its softmax in f32 inside a bf16 model, as HF writes it).
+    'hfllamaeager': (lambda: make_hf_llama('eager'), HF_INPUTS, ['export', 'export-bf16']),
     'hfbert': (make_hf_bert, HF_INPUTS, ['trace', 'export']),
     'hfmixtral': (lambda: make_hf_mixtral('batched_mm'), HF_INPUTS, ['export']),
     'hfmixtralg': (lambda: make_hf_mixtral('grouped_mm'), HF_INPUTS, ['export']),
@@ -474,6 +478,8 @@ def save(model, kind, inputs, path):
             batch = torch.export.Dim('batch')
             names = inspect.signature(model.forward).parameters
             dynamic = {n: {0: batch} for n in names}
+        if kind == 'export-bf16':  # as a user exports a model loaded or cast to bf16
+            model = copy.deepcopy(model).to(torch.bfloat16)
         ep = torch.export.export(model, inputs, dynamic_shapes=dynamic)
         if kind == 'export-core':
             ep = ep.run_decompositions()
@@ -511,10 +517,13 @@ def build(name: str, outdir: str, kinds) -> bool:
         loaded, sd = load(kind, p)
         with torch.no_grad():
             got = loaded(*inputs)
-        same = torch.allclose(ref, got, rtol=1e-5, atol=1e-6)
+            want = copy.deepcopy(model).to(torch.bfloat16)(*inputs) if kind == 'export-bf16' \
+                else ref
+        same = torch.allclose(want, got, rtol=1e-5, atol=1e-6)
         ok = ok and same
         if sd is None:
-            torch.save({k: v.detach().clone() for k, v in model.state_dict().items()},
+            saved = copy.deepcopy(model).to(torch.bfloat16) if kind == 'export-bf16' else model
+            torch.save({k: v.detach().clone() for k, v in saved.state_dict().items()},
                        p + '.state.pth')
         print('check %-8s %-11s eager=%.6f loaded=%.6f %s' % (
             name, kind, ref.item(), got.item(), 'OK' if same else 'MISMATCH'))

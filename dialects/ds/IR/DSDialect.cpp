@@ -44,9 +44,20 @@ LogicalResult DSDialect::verifyOperationAttribute(Operation *op, NamedAttribute 
   }
   if (attr.getName() == kInputNameAttrName)
     return success();
+  if (attr.getName() == kModelCastAttrName) {
+    if (!isa<ConvertOp>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << kModelCastAttrName << "' is a unit attribute of ds.convert";
+    return success();
+  }
   if (attr.getName() == kFusedAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitError() << "'" << kFusedAttrName << "' is a unit attribute";
+    return success();
+  }
+  if (attr.getName() == kMixedPrecisionAttrName) {
+    if (!isa<ModuleOp>(op) || !isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << kMixedPrecisionAttrName
+                             << "' is a unit attribute on a builtin.module";
     return success();
   }
   if (attr.getName() == kRunAttrName) {

@@ -42,6 +42,12 @@ void registerShardCosts(DialectRegistry &registry);
 /// Marks the inner ops of one fused computation (a decomposed op): ds-mixed-precision leaves
 /// their f32 results unrounded, as the op they stand for computes in f32.
 inline constexpr llvm::StringLiteral kFusedAttrName = "ds.fused";
+/// Marks a rounding to 16 bits that the model's author wrote (x.to(torch.bfloat16) in a model
+/// exported in bf16), not one ds-mixed-precision inserted: ds-autodiff then keeps the f32
+/// value for the backward, as PyTorch's autograd saves it (HF's softmax in f32).
+inline constexpr llvm::StringLiteral kModelCastAttrName = "ds.model_cast";
+/// Marks a module that ds-mixed-precision has made 16-bit (a unit attribute): it runs once.
+inline constexpr llvm::StringLiteral kMixedPrecisionAttrName = "ds.mixed_precision";
 /// Name of the module attribute that holds the device mesh (`#ds.mesh`).
 inline constexpr llvm::StringLiteral kMeshAttrName = "ds.mesh";
 /// Name of the module attribute of a training step that says how it runs (`#ds.run`).

@@ -50,11 +50,20 @@ Value mul(OpBuilder &b, Location loc, Value x, Value y, Value like) {
   return binary(b, loc, "mul", x, y, like);
 }
 
-/// Sums `g` down to `target`'s shape (the reverse of PyTorch broadcasting).
-Value reduceTo(OpBuilder &b, Location loc, Value g, RankedTensorType target) {
-  RankedTensorType gt = typeOf(g);
+/// Sums `g` down to the shape of `operand` (the reverse of PyTorch broadcasting). Where the
+/// operand widens a 16-bit value (ds-mixed-precision), `g` is rounded to that type first:
+/// PyTorch computes a 16-bit op's gradient at the broadcast shape in 16 bits and then sums
+/// it (an RMSNorm weight's gradient sums rounded products).
+Value reduceTo(OpBuilder &b, Location loc, Value g, Value operand) {
+  RankedTensorType gt = typeOf(g), target = typeOf(operand);
   if (gt.getShape() == target.getShape())
     return g;
+  if (auto widening = operand.getDefiningOp<ConvertOp>()) {
+    auto from = cast<RankedTensorType>(widening.getInput().getType());
+    if (from.getElementType().getIntOrFloatBitWidth() == 16 && gt.getElementType().isF32())
+      g = ConvertOp::create(b, loc, gt,
+                            ConvertOp::create(b, loc, from.clone(gt.getShape()), g));
+  }
   ArrayRef<int64_t> gs = gt.getShape(), ts = target.getShape();
   int64_t lead = gs.size() - ts.size();
   SmallVector<int64_t> dims, kept;
@@ -190,9 +199,9 @@ LogicalResult GeluOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<
 LogicalResult AddOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool> needed,
                                    SmallVectorImpl<Value> &dxs) {
   if (needed[0])
-    dxs[0] = reduceTo(b, getLoc(), dys[0], typeOf(getLhs()));
+    dxs[0] = reduceTo(b, getLoc(), dys[0], getLhs());
   if (needed[1])
-    dxs[1] = reduceTo(b, getLoc(), dys[0], typeOf(getRhs()));
+    dxs[1] = reduceTo(b, getLoc(), dys[0], getRhs());
   return success();
 }
 
@@ -200,9 +209,9 @@ LogicalResult SubOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<b
                                    SmallVectorImpl<Value> &dxs) {
   Value dy = dys[0];
   if (needed[0])
-    dxs[0] = reduceTo(b, getLoc(), dy, typeOf(getLhs()));
+    dxs[0] = reduceTo(b, getLoc(), dy, getLhs());
   if (needed[1])
-    dxs[1] = reduceTo(b, getLoc(), NegOp::create(b, getLoc(), typeOf(dy), dy), typeOf(getRhs()));
+    dxs[1] = reduceTo(b, getLoc(), NegOp::create(b, getLoc(), typeOf(dy), dy), getRhs());
   return success();
 }
 
@@ -211,9 +220,9 @@ LogicalResult MulOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<b
   Location loc = getLoc();
   Value dy = dys[0];
   if (needed[0])
-    dxs[0] = reduceTo(b, loc, mul(b, loc, dy, getRhs(), dy), typeOf(getLhs()));
+    dxs[0] = reduceTo(b, loc, mul(b, loc, dy, getRhs(), dy), getLhs());
   if (needed[1])
-    dxs[1] = reduceTo(b, loc, mul(b, loc, dy, getLhs(), dy), typeOf(getRhs()));
+    dxs[1] = reduceTo(b, loc, mul(b, loc, dy, getLhs(), dy), getRhs());
   return success();
 }
 
@@ -222,12 +231,12 @@ LogicalResult DivOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<b
   Location loc = getLoc();
   Value dy = dys[0], x = getLhs(), y = getRhs();
   if (needed[0])
-    dxs[0] = reduceTo(b, loc, binary(b, loc, "div", dy, y, dy), typeOf(x));
+    dxs[0] = reduceTo(b, loc, binary(b, loc, "div", dy, y, dy), x);
   if (needed[1]) {
     // -dy * x / (y * y), as PyTorch's div_tensor_other_backward.
     Value yy = binary(b, loc, "mul", y, y, y);
     Value num = mul(b, loc, NegOp::create(b, loc, typeOf(dy), dy), x, dy);
-    dxs[1] = reduceTo(b, loc, binary(b, loc, "div", num, yy, dy), typeOf(y));
+    dxs[1] = reduceTo(b, loc, binary(b, loc, "div", num, yy, dy), y);
   }
   return success();
 }
@@ -244,7 +253,7 @@ LogicalResult PowOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<b
     Value zero = scalar(b, loc, e, 0.0);
     Value isZero = cmp(b, loc, CmpPredicate::eq, e, zero, typeOf(e).getShape());
     g = where(b, loc, isZero, zero, g, g);
-    dxs[0] = reduceTo(b, loc, g, typeOf(x));
+    dxs[0] = reduceTo(b, loc, g, x);
   }
   if (needed[1]) {
     // dy * y * log(x), zero where x == 0 and e >= 0 (pow_backward_exponent).
@@ -257,7 +266,7 @@ LogicalResult PowOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<b
         b, loc, RankedTensorType::get(typeOf(dy).getShape(), b.getI1Type()), xz, eNonNeg,
         falseScalar);
     g = where(b, loc, mask, zero, g, g);
-    dxs[1] = reduceTo(b, loc, g, typeOf(e));
+    dxs[1] = reduceTo(b, loc, g, e);
   }
   return success();
 }
@@ -275,10 +284,10 @@ static LogicalResult minMaxGradient(Operation *op, OpBuilder &b, Value dy, Array
   Value yWins = cmp(b, loc, wins, y, x, shape);
   if (needed[0])
     dxs[0] = reduceTo(b, loc, where(b, loc, xWins, dy, where(b, loc, tie, half, zero, dy), dy),
-                      typeOf(x));
+                      x);
   if (needed[1])
     dxs[1] = reduceTo(b, loc, where(b, loc, yWins, dy, where(b, loc, tie, half, zero, dy), dy),
-                      typeOf(y));
+                      y);
   return success();
 }
 
@@ -298,9 +307,9 @@ LogicalResult WhereOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef
   Value dy = dys[0];
   Value zero = scalar(b, loc, dy, 0.0);
   if (needed[1])
-    dxs[1] = reduceTo(b, loc, where(b, loc, getCond(), dy, zero, dy), typeOf(getOnTrue()));
+    dxs[1] = reduceTo(b, loc, where(b, loc, getCond(), dy, zero, dy), getOnTrue());
   if (needed[2])
-    dxs[2] = reduceTo(b, loc, where(b, loc, getCond(), zero, dy, dy), typeOf(getOnFalse()));
+    dxs[2] = reduceTo(b, loc, where(b, loc, getCond(), zero, dy, dy), getOnFalse());
   return success();
 }
 
@@ -513,14 +522,14 @@ LogicalResult MatmulOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRe
     SmallVector<int64_t> shape(ys);
     shape.back() = typeOf(a).getShape().back();
     Value g = MatmulOp::create(b, loc, withShape(a, shape), dy, ct);
-    dxs[0] = reduceTo(b, loc, g, typeOf(a));
+    dxs[0] = reduceTo(b, loc, g, a);
   }
   if (needed[1]) {
     Value at = transposeLast2(b, loc, a);
     SmallVector<int64_t> shape(ys);
     shape[shape.size() - 2] = typeOf(c).getShape()[typeOf(c).getRank() - 2];
     Value g = MatmulOp::create(b, loc, withShape(c, shape), at, dy);
-    dxs[1] = reduceTo(b, loc, g, typeOf(c));
+    dxs[1] = reduceTo(b, loc, g, c);
   }
   return success();
 }
@@ -652,7 +661,7 @@ LogicalResult TransposeOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, Arra
 
 LogicalResult BroadcastToOp::buildGradient(OpBuilder &b, ArrayRef<Value> dys, ArrayRef<bool>,
                                            SmallVectorImpl<Value> &dxs) {
-  dxs[0] = reduceTo(b, getLoc(), dys[0], typeOf(getInput()));
+  dxs[0] = reduceTo(b, getLoc(), dys[0], getInput());
   return success();
 }
 

@@ -93,8 +93,8 @@ void rematerializeWidenings(ArrayRef<Operation *> forwardOps) {
       if (!t || !t.getElementType().isF32())
         continue;
       // Only ds-mixed-precision's pattern: the narrowing is r's one forward user, so every
-      // forward reader sees the rounded value too. (A model's own r.to(bf16) beside other
-      // uses of r keeps r.)
+      // forward reader sees the rounded value too. (A model's own r.to(bf16), beside other
+      // uses of r or marked ds.model_cast, keeps r.)
       ConvertOp narrowing;
       Operation *first = nullptr;
       int forwardUsers = 0;
@@ -107,7 +107,7 @@ void rematerializeWidenings(ArrayRef<Operation *> forwardOps) {
           first = user;
         }
       }
-      if (!narrowing || forwardUsers != 1 || !first)
+      if (!narrowing || narrowing->hasAttr(kModelCastAttrName) || forwardUsers != 1 || !first)
         continue;
       OpBuilder b(first);
       auto widen = ConvertOp::create(b, op->getLoc(), t, narrowing.getResult());

@@ -10,7 +10,9 @@
 // along another dimension, a reduced-precision softmax) stays as it is, and so does every
 // chain of a bf16 or fp16 model, whose ops PyTorch rounds one by one. Then every
 // ds.attention whose mask is a constant lower-triangular one (HF's causal mask, folded by an
-// export) takes the causal attribute instead of the mask.
+// export) takes the causal attribute instead of the mask, and one with no mask whose keys
+// and values repeat their heads for the query heads (HF's repeat_kv) reads the heads
+// themselves (grouped-query attention, as HF's SDPA path asks PyTorch for it without a mask).
 //
 #include "ds/Transforms/Passes.h"
 
@@ -233,6 +235,28 @@ bool isCausalConstant(Value mask) {
   return true;
 }
 
+/// The key/value heads that `x` repeats as HF's repeat_kv does (reshape [B, Hk, S, E] to
+/// [B, Hk, 1, S, E], broadcast to [B, Hk, g, S, E], reshape to [B, Hk g, S, E]), or null.
+Value repeatedHeads(Value x) {
+  auto outer = x.getDefiningOp<ReshapeOp>();
+  auto wide = outer ? outer.getInput().getDefiningOp<BroadcastToOp>() : BroadcastToOp();
+  auto inner = wide ? wide.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  if (!inner)
+    return {};
+  ArrayRef<int64_t> from = typeOf(inner.getInput()).getShape(),
+                    one = typeOf(inner.getResult()).getShape(),
+                    grown = typeOf(wide.getResult()).getShape(),
+                    to = typeOf(outer.getResult()).getShape();
+  if (from.size() != 4 || one.size() != 5 || grown.size() != 5)
+    return {};
+  const bool same = one[0] == from[0] && one[1] == from[1] && one[2] == 1 &&
+                    one[3] == from[2] && one[4] == from[3] && grown[0] == one[0] &&
+                    grown[1] == one[1] && grown[3] == one[3] && grown[4] == one[4] &&
+                    to[0] == from[0] && to[1] == from[1] * grown[2] && to[2] == from[2] &&
+                    to[3] == from[3];
+  return same ? inner.getInput() : Value();
+}
+
 void FuseAttentionPass::runOnOperation() {
   ModuleOp module = getOperation();
   module.walk([&](func::FuncOp f) {
@@ -246,6 +270,21 @@ void FuseAttentionPass::runOnOperation() {
       if (a.getMask() && isCausalConstant(a.getMask())) {
         a.getMaskMutable().clear();
         a.setCausal(true);
+      }
+      // Key and value heads repeated for the query heads (repeat_kv) with no mask: HF passes
+      // SDPA the heads themselves then (enable_gqa), whose kernels sum each key/value head's
+      // gradient over its query heads before rounding it, and keep no repeated copies.
+      Value k = repeatedHeads(a.getKey()), v = repeatedHeads(a.getValue());
+      if (!a.getMask() && k && v && typeOf(k).getDimSize(1) == typeOf(v).getDimSize(1)) {
+        Value oldK = a.getKey(), oldV = a.getValue();
+        a.getKeyMutable().assign(k);
+        a.getValueMutable().assign(v);
+        for (Value old : {oldK, oldV})
+          for (Operation *op = old.getDefiningOp(); op && op->use_empty();) {
+            Operation *next = op->getNumOperands() ? op->getOperand(0).getDefiningOp() : nullptr;
+            op->erase();
+            op = isa_and_nonnull<ReshapeOp, BroadcastToOp>(next) ? next : nullptr;
+          }
       }
     });
   });

@@ -36,6 +36,17 @@ bool movesElementsOnly(Operation *op) {
   return isa<ReshapeOp, TransposeOp, BroadcastToOp, SliceOp, ConcatOp, EmbeddingOp,
              InsertSliceOp>(op);
 }
+/// The op that completes the fused computation `op` is a step of (ds.fused: an imported
+/// silu's sigmoid, whose one reader multiplies it by the input): the op itself otherwise. The
+/// steps of one fused computation read one widening of a 16-bit value, so that its gradient
+/// is rounded once, as the PyTorch kernel it stands for rounds it (silu_backward).
+Operation *fusedComputation(Operation *op) {
+  if (!op->hasAttr(kFusedAttrName) || op->getNumResults() != 1 ||
+      !op->getResult(0).hasOneUse())
+    return op;
+  Operation *reader = *op->getResult(0).getUsers().begin();
+  return reader->hasAttr(kFusedAttrName) ? op : reader;
+}
 } // namespace
 
 void MixedPrecisionPass::runOnOperation() {
@@ -50,8 +61,19 @@ void MixedPrecisionPass::runOnOperation() {
     half = Float16Type::get(ctx);
     break;
   case Precision::fp32:
-    module.emitError() << "ds-mixed-precision: dtype fp32 has no 16-bit model; use bf16 or fp16";
-    return signalPassFailure();
+    // An fp32 step of a model exported in 16 bits: it would need the masters and the 16-bit
+    // arithmetic of DeepSpeed's bf16 or fp16 mode.
+    for (auto param : module.getOps<ParameterOp>()) {
+      Type e = param.getTensorType().getElementType();
+      if (!param.getTrainable() || !isa<FloatType>(e) || e.getIntOrFloatBitWidth() != 16)
+        continue;
+      param.emitError() << "trainable parameter '" << param.getSymName() << "' is " << e
+                        << " but the config trains in fp32; enable the config's \""
+                        << (e.isBF16() ? "bf16" : "fp16")
+                        << "\" section (f32 master weights), or export the model in f32";
+      return signalPassFailure();
+    }
+    return;
   }
   auto func = module.lookupSymbol<func::FuncOp>("forward");
   if (!func) {
@@ -59,6 +81,12 @@ void MixedPrecisionPass::runOnOperation() {
                           "(import a model with ds-opt MODEL.pt first)";
     return signalPassFailure();
   }
+  if (module->hasAttr(kMixedPrecisionAttrName)) {
+    module.emitError() << "ds-mixed-precision: the module is 16-bit already (the pass ran "
+                          "before); run it once";
+    return signalPassFailure();
+  }
+  module->setAttr(kMixedPrecisionAttrName, UnitAttr::get(ctx));
   auto narrow = [&](RankedTensorType t) { return RankedTensorType::get(t.getShape(), half); };
   llvm::DenseSet<Operation *> inserted;
   // The uses of `v` (an f32 value, or a read just made 16-bit) that were there before become
@@ -81,18 +109,27 @@ void MixedPrecisionPass::runOnOperation() {
     });
     OpBuilder::InsertionGuard guard(b);
     Value moves;
+    llvm::DenseMap<Operation *, Value> fusedReads;
     for (OpOperand *use : uses) {
-      const bool move = movesElementsOnly(use->getOwner());
+      Operation *owner = use->getOwner();
+      const bool move = movesElementsOnly(owner);
       if (move && moves) {
         use->set(moves);
         continue;
       }
-      b.setInsertionPoint(use->getOwner());
+      Operation *whole = fusedComputation(owner);
+      if (Value shared = fusedReads.lookup(whole)) {
+        use->set(shared);
+        continue;
+      }
+      b.setInsertionPoint(owner);
       auto w = ConvertOp::create(b, v.getLoc(), wide, n);
       inserted.insert(w);
       use->set(w);
       if (move)
         moves = w;
+      else
+        fusedReads[whole] = w;
     }
   };
   auto usesOf = [](Value v) {
@@ -109,57 +146,125 @@ void MixedPrecisionPass::runOnOperation() {
     widenEachUse(b, n, x, typeOf(x), uses);
   };
 
-  // Trainable parameters are stored in 16 bits (ds-optimizer keeps their f32 masters).
+  // Trainable parameters are stored in 16 bits (ds-optimizer keeps their f32 masters). A
+  // model exported in 16 bits (cast to bf16 before torch.export) has them so already.
   llvm::DenseSet<StringAttr> narrowed;
+  ParameterOp firstF32, firstHalf;
   for (auto param : module.getOps<ParameterOp>()) {
     if (!param.getTrainable())
       continue;
-    RankedTensorType t = param.getTensorType();
-    if (!t.getElementType().isF32()) {
-      param.emitError() << "ds-mixed-precision: trainable parameters must be f32 before "
-                           "the pass; '"
-                        << param.getSymName() << "' is " << t.getElementType();
+    Type e = param.getTensorType().getElementType();
+    if (e.isF32() && !firstF32)
+      firstF32 = param;
+    else if (e == half && !firstHalf)
+      firstHalf = param;
+    else if (!e.isF32() && e != half) {
+      param.emitError() << "ds-mixed-precision: trainable parameter '" << param.getSymName()
+                        << "' is " << e << ", but the config's 16-bit mode is " << half
+                        << "; export the model in f32 or in " << half
+                        << ", or enable the config's section for " << e;
       return signalPassFailure();
     }
-    param.setTypeAttr(TypeAttr::get(narrow(t)));
-    narrowed.insert(param.getSymNameAttr());
+  }
+  if (firstF32 && firstHalf) {
+    firstHalf.emitError() << "ds-mixed-precision: trainable parameter '"
+                          << firstHalf.getSymName() << "' is " << half << " but '"
+                          << firstF32.getSymName()
+                          << "' is 'f32'; export the model with every parameter in one dtype "
+                             "(model.float() or model.to(torch.bfloat16) before torch.export)";
+    return signalPassFailure();
   }
   Block &body = func.getBody().front();
   Operation *ret = body.getTerminator();
   OpBuilder b(ctx);
   b.setInsertionPointToStart(&body);
-  for (BlockArgument arg : body.getArguments())
-    if (auto t = dyn_cast<RankedTensorType>(arg.getType()); t && t.getElementType().isF32() &&
-                                                             !arg.use_empty())
-      round(b, arg);
-  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
-    if (inserted.contains(&op))
-      continue;
-    b.setInsertionPointAfter(&op);
-    if (auto get = dyn_cast<GetParameterOp>(op)) {
-      if (!narrowed.contains(get.getNameAttr().getAttr()))
-        continue; // buffers stay f32
-      Value v = get.getResult();
-      RankedTensorType t = typeOf(v);
-      SmallVector<OpOperand *> uses = usesOf(v);
-      v.setType(narrow(t));
-      widenEachUse(b, v, v, t, uses);
-      continue;
+  if (firstHalf) {
+    // The author's own 16-bit program: each op it wrote in 16 bits computes in f32 and rounds
+    // (as PyTorch's 16-bit kernels do, and as the f32 program's ops below), and what it wrote
+    // in f32 (HF's RMSNorm, rotary tables and loss) stays f32 between its own casts.
+    auto isHalfValue = [&](Value v) {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      return t && t.getElementType() == half;
+    };
+    auto wide = [&](Value v) {
+      return RankedTensorType::get(typeOf(v).getShape(), Float32Type::get(ctx));
+    };
+    auto widenUses = [&](Value v) {
+      if (!v.use_empty())
+        widenEachUse(b, v, v, wide(v), usesOf(v));
+    };
+    for (BlockArgument arg : body.getArguments())
+      if (isHalfValue(arg))
+        widenUses(arg);
+    for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+      if (inserted.contains(&op))
+        continue;
+      b.setInsertionPointAfter(&op);
+      if (auto c = dyn_cast<ConvertOp>(op); c && c.getInput().getType() == c.getType()) {
+        c.replaceAllUsesWith(c.getInput()); // a widening the author wrote: now made above
+        c.erase();
+        continue;
+      }
+      // Reads, constants and the author's roundings are 16-bit values: widened where read.
+      if (isa<GetParameterOp, ConstantOp, ConvertOp>(op)) {
+        if (isa<ConvertOp>(op) && isHalfValue(op.getResult(0)))
+          op.setAttr(kModelCastAttrName, UnitAttr::get(ctx));
+        for (Value r : op.getResults())
+          if (isHalfValue(r))
+            widenUses(r);
+        continue;
+      }
+      for (Value r : op.getResults()) {
+        if (!isHalfValue(r))
+          continue;
+        r.setType(wide(r));
+        if (r.use_empty() || op.hasAttr(kFusedAttrName) ||
+            llvm::all_of(r.getUsers(), [&](Operation *u) { return u == ret; }))
+          continue;
+        round(b, r);
+      }
     }
-    // The inner steps of one fused computation (ds-tensor-parallel's vocabulary-parallel
-    // cross-entropy) compute in f32 as the op they stand for does; its result is rounded.
-    if (isa<ConstantOp>(op) || movesElementsOnly(&op) || op.hasAttr(kFusedAttrName))
-      continue;
-    for (auto [i, r] : llvm::enumerate(op.getResults())) {
-      auto t = dyn_cast<RankedTensorType>(r.getType());
-      if (!t || !t.getElementType().isF32() || r.use_empty())
+    func.setType(FunctionType::get(ctx, body.getArgumentTypes(), ret->getOperandTypes()));
+  } else {
+    for (auto param : module.getOps<ParameterOp>()) {
+      if (!param.getTrainable())
         continue;
-      if (isa<BatchNormOp>(op) && i > 0)
-        continue; // the batch statistics stay f32, as PyTorch keeps them
-      // The loss itself is reported (and seeded) in f32.
-      if (llvm::all_of(r.getUsers(), [&](Operation *u) { return u == ret; }))
+      param.setTypeAttr(TypeAttr::get(narrow(param.getTensorType())));
+      narrowed.insert(param.getSymNameAttr());
+    }
+    for (BlockArgument arg : body.getArguments())
+      if (auto t = dyn_cast<RankedTensorType>(arg.getType()); t && t.getElementType().isF32() &&
+                                                               !arg.use_empty())
+        round(b, arg);
+    for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+      if (inserted.contains(&op))
         continue;
-      round(b, r);
+      b.setInsertionPointAfter(&op);
+      if (auto get = dyn_cast<GetParameterOp>(op)) {
+        if (!narrowed.contains(get.getNameAttr().getAttr()))
+          continue; // buffers stay f32
+        Value v = get.getResult();
+        RankedTensorType t = typeOf(v);
+        SmallVector<OpOperand *> uses = usesOf(v);
+        v.setType(narrow(t));
+        widenEachUse(b, v, v, t, uses);
+        continue;
+      }
+      // The inner steps of one fused computation (ds-tensor-parallel's vocabulary-parallel
+      // cross-entropy) compute in f32 as the op they stand for does; its result is rounded.
+      if (isa<ConstantOp>(op) || movesElementsOnly(&op) || op.hasAttr(kFusedAttrName))
+        continue;
+      for (auto [i, r] : llvm::enumerate(op.getResults())) {
+        auto t = dyn_cast<RankedTensorType>(r.getType());
+        if (!t || !t.getElementType().isF32() || r.use_empty())
+          continue;
+        if (isa<BatchNormOp>(op) && i > 0)
+          continue; // the batch statistics stay f32, as PyTorch keeps them
+        // The loss itself is reported (and seeded) in f32.
+        if (llvm::all_of(r.getUsers(), [&](Operation *u) { return u == ret; }))
+          continue;
+        round(b, r);
+      }
     }
   }
 

@@ -33,7 +33,12 @@ def DSFuseAttention : Pass<"ds-fuse-attention", "::mlir::ModuleOp"> {
     mask that a trainable parameter reaches (a learned bias: the fused op gives the mask no
     gradient) or another shape stays decomposed. Then each `ds.attention` whose mask is a
     constant that keeps exactly the keys `j <= i` (HF's causal mask, which `torch.export`
-    folds to a constant) drops it for `causal`. First in the training pipeline; the importer
+    folds to a constant) drops it for `causal`, and each `ds.attention` without a mask whose
+    keys and values repeat their heads for the query heads (HF's `repeat_kv`: reshape,
+    broadcast, reshape) reads the heads themselves, as grouped-query attention: HF passes
+    SDPA the heads themselves when it has no mask (`enable_gqa`), whose kernels sum each
+    key/value head's gradient over its query heads before rounding it, and no repeated copy is
+    kept. First in the training pipeline; the importer
     already emits `ds.attention` for `scaled_dot_product_attention` where it fits. In bf16
     and fp16 training the written-out chains stay (`written-out=false`): PyTorch rounds each
     of their ops to 16 bits, which the fused kernel (f32 inside) does not.
@@ -219,6 +224,19 @@ def DSMixedPrecision : Pass<"ds-mixed-precision", "::mlir::ModuleOp"> {
     sums them: a residual stream, a tied weight), and the parameter gradients are 16-bit.
     With `loss-scaling` (fp16) it declares `ds.state @loss_scale role loss_scale`, which
     `ds-autodiff` multiplies into the loss gradient's seed and `ds-optimizer` divides out.
+    The steps of one fused computation (`ds.fused`: an imported silu's sigmoid) are not
+    rounded and share one widening of what they read, so that the computation and its
+    gradient round once, as the PyTorch kernel they stand for.
+
+    A model exported in 16 bits (cast to bf16 before `torch.export`, as HF users load it) has
+    16-bit parameters already, and its author's casts to f32 and back (HF's RMSNorm, rotary
+    tables and loss, computed in f32): each op it wrote in 16 bits then computes in f32 and
+    is rounded as above (element moves too, so that their gradients round where PyTorch's
+    do), and what it wrote in f32 stays f32 between its casts. Parameters of f32 and of the
+    16-bit type mixed, or of the other 16-bit type, are errors. The module is marked
+    `ds.mixed_precision`; a second run is an error. With `dtype=fp32` (the training pipeline
+    of an fp32 config) the pass only refuses a model with 16-bit parameters, naming the
+    config section that trains it.
 
     ```mlir
     // before

@@ -80,6 +80,8 @@ bool runsIn16Bit(Operation *op) {
     return true;
   if (isa<AttentionOp, AttentionGradOp>(op)) // 16-bit tensors, the log-sum-exp in f32
     return isHalf(op->getOperand(0).getType());
+  if (isa<EmbeddingGradOp>(op)) // rows summed in 16 bits, as PyTorch's CPU backward sums them
+    return isHalf(op->getResult(0).getType());
   return isa<ConvertOp, GetParameterOp, AssignOp, ReshapeOp, TransposeOp, BroadcastToOp,
              SliceOp, InsertSliceOp, ConcatOp, EmbeddingOp, shard::AllReduceOp,
              shard::AllGatherOp, shard::ReduceScatterOp, shard::AllSliceOp>(op) ||
@@ -261,11 +263,14 @@ bool isLse(Operation *op, Value v) {
 /// value is exact in 16 bits (a mask's -inf, a scale) becomes a 16-bit one. A result used
 /// unrounded (a weight gradient accumulated in f32) keeps the op in f32. Attention and its
 /// gradient too, their f32 log-sum-exp aside: the kernels then hold 16-bit values where
-/// PyTorch's 16-bit flash kernel does (runtime/src/cpu/attention.cpp).
+/// PyTorch's 16-bit flash kernel does (runtime/src/cpu/attention.cpp). An embedding's
+/// gradient too: its rows are then summed in 16 bits, each addition rounded, as PyTorch's CPU
+/// embedding backward sums them (runtime/src/cpu/nn.cpp).
 void narrowBetweenRoundings(ModuleOp module) {
   SmallVector<Operation *> ops;
   module.walk([&](Operation *op) {
-    if (isa<MatmulOp, LinearOp, LinearGradWeightOp, AttentionOp, AttentionGradOp>(op) ||
+    if (isa<MatmulOp, LinearOp, LinearGradWeightOp, AttentionOp, AttentionGradOp,
+            EmbeddingGradOp>(op) ||
         isHalfKernel(op))
       ops.push_back(op);
   });

@@ -55,10 +55,22 @@ FailureOr<BatchNormResults> batchNormTraining(Interpreter &I, const AV &x, const
 FailureOr<R> filled(Interpreter &I, ArrayRef<int64_t> shape, const AV &value, const AV &dtype);
 
 /// An elementwise binary ds op with broadcasting, in `type` (default: PyTorch's promotion).
+/// A 16-bit tensor with a Python number computes in f32 with the number as f32 and rounds the
+/// result, as PyTorch's kernels do (their opmath type); the number is not rounded to 16 bits
+/// (HF's eager attention scales bf16 scores by 1/sqrt(d)).
 template <typename OpTy>
 FailureOr<AV> binary(Interpreter &I, const AV &a, const AV &b, Type type = {}) {
-  if (!type)
+  if (!type) {
     type = promote(I, {a, b});
+    auto half = dyn_cast<FloatType>(type);
+    if (half && half.getWidth() == 16 && (a.isNumber() || b.isNumber())) {
+      auto wide = binary<OpTy>(I, a, b, I.b().getF32Type());
+      if (failed(wide))
+        return failure();
+      Value v = ConvertOp::create(I.b(), I.loc(), tensorOf(wide->shape(), type), wide->tensor);
+      return result(v, {*wide});
+    }
+  }
   auto ta = I.asTensor(a, type), tb = I.asTensor(b, type);
   if (failed(ta) || failed(tb))
     return failure();

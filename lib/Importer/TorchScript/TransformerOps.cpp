@@ -272,12 +272,14 @@ FailureOr<R> rmsNorm(Interpreter &I, R &in) {
   return one(*y);
 }
 
-/// aten::silu(x) = x * sigmoid(x).
+/// aten::silu(x) = x * sigmoid(x), the sigmoid a step of one fused computation (ds.fused):
+/// in 16 bits it is computed in f32 and rounded once, with its gradient, as PyTorch's silu.
 FailureOr<R> silu(Interpreter &I, R &in) {
   TRY(x, tensorArg(I, in[0]));
   if (!isa<FloatType>(x->type().getElementType()))
     return I.error() << "silu needs a floating-point tensor, got " << x->describe(), failure();
-  Value s = SigmoidOp::create(I.b(), I.loc(), x->tensor);
+  auto s = SigmoidOp::create(I.b(), I.loc(), x->tensor);
+  s->setAttr(kFusedAttrName, I.b().getUnitAttr());
   TRY(y, binary<MulOp>(I, *x, result(s, {*x})));
   return one(*y);
 }

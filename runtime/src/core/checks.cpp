@@ -292,8 +292,9 @@ EmbeddingShape embeddingGrad(const dsrt_tensor *dweight, const dsrt_tensor *dy,
                              const dsrt_tensor *indices) {
   const char *k = "embedding_grad";
   indexDtype(k, indices);
-  checkDtype(k, dweight, DSRT_F32, "dweight");
-  checkDtype(k, dy, DSRT_F32, "dy");
+  if (dweight->dtype != DSRT_F32 && !isHalfType(dweight->dtype))
+    fail(k, "dweight is %s, expected f32, bf16 or f16", dtypeName(dweight->dtype));
+  checkDtype(k, dy, dweight->dtype, "dy");
   if (dweight->rank != 2 || dy->numel != indices->numel * dweight->dims[1])
     fail(k, "dweight %s, indices %s, dy %s disagree", shapeString(dweight).c_str(),
          shapeString(indices).c_str(), shapeString(dy).c_str());

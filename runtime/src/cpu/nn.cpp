@@ -402,15 +402,16 @@ void dsrt::cpu::embedding_grad(dsrt_context *, dsrt_tensor *dweight, const dsrt_
   const char *k = "embedding_grad";
   const checks::EmbeddingShape e = checks::embeddingGrad(dweight, dy, indices);
   const int64_t V = e.V, D = e.D, n = e.n;
-  float *DW = (float *)dweight->data;
-  const float *G = (const float *)dy->data;
-  std::memset(DW, 0, dweight->numel * sizeof(float));
   for (int64_t i = 0; i < n; ++i) {
     int64_t ix = indexAt(indices, i);
     if (ix < 0 || ix >= V)
       fail(k, "index %lld out of range for %lld rows", (long long)ix, (long long)V);
   }
+  const bool half = dweight->dtype != DSRT_F32;
+  std::memset(dweight->data, 0, dweight->numel * dsrt_dtype_size(dweight->dtype));
   // Threads own column blocks, so the scatter-add needs no atomics and keeps index order.
+  // 16-bit rows are summed as PyTorch's CPU embedding backward sums them: in 16 bits, in the
+  // order of the indices, each addition rounded.
   const int64_t block = 64;
   int64_t blocks = (D + block - 1) / block;
 #pragma omp parallel for schedule(static) if (dy->numel > kParallelGrain && blocks > 1)
@@ -420,7 +421,12 @@ void dsrt::cpu::embedding_grad(dsrt_context *, dsrt_tensor *dweight, const dsrt_
       int64_t ix = indexAt(indices, i);
       if (ix == padding_idx && padding_idx >= 0)
         continue;
-      addRow(DW + ix * D + c0, G + i * D + c0, c1 - c0);
+      if (half)
+        halfAccumulate(dweight->dtype, (uint16_t *)dweight->data + ix * D + c0,
+                       (const uint16_t *)dy->data + i * D + c0, c1 - c0);
+      else
+        addRow((float *)dweight->data + ix * D + c0, (const float *)dy->data + i * D + c0,
+               c1 - c0);
     }
   }
 }

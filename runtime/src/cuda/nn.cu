@@ -204,14 +204,20 @@ __global__ void embeddingKernel(T *out, const T *W, const void *idx, bool i64, i
 }
 
 /// One thread per column, over the indices in order: the CPU's sums, without atomics.
-__global__ void embeddingGradKernel(float *DW, const float *G, const void *idx, bool i64,
-                                    int64_t n, int64_t V, int64_t D, int64_t padding) {
+/// One thread per column, the rows added in index order; 16-bit rows in 16 bits, each
+/// addition rounded (as the CPU's and PyTorch's CPU embedding backward).
+template <class T>
+__global__ void embeddingGradKernel(T *DW, const T *G, const void *idx, bool i64, int64_t n,
+                                    int64_t V, int64_t D, int64_t padding) {
   DSRT_GRID_STRIDE(c, D) {
     for (int64_t i = 0; i < n; ++i) {
       int64_t ix = indexAt(idx, i64, i);
       if ((ix == padding && padding >= 0) || ix < 0 || ix >= V)
         continue;
-      DW[ix * D + c] += G[i * D + c];
+      if constexpr (isHalfBits<T>())
+        DW[ix * D + c] = fromFloat<T>(toFloat(DW[ix * D + c]) + toFloat(G[i * D + c]));
+      else
+        DW[ix * D + c] += G[i * D + c];
     }
   }
 }
@@ -454,14 +460,17 @@ void dsrt::cuda::embedding_grad(dsrt_context *ctx, dsrt_tensor *dweight, const d
   const char *k = "embedding_grad";
   const checks::EmbeddingShape e = checks::embeddingGrad(dweight, dy, indices);
   const int64_t V = e.V, D = e.D, n = e.n;
-  ctx->device->zero(dweight->data, dweight->numel * sizeof(float));
+  ctx->device->zero(dweight->data, dweight->numel * dsrt_dtype_size(dweight->dtype));
   if (!n || !D)
     return;
   bool i64 = indices->dtype == DSRT_I64;
   checkIndicesKernel<<<blocksFor(n), kThreads, 0, stream(ctx)>>>(indices->data, i64, n, V,
                                                                   device(ctx).errors);
-  embeddingGradKernel<<<blocksFor(D), kThreads, 0, stream(ctx)>>>(
-      (float *)dweight->data, (const float *)dy->data, indices->data, i64, n, V, D, padding_idx);
+  dispatchFloatOrHalf(k, dweight->dtype, [&](auto tag) {
+    using T = decltype(tag);
+    embeddingGradKernel<T><<<blocksFor(D), kThreads, 0, stream(ctx)>>>(
+        (T *)dweight->data, (const T *)dy->data, indices->data, i64, n, V, D, padding_idx);
+  });
   launched(k);
 }
 
