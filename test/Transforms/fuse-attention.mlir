@@ -129,3 +129,17 @@ func.func @repeat_kv(%q: tensor<2x4x3x8xf32>, %k: tensor<2x2x3x8xf32>, %v: tenso
   %b:2 = ds.attention %q, %p3, %w3 mask %pad scale = 0.5 : (tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x1x3x3xi1>) -> (tensor<2x4x3x8xf32>, tensor<2x4x3xf32>)
   return %a#0, %b#0 : tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>
 }
+
+// -----
+
+// One repeated tensor as both keys and values: folded once, erased once.
+// CHECK-LABEL: func.func @repeat_kv_shared
+// CHECK-NOT: ds.broadcast_to
+// CHECK: ds.attention %arg0, %arg1, %arg1 scale = 5.000000e-01 causal : (tensor<2x4x3x8xf32>, tensor<2x2x3x8xf32>, tensor<2x2x3x8xf32>)
+func.func @repeat_kv_shared(%q: tensor<2x4x3x8xf32>, %k: tensor<2x2x3x8xf32>) -> tensor<2x4x3x8xf32> {
+  %k1 = ds.reshape %k : tensor<2x2x3x8xf32> -> tensor<2x2x1x3x8xf32>
+  %k2 = ds.broadcast_to %k1 : tensor<2x2x1x3x8xf32> -> tensor<2x2x2x3x8xf32>
+  %k3 = ds.reshape %k2 : tensor<2x2x2x3x8xf32> -> tensor<2x4x3x8xf32>
+  %a:2 = ds.attention %q, %k3, %k3 scale = 0.5 causal : (tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>, tensor<2x4x3x8xf32>) -> (tensor<2x4x3x8xf32>, tensor<2x4x3xf32>)
+  return %a#0 : tensor<2x4x3x8xf32>
+}

@@ -279,7 +279,10 @@ void FuseAttentionPass::runOnOperation() {
         Value oldK = a.getKey(), oldV = a.getValue();
         a.getKeyMutable().assign(k);
         a.getValueMutable().assign(v);
-        for (Value old : {oldK, oldV})
+        SmallVector<Value> olds{oldK};
+        if (oldV != oldK) // one repeated tensor as both: its chain is erased once
+          olds.push_back(oldV);
+        for (Value old : olds)
           for (Operation *op = old.getDefiningOp(); op && op->use_empty();) {
             Operation *next = op->getNumOperands() ? op->getOperand(0).getDefiningOp() : nullptr;
             op->erase();
