@@ -2110,3 +2110,17 @@ func.func @swiglu_grad_result(%x: tensor<6x8xf32>, %dy: tensor<6x4xf32>) {
   %r = ds.swiglu_grad %x, %dy : (tensor<6x8xf32>, tensor<6x4xf32>) -> tensor<6x4xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{'ds.mixed_precision' is a unit attribute on a builtin.module}}
+module attributes {ds.mixed_precision = 1 : i64} {
+}
+
+// -----
+
+func.func @model_cast_elsewhere(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'ds.model_cast' is a unit attribute of ds.convert}}
+  %y = ds.neg %x {ds.model_cast} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
