@@ -86,3 +86,23 @@ else
   TMPDIR="$pip_tmp" "$venv/bin/pip" install -q --no-cache-dir 'deepspeed==0.19.*'
   rm -rf "$pip_tmp"
 fi
+
+# The cuDNN frontend's C++ headers (3 MB in .venv/cudnn-frontend/include), from PyPI's
+# nvidia-cudnn-frontend wheel: they build cuDNN's fused attention into the CUDA device
+# (runtime/src/cuda/cudnn_attention.cpp). Only the headers: pip would install the wheel's
+# Python module and its dependencies (CUTLASS's DSL, 600 MB), which ds does not use.
+fe="$venv/cudnn-frontend"
+if grep -qs 'CUDNN_FRONTEND_MINOR_VERSION 32$' "$fe/include/cudnn_frontend_version.h"; then
+  echo "setup: the cuDNN frontend's headers present in $fe"
+else
+  echo "setup: installing the cuDNN frontend's headers (nvidia-cudnn-frontend 1.32) in $fe"
+  rm -rf "$fe" "$venv/.fe-tmp"
+  "$venv/bin/pip" download -q --no-deps --no-cache-dir -d "$venv/.fe-tmp" \
+    'nvidia-cudnn-frontend==1.32.*'
+  "$venv/bin/python" - "$venv"/.fe-tmp/*.whl "$fe" <<'PY'
+import sys, zipfile
+wheel = zipfile.ZipFile(sys.argv[1])
+wheel.extractall(sys.argv[2], [n for n in wheel.namelist() if n.startswith("include/")])
+PY
+  rm -rf "$venv/.fe-tmp"
+fi

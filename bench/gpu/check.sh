@@ -8,8 +8,9 @@
 #   2. runs the device conformance suite (every kernel on cuda against the CPU),
 #   3. trains the test GPT 20 steps with ds on the GPU and with PyTorch eager on the same GPU
 #      (the same TorchScript export, TF32 off) and compares the losses (bound 1e-4 relative),
-#   4. times a GPT-2-small-sized step in bf16, ds against PyTorch eager, tokens/s and MFU, and
-#      traces one more ds step to show where its time goes (bench/gpu/trace_top.py).
+#   4. times a GPT-2-small-sized step in bf16, ds against PyTorch eager, tokens/s and MFU (ds's
+#      attention on cuDNN's fused SDPA, then on ds's own kernels), and traces one more ds step
+#      to show where its time goes (bench/gpu/trace_top.py).
 # Results go to $OUT (the device tool brings them back): summary.md and the logs. Here, without
 # a GPU, `DEVICE=cpu PY=.venv/bin/python GPT2_STEPS=0 bash bench/gpu/check.sh` runs the same
 # steps on the CPU, to check the script itself.
@@ -44,9 +45,26 @@ for d in site.getsitepackages():
     for h in glob.glob(os.path.join(d, "nvidia", "**", "include", "nccl.h"), recursive=True):
         print(os.path.dirname(os.path.dirname(h))); raise SystemExit' 2>/dev/null)}
 say "NCCL_ROOT=${NCCL_ROOT:-(beside CUDA)}"
+# cuDNN's fused attention: the frontend's headers carried in build-gpu/cudnn-frontend
+# (prepare.sh), cuDNN's beside CUDA or pip's nvidia-cudnn-cu13 (PyTorch's).
+CUDNN_INC=${CUDNN_INC:-$("$PY" -c '
+import glob, os, site
+for d in site.getsitepackages():
+    for h in glob.glob(os.path.join(d, "nvidia", "**", "include", "cudnn.h"), recursive=True):
+        print(os.path.dirname(h)); raise SystemExit' 2>/dev/null)}
+[ -z "$CUDNN_INC" ] && [ -f /usr/local/cuda/include/cudnn.h ] && CUDNN_INC=/usr/local/cuda/include
+if [ -n "$CUDNN_INC" ] && [ -f build-gpu/cudnn-frontend/cudnn_frontend.h ]; then
+  dnn=(-DCUDNN_INCLUDE_DIR="$CUDNN_INC"
+       -DCUDNN_FRONTEND_INCLUDE_DIR="$PWD/build-gpu/cudnn-frontend")
+  say "cuDNN headers: $CUDNN_INC; frontend: build-gpu/cudnn-frontend"
+else
+  dnn=(-DDSRT_CUDNN_ATTENTION=OFF)
+  say "cuDNN's fused attention NOT built: cudnn.h (${CUDNN_INC:-not found}) or" \
+    "build-gpu/cudnn-frontend missing"
+fi
 cmake -S runtime -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
   -DGTEST_SOURCE_DIR="$PWD/build-gpu/googletest" -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON \
-  ${NCCL_ROOT:+-DNCCL_ROOT="$NCCL_ROOT"} >"$OUT/cmake.log" 2>&1 &&
+  ${NCCL_ROOT:+-DNCCL_ROOT="$NCCL_ROOT"} "${dnn[@]}" >"$OUT/cmake.log" 2>&1 &&
   ninja -C "$B" >"$OUT/build.log" 2>&1
 rc=$?
 say "build exit code $rc"
@@ -54,12 +72,18 @@ if [ $rc -ne 0 ]; then tail -n 40 "$OUT/build.log" "$OUT/cmake.log"; exit 1; fi
 "$B/bin/ds-report" | tee -a "$summary"
 
 phase "conformance ($DEVICE against cpu)"
-DSRT_CONFORMANCE_DEVICES=$DEVICE "$B/test/ds-runtime-conformance-tests" >"$OUT/conformance.txt" 2>&1
-rc=$?
-grep -E "^\[  (FAILED|PASSED|SKIPPED) +\]|tests? ran|Failure|differ" "$OUT/conformance.txt" |
-  head -40 | tee -a "$summary"
-say "conformance exit code $rc"
-[ $rc -eq 0 ] || status=1
+# 16-bit attention alone, second: on cuDNN (DSRT_CUDA_ATTENTION=cudnn) a case cuDNN refuses
+# ends the process, naming why, and must not take the other cases' results with it.
+for part in "-*AttentionHalf*" "*AttentionHalf*"; do
+  DSRT_CONFORMANCE_DEVICES=$DEVICE "$B/test/ds-runtime-conformance-tests" \
+    --gtest_filter="$part" >"$OUT/conformance.txt" 2>&1
+  rc=$?
+  cat "$OUT/conformance.txt" >>"$OUT/conformance-all.txt"
+  grep -E "^\[  (FAILED|PASSED|SKIPPED) +\]|tests? ran|Failure|differ|error|cuDNN" \
+    "$OUT/conformance.txt" | head -40 | tee -a "$summary"
+  say "conformance ($part) exit code $rc"
+  [ $rc -eq 0 ] || status=1
+done
 
 link() { # STEP.o EXE
   cc "$1" -o "$2" -L"$B/lib" -Wl,-rpath,"$B/lib" -ldsrt_main -ldsrt -lstdc++
@@ -92,6 +116,17 @@ if [ "$GPT2_STEPS" -gt 0 ]; then
   then
     (cd bench/gpu && "$PY" throughput.py "$OUT/gpt2s-ds.jsonl" "$OUT/gpt2s-torch.json" "$DEVICE") |
       tee -a "$summary"
+    # The same steps with ds's own attention kernels in place of cuDNN's fused SDPA.
+    say "### ds with its own attention kernels (DSRT_CUDA_ATTENTION=ds) against PyTorch eager"
+    if DSRT_CUDA_ATTENTION=ds "$B/gpt2s-train" --device "$DEVICE" --tokens "$w/tokens.bin" \
+      --seq-len 1024 --steps "$GPT2_STEPS" --weights "$w/weights.safetensors" \
+      --log "$OUT/gpt2s-ds-own-attention.jsonl" >"$OUT/gpt2s-ds-own-attention.txt" 2>&1; then
+      (cd bench/gpu && "$PY" throughput.py "$OUT/gpt2s-ds-own-attention.jsonl" \
+        "$OUT/gpt2s-torch.json" "$DEVICE") | tee -a "$summary"
+    else
+      say "run with ds's attention failed:"; tail -n 20 "$OUT/gpt2s-ds-own-attention.txt" |
+        tee -a "$summary"; status=1
+    fi
     # Where ds's step goes: the third of 3 steps traced (each call waits for the stream).
     say "### ds's step 3 traced (--trace): its own time by call and by ds op"
     if "$B/gpt2s-train" --device "$DEVICE" --tokens "$w/tokens.bin" --seq-len 1024 --steps 3 \

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -368,6 +369,61 @@ TEST_P(Conformance, Attention) {
     EXPECT_TRUE(same(dk, 1e-4, 1e-5)) << "causal " << causal;
     EXPECT_TRUE(same(dv, 1e-4, 1e-5)) << "causal " << causal;
   }
+}
+
+/// 16-bit attention on cuDNN's fused SDPA (DSRT_CUDA_ATTENTION=cudnn: a case cuDNN refuses
+/// ends the job, naming why) and on ds's kernels (=ds), forward and backward, against the
+/// CPU's flash kernel (f32 inside, 16-bit results): causal with grouped-query heads (and fewer
+/// queries than keys, where top-left alignment shows), unmasked with as many key heads as
+/// query heads, and an additive mask broadcast over the heads. cuDNN rounds the probabilities
+/// to 16 bits before their product with v and the CPU does not: bounds of a few roundings of
+/// the largest entry, where a wrong scale (0.2, not the default 1/8), mask, alignment or head
+/// map moves results by their own size.
+TEST_P(Conformance, AttentionHalf) {
+  for (const char *route : {"cudnn", "ds"}) {
+    ::setenv("DSRT_CUDA_ATTENTION", route, 1);
+    struct Case {
+      int64_t Hk, L;
+      int32_t causal;
+      bool mask;
+    } cases[] = {{2, 128, DSRT_CAUSAL, false},
+                 {2, 64, DSRT_CAUSAL, false},
+                 {4, 128, DSRT_CAUSAL_NONE, false},
+                 {2, 128, DSRT_CAUSAL_NONE, true}};
+    for (int32_t dt : {DSRT_BF16, DSRT_F16}) {
+      const double ulp = dt == DSRT_BF16 ? 1.0 / 128 : 1.0 / 1024;
+      for (const Case &c : cases) {
+        const int64_t B = 2, Hq = 4, S = 128, E = 64;
+        Both q = as(randn({B, Hq, c.L, E}), dt), k = as(randn({B, c.Hk, S, E}), dt),
+             v = as(randn({B, c.Hk, S, E}), dt), dy = as(randn({B, Hq, c.L, E}), dt);
+        std::vector<float> mv(B * c.L * S);
+        for (size_t i = 0; i < mv.size(); ++i)
+          mv[i] = (i * 7 % 11) < 3 ? -30.f : 0.f; // every row keeps most keys
+        Both m = as(put(DSRT_F32, {B, 1, c.L, S}, mv.data()), dt);
+        Both o = out({B, Hq, c.L, E}, dt), lse = out({B, Hq, c.L});
+        Both dq = out({B, Hq, c.L, E}, dt), dk = out({B, c.Hk, S, E}, dt),
+             dv = out({B, c.Hk, S, E}, dt);
+        run([&](dsrt_context *x, int s) {
+          const dsrt_tensor *mask = c.mask ? m[s] : nullptr;
+          dsrt_attention(x, o[s], lse[s], q[s], k[s], v[s], mask, 0.2, c.causal);
+          dsrt_attention_grad(x, dq[s], dk[s], dv[s], q[s], k[s], v[s], mask, o[s], lse[s],
+                              dy[s], 0.2, c.causal);
+        });
+        const std::string what = std::string(route) + ", dtype " + std::to_string(dt) +
+                                 " Hk " + std::to_string(c.Hk) + " L " + std::to_string(c.L) +
+                                 " causal " + std::to_string(c.causal) + " mask " +
+                                 std::to_string(c.mask);
+        EXPECT_TRUE(same(lse, 1e-4, 1e-3)) << what;
+        Both o32 = as(o, DSRT_F32);
+        EXPECT_TRUE(same(o32, 2 * ulp, 2 * ulp * largest(o32))) << what;
+        for (Both *g : {&dq, &dk, &dv}) {
+          Both g32 = as(*g, DSRT_F32);
+          EXPECT_TRUE(same(g32, 4 * ulp, 4 * ulp * largest(g32))) << what;
+        }
+      }
+    }
+  }
+  ::unsetenv("DSRT_CUDA_ATTENTION");
 }
 
 TEST_P(Conformance, LinearCrossEntropy) {

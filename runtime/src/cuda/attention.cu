@@ -3,14 +3,18 @@
 // The reference form of ds.attention on the GPU: one thread per query row, an online softmax
 // over the keys (no [L, S] tensor), the row's log-sum-exp kept; the backward recomputes each
 // probability from it and adds the keys' and values' gradients atomically into f32 sums.
-// Correct at any size, not fast: cuDNN's fused SDPA (the frontend's graph API) is the planned
-// fast path. Widths up to kMaxWidth.
+// Correct at any size, not fast: cuDNN's fused SDPA (cudnn_attention.h) runs the cases it
+// takes, these kernels the rest (f32, bool masks, a ring's strictly causal blocks). Widths up
+// to kMaxWidth.
 //
 #include "../kernels/checks.h"
 #include "cuda_device.h"
+#include "cudnn_attention.h"
 #include "half_bits.cuh"
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 using namespace dsrt;
 using namespace dsrt::cuda;
@@ -135,6 +139,27 @@ void checkWidths(const char *k, const checks::AttentionShape &s) {
          (long long)s.Ev, (long long)kMaxWidth);
 }
 
+/// Whether cuDNN ran the case (`call`), as DSRT_CUDA_ATTENTION chooses: `cudnn` (a case cuDNN
+/// refuses ends the job), `ds` (never), unset (where cuDNN takes it).
+template <class Call> bool ranOnCudnn(const char *kn, Call &&call) {
+  const char *choice = std::getenv("DSRT_CUDA_ATTENTION");
+  const std::string c = choice ? choice : "";
+  if (!c.empty() && c != "cudnn" && c != "ds")
+    fail(kn, "DSRT_CUDA_ATTENTION=%s is not a choice: set it to cudnn (cuDNN's fused attention) "
+             "or ds (ds's kernels), or unset it to use cuDNN where it takes the case",
+         choice);
+  if (c == "ds")
+    return false;
+  std::string why;
+  if (call(why))
+    return true;
+  if (c == "cudnn")
+    fail(kn, "cuDNN's fused attention does not take this case: %s (DSRT_CUDA_ATTENTION=cudnn; "
+             "unset it to run ds's kernel where cuDNN does not)",
+         why.c_str());
+  return false;
+}
+
 } // namespace
 
 void dsrt::cuda::attention(dsrt_context *ctx, dsrt_tensor *out, dsrt_tensor *lse,
@@ -142,9 +167,13 @@ void dsrt::cuda::attention(dsrt_context *ctx, dsrt_tensor *out, dsrt_tensor *lse
                            const dsrt_tensor *mask, double scale, int32_t causal) {
   const char *kn = "attention";
   const checks::AttentionShape s = checks::attention(out, lse, q, k, v, mask, causal);
-  checkWidths(kn, s);
   if (!out->numel)
     return;
+  if (ranOnCudnn(kn, [&](std::string &why) {
+        return cudnnAttention(ctx, s, out, lse, q, k, v, mask, scale, causal, why);
+      }))
+    return;
+  checkWidths(kn, s);
   dispatchFloatOrHalf(kn, q->dtype, [&](auto tag) {
     using S = decltype(tag);
     attentionForward<S><<<blocksFor(s.B * s.Hq * s.L), kThreads, 0, stream(ctx)>>>(
@@ -163,9 +192,14 @@ void dsrt::cuda::attention_grad(dsrt_context *ctx, dsrt_tensor *dq, dsrt_tensor 
   const char *kn = "attention_grad";
   const checks::AttentionShape s =
       checks::attentionGrad(dq, dk, dv, q, k, v, mask, out, lse, dout, causal);
-  checkWidths(kn, s);
   if (!dq->numel && !dk->numel)
     return;
+  if (ranOnCudnn(kn, [&](std::string &why) {
+        return cudnnAttentionGrad(ctx, s, dq, dk, dv, q, k, v, mask, out, lse, dout, scale,
+                                  causal, why);
+      }))
+    return;
+  checkWidths(kn, s);
   float *sums = (float *)device(ctx).scratch((dk->numel + dv->numel) * sizeof(float));
   float *dkSum = sums, *dvSum = sums + dk->numel;
   check(cudaMemsetAsync(sums, 0, (dk->numel + dv->numel) * sizeof(float), stream(ctx)),

@@ -20,6 +20,8 @@
 
 namespace dsrt {
 
+struct CudnnAttention;
+
 struct CudaDevice final : Device {
   const char *name() const override { return "cuda"; }
   bool hostAddressable() const override { return false; }
@@ -45,6 +47,7 @@ struct CudaDevice final : Device {
   cudaStream_t collectives = nullptr; ///< the nccl channel's stream
   cudaStream_t transfers = nullptr;   ///< host (pinned) and NVMe copies for offload
   cublasHandle_t blas = nullptr;      ///< bound to `compute`
+  CudnnAttention *cudnn = nullptr;    ///< cuDNN's handle and attention graphs, on first use
   std::mutex constantsMutex;
   std::map<const void *, void *> constants; ///< host constant -> its device copy
 

@@ -1,5 +1,6 @@
 //===- device.cpp - the CUDA device: memory, copies, streams, events ----------===//
 #include "cuda_device.h"
+#include "cudnn_attention.h"
 
 #include <dlfcn.h>
 
@@ -76,6 +77,7 @@ CudaDevice::~CudaDevice() {
     cudaFree(scratchBlock);
   for (auto &c : constants)
     cudaFree(c.second);
+  cuda::release(cudnn);
   if (blas)
     cublasDestroy(blas);
   for (cudaStream_t s : {compute, collectives, transfers})
@@ -188,20 +190,11 @@ std::string versionText(int v) { // 13000 -> "13.0"
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
 
-/// cuDNN's version when its library loads (by name, or beside cudart), else "" with `why`. The
-/// device does not link it: the convolutions are direct kernels so far.
+/// cuDNN's version when its library loads, else "" with `why`.
 std::string cudnnVersion(std::string &why) {
-  void *h = dlopen("libcudnn.so.9", RTLD_LAZY | RTLD_LOCAL);
-  Dl_info info;
-  if (!h && dladdr(reinterpret_cast<void *>(&cudaRuntimeGetVersion), &info) && info.dli_fname) {
-    std::string dir = info.dli_fname;
-    dir = dir.substr(0, dir.rfind('/') + 1);
-    h = dlopen((dir + "libcudnn.so.9").c_str(), RTLD_LAZY | RTLD_LOCAL);
-  }
-  if (!h) {
-    why = "libcudnn.so.9 not found";
+  void *h = cuda::cudnnLibrary(why);
+  if (!h)
     return "";
-  }
   auto get = reinterpret_cast<size_t (*)()>(dlsym(h, "cudnnGetVersion"));
   if (!get) {
     why = "libcudnn.so.9 has no cudnnGetVersion";
@@ -274,8 +267,9 @@ extern "C" size_t dsrt_cuda_report(char *buf, size_t cap) {
                      ", cuBLAS " + std::to_string(blasMajor) + "." + std::to_string(blasMinor) +
                      "." + std::to_string(blasPatch);
   std::string noDnn, dnn = cudnnVersion(noDnn);
-  line += dnn.empty() ? ", cuDNN not found (" + noDnn + "; not needed)" : ", cuDNN " + dnn +
-                                                                      " (found; not used yet)";
+  line += dnn.empty() ? ", cuDNN not found (" + noDnn + "; attention runs ds's kernels)"
+                       : ", cuDNN " + dnn;
+  line += "; attention: " + cuda::cudnnAttentionBuild();
   line += "; ";
   if (bad.empty()) {
     cudaDeviceProp prop;
