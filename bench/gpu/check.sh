@@ -45,7 +45,7 @@ for d in site.getsitepackages():
     for h in glob.glob(os.path.join(d, "nvidia", "**", "include", "nccl.h"), recursive=True):
         print(os.path.dirname(os.path.dirname(h))); raise SystemExit' 2>/dev/null)}
 say "NCCL_ROOT=${NCCL_ROOT:-(beside CUDA)}"
-# cuDNN's fused attention: the frontend's headers carried in build-gpu/cudnn-frontend
+# cuDNN's fused attention: the frontend's headers carried in build-gpu/cudnn-frontend/include
 # (prepare.sh), cuDNN's beside CUDA or pip's nvidia-cudnn-cu13 (PyTorch's).
 CUDNN_INC=${CUDNN_INC:-$("$PY" -c '
 import glob, os, site
@@ -53,14 +53,14 @@ for d in site.getsitepackages():
     for h in glob.glob(os.path.join(d, "nvidia", "**", "include", "cudnn.h"), recursive=True):
         print(os.path.dirname(h)); raise SystemExit' 2>/dev/null)}
 [ -z "$CUDNN_INC" ] && [ -f /usr/local/cuda/include/cudnn.h ] && CUDNN_INC=/usr/local/cuda/include
-if [ -n "$CUDNN_INC" ] && [ -f build-gpu/cudnn-frontend/cudnn_frontend.h ]; then
+fe=build-gpu/cudnn-frontend/include
+if [ -n "$CUDNN_INC" ] && [ -f "$fe/cudnn_frontend.h" ]; then
   dnn=(-DCUDNN_INCLUDE_DIR="$CUDNN_INC"
-       -DCUDNN_FRONTEND_INCLUDE_DIR="$PWD/build-gpu/cudnn-frontend")
-  say "cuDNN headers: $CUDNN_INC; frontend: build-gpu/cudnn-frontend"
+       -DCUDNN_FRONTEND_INCLUDE_DIR="$PWD/$fe")
+  say "cuDNN headers: $CUDNN_INC; frontend: $fe"
 else
   dnn=(-DDSRT_CUDNN_ATTENTION=OFF)
-  say "cuDNN's fused attention NOT built: cudnn.h (${CUDNN_INC:-not found}) or" \
-    "build-gpu/cudnn-frontend missing"
+  say "cuDNN's fused attention NOT built: cudnn.h (${CUDNN_INC:-not found}) or $fe missing"
 fi
 cmake -S runtime -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$ARCH" \
   -DGTEST_SOURCE_DIR="$PWD/build-gpu/googletest" -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON \

@@ -3,8 +3,8 @@
 # but no LLVM, oneDNN, MPI or GoogleTest, and cannot fetch anything), in build-gpu/ (ignored;
 # it travels as the device call's `carry`, about 8 MB):
 #   build-gpu/googletest   Debian's GoogleTest sources (the conformance suite builds against them)
-#   build-gpu/cudnn-frontend  the cuDNN frontend's headers (.venv/cudnn-frontend/include, from
-#                          PyPI's nvidia-cudnn-frontend; 3 MB): cuDNN's attention on the GPU
+#   build-gpu/cudnn-frontend/include  the cuDNN frontend's headers (from PyPI's
+#                          nvidia-cudnn-frontend, in .venv; 3 MB): cuDNN's attention on the GPU
 #   build-gpu/gpt          the test GPT (test/models/gpt_script.pt, TorchScript, fp32): its
 #                          step compiled with ds-compile --cpu x86-64-v3 --emit=obj, its weights,
 #                          20 steps of Markov-chain tokens, the config (the PyTorch side reads
@@ -21,7 +21,8 @@ mkdir -p "$out/gpt" "$out/gpt2s" "$out/work"
 cp -r /usr/src/googletest "$out/googletest"
 [ -f .venv/cudnn-frontend/include/cudnn_frontend.h ] ||
   { echo "no .venv/cudnn-frontend/include/cudnn_frontend.h: run scripts/setup.sh"; exit 1; }
-cp -r .venv/cudnn-frontend/include "$out/cudnn-frontend"
+mkdir -p "$out/cudnn-frontend" # its headers include "../include/...": the folder keeps its name
+cp -r .venv/cudnn-frontend/include "$out/cudnn-frontend/include"
 
 # The test GPT, fp32, AdamW; 20 steps of batch 4 x 16 tokens.
 cp test/models/gpt_script.pt "$out/gpt/model.pt"
