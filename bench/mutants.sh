@@ -9,7 +9,8 @@
 # fused attention kernels, its fold, the tiled loss and MLP, ring attention, bf16 HF models as
 # PyTorch rounds them), moe (the routed
 # experts' kernels, their import and fold, their cost, expert parallelism's exchange and update),
-# plan (weight-free import, the model-state figures, the cluster's communication model).
+# plan (weight-free import, the model-state figures, the cluster's communication model),
+# inference (generation's paged key/value cache).
 #
 #   bash bench/mutants.sh [SCRATCH] [GROUP]   (default SCRATCH: build-mutants/, GROUP: all)
 #   MUTANT_NAMES='OneCycle|Muon' bash bench/mutants.sh     (those whose names match)
@@ -115,6 +116,12 @@ attention|repeat_kv under a causal mask not read as grouped-query attention|dial
 attention|bf16: the embedding's gradient summed in f32|dialects/ds/Transforms/Widen16Bit.cpp|            EmbeddingGradOp>(op)|            AttentionGradOp>(op)|Transforms/widen-16bit-products.mlir
 attention|bf16: a Python number's op on bf16 tensors in bf16 (the number rounded)|lib/Importer/TorchScript/OpHelpers.h|    if (half && half.getWidth() == 16 && (a.isNumber()|    if (false && (a.isNumber()|Importer/PyTorch2/import.test e2e/hf-bf16.test
 attention|bf16 export: the backward reads an author's f32 value rounded|dialects/ds/Transforms/MixedPrecision.cpp|          op.setAttr(kModelCastAttrName, UnitAttr::get(ctx));|          (void)0;|Transforms/mixed-precision-16bit-model.mlir e2e/hf-bf16.test
+inference|paged attention sees one position fewer|runtime/src/cpu/paged_attention.cpp|const int64_t keys = t < ql ? cl - ql + t + 1 : 0;|const int64_t keys = t < ql ? cl - ql + t : 0;|ctest:runtime-kernels
+inference|paged attention reads the wrong query heads of a key/value head|runtime/src/cpu/paged_attention.cpp|const int64_t qRow0 = (b * s.Hq + kh * G) * s.T + t;|const int64_t qRow0 = (b * s.Hq + kh) * s.T + t;|ctest:runtime-kernels
+inference|cache_write puts a token at the next offset of its page|runtime/src/cpu/paged_attention.cpp|const int64_t page = at / s.P, off = at % s.P;|const int64_t page = at / s.P, off = (at + 1) % s.P;|ctest:runtime-kernels
+inference|sampling ignores the temperature|runtime/src/kernels/sampling.h|auto z = [&](int64_t i) { return logit(i) / temperature; };|auto z = [&](int64_t i) { return logit(i); };|ctest:runtime-kernels
+inference|top-p keeps the tokens whose mass passes top_p, not 1 - top_p|runtime/src/kernels/sampling.h|if (cumulative > 1.f - topP)|if (cumulative > topP)|ctest:runtime-kernels
+inference|the draw is not uniform over the kept mass|runtime/src/kernels/sampling.h|const double target = u * total;|const double target = u * u * total;|ctest:runtime-kernels
 moe|expert weight gradient in the other layout|runtime/src/cpu/experts.cpp|    if (transposed) // [in, out] = x^T dy|    if (!transposed) // [in, out] = x^T dy|e2e/moe.test
 moe|top_k gradient to the unchosen experts|dialects/ds/IR/DSGradients.cpp|Value hit = cmp(b, loc, CmpPredicate::eq, idxColumn, positions, pairs);|Value hit = cmp(b, loc, CmpPredicate::ne, idxColumn, positions, pairs);|e2e/moe.test
 moe|batched_mm's gathered weights not folded|dialects/ds/Transforms/FuseExperts.cpp|      fuse(m);|      (void)m;|Transforms/fuse-experts.mlir e2e/moe.test
@@ -187,7 +194,7 @@ EOF
 )
 if [ "$group" != all ]; then
   mutants=$(grep "^$group|" <<<"$mutants" || true)
-  [ -n "$mutants" ] || { echo "mutants: no group '$group' (optimizer, parallel, memory, import, python, attention, moe, plan, all)" >&2; exit 1; }
+  [ -n "$mutants" ] || { echo "mutants: no group '$group' (optimizer, parallel, memory, import, python, attention, moe, plan, inference, all)" >&2; exit 1; }
 fi
 # MUTANT_NAMES: an extended regular expression that picks mutants by name.
 if [ -n "${MUTANT_NAMES:-}" ]; then

@@ -426,6 +426,63 @@ TEST_P(Conformance, AttentionHalf) {
   ::unsetenv("DSRT_CUDA_ATTENTION");
 }
 
+/// Generation's paged cache: new tokens written to scattered pages (a padding token skipped),
+/// then attention of a 3-token chunk on a cached prefix, one decoded token and an idle
+/// sequence against them, with grouped-query heads; f32 and bf16.
+TEST_P(Conformance, PagedAttention) {
+  const int64_t N = 12, P = 4, Hk = 2, Hq = 4, E = 16, B = 3, T = 3;
+  const int64_t pv[] = {3, 7, 0, 11, 5, 9, 1, 2, 4, 6, 8, 10}, cl[] = {7, 13, 2},
+                ql[] = {3, 1, 0};
+  std::vector<int64_t> sv(B * T, -1);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < ql[b]; ++t) {
+      const int64_t pos = cl[b] - ql[b] + t;
+      sv[b * T + t] = pv[b * 4 + pos / P] * P + pos % P;
+    }
+  Both pages = put(DSRT_I64, {B, 4}, pv), cls = put(DSRT_I64, {B}, cl),
+       qls = put(DSRT_I64, {B}, ql), slots = put(DSRT_I64, {B, T}, sv.data());
+  for (int32_t dt : {DSRT_F32, DSRT_BF16}) {
+    Both kc = as(randn({N, Hk, P, E}), dt), vc = as(randn({N, Hk, P, E}), dt);
+    Both k = as(randn({B, Hk, T, E}), dt), v = as(randn({B, Hk, T, E}), dt);
+    Both q = as(randn({B, Hq, T, E}), dt), o = out({B, Hq, T, E}, dt);
+    run([&](dsrt_context *c, int s) {
+      dsrt_cache_write(c, kc[s], vc[s], k[s], v[s], slots[s]);
+      dsrt_paged_attention(c, o[s], q[s], kc[s], vc[s], pages[s], cls[s], qls[s], 0.3);
+    });
+    EXPECT_TRUE(same(kc)) << "dtype " << dt;
+    EXPECT_TRUE(same(vc)) << "dtype " << dt;
+    if (dt == DSRT_F32)
+      EXPECT_TRUE(same(o, 1e-5, 1e-6));
+    else // the same f32 sums in another order, rounded once
+      EXPECT_TRUE(same(as(o, DSRT_F32), 1.0 / 128, 1e-6)) << "dtype " << dt;
+  }
+}
+
+/// Generation's token choice: greedy, and drawn under temperature, top-k and top-p from the
+/// same (seed, step) numbers, over a 1000-token vocabulary; f32 and bf16 logits.
+TEST_P(Conformance, Sample) {
+  const int64_t B = 64, V = 1000;
+  std::vector<float> temp(B), topP(B);
+  std::vector<int64_t> topK(B), seeds(B), steps(B);
+  for (int64_t b = 0; b < B; ++b) {
+    temp[b] = b % 4 == 0 ? 0.f : 0.5f + 0.25f * (b % 5);
+    topK[b] = b % 3 == 0 ? 0 : 1 + b % 50;
+    topP[b] = b % 2 == 0 ? 1.f : 0.3f + 0.1f * (b % 7);
+    seeds[b] = 1000 + b;
+    steps[b] = b * 3;
+  }
+  Both t = put(DSRT_F32, {B}, temp.data()), p = put(DSRT_F32, {B}, topP.data()),
+       k = put(DSRT_I64, {B}, topK.data()), sd = put(DSRT_I64, {B}, seeds.data()),
+       st = put(DSRT_I64, {B}, steps.data());
+  for (int32_t dt : {DSRT_F32, DSRT_BF16}) {
+    Both logits = as(randn({B, V}, 3.0), dt), tokens = out({B}, DSRT_I64);
+    run([&](dsrt_context *c, int s) {
+      dsrt_sample(c, tokens[s], logits[s], t[s], k[s], p[s], sd[s], st[s]);
+    });
+    EXPECT_TRUE(same(tokens)) << "dtype " << dt;
+  }
+}
+
 TEST_P(Conformance, LinearCrossEntropy) {
   // The tiled LM head and loss (a composite of the linear, cross-entropy and product kernels
   // on views) and its gradient: 3 tiles over 11 rows, a bias, an ignored target.

@@ -817,6 +817,170 @@ TEST_F(Kernels, SoftmaxAndGrad) {
 // 16-lane blocks and a tail): a float mask with -inf keys (exactly 0) and keys 1e4 below
 // (flushed to 0, as PyTorch's float exp gives), and a NaN in one batch's keys, which makes
 // that batch's every output NaN in PyTorch and here; the other batch unharmed.
+/// Generation's paged key/value cache: new tokens' keys and values written to scattered pages
+/// (padding tokens skipped), then attention of the new tokens against their sequences' pages:
+/// a chunk of 3 on a cached prefix, one decoded token, and a sequence with none (its rows
+/// zeros), grouped-query heads; against SDPA over each sequence's positions gathered in
+/// order, each new token seeing the positions up to its own. f32 and bf16 (computed in f32,
+/// rounded once).
+TEST_F(Kernels, PagedAttention) {
+  const int64_t N = 12, P = 4, Hk = 2, Hq = 4, E = 16, Ev = 8, B = 3, T = 3, maxPages = 4;
+  const std::vector<int64_t> cls = {7, 13, 2}, qls = {3, 1, 0};
+  for (at::ScalarType dt : {at::kFloat, at::kBFloat16}) {
+    Tensor pages = torch::randperm(N, at::kLong).slice(0, 0, B * maxPages).reshape({B, maxPages});
+    Tensor kc = torch::randn({N, Hk, P, E}).to(dt), vc = torch::randn({N, Hk, P, Ev}).to(dt);
+    Tensor k = torch::randn({B, Hk, T, E}).to(dt), v = torch::randn({B, Hk, T, Ev}).to(dt);
+    Tensor q = torch::randn({B, Hq, T, E}).to(dt);
+    Tensor slots = torch::full({B, T}, -1, at::kLong);
+    Tensor kWant = kc.clone(), vWant = vc.clone();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < qls[b]; ++t) {
+        const int64_t pos = cls[b] - qls[b] + t, page = pages[b][pos / P].item<int64_t>();
+        slots[b][t] = page * P + pos % P;
+        kWant[page].select(1, pos % P).copy_(k[b].select(1, t));
+        vWant[page].select(1, pos % P).copy_(v[b].select(1, t));
+      }
+    dsrt_tensor *kr = rt(kc), *vr = rt(vc);
+    dsrt_cache_write(ctx, kr, vr, rt(k), rt(v), rt(slots));
+    EXPECT_TRUE(close(tt(kr), kWant, 0, 0)) << dt;
+    EXPECT_TRUE(close(tt(vr), vWant, 0, 0)) << dt;
+
+    dsrt_tensor *out = empty({B, Hq, T, Ev}, dt);
+    dsrt_paged_attention(ctx, out, rt(q), kr, vr, rt(pages), rt(torch::tensor(cls)),
+                         rt(torch::tensor(qls)), 0.3);
+    Tensor want = torch::zeros({B, Hq, T, Ev});
+    for (int64_t b = 0; b < B; ++b) {
+      if (!qls[b])
+        continue;
+      std::vector<Tensor> ks, vs;
+      for (int64_t j = 0; j < cls[b]; ++j) {
+        const int64_t page = pages[b][j / P].item<int64_t>();
+        ks.push_back(kWant[page].select(1, j % P).to(at::kFloat));
+        vs.push_back(vWant[page].select(1, j % P).to(at::kFloat));
+      }
+      Tensor K = torch::stack(ks, 1).repeat_interleave(Hq / Hk, 0); // [Hq, cl, E]
+      Tensor V = torch::stack(vs, 1).repeat_interleave(Hq / Hk, 0);
+      Tensor pos = torch::arange(cls[b] - qls[b], cls[b]).unsqueeze(1);
+      Tensor sees = torch::arange(cls[b]).unsqueeze(0) <= pos; // [ql, cl]
+      want[b].slice(1, 0, qls[b]).copy_(at::scaled_dot_product_attention(
+          q[b].slice(1, 0, qls[b]).to(at::kFloat), K, V, sees, 0.0, false, 0.3));
+    }
+    if (dt == at::kFloat)
+      EXPECT_TRUE(close(tt(out), want, 1e-5, 1e-6));
+    else // one rounding of the f32 result (bf16 keeps 8 bits)
+      EXPECT_TRUE(close(tt(out).to(at::kFloat), want, 1.0 / 128, 1e-6));
+  }
+}
+
+/// Page tables and lengths that do not fit the cache end the job, naming the sequence.
+TEST_F(Kernels, PagedAttentionRefusals) {
+  Tensor kc = torch::zeros({4, 1, 2, 8}), q = torch::zeros({1, 2, 1, 8});
+  Tensor k = torch::zeros({1, 1, 1, 8});
+  auto attend = [&](std::vector<int64_t> pages, int64_t cl, int64_t ql) {
+    dsrt_paged_attention(ctx, empty({1, 2, 1, 8}), rt(q), rt(kc), rt(kc),
+                         rt(torch::tensor(pages).reshape({1, -1})), rt(torch::tensor({cl})),
+                         rt(torch::tensor({ql})), 1.0);
+  };
+  EXPECT_DEATH(attend({0, 4}, 3, 1),
+               "dsrt: paged_attention: sequence 0's page 1 is 4, not one of the cache's 4 pages");
+  EXPECT_DEATH(attend({0, 1}, 5, 1), "dsrt: paged_attention: sequence 0 has 5 positions in the "
+                                     "cache, outside 1 \\(its new tokens\\)..4 \\(2 pages of 2\\)");
+  EXPECT_DEATH(attend({0, 1}, 3, 2),
+               "dsrt: paged_attention: sequence 0 has 2 new tokens, outside 0..1");
+  EXPECT_DEATH(dsrt_cache_write(ctx, rt(kc), rt(kc), rt(k), rt(k), rt(torch::tensor({{8L}}))),
+               "dsrt: cache_write: token 0 of sequence 0 goes to slot 8, past the cache's 8");
+  Tensor kc2 = torch::zeros({4, 2, 2, 8});
+  EXPECT_DEATH(dsrt_paged_attention(ctx, empty({1, 3, 1, 8}), rt(torch::zeros({1, 3, 1, 8})),
+                                    rt(kc2), rt(kc2), rt(torch::zeros({1, 1}, at::kLong)),
+                                    rt(torch::tensor({1L})), rt(torch::tensor({1L})), 1.0),
+               "dsrt: paged_attention: query 1x3x1x8 is not \\[B, Hq, T, 8\\] with a multiple "
+               "of the cache's 2 heads");
+}
+
+/// Generation's token choice against HF's warpers written in torch ops: greedy is
+/// torch.argmax (f32 and bf16 logits, a tie taking the first); top_k 1 keeps the largest and
+/// its ties at any temperature; with temperature, top-k and top-p, every draw falls in the set HF's
+/// TopK and TopP warpers keep, each kept token about as often as its probability (20000
+/// draws, within 5 standard deviations), and a draw depends on its (seed, step) alone, not on the
+/// rest of the batch.
+TEST_F(Kernels, Sample) {
+  const int64_t V = 12;
+  auto run = [&](const Tensor &logits, std::vector<float> temp, std::vector<int64_t> k,
+                 std::vector<float> p, std::vector<int64_t> seed, std::vector<int64_t> step) {
+    dsrt_tensor *tokens = empty({logits.size(0)}, at::kLong);
+    dsrt_sample(ctx, tokens, rt(logits), rt(torch::tensor(temp)), rt(torch::tensor(k)),
+                rt(torch::tensor(p)), rt(torch::tensor(seed)), rt(torch::tensor(step)));
+    return tt(tokens);
+  };
+  Tensor logits = torch::randn({5, V}) * 2;
+  logits[3][4] = logits[3][9] = logits[3].max() + 1; // a tie: the first wins
+  for (at::ScalarType dt : {at::kFloat, at::kBFloat16}) {
+    Tensor l = logits.to(dt);
+    EXPECT_TRUE(close(run(l, {0, 0, 0, 0, 0}, {0, 0, 0, 0, 0}, {1, 1, 1, 1, 1}, {1, 2, 3, 4, 5},
+                          {0, 0, 0, 0, 0}),
+                      l.to(at::kFloat).argmax(1)))
+        << dt;
+    // top_k 1 keeps the largest logit, and every logit tied with it (HF's warper keeps
+    // ties): the tied row draws between its two.
+    Tensor drawn = run(l, {0.7f, 2, 5, 1, 1}, {1, 1, 1, 1, 1}, {1, 1, 0.5f, 1, 1},
+                       {1, 2, 3, 4, 5}, {9, 9, 9, 9, 9});
+    Tensor greedy = l.to(at::kFloat).argmax(1);
+    for (int64_t b : {0, 1, 2, 4})
+      EXPECT_EQ(drawn[b].item<int64_t>(), greedy[b].item<int64_t>()) << dt << " row " << b;
+    EXPECT_TRUE(drawn[3].item<int64_t>() == 4 || drawn[3].item<int64_t>() == 9) << dt;
+  }
+  std::vector<int64_t> many(64);
+  for (int64_t i = 0; i < 64; ++i)
+    many[i] = i;
+  Tensor tied = run(logits[3].unsqueeze(0).expand({64, V}).contiguous(),
+                    std::vector<float>(64, 1.f), std::vector<int64_t>(64, 1),
+                    std::vector<float>(64, 1.f), std::vector<int64_t>(64, 7), many);
+  EXPECT_GT((tied == 4).sum().item<int64_t>(), 0) << "top_k 1 dropped a tie";
+  EXPECT_GT((tied == 9).sum().item<int64_t>(), 0) << "top_k 1 dropped a tie";
+  // HF's TemperatureLogitsWarper, TopKLogitsWarper and TopPLogitsWarper, in torch ops.
+  const float temp = 0.5f, topP = 0.9f;
+  const int64_t topK = 8;
+  Tensor row = torch::randn({V}) * 1.5, z = row / temp;
+  Tensor kth = std::get<0>(torch::topk(z, topK)).index({-1});
+  Tensor zk = z.masked_fill(z < kth, -INFINITY);
+  auto [sorted, idx] = torch::sort(zk, /*dim=*/0, /*descending=*/false);
+  Tensor drop = sorted.softmax(0).cumsum(0) <= (1 - topP);
+  drop[-1] = false;
+  Tensor zp = zk.masked_fill(drop.scatter(0, idx, drop), -INFINITY);
+  Tensor prob = zp.softmax(0);
+  const int64_t draws = 20000;
+  Tensor batch = row.unsqueeze(0).expand({draws, V}).contiguous();
+  std::vector<int64_t> steps(draws);
+  for (int64_t i = 0; i < draws; ++i)
+    steps[i] = i;
+  Tensor got = run(batch, std::vector<float>(draws, temp), std::vector<int64_t>(draws, topK),
+                   std::vector<float>(draws, topP), std::vector<int64_t>(draws, 77), steps);
+  Tensor counts = torch::bincount(got, {}, V).to(at::kDouble);
+  for (int64_t i = 0; i < V; ++i) {
+    const double pi = prob[i].item<double>(), n = counts[i].item<double>();
+    if (pi == 0) {
+      EXPECT_EQ(n, 0) << "token " << i << " is not among the kept";
+      continue;
+    }
+    EXPECT_LE(std::fabs(n - draws * pi), 5 * std::sqrt(draws * pi * (1 - pi)) + 1)
+        << "token " << i << " probability " << pi;
+  }
+  EXPECT_GE((prob > 0).sum().item<int64_t>(), 2) << "the warpers kept one token: no draw shown";
+  EXPECT_LT((prob > 0).sum().item<int64_t>(), topK) << "top-p dropped nothing";
+  // Draw 17 of seed 77 alone, and beside other requests.
+  Tensor alone = run(row.unsqueeze(0), {temp}, {topK}, {topP}, {77}, {17});
+  Tensor shared = run(torch::stack({torch::randn({V}), row, torch::randn({V})}), {1, temp, 0.5f},
+                      {0, topK, 3}, {1, topP, 0.9f}, {5, 77, 6}, {3, 17, 4});
+  EXPECT_EQ(alone[0].item<int64_t>(), shared[1].item<int64_t>());
+  EXPECT_EQ(alone[0].item<int64_t>(), got[17].item<int64_t>());
+  EXPECT_DEATH(run(row.unsqueeze(0), {-1}, {0}, {1}, {0}, {0}),
+               "dsrt: sample: sequence 0 asks for temperature -1, top_k 0, top_p 1");
+  EXPECT_DEATH(run(row.unsqueeze(0), {1}, {0}, {0}, {0}, {0}),
+               "dsrt: sample: sequence 0 asks for temperature 1, top_k 0, top_p 0: a "
+               "temperature >= 0 \\(0: greedy\\), a top_k >= 0 \\(0: all\\) and a top_p in "
+               "\\(0, 1\\] \\(1: all\\)");
+}
+
 TEST_F(Kernels, AttentionEdgeValues) {
   const float inf = std::numeric_limits<float>::infinity();
   Tensor q = torch::randn({2, 2, 9, 8}), k = torch::randn({2, 2, 37, 8});

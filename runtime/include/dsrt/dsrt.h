@@ -562,6 +562,40 @@ void dsrt_ring_attention_grad(dsrt_context *ctx, int32_t group, dsrt_tensor *dq,
                               const dsrt_tensor *q, const dsrt_tensor *k, const dsrt_tensor *v,
                               const dsrt_tensor *out, const dsrt_tensor *lse,
                               const dsrt_tensor *dout, double scale, int32_t causal);
+/** Generation's key/value cache in pages (vLLM's layout): `k_cache` [N, Hk, P, E] and
+ *  `v_cache` [N, Hk, P, Ev] hold N pages of P positions each. Writes the keys k [B, Hk, T, E]
+ *  and values v [B, Hk, T, Ev] of T new tokens of B sequences to their slots: `slots` [B, T]
+ *  (i64) holds page * P + offset for each token, or a negative number for a padding token,
+ *  which is not written. A slot past the cache ends the job. One dtype for k, v and caches. */
+void dsrt_cache_write(dsrt_context *ctx, dsrt_tensor *k_cache, dsrt_tensor *v_cache,
+                      const dsrt_tensor *k, const dsrt_tensor *v, const dsrt_tensor *slots);
+/** Attention of new tokens against the paged cache (decoding, and prefill in chunks on top of
+ *  a cached prefix): q [B, Hq, T, E] holds up to T new tokens of each of B sequences, the
+ *  first q_lens[b] of them real ([B] i64; the rest padding, whose rows of `out` are zeros).
+ *  Sequence b's cache holds context_lens[b] positions ([B] i64, its new tokens included: write
+ *  them with dsrt_cache_write first), position j in page pages[b, j / P] ([B, maxPages] i64)
+ *  at offset j % P. New token t sits at position context_lens[b] - q_lens[b] + t and sees
+ *  positions 0 to its own (causal). out [B, Hq, T, Ev] = softmax(q k^T * scale) v, computed
+ *  in f32 (16-bit operands widened, the result rounded once); Hk divides Hq (grouped-query
+ *  heads: query head h reads key/value head h / (Hq / Hk)). */
+void dsrt_paged_attention(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *q,
+                          const dsrt_tensor *k_cache, const dsrt_tensor *v_cache,
+                          const dsrt_tensor *pages, const dsrt_tensor *context_lens,
+                          const dsrt_tensor *q_lens, double scale);
+/** The next token of each of B sequences from its logits [B, V] (f32, bf16 or f16), as HF's
+ *  `generate` chooses it: greedy (the first largest logit, as torch.argmax) where
+ *  temperature[b] is 0; otherwise a draw from the softmax of logits / temperature[b] over the
+ *  tokens HF's warpers keep, applied in HF's order: top_k[b] (0: all) keeps the logits at
+ *  least the k-th largest (TopKLogitsWarper), then top_p[b] (1: all) drops the smallest whose
+ *  probabilities, summed from the smallest up, stay within 1 - top_p, keeping at least the
+ *  largest (TopPLogitsWarper). The draw's uniform number comes from (seeds[b], steps[b])
+ *  alone (SplitMix64 of the pair), so a request draws the same tokens whatever else shares
+ *  its batch; the token is the first, in vocabulary order, whose running probability passes
+ *  it. tokens [B] i64; temperature and top_p [B] f32; top_k, seeds and steps [B] i64. A
+ *  negative temperature or top_k, or a top_p outside (0, 1], ends the job. */
+void dsrt_sample(dsrt_context *ctx, dsrt_tensor *tokens, const dsrt_tensor *logits,
+                 const dsrt_tensor *temperature, const dsrt_tensor *top_k,
+                 const dsrt_tensor *top_p, const dsrt_tensor *seeds, const dsrt_tensor *steps);
 /** Layer norm over the trailing `norm_numel` elements; weight/bias may be NULL. */
 void dsrt_layer_norm(dsrt_context *ctx, dsrt_tensor *out, const dsrt_tensor *x,
                      const dsrt_tensor *weight, const dsrt_tensor *bias, int64_t norm_numel,

@@ -160,6 +160,94 @@ AttentionShape attentionGrad(const dsrt_tensor *dq, const dsrt_tensor *dk, const
   return s;
 }
 
+SampleShape sample(const dsrt_tensor *tokens, const dsrt_tensor *logits,
+                   const dsrt_tensor *temperature, const dsrt_tensor *topK,
+                   const dsrt_tensor *topP, const dsrt_tensor *seeds, const dsrt_tensor *steps) {
+  const char *kn = "sample";
+  if (logits->rank != 2 || (logits->dtype != DSRT_F32 && !isHalfType(logits->dtype)))
+    fail(kn, "logits %s (%s) are not [B, V] of f32, bf16 or f16", shapeString(logits).c_str(),
+         dtypeName(logits->dtype));
+  SampleShape s{logits->dims[0], logits->dims[1]};
+  if (s.V == 0)
+    fail(kn, "logits %s have no vocabulary", shapeString(logits).c_str());
+  sized(kn, tokens, DSRT_I64, s.B, "tokens");
+  sized(kn, temperature, DSRT_F32, s.B, "temperature");
+  sized(kn, topK, DSRT_I64, s.B, "top_k");
+  sized(kn, topP, DSRT_F32, s.B, "top_p");
+  sized(kn, seeds, DSRT_I64, s.B, "seeds");
+  sized(kn, steps, DSRT_I64, s.B, "steps");
+  return s;
+}
+
+namespace {
+/// The caches [N, Hk, P, E] and [N, Hk, P, Ev] of one float dtype: their sizes.
+PagedShape caches(const char *kn, const dsrt_tensor *kCache, const dsrt_tensor *vCache) {
+  if (kCache->rank != 4 || vCache->rank != 4)
+    fail(kn, "caches %s and %s are not [pages, heads, page size, width]",
+         shapeString(kCache).c_str(), shapeString(vCache).c_str());
+  if (kCache->dtype != DSRT_F32 && !isHalfType(kCache->dtype))
+    fail(kn, "needs an f32, bf16 or f16 cache, got %s", dtypeName(kCache->dtype));
+  checkDtype(kn, vCache, kCache->dtype, "value cache");
+  PagedShape s{0, 0, kCache->dims[1], 0, kCache->dims[3], vCache->dims[3], kCache->dims[0],
+               kCache->dims[2], 0, kCache->dtype};
+  if (vCache->dims[0] != s.N || vCache->dims[1] != s.Hk || vCache->dims[2] != s.P ||
+      s.P == 0 || s.Hk == 0)
+    fail(kn, "key cache %s and value cache %s do not match (pages, heads, page size)",
+         shapeString(kCache).c_str(), shapeString(vCache).c_str());
+  return s;
+}
+} // namespace
+
+PagedShape cacheWrite(const dsrt_tensor *kCache, const dsrt_tensor *vCache, const dsrt_tensor *k,
+                      const dsrt_tensor *v, const dsrt_tensor *slots) {
+  const char *kn = "cache_write";
+  PagedShape s = caches(kn, kCache, vCache);
+  checkDtype(kn, k, s.dtype, "keys");
+  checkDtype(kn, v, s.dtype, "values");
+  checkDtype(kn, slots, DSRT_I64, "slots");
+  if (k->rank != 4 || v->rank != 4 || k->dims[1] != s.Hk || k->dims[3] != s.E ||
+      v->dims[0] != k->dims[0] || v->dims[1] != s.Hk || v->dims[2] != k->dims[2] ||
+      v->dims[3] != s.Ev)
+    fail(kn, "keys %s and values %s are not [B, %lld, T, %lld] and [B, %lld, T, %lld]",
+         shapeString(k).c_str(), shapeString(v).c_str(), (long long)s.Hk, (long long)s.E,
+         (long long)s.Hk, (long long)s.Ev);
+  s.B = k->dims[0];
+  s.T = k->dims[2];
+  if (slots->rank != 2 || slots->dims[0] != s.B || slots->dims[1] != s.T)
+    fail(kn, "slots %s are not [B, T] = [%lld, %lld]", shapeString(slots).c_str(),
+         (long long)s.B, (long long)s.T);
+  return s;
+}
+
+PagedShape pagedAttention(const dsrt_tensor *out, const dsrt_tensor *q,
+                          const dsrt_tensor *kCache, const dsrt_tensor *vCache,
+                          const dsrt_tensor *pages, const dsrt_tensor *contextLens,
+                          const dsrt_tensor *qLens) {
+  const char *kn = "paged_attention";
+  PagedShape s = caches(kn, kCache, vCache);
+  checkDtype(kn, q, s.dtype, "query");
+  checkDtype(kn, out, s.dtype, "result");
+  if (q->rank != 4 || q->dims[3] != s.E || q->dims[1] % s.Hk != 0)
+    fail(kn, "query %s is not [B, Hq, T, %lld] with a multiple of the cache's %lld heads",
+         shapeString(q).c_str(), (long long)s.E, (long long)s.Hk);
+  s.B = q->dims[0];
+  s.Hq = q->dims[1];
+  s.T = q->dims[2];
+  if (out->rank != 4 || out->dims[0] != s.B || out->dims[1] != s.Hq || out->dims[2] != s.T ||
+      out->dims[3] != s.Ev)
+    fail(kn, "result %s is not [B, Hq, T, Ev] = [%lld, %lld, %lld, %lld]",
+         shapeString(out).c_str(), (long long)s.B, (long long)s.Hq, (long long)s.T,
+         (long long)s.Ev);
+  checkDtype(kn, pages, DSRT_I64, "pages");
+  if (pages->rank != 2 || pages->dims[0] != s.B)
+    fail(kn, "pages %s are not [B, max pages] with B = %lld", shapeString(pages).c_str(),
+         (long long)s.B);
+  s.maxPages = pages->dims[1];
+  sized(kn, contextLens, DSRT_I64, s.B, "context lengths");
+  sized(kn, qLens, DSRT_I64, s.B, "query lengths");
+  return s;
+}
+
 DimSplit softmaxGrad(const dsrt_tensor *dx, const dsrt_tensor *y, const dsrt_tensor *dy,
                      int64_t dim) {
   const char *k = "softmax_grad";

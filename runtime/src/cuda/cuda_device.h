@@ -80,7 +80,15 @@ inline unsigned blocksFor(int64_t n) {
 void launched(const char *kernel);
 
 /// Codes of the errors kernels report (CudaDevice::errors).
-enum ErrorCode : int64_t { kNoError = 0, kIndexOutOfRange = 1, kTargetOutOfRange = 2 };
+enum ErrorCode : int64_t {
+  kNoError = 0,
+  kIndexOutOfRange = 1,
+  kTargetOutOfRange = 2,
+  kSlotOutOfRange = 3,   ///< cache_write: the slot
+  kPageOutOfRange = 4,   ///< paged_attention: the page
+  kLengthOutOfRange = 5, ///< paged_attention: the sequence whose lengths do not fit
+  kSampleParameters = 6, ///< sample: the sequence whose parameters are out of range
+};
 
 /// Up to three operands broadcast to an output, as element strides per output dim (from the
 /// core's Broadcast, coalesced), passed to kernels by value.

@@ -54,6 +54,20 @@ void CudaDevice::checkErrors() {
     fail("embedding", "index %lld out of range", (long long)e[1]);
   if (e[0] == cuda::kTargetOutOfRange)
     fail("cross_entropy", "target %lld out of range", (long long)e[1]);
+  if (e[0] == cuda::kSlotOutOfRange)
+    fail("cache_write", "slot %lld is past the cache", (long long)e[1]);
+  if (e[0] == cuda::kPageOutOfRange)
+    fail("paged_attention", "page %lld is not one of the cache's pages", (long long)e[1]);
+  if (e[0] == cuda::kLengthOutOfRange)
+    fail("paged_attention",
+         "sequence %lld's lengths do not fit (new tokens 0..T, at most its cached positions, "
+         "those within its pages)",
+         (long long)e[1]);
+  if (e[0] == cuda::kSampleParameters)
+    fail("sample",
+         "sequence %lld asks for a temperature, top_k or top_p out of range (a temperature >= 0, "
+         "a top_k >= 0, a top_p in (0, 1])",
+         (long long)e[1]);
   if (e[0])
     fail("cuda", "kernel error %lld (value %lld)", (long long)e[0], (long long)e[1]);
 }

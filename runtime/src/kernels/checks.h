@@ -54,6 +54,30 @@ AttentionShape attentionGrad(const dsrt_tensor *dq, const dsrt_tensor *dk, const
                              const dsrt_tensor *mask, const dsrt_tensor *out,
                              const dsrt_tensor *lse, const dsrt_tensor *dout, int32_t causal);
 
+/// dsrt_sample's operands: the rows B and the vocabulary V of the logits [B, V] (the
+/// parameters' values are the device's to check).
+struct SampleShape {
+  int64_t B, V;
+};
+SampleShape sample(const dsrt_tensor *tokens, const dsrt_tensor *logits,
+                   const dsrt_tensor *temperature, const dsrt_tensor *topK,
+                   const dsrt_tensor *topP, const dsrt_tensor *seeds, const dsrt_tensor *steps);
+
+/// The paged key/value cache's sizes: N pages of P positions, Hk heads of widths E (keys) and
+/// Ev (values); with B sequences of up to T new tokens (Hq query heads for attention).
+struct PagedShape {
+  int64_t B, Hq, Hk, T, E, Ev, N, P, maxPages;
+  int32_t dtype;
+};
+/// dsrt_cache_write's operands (the slots' values are the device's to check).
+PagedShape cacheWrite(const dsrt_tensor *kCache, const dsrt_tensor *vCache, const dsrt_tensor *k,
+                      const dsrt_tensor *v, const dsrt_tensor *slots);
+/// dsrt_paged_attention's operands (the pages' and lengths' values are the device's to check).
+PagedShape pagedAttention(const dsrt_tensor *out, const dsrt_tensor *q,
+                          const dsrt_tensor *kCache, const dsrt_tensor *vCache,
+                          const dsrt_tensor *pages, const dsrt_tensor *contextLens,
+                          const dsrt_tensor *qLens);
+
 /// The rows of a layer norm over `norm` trailing elements.
 int64_t layerNorm(const dsrt_tensor *out, const dsrt_tensor *x, int64_t norm);
 int64_t layerNormGrad(const dsrt_tensor *dx, const dsrt_tensor *x, const dsrt_tensor *dy,
