@@ -33,6 +33,49 @@ const float *rowF32(const dsrt_tensor *t, int64_t row, int64_t n, float *buf) {
   return buf;
 }
 
+/// A page's rows [n, width] of (page, head) as f32: the cache's own rows for f32 (contiguous),
+/// else widened into buf.
+const float *pageF32(const dsrt_tensor *t, int64_t row0, int64_t n, int64_t width,
+                     float *buf) {
+  if (t->dtype == DSRT_F32)
+    return (const float *)t->data + row0 * width;
+  cpu::widenRow(t->dtype, buf, (const uint16_t *)t->data + row0 * width, n * width);
+  return buf;
+}
+
+/// scores[g * P + j] = (q_g . k_j) * scale for the G query heads and the n keys of one page
+/// (vectorized per CPU: target clones).
+DSRT_CPU_CLONES void pageScores(float *scores, const float *q, const float *keys, int64_t G,
+                                int64_t n, int64_t E, int64_t P, float scale) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t g = 0; g < G; ++g) {
+      const float *qr = q + g * E, *kr = keys + j * E;
+      float dot = 0.f;
+#pragma omp simd reduction(+ : dot)
+      for (int64_t e = 0; e < E; ++e)
+        dot += qr[e] * kr[e];
+      scores[g * P + j] = dot * scale;
+    }
+}
+
+/// acc_g = acc_g * alpha_g + sum_j p[g * P + j] v_j over one page's n values.
+DSRT_CPU_CLONES void pageValues(float *acc, const float *p, const float *alpha,
+                                const float *values, int64_t G, int64_t n, int64_t Ev,
+                                int64_t P) {
+  for (int64_t g = 0; g < G; ++g) {
+    float *a = acc + g * Ev;
+#pragma omp simd
+    for (int64_t c = 0; c < Ev; ++c)
+      a[c] *= alpha[g];
+    for (int64_t j = 0; j < n; ++j) {
+      const float w = p[g * P + j], *vr = values + j * Ev;
+#pragma omp simd
+      for (int64_t c = 0; c < Ev; ++c)
+        a[c] += w * vr[c];
+    }
+  }
+}
+
 /// Ends the job where a sequence's lengths or pages do not fit the cache.
 void checkSequences(const PagedShape &s, const int64_t *pages, const int64_t *contextLens,
                     const int64_t *qLens) {
@@ -99,8 +142,8 @@ void dsrt::cpu::paged_attention(dsrt_context *, dsrt_tensor *out, const dsrt_ten
   const float sc = (float)scale;
 #pragma omp parallel
   {
-    std::vector<float> qf(G * E), kBuf(E), vBuf(Ev), acc(G * Ev), scores(G * P), m(G), l(G),
-        row(Ev);
+    std::vector<float> qf(G * E), kBuf(E), kPage(P * E), vPage(P * Ev), acc(G * Ev),
+        scores(G * P), alpha(G), m(G), l(G), row(Ev);
 #pragma omp for collapse(3) schedule(dynamic)
     for (int64_t b = 0; b < s.B; ++b)
       for (int64_t kh = 0; kh < s.Hk; ++kh)
@@ -117,45 +160,24 @@ void dsrt::cpu::paged_attention(dsrt_context *, dsrt_tensor *out, const dsrt_ten
           for (int64_t j0 = 0; j0 < keys; j0 += P) {
             const int64_t n = std::min(P, keys - j0);
             const int64_t base = (pg[b * s.maxPages + j0 / P] * s.Hk + kh) * P;
-            for (int64_t j = 0; j < n; ++j) {
-              const float *kr = rowF32(kCache, base + j, E, kBuf.data());
-              for (int64_t g = 0; g < G; ++g) {
-                const float *qr = &qf[g * E];
-                float dot = 0.f;
-#pragma omp simd reduction(+ : dot)
-                for (int64_t e = 0; e < E; ++e)
-                  dot += qr[e] * kr[e];
-                scores[g * P + j] = dot * sc;
-              }
-            }
+            pageScores(scores.data(), qf.data(), pageF32(kCache, base, n, E, kPage.data()), G, n,
+                       E, P, sc);
             for (int64_t g = 0; g < G; ++g) {
               float mx = m[g];
               for (int64_t j = 0; j < n; ++j)
                 mx = std::max(mx, scores[g * P + j]);
-              const float alpha = std::exp(m[g] - mx); // 0 on the first page (m = -inf)
+              alpha[g] = std::exp(m[g] - mx); // 0 on the first page (m = -inf)
               float sum = 0.f;
               for (int64_t j = 0; j < n; ++j) {
                 const float p = std::exp(scores[g * P + j] - mx);
                 scores[g * P + j] = p;
                 sum += p;
               }
-              l[g] = l[g] * alpha + sum;
+              l[g] = l[g] * alpha[g] + sum;
               m[g] = mx;
-              float *a = &acc[g * Ev];
-#pragma omp simd
-              for (int64_t c = 0; c < Ev; ++c)
-                a[c] *= alpha;
             }
-            for (int64_t j = 0; j < n; ++j) {
-              const float *vr = rowF32(vCache, base + j, Ev, vBuf.data());
-              for (int64_t g = 0; g < G; ++g) {
-                const float p = scores[g * P + j];
-                float *a = &acc[g * Ev];
-#pragma omp simd
-                for (int64_t c = 0; c < Ev; ++c)
-                  a[c] += p * vr[c];
-              }
-            }
+            pageValues(acc.data(), scores.data(), alpha.data(),
+                       pageF32(vCache, base, n, Ev, vPage.data()), G, n, Ev, P);
           }
           for (int64_t g = 0; g < G; ++g) {
             const float inv = l[g] > 0.f ? 1.f / l[g] : 0.f;
