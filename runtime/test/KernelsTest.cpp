@@ -895,14 +895,42 @@ TEST_F(Kernels, PagedAttentionRefusals) {
                                     rt(torch::tensor({1L})), rt(torch::tensor({1L})), 1.0),
                "dsrt: paged_attention: query 1x3x1x8 is not \\[B, Hq, T, 8\\] with a multiple "
                "of the cache's 2 heads");
+  // Shapes and dtypes of the caches, keys, slots, result and page table.
+  Tensor q2 = torch::zeros({1, 2, 1, 8}), lens = torch::tensor({1L});
+  auto attendWith = [&](const Tensor &kcache, const Tensor &vcache, at::IntArrayRef outDims,
+                        const Tensor &pages) {
+    dsrt_paged_attention(ctx, empty(outDims), rt(q2.to(kcache.scalar_type())), rt(kcache),
+                         rt(vcache), rt(pages), rt(lens), rt(lens), 1.0);
+  };
+  Tensor onePage = torch::zeros({1, 1}, at::kLong);
+  EXPECT_DEATH(attendWith(torch::zeros({4, 1, 2}), torch::zeros({4, 1, 2}), {1, 2, 1, 8}, onePage),
+               "dsrt: paged_attention: caches 4x1x2 and 4x1x2 are not \\[pages, heads, page "
+               "size, width\\]");
+  EXPECT_DEATH(attendWith(torch::zeros({4, 1, 2, 8}, at::kDouble),
+                          torch::zeros({4, 1, 2, 8}, at::kDouble), {1, 2, 1, 8}, onePage),
+               "dsrt: paged_attention: needs an f32, bf16 or f16 cache, got f64");
+  EXPECT_DEATH(attendWith(kc, torch::zeros({4, 1, 3, 8}), {1, 2, 1, 8}, onePage),
+               "dsrt: paged_attention: key cache 4x1x2x8 and value cache 4x1x3x8 do not match "
+               "\\(pages, heads, page size\\)");
+  EXPECT_DEATH(attendWith(kc, kc, {1, 2, 1, 4}, onePage),
+               "dsrt: paged_attention: result 1x2x1x4 is not \\[B, Hq, T, Ev\\] = \\[1, 2, 1, "
+               "8\\]");
+  EXPECT_DEATH(attendWith(kc, kc, {1, 2, 1, 8}, torch::zeros({2, 1}, at::kLong)),
+               "dsrt: paged_attention: pages 2x1 are not \\[B, max pages\\] with B = 1");
+  EXPECT_DEATH(dsrt_cache_write(ctx, rt(kc), rt(kc), rt(torch::zeros({1, 2, 1, 8})), rt(k),
+                                rt(torch::tensor({{0L}}))),
+               "dsrt: cache_write: keys 1x2x1x8 and values 1x1x1x8 are not \\[B, 1, T, 8\\] "
+               "and \\[B, 1, T, 8\\]");
+  EXPECT_DEATH(dsrt_cache_write(ctx, rt(kc), rt(kc), rt(k), rt(k), rt(torch::tensor({0L}))),
+               "dsrt: cache_write: slots 1 are not \\[B, T\\] = \\[1, 1\\]");
 }
 
 /// Generation's token choice against HF's warpers written in torch ops: greedy is
 /// torch.argmax (f32 and bf16 logits, a tie taking the first); top_k 1 keeps the largest and
-/// its ties at any temperature; with temperature, top-k and top-p, every draw falls in the set HF's
-/// TopK and TopP warpers keep, each kept token about as often as its probability (20000
-/// draws, within 5 standard deviations), and a draw depends on its (seed, step) alone, not on the
-/// rest of the batch.
+/// its ties at any temperature; with temperature, top-k and top-p, every draw falls in the set
+/// HF's TopK and TopP warpers keep, each kept token about as often as its probability (20000
+/// draws, within 5 standard deviations), and a draw depends on its (seed, step) alone, not on
+/// the rest of the batch; operands of the wrong shape are refused.
 TEST_F(Kernels, Sample) {
   const int64_t V = 12;
   auto run = [&](const Tensor &logits, std::vector<float> temp, std::vector<int64_t> k,
@@ -973,6 +1001,10 @@ TEST_F(Kernels, Sample) {
                       {0, topK, 3}, {1, topP, 0.9f}, {5, 77, 6}, {3, 17, 4});
   EXPECT_EQ(alone[0].item<int64_t>(), shared[1].item<int64_t>());
   EXPECT_EQ(alone[0].item<int64_t>(), got[17].item<int64_t>());
+  EXPECT_DEATH(run(row, {1}, {0}, {1}, {0}, {0}),
+               "dsrt: sample: logits 12 \\(f32\\) are not \\[B, V\\] of f32, bf16 or f16");
+  EXPECT_DEATH(run(torch::zeros({1, 0}), {1}, {0}, {1}, {0}, {0}),
+               "dsrt: sample: logits 1x0 have no vocabulary");
   EXPECT_DEATH(run(row.unsqueeze(0), {-1}, {0}, {1}, {0}, {0}),
                "dsrt: sample: sequence 0 asks for temperature -1, top_k 0, top_p 1");
   EXPECT_DEATH(run(row.unsqueeze(0), {1}, {0}, {0}, {0}, {0}),

@@ -5,8 +5,9 @@
 // Attention takes one (sequence, key/value head, new token) per task, with that head's query
 // heads together, so that each cached key and value row is read once for all of them (the
 // decode step is bound by reading the cache); it walks the sequence's pages in order with an
-// online softmax, one page's scores at a time. 16-bit caches are widened row by row and the
-// result is rounded once. The page table and lengths are read here, so their values are
+// online softmax, one page's scores at a time (a page of one head is a contiguous [P, E]
+// block: its products are vectorized per CPU). 16-bit pages are widened whole and the result
+// is rounded once. The page table and lengths are read here, so their values are
 // checked here, each error naming the sequence.
 #include "cpu_device.h"
 #include "half_rows.h"
@@ -25,17 +26,9 @@ using checks::PagedShape;
 
 namespace {
 
-/// Row `row` (of n elements) of `t` as f32: the tensor's own for f32, else widened into buf.
-const float *rowF32(const dsrt_tensor *t, int64_t row, int64_t n, float *buf) {
-  if (t->dtype == DSRT_F32)
-    return (const float *)t->data + row * n;
-  cpu::widenRow(t->dtype, buf, (const uint16_t *)t->data + row * n, n);
-  return buf;
-}
-
-/// A page's rows [n, width] of (page, head) as f32: the cache's own rows for f32 (contiguous),
-/// else widened into buf.
-const float *pageF32(const dsrt_tensor *t, int64_t row0, int64_t n, int64_t width,
+/// Rows row0..row0+n of `t` (each `width` elements, contiguous: a query row, or one page of
+/// one head of a cache) as f32: the tensor's own for f32, else widened into buf.
+const float *rowsF32(const dsrt_tensor *t, int64_t row0, int64_t n, int64_t width,
                      float *buf) {
   if (t->dtype == DSRT_F32)
     return (const float *)t->data + row0 * width;
@@ -155,12 +148,12 @@ void dsrt::cpu::paged_attention(dsrt_context *, dsrt_tensor *out, const dsrt_ten
           std::fill(l.begin(), l.end(), 0.f);
           const int64_t keys = t < ql ? cl - ql + t + 1 : 0; // positions 0..its own
           for (int64_t g = 0; g < G && keys; ++g)
-            std::memcpy(&qf[g * E], rowF32(q, qRow0 + g * s.T, E, kBuf.data()),
+            std::memcpy(&qf[g * E], rowsF32(q, qRow0 + g * s.T, 1, E, kBuf.data()),
                         E * sizeof(float));
           for (int64_t j0 = 0; j0 < keys; j0 += P) {
             const int64_t n = std::min(P, keys - j0);
             const int64_t base = (pg[b * s.maxPages + j0 / P] * s.Hk + kh) * P;
-            pageScores(scores.data(), qf.data(), pageF32(kCache, base, n, E, kPage.data()), G, n,
+            pageScores(scores.data(), qf.data(), rowsF32(kCache, base, n, E, kPage.data()), G, n,
                        E, P, sc);
             for (int64_t g = 0; g < G; ++g) {
               float mx = m[g];
@@ -177,7 +170,7 @@ void dsrt::cpu::paged_attention(dsrt_context *, dsrt_tensor *out, const dsrt_ten
               m[g] = mx;
             }
             pageValues(acc.data(), scores.data(), alpha.data(),
-                       pageF32(vCache, base, n, Ev, vPage.data()), G, n, Ev, P);
+                       rowsF32(vCache, base, n, Ev, vPage.data()), G, n, Ev, P);
           }
           for (int64_t g = 0; g < G; ++g) {
             const float inv = l[g] > 0.f ? 1.f / l[g] : 0.f;

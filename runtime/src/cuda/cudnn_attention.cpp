@@ -5,8 +5,9 @@
 // too, with its reason, so that it is asked once. Operands are ds's dense row-major tensors:
 // q [B, Hq, L, E], k [B, Hk, S, E], v [B, Hk, S, Ev], out [B, Hq, L, Ev], lse [B, Hq, L] (f32,
 // the natural-log log-sum-exp of the scaled, masked scores: cuDNN's Stats), so that cuDNN's
-// forward and ds's backward (or the reverse) can meet. A float mask is cuDNN's additive bias
-// (its dimensions of 1 broadcast); dropout is not an operand of ds.attention.
+// forward and ds's backward (or the reverse) can meet. A float mask is cuDNN's additive bias,
+// passed with its dimensions of 1 (a layout cuDNN does not take is refused, and ds's kernels
+// run it); dropout is not an operand of ds.attention.
 //
 #include "cudnn_attention.h"
 #include "cuda_device.h"
