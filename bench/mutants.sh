@@ -10,7 +10,7 @@
 # PyTorch rounds them), moe (the routed
 # experts' kernels, their import and fold, their cost, expert parallelism's exchange and update),
 # plan (weight-free import, the model-state figures, the cluster's communication model),
-# inference (generation's paged key/value cache).
+# inference (generation's paged key/value cache, its ops' memory plan and lowering).
 #
 #   bash bench/mutants.sh [SCRATCH] [GROUP]   (default SCRATCH: build-mutants/, GROUP: all)
 #   MUTANT_NAMES='OneCycle|Muon' bash bench/mutants.sh     (those whose names match)
@@ -122,6 +122,10 @@ inference|cache_write puts a token at the next offset of its page|runtime/src/cp
 inference|sampling ignores the temperature|runtime/src/kernels/sampling.h|auto z = [&](int64_t i) { return logit(i) / temperature; };|auto z = [&](int64_t i) { return logit(i); };|ctest:runtime-kernels
 inference|top-p keeps the tokens whose mass passes top_p, not 1 - top_p|runtime/src/kernels/sampling.h|if (cumulative > 1.f - topP)|if (cumulative > topP)|ctest:runtime-kernels
 inference|the draw is not uniform over the kept mass|runtime/src/kernels/sampling.h|const double target = u * total;|const double target = u * u * total;|ctest:runtime-kernels
+inference|a cache read elsewhere in the program is still written in place|lib/Analysis/MemoryPlanner.cpp|  return !readElsewhere;|  return true;|lit:Conversion/lower-generation.mlir
+inference|a cache that does not go back to its state is written in place|lib/Analysis/MemoryPlanner.cpp|  if (writes != 1)|  if (writes > 1)|lit:Conversion/lower-generation.mlir
+inference|a copied cache is not copied before the write|lib/Conversion/DSToRuntime/MemoryPatterns.cpp|      if (plan.results[i].kind != Placement::ViewOf)|      if (false)|lit:Conversion/lower-generation.mlir
+inference|a generation program's second result is not returned|lib/Conversion/DSToRuntime/FunctionPatterns.cpp|      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {|      for (auto [i, v] : llvm::enumerate(ret.getOperands().take_front(1))) {|lit:Conversion/lower-generation.mlir
 moe|expert weight gradient in the other layout|runtime/src/cpu/experts.cpp|    if (transposed) // [in, out] = x^T dy|    if (!transposed) // [in, out] = x^T dy|e2e/moe.test
 moe|top_k gradient to the unchosen experts|dialects/ds/IR/DSGradients.cpp|Value hit = cmp(b, loc, CmpPredicate::eq, idxColumn, positions, pairs);|Value hit = cmp(b, loc, CmpPredicate::ne, idxColumn, positions, pairs);|e2e/moe.test
 moe|batched_mm's gathered weights not folded|dialects/ds/Transforms/FuseExperts.cpp|      fuse(m);|      (void)m;|Transforms/fuse-experts.mlir e2e/moe.test

@@ -114,14 +114,21 @@ LogicalResult MemoryPlanner::run() {
     return failure();
   plan.slots_ = std::move(*table);
   LogicalResult planned = failure();
+  SmallVector<func::FuncOp> calls;
+  for (StringRef name : {kPrefillName, kDecodeName})
+    if (auto f = module.lookupSymbol<func::FuncOp>(name))
+      calls.push_back(f);
   if (PipelineAttr info = getPipeline(module)) {
     planned = runPipeline(info);
+  } else if (!module.lookupSymbol<func::FuncOp>(kMicroStepName) && !calls.empty()) {
+    return runGeneration(calls);
   } else {
     auto micro = module.lookupSymbol<func::FuncOp>(kMicroStepName);
     auto opt = module.lookupSymbol<func::FuncOp>(kOptimizerStepName);
     if (!micro || !opt)
       return module.emitError() << "ds-lower-to-runtime needs @micro_step and @optimizer_step "
-                                   "(run ds-autodiff and ds-optimizer first)";
+                                   "(run ds-autodiff and ds-optimizer first), or generation's "
+                                   "@prefill and @decode (ds-derive-generation)";
     planned = runSingle(micro, opt);
   }
   if (failed(planned))
@@ -186,6 +193,47 @@ LogicalResult MemoryPlanner::runSingle(func::FuncOp micro, func::FuncOp opt) {
   arena.release(scalars);
   for (int k = 0; k < 4; ++k)
     plan.movedPerStep[k] += movedNow[k];
+  return success();
+}
+
+LogicalResult MemoryPlanner::runGeneration(ArrayRef<func::FuncOp> calls) {
+  // The weights and caches, then each program on its own: its inputs (the caller's), its
+  // work, and its results (handed to the caller, who frees them).
+  allocateSlots(-1);
+  plan.persistentBytes = persistentBytes;
+  temporaries.clear();
+  for (func::FuncOp f : calls) {
+    FailureOr<int64_t> inputs = inputBytesOf(f);
+    if (failed(inputs))
+      return failure();
+    MemoryPlan::GenerationCall call;
+    call.name = f.getSymName().str();
+    call.inputBytes = *inputs;
+    for (auto [i, t] : llvm::enumerate(f.getArgumentTypes())) {
+      auto name = f.getArgAttrOfType<StringAttr>(i, kInputNameAttrName);
+      call.inputs.push_back({name ? name.getValue().str() : ("input" + Twine(i)).str(),
+                             cast<RankedTensorType>(t)});
+    }
+    for (Type t : f.getResultTypes()) {
+      auto rt = dyn_cast<RankedTensorType>(t);
+      if (!rt || dtypeCodeOf(rt.getElementType()) < 0)
+        return f.emitError() << "ds-lower-to-runtime: unsupported result type " << t;
+      call.results.push_back(rt);
+    }
+    ArenaModel::Mark base = arena.mark();
+    int inputsStorage = arena.alloc(call.inputBytes, "inputs");
+    arena.restartPeak();
+    if (failed(planFunction(f, entryPointName(f.getSymName()), true, true)))
+      return failure();
+    call.peak = arena.peak;
+    plan.microPeak = std::max(plan.microPeak, arena.peak);
+    plan.inputBytes = std::max(plan.inputBytes, call.inputBytes);
+    arena.release(inputsStorage);
+    arena.resetTo(base);
+    plan.generation.push_back(std::move(call));
+  }
+  plan.hostPeak = arena.hostPeak;
+  collectBuffers();
   return success();
 }
 
@@ -285,6 +333,7 @@ void MemoryPlanner::computeOffloadable() {
     case SlotRole::params:
     case SlotRole::grads:
     case SlotRole::params_sharded:
+    case SlotRole::kv_cache: // generation's; no training offload moves it
       break;
     }
   }

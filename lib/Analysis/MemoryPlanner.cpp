@@ -47,6 +47,26 @@ bool isUpdatedInPlace(Value old, Value r) {
   auto write = dyn_cast_or_null<AssignOp>(user);
   return read && write && write.getName() == read.getName();
 }
+
+/// Whether a cache's new value `r` may overwrite its old value `old` (ds.cache_write): a slot
+/// read used only here, the slot read nowhere else in the function, and the new value written
+/// back to it once; other ops may read the new value (the attention after the write).
+bool isCacheUpdatedInPlace(Value old, Value r) {
+  auto read = old.getDefiningOp<GetParameterOp>();
+  if (!read || !old.hasOneUse())
+    return false;
+  int writes = 0;
+  for (Operation *user : r.getUsers())
+    if (auto a = dyn_cast<AssignOp>(user))
+      writes += a.getName() == read.getName() ? 1 : 2;
+  if (writes != 1)
+    return false;
+  bool readElsewhere = false;
+  read->getParentOfType<func::FuncOp>().walk([&](GetParameterOp g) {
+    readElsewhere |= g != read && g.getName() == read.getName();
+  });
+  return !readElsewhere;
+}
 } // namespace
 
 std::string mlir::ds::describeForPlan(Operation *op) {
@@ -206,10 +226,11 @@ void MemoryPlanner::beginFunction(func::FuncOp func) {
   movedNow = {};
 }
 
-LogicalResult MemoryPlanner::planFunction(func::FuncOp func, StringRef symbol, bool microStep) {
+LogicalResult MemoryPlanner::planFunction(func::FuncOp func, StringRef symbol, bool microStep,
+                                          bool generation) {
   fp = &plan.plans_[func];
   fp->owner = func;
-  plan.functions_.push_back({func, symbol.str(), microStep});
+  plan.functions_.push_back({func, symbol.str(), microStep, generation});
   beginFunction(func);
   Block &body = func.getBody().front();
   for (Operation &op : body) {
@@ -569,6 +590,18 @@ FailureOr<bool> MemoryPlanner::planMemory(Operation *op) {
         viewOf(r, old);
       else
         allocHere(r);
+    }
+    return true;
+  }
+  if (auto w = dyn_cast<CacheWriteOp>(op)) {
+    // The tokens written into the cache's own storage when it goes back to its state (else
+    // a copy of the cache is written: the lowering copies, then writes).
+    Value olds[2] = {w.getKCache(), w.getVCache()};
+    for (int i = 0; i < 2; ++i) {
+      if (isCacheUpdatedInPlace(olds[i], op->getResult(i)))
+        viewOf(op->getResult(i), olds[i]);
+      else
+        allocHere(op->getResult(i));
     }
     return true;
   }

@@ -26,9 +26,11 @@ private:
   // The module: one program, or one per pipeline rank.
   LogicalResult runSingle(func::FuncOp micro, func::FuncOp opt);
   LogicalResult runPipeline(PipelineAttr info);
+  LogicalResult runGeneration(ArrayRef<func::FuncOp> calls);
   /// The arena with the slots that pp rank `ppRank` holds (-1: all) allocated.
   void allocateSlots(int64_t ppRank);
-  LogicalResult planFunction(func::FuncOp func, StringRef symbol, bool microStep);
+  LogicalResult planFunction(func::FuncOp func, StringRef symbol, bool microStep,
+                             bool generation = false);
   void computeOffloadable();
   void collectBuffers();
 

@@ -41,6 +41,9 @@ RankMemory mlir::ds::rankMemory(const MemoryPlan &plan, int64_t ppRank) {
     case DSRT_CATEGORY_BUFFERS:
       row.buffers += bytes;
       break;
+    case DSRT_CATEGORY_KV_CACHE:
+      row.cache += bytes;
+      break;
     case DSRT_CATEGORY_NONE:
       break;
     }
@@ -55,8 +58,8 @@ RankMemory mlir::ds::rankMemory(const MemoryPlan &plan, int64_t ppRank) {
   row.peak = std::max(micro, opt);
   row.comm = row.microPeak ? microComm : optComm;
   row.inputs = row.microPeak ? plan.inputBytes : 0;
-  row.activations =
-      row.peak - row.params - row.grads - row.optim - row.buffers - row.comm - row.inputs;
+  row.activations = row.peak - row.params - row.grads - row.optim - row.buffers - row.cache -
+                    row.comm - row.inputs;
   return row;
 }
 
@@ -78,6 +81,7 @@ LogicalResult printOffload(ModuleOp module, const MemoryPlan &plan, llvm::raw_os
       break;
     case DSRT_CATEGORY_OPTIMIZER_STATE:
     case DSRT_CATEGORY_BUFFERS:
+    case DSRT_CATEGORY_KV_CACHE:
     case DSRT_CATEGORY_NONE:
       offOptim += bytes;
       break;

@@ -29,6 +29,11 @@ int64_t bytes(Value v) {
   return t.getNumElements() * std::max<int64_t>(1, t.getElementType().getIntOrFloatBitWidth() / 8);
 }
 int64_t lastDim(Value v) { return cast<RankedTensorType>(v.getType()).getShape().back(); }
+/// The keys one sequence of a ds.paged_attention can reach: its page table's width in pages
+/// of the cache's page size.
+int64_t pagedKeys(PagedAttentionOp a) {
+  return a.getPages().getType().getShape()[1] * a.getKCache().getType().getShape()[2];
+}
 
 /// Every tensor operand and result once.
 int64_t allBytes(Operation *op) {
@@ -177,8 +182,39 @@ Work workOf(Operation *op) {
   // subtract) and the decay (2).
   if (isa<AdamWUpdateOp>(op))
     return perInput(op, 13);
+  // Attention against the paged cache, as ds.attention over the keys the page table can hold
+  // (lengths are known only when it runs: this is the bound at the table's capacity).
+  if (auto a = dyn_cast<PagedAttentionOp>(op)) {
+    ArrayRef<int64_t> q = a.getQuery().getType().getShape();
+    int64_t scores = q[0] * q[1] * q[2] * pagedKeys(a);
+    int64_t f = 2 * scores * (q[3] + lastDim(a.getVCache()));
+    return {f + 7 * scores, f};
+  }
+  // The token's choice: the warpers' softmax of each logit (5, as ds.softmax) and the draw.
+  if (isa<SampleOp>(op))
+    return perInput(op, 5);
   // Lookups, views, copies, constants and state access compute nothing.
   return {};
+}
+
+/// The bytes an op moves where that is not every operand and result whole: the paged cache's
+/// ops touch only the pages of their sequences (ds.paged_attention: at most the page table's
+/// capacity; ds.cache_write: the new tokens' rows, read and written); -1 for the others.
+int64_t partialBytes(Operation *op) {
+  auto elem = [](Value v) {
+    return std::max<int64_t>(1, cast<RankedTensorType>(v.getType()).getElementTypeBitWidth() / 8);
+  };
+  if (auto w = dyn_cast<CacheWriteOp>(op))
+    return 2 * (bytes(w.getKey()) + bytes(w.getValue())) + bytes(w.getSlots());
+  if (auto a = dyn_cast<PagedAttentionOp>(op)) {
+    ArrayRef<int64_t> q = a.getQuery().getType().getShape();
+    int64_t heads = a.getKCache().getType().getShape()[1];
+    int64_t rows = q[0] * heads * pagedKeys(a);
+    return rows * (lastDim(a.getKCache()) + lastDim(a.getVCache())) * elem(a.getKCache()) +
+           bytes(a.getQuery()) + bytes(a.getResult()) + bytes(a.getPages()) +
+           bytes(a.getContextLens()) + bytes(a.getQLens());
+  }
+  return -1;
 }
 
 /// Views: no bytes moved.
@@ -191,7 +227,12 @@ template <typename OpT>
 struct OpCost : public CostOpInterface::ExternalModel<OpCost<OpT>, OpT> {
   int64_t getFlops(Operation *op) const { return workOf(op).flops; }
   int64_t getMatmulFlops(Operation *op) const { return workOf(op).matmul; }
-  int64_t getMemoryBytes(Operation *op) const { return isView(op) ? 0 : allBytes(op); }
+  int64_t getMemoryBytes(Operation *op) const {
+    if (isView(op))
+      return 0;
+    int64_t partial = partialBytes(op);
+    return partial >= 0 ? partial : allBytes(op);
+  }
 };
 
 /// The shard collectives move bytes and add at most one operation per element (reductions).

@@ -84,6 +84,10 @@ inline std::string pipelineStepName(int64_t rank) {
 inline std::string optimizerStepName(int64_t rank) {
   return (kOptimizerStepPrefix + llvm::Twine(rank)).str();
 }
+/// Generation's programs (ds-derive-generation): a prompt's chunk and one token, for each of
+/// the batch's sequences.
+inline constexpr llvm::StringLiteral kPrefillName = "prefill";
+inline constexpr llvm::StringLiteral kDecodeName = "decode";
 /// The C symbol ds-lower-to-runtime gives a step function (ds_micro_step, ...), which the
 /// driver calls.
 inline std::string entryPointName(llvm::StringRef function) { return ("ds_" + function).str(); }

@@ -795,5 +795,6 @@ def DS_MeshCoordinateOp : DS_Op<"mesh_coordinate", [Pure]> {
 }
 
 include "ds/IR/DSTrainOps.td"
+include "ds/IR/DSGenerateOps.td"
 
 #endif // DS_OPS_TD

@@ -37,6 +37,15 @@ LogicalResult StateOp::verify() {
   case SlotRole::found_inf:
     scalarOfNone = true;
     break;
+  case SlotRole::kv_cache:
+    // Generation's cache: of no parameter, [pages, heads, page size, width].
+    if (getOfAttr())
+      return emitOpError() << "a kv_cache belongs to no parameter: drop `of`";
+    if (getTensorType().getRank() != 4 || !isa<FloatType>(getTensorType().getElementType()))
+      return emitOpError() << "a kv_cache is a float tensor of rank 4 [pages, heads, page "
+                              "size, width], not "
+                           << getType();
+    return success();
   case SlotRole::grad:
   case SlotRole::exp_avg:
   case SlotRole::exp_avg_sq:
@@ -103,6 +112,7 @@ LogicalResult FlatBufferOp::verify() {
   case SlotRole::found_inf:
   case SlotRole::param_shard:
   case SlotRole::grad_shard:
+  case SlotRole::kv_cache:
     return emitOpError() << "role '" << stringifySlotRole(getRole())
                          << "' is not a flat buffer's (params, grads or params_sharded)";
   }

@@ -18,13 +18,16 @@ def DS_StateOp : DS_Op<"state", [Symbol, HasParent<"::mlir::ModuleOp">]> {
     ```
     A state of no parameter is a scalar of the training loop that the compiled step shares
     with the driver: role `loss_scale` (fp16's dynamic loss scale, set by the driver before a
-    step) or `found_inf` (1 when the step's gradients overflowed, set by `@optimizer_step`).
+    step) or `found_inf` (1 when the step's gradients overflowed, set by `@optimizer_step`);
+    or generation's key/value cache, role `kv_cache` (`[pages, heads, page size, width]`,
+    kept between a generation program's calls; see `ds.cache_write`).
 
     **Constraints:** the symbol name is not empty; the role is a state's (`grad`,
     `exp_avg`, `exp_avg_sq`, `momentum_buffer`, `master`, `loss_scale`, `found_inf`,
-    `param_shard`, `grad_shard`); `of` names a trainable `ds.parameter` (or, for a ZeRO shard,
-    the `ds.flat_buffer` it partitions); without `of`, the role is `loss_scale` or `found_inf`
-    and the type a scalar.
+    `param_shard`, `grad_shard`, `kv_cache`); `of` names a trainable `ds.parameter` (or, for
+    a ZeRO shard, the `ds.flat_buffer` it partitions); without `of`, the role is `loss_scale`
+    or `found_inf` and the type an f32 scalar, or `kv_cache` and the type a float tensor of
+    rank 4 (a cache takes no `of`).
   }];
   let arguments = (ins SymbolNameAttr:$sym_name, OptionalAttr<FlatSymbolRefAttr>:$of,
                        DS_SlotRoleAttr:$role, TypeAttrOf<AnyStaticShapeTensor>:$type);

@@ -111,6 +111,7 @@ void OffloadPass::placeStates(ModuleOp module) {
       break;
     case SlotRole::loss_scale:
     case SlotRole::found_inf: // the driver's scalars stay on the device
+    case SlotRole::kv_cache:  // generation's cache: read by every decode step
     case SlotRole::parameter:
     case SlotRole::buffer:
     case SlotRole::params:

@@ -111,7 +111,8 @@ struct Offloadable {
 class MemoryPlan {
 public:
   /// Plans `module`, prepared for it: a training step (@micro_step and @optimizer_step, or
-  /// ds-pipeline's per-rank programs). Fails, with a diagnostic, on a step it cannot plan.
+  /// ds-pipeline's per-rank programs), or generation's programs (@prefill and @decode). Fails,
+  /// with a diagnostic, on a step it cannot plan.
   static FailureOr<MemoryPlan> compute(ModuleOp module);
 
   const SlotTable &slots() const { return slots_; }
@@ -122,6 +123,9 @@ public:
     func::FuncOp func;
     std::string symbol; ///< ds_micro_step, ds_optimizer_step, ds_pipeline_step_R, ...
     bool microStep = false;
+    /// A generation program (@prefill, @decode): its inputs in an array like a micro-step's,
+    /// its results written to a second array (the caller frees them).
+    bool generation = false;
   };
   ArrayRef<PlannedFunction> functions() const { return functions_; }
 
@@ -148,6 +152,15 @@ public:
   int64_t pipelineStages = 1, pipelineMicroBatches = 1;
   PipelineSchedule pipelineSchedule = PipelineSchedule::one_f_one_b;
   int64_t ppAxis = -1;
+  /// Generation's programs (@prefill, @decode; none for a training step), each with its
+  /// inputs and results and the peak while it runs (its inputs and results included).
+  struct GenerationCall {
+    std::string name;
+    std::vector<std::pair<std::string, RankedTensorType>> inputs;
+    std::vector<RankedTensorType> results;
+    int64_t inputBytes = 0, peak = 0;
+  };
+  std::vector<GenerationCall> generation;
   /// The largest buffers (persistent and temporaries), by bytes then plan order.
   std::vector<std::pair<int64_t, std::string>> largest(size_t count) const;
   /// Without offload: what its keys would move (ZeRO stage from #ds.run).

@@ -116,6 +116,7 @@ int64_t recomputedFlops(ModuleOp step);
 struct RankMemory {
   int64_t params = 0, grads = 0, optim = 0, buffers = 0, peak = 0, comm = 0, inputs = 0;
   int64_t activations = 0;
+  int64_t cache = 0; ///< generation's key/value cache
   bool microPeak = true; ///< the peak is in the step (not the update)
 };
 /// The rank of pipeline stage `ppRank` (-1: the whole step's, every rank alike off a pipeline).

@@ -2,7 +2,8 @@
 //
 // A micro-step (or a pipeline rank's step) becomes `ptr (ptr ctx, ptr inputs)`, its arguments
 // loaded from the inputs array; an update becomes `void (ptr ctx, ptr lr, ptr step, ptr beta1,
-// ptr aux_lr)`. At the return, every transfer still in flight is waited for.
+// ptr aux_lr)`; a generation program `void (ptr ctx, ptr inputs, ptr results)`, its results
+// stored into the results array. At the return, every transfer still in flight is waited for.
 //
 #include "RuntimeLowering.h"
 
@@ -32,7 +33,9 @@ struct FuncLowering : OpConversionPattern<func::FuncOp> {
       args.push_back(ptr);
     else
       args.append(func.getNumArguments(), ptr);
-    Type result = func.getNumResults() ? ptr : lowering.voidTy;
+    if (planned->generation)
+      args.push_back(ptr); // the results array
+    Type result = func.getNumResults() && !planned->generation ? ptr : lowering.voidTy;
     OpBuilder::InsertionGuard guard(rewriter);
     rewriter.setInsertionPointToEnd(lowering.module.getBody());
     auto fn = LLVM::LLVMFuncOp::create(rewriter, func.getLoc(), planned->symbol,
@@ -77,10 +80,28 @@ struct ReturnLowering : OpConversionPattern<func::ReturnOp> {
     e.waitFor(plan.waits);
     e.waitStores(plan.storesWaited);
     SmallVector<Value> results;
-    if (ret.getNumOperands())
+    if (isGeneration()) {
+      // Into the caller's results array (the function's last argument).
+      Value array = ret->getParentOfType<LLVM::LLVMFuncOp>().getArguments().back();
+      Type ptr = lowering.ptrTy;
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        Value slot = LLVM::GEPOp::create(rewriter, ret.getLoc(), ptr, ptr, array,
+                                         ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(i)});
+        LLVM::StoreOp::create(rewriter, ret.getLoc(), lowering.lowered.lookup(v), slot);
+      }
+    } else if (ret.getNumOperands()) {
       results.push_back(lowering.lowered.lookup(ret.getOperand(0)));
+    }
     rewriter.replaceOpWithNewOp<LLVM::ReturnOp>(ret, results);
     return success();
+  }
+
+  /// Whether `ret` ends a generation program (the function being converted).
+  bool isGeneration() const {
+    for (const MemoryPlan::PlannedFunction &f : lowering.plan.functions())
+      if (f.func == lowering.fn->owner)
+        return f.generation;
+    return false;
   }
 
   RuntimeLowering &lowering;

@@ -22,4 +22,5 @@ void mlir::ds::runtime::populateKernelPatterns(KernelPatterns &patterns) {
   populateExpertKernels(patterns);
   populateConvolutionKernels(patterns);
   populateDataMovementKernels(patterns);
+  populateGenerationKernels(patterns);
 }

@@ -110,6 +110,7 @@ void populateExpertKernels(KernelPatterns &patterns);         // Experts.cpp
 void markUnreadUnroutedRows(ModuleOp module);
 void populateConvolutionKernels(KernelPatterns &patterns);    // Convolution.cpp
 void populateDataMovementKernels(KernelPatterns &patterns);   // DataMovement.cpp
+void populateGenerationKernels(KernelPatterns &patterns);     // Generation.cpp
 
 } // namespace mlir::ds::runtime
 

@@ -2,7 +2,8 @@
 //
 // The ops whose lowering is mostly where their values live: slot reads and writes (NVMe ones
 // on the transfer stream), moves between the spaces, reshapes and slices that are views,
-// matmuls on strided views, insertions written into a dying buffer, AdamW in place. The
+// matmuls on strided views, insertions written into a dying buffer, AdamW and the key/value
+// cache's writes in place. The
 // memory plan decided each placement; these patterns emit it.
 //
 #include "RuntimeLowering.h"
@@ -95,6 +96,24 @@ struct AdamWLowering : RuntimeOpPattern<AdamWUpdateOp> {
     return success();
   }
 };
+
+struct CacheWriteLowering : RuntimeOpPattern<CacheWriteOp> {
+  using RuntimeOpPattern::RuntimeOpPattern;
+  LogicalResult lower(CacheWriteOp w, const OpPlan &plan, CallEmitter &e) const override {
+    // The tokens written into the cache's own storage (the plan's choice when the new cache
+    // goes back to its state), or into a copy of it.
+    Value olds[2] = {w.getKCache(), w.getVCache()};
+    Tensor outs[2];
+    for (int i = 0; i < 2; ++i) {
+      outs[i] = e.place(w->getResult(i), plan.results[i]);
+      if (plan.results[i].kind != Placement::ViewOf)
+        e.call(fn::dsrt_copy, e.ctx(), outs[i], e.operand(olds[i]));
+    }
+    e.call(fn::dsrt_cache_write, e.ctx(), outs[0], outs[1], e.operand(w.getKey()),
+           e.operand(w.getValue()), e.operand(w.getSlots()));
+    return success();
+  }
+};
 } // namespace
 
 FailureOr<bool> mlir::ds::runtime::lowerArrangement(Operation *op, const OpPlan &plan,
@@ -144,5 +163,5 @@ void mlir::ds::runtime::populateMemoryPatterns(const TypeConverter &types,
                                                RuntimeLowering &lowering) {
   patterns.add<GetParameterLowering, MoveLowering, AssignLowering<AssignOp>,
                AssignLowering<AssignBufferOp>, ReshapeLowering, InsertSliceLowering,
-               AdamWLowering>(types, patterns.getContext(), lowering);
+               AdamWLowering, CacheWriteLowering>(types, patterns.getContext(), lowering);
 }

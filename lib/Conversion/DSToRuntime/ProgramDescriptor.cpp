@@ -19,9 +19,10 @@ using namespace mlir::ds::runtime;
 namespace {
 const char *dtypeName(Type element) { return dsrt_dtype_name(dtypeCodeOf(element)); }
 
-llvm::json::Array describeInputs(const MemoryPlan &plan) {
+llvm::json::Array describeInputs(
+    ArrayRef<std::pair<std::string, RankedTensorType>> named) {
   llvm::json::Array inputs;
-  for (auto &[name, type] : plan.inputs)
+  for (auto &[name, type] : named)
     inputs.push_back(llvm::json::Object{{"name", name},
                                         {"dtype", dtypeName(type.getElementType())},
                                         {"dims", llvm::json::Array(type.getShape())}});
@@ -105,6 +106,25 @@ llvm::json::Object describePlan(const MemoryPlan &plan) {
   return p;
 }
 
+/// Generation's programs: each one's entry point, inputs and results (in the arrays' order)
+/// and its peak.
+llvm::json::Array describeGeneration(const MemoryPlan &plan) {
+  llvm::json::Array calls;
+  for (const MemoryPlan::GenerationCall &c : plan.generation) {
+    llvm::json::Array results;
+    for (RankedTensorType t : c.results)
+      results.push_back(llvm::json::Object{{"dtype", dtypeName(t.getElementType())},
+                                           {"dims", llvm::json::Array(t.getShape())}});
+    calls.push_back(llvm::json::Object{{"name", c.name},
+                                       {"symbol", entryPointName(c.name)},
+                                       {"inputs", describeInputs(c.inputs)},
+                                       {"results", std::move(results)},
+                                       {"input_bytes", c.inputBytes},
+                                       {"peak_bytes", c.peak}});
+  }
+  return calls;
+}
+
 llvm::json::Object describePipeline(const MemoryPlan &plan) {
   llvm::json::Array ranks;
   for (const RankPlan &r : plan.ranks)
@@ -127,7 +147,7 @@ void mlir::ds::runtime::emitProgramDescriptor(RuntimeLowering &l, OpBuilder &b) 
   llvm::json::Array sites;
   for (const std::string &site : l.siteNames())
     sites.push_back(site);
-  llvm::json::Object root{{"inputs", describeInputs(plan)},
+  llvm::json::Object root{{"inputs", describeInputs(plan.inputs)},
                           {"sites", std::move(sites)},
                           {"slots", describeSlots(plan.slots())},
                           {"plan", describePlan(plan)}};
@@ -136,6 +156,8 @@ void mlir::ds::runtime::emitProgramDescriptor(RuntimeLowering &l, OpBuilder &b) 
   // A pipeline: one call of ds_micro_step runs the step's micro-batches on this rank's stage.
   if (plan.ppAxis >= 0)
     root["pipeline"] = describePipeline(plan);
+  if (!plan.generation.empty())
+    root["generation"] = describeGeneration(plan);
   // The runtime joins this mesh (its groups are masks of these axes).
   if (auto mesh = l.module->getAttrOfType<MeshAttr>(kMeshAttrName)) {
     llvm::json::Array axes;

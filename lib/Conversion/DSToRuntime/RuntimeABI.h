@@ -126,7 +126,7 @@ template <class R, class... P> struct Function<R(P...)> {
   X(dsrt_insert_slice) X(dsrt_dropout_mask) X(dsrt_conv2d) X(dsrt_conv2d_grad_input)          \
   X(dsrt_conv2d_grad_weight) X(dsrt_max_pool2d) X(dsrt_max_pool2d_grad) X(dsrt_avg_pool2d)    \
   X(dsrt_avg_pool2d_grad) X(dsrt_adaptive_avg_pool2d) X(dsrt_adaptive_avg_pool2d_grad)        \
-  X(dsrt_adamw_update)
+  X(dsrt_adamw_update) X(dsrt_cache_write) X(dsrt_paged_attention) X(dsrt_sample)
 
 /// `fn::dsrt_fill` and so on: the functions of DS_RUNTIME_FUNCTIONS.
 namespace fn {

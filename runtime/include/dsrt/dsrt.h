@@ -307,11 +307,13 @@ dsrt_event *dsrt_expert_combine(dsrt_context *ctx, int32_t group, dsrt_tensor *o
   X(DSRT_ROLE_GRADS, grads, flat,                                                              \
     "a flat, padded buffer of gradients (ZeRO stage 1)")                                       \
   X(DSRT_ROLE_PARAMS_SHARDED, params_sharded, flat,                                            \
-    "a flat parameter buffer kept as its shards (ZeRO 3)")
+    "a flat parameter buffer kept as its shards (ZeRO 3)")                                     \
+  X(DSRT_ROLE_KV_CACHE, kv_cache, cache,                                                       \
+    "an attention's keys or values in pages, kept between generation calls (dsrt_cache_write)")
 typedef enum dsrt_slot_role { DSRT_SLOT_ROLES(DSRT_ENUMERATOR_) } dsrt_slot_role;
 DSRT_ENUM_NAMES_(DSRT_SLOT_ROLES, dsrt_slot_role_name, dsrt_slot_role_from_name)
-/** The kind of a slot of `role` ("parameter", "buffer", "gradient", "state", "flat"), or NULL
- *  for a code that is not a role. */
+/** The kind of a slot of `role` ("parameter", "buffer", "gradient", "state", "flat", "cache"),
+ *  or NULL for a code that is not a role. */
 static inline const char *dsrt_slot_role_kind(int32_t role) {
   switch (role) {
 #define DSRT_SLOT_ROLE_KIND_(e, name, kind, ...)                                               \
@@ -334,6 +336,8 @@ typedef enum dsrt_state_category {
   DSRT_CATEGORY_BUFFERS,
   /** The loss scaler's scalars: none of the above. */
   DSRT_CATEGORY_NONE,
+  /** Generation's key/value cache (not model state: it holds the requests' tokens). */
+  DSRT_CATEGORY_KV_CACHE,
 } dsrt_state_category;
 static inline dsrt_state_category dsrt_slot_role_category(dsrt_slot_role role) {
   switch (role) {
@@ -356,6 +360,8 @@ static inline dsrt_state_category dsrt_slot_role_category(dsrt_slot_role role) {
   case DSRT_ROLE_LOSS_SCALE:
   case DSRT_ROLE_FOUND_INF:
     return DSRT_CATEGORY_NONE;
+  case DSRT_ROLE_KV_CACHE:
+    return DSRT_CATEGORY_KV_CACHE;
   }
   return DSRT_CATEGORY_NONE;
 }

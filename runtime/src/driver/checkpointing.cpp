@@ -132,6 +132,7 @@ void Checkpointer::collect() {
     case DSRT_ROLE_PARAMS:
     case DSRT_ROLE_GRADS:
     case DSRT_ROLE_PARAMS_SHARDED: // flat buffers: their members are
+    case DSRT_ROLE_KV_CACHE:       // generation's requests, not the model's state
       break;
     }
   }

@@ -151,6 +151,7 @@ ModelStateBytes Session::modelState() const {
       m.optim += owned;
       break;
     case DSRT_CATEGORY_BUFFERS:
+    case DSRT_CATEGORY_KV_CACHE:
     case DSRT_CATEGORY_NONE:
       break;
     }
