@@ -162,7 +162,7 @@ struct ConfigureStepPass : PassWrapper<ConfigureStepPass, OperationPass<ModuleOp
                             "imported .mlir with --config)";
       return signalPassFailure();
     }
-    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    auto forward = module.lookupSymbol<func::FuncOp>(kForwardName);
     if (!forward) {
       module.emitError() << "no func.func @forward to train";
       return signalPassFailure();

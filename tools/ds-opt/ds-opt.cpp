@@ -10,6 +10,7 @@
 #include "ds/IR/DSDialect.h"
 #include "ds/InitAll.h"
 #include "ds/Config/DeepSpeedConfig.h"
+#include "ds/Pipelines/Generation.h"
 #include "ds/Pipelines/Pipelines.h"
 #include "ds/Transforms/TensorParallelRemarks.h"
 #ifdef DS_ENABLE_TORCH
@@ -38,6 +39,7 @@
 
 #include <chrono>
 #include <optional>
+#include <variant>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -91,6 +93,16 @@ static cl::opt<std::string> clusterSpec(
              "preset NAME[:NODES]; --comm-report then adds each row's time by the "
              "communication model"),
     cl::value_desc("FILE|PRESET[:NODES]"), cl::init(""), cl::cat(trainCategory));
+static cl::OptionCategory inferenceCategory("Generation options");
+static cl::opt<bool> inference(
+    "inference",
+    cl::desc("Build generation's programs of a causal LM (a .pt2 or .pt whose forward takes "
+             "input_ids, position_ids and optionally attention_mask and returns the logits): "
+             "@prefill and @decode over a paged key/value cache, as --config (DeepSpeed "
+             "init_inference's keys: dtype, tensor_parallel, max_tokens, max_batch; and "
+             "page_size, prefill_chunk) sizes them"),
+    cl::cat(inferenceCategory));
+
 static cl::opt<bool> plan(
     "plan",
     cl::desc("Choose the layout for --cluster: compile every pp x dp x tp x sp of the job's "
@@ -278,6 +290,75 @@ static OwningOpRef<ModuleOp> importModel(llvm::StringRef inputFile, llvm::String
 #endif
 }
 
+/// Prints `module` to `outputFile`; the exit code.
+static int writeModule(ModuleOp module, llvm::StringRef outputFile) {
+  std::string message;
+  auto output = openOutputFile(outputFile, &message);
+  if (!output)
+    return fail(message);
+  module->print(output->os(), OpPrintingFlags());
+  output->os() << "\n";
+  output->keep();
+  return 0;
+}
+
+/// The JSON object in --config's file, or the exit code of the failure to read it.
+static std::variant<llvm::json::Object, int> readConfigObject() {
+  auto buffer = llvm::MemoryBuffer::getFile(configPath);
+  if (!buffer)
+    return fail("cannot open --config '" + configPath + "'");
+  auto parsed = llvm::json::parse((*buffer)->getBuffer());
+  if (!parsed || !parsed->getAsObject())
+    return fail("--config '" + configPath + "' is not a JSON object" +
+                (parsed ? std::string() : ": " + llvm::toString(parsed.takeError())));
+  return std::move(*parsed->getAsObject());
+}
+
+/// ds-opt MODEL --inference: the forward imported at a prompt chunk's tokens and at one
+/// token, each made a generation program, in one module with the weights beside it.
+static int runInference(llvm::StringRef inputFile, llvm::StringRef outputFile,
+                        MLIRContext &context) {
+#ifdef DS_ENABLE_TORCH
+  if (configPath.empty())
+    return fail("--inference needs --config F (DeepSpeed init_inference's keys: dtype, "
+                "tensor_parallel, max_tokens, max_batch; and page_size, prefill_chunk)");
+  if (!inputSpecs.empty() || lossIndex >= 0)
+    return fail("--input and --loss-index do not apply to --inference: every input is i64 "
+                "[max_batch, tokens] and the program returns the logits");
+  if (outputFile == "-")
+    return fail("-o GEN.mlir is required with --inference: the weights are written beside it "
+                "as GEN.safetensors");
+  auto object = readConfigObject();
+  if (int *code = std::get_if<int>(&object))
+    return *code;
+  auto cfg = mlir::ds::parseGenerationConfig(std::get<llvm::json::Object>(object));
+  if (!cfg)
+    return fail(llvm::toString(cfg.takeError()));
+  llvm::SmallString<256> weights(outputFile);
+  llvm::sys::path::replace_extension(weights, ".safetensors");
+  auto importAt = [&](int64_t tokens, bool writeWeights) {
+    mlir::ds::TorchScriptImportOptions options;
+    options.everyInput =
+        RankedTensorType::get({cfg->maxBatch, tokens}, IntegerType::get(&context, 64));
+    options.logits = true;
+    if (writeWeights)
+      options.weightsPath = weights.str().str();
+    return mlir::ds::importTorchScript(inputFile, options, &context);
+  };
+  OwningOpRef<ModuleOp> prefill = importAt(cfg->prefillChunk, true);
+  if (!prefill)
+    return 1;
+  OwningOpRef<ModuleOp> decode = importAt(1, false);
+  if (!decode || failed(mlir::ds::buildGenerationModule(*prefill, *decode, *cfg)) ||
+      failed(verify(*prefill)))
+    return 1;
+  return writeModule(*prefill, outputFile);
+#else
+  return fail("'" + inputFile + "' is a PyTorch model but this ds-opt was built without the "
+              "TorchScript importer (run scripts/setup.sh and rebuild)");
+#endif
+}
+
 /// ds-opt MODEL --plan: every layout compiled and ranked; the best written as a config.
 static int runPlan(llvm::StringRef inputFile, MLIRContext &context) {
 #ifdef DS_ENABLE_TORCH
@@ -287,14 +368,10 @@ static int runPlan(llvm::StringRef inputFile, MLIRContext &context) {
   auto cluster = mlir::ds::loadCluster(clusterSpec);
   if (!cluster)
     return fail(llvm::toString(cluster.takeError()));
-  auto buffer = llvm::MemoryBuffer::getFile(configPath);
-  if (!buffer)
-    return fail("cannot open --config '" + configPath + "'");
-  auto parsed = llvm::json::parse((*buffer)->getBuffer());
-  if (!parsed || !parsed->getAsObject())
-    return fail("--config '" + configPath + "' is not a JSON object" +
-                (parsed ? std::string() : ": " + llvm::toString(parsed.takeError())));
-  const llvm::json::Object &base = *parsed->getAsObject();
+  auto object = readConfigObject();
+  if (int *code = std::get_if<int>(&object))
+    return *code;
+  const llvm::json::Object &base = std::get<llvm::json::Object>(object);
   mlir::ds::PlanRequest request;
   request.cluster = &*cluster;
   request.devices = worldSize ? worldSize : cluster->devices();
@@ -436,7 +513,7 @@ int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   // LLVM's own options (codegen, targets), registered when libLLVM loads, stay out of --help
   // (--help-hidden lists them); MLIR's, registered below, and ds's are shown.
-  mlir::ds::hideLLVMOptions({&importCategory, &trainCategory});
+  mlir::ds::hideLLVMOptions({&importCategory, &trainCategory, &inferenceCategory});
   DialectRegistry registry;
   mlir::ds::registerAllDialects(registry);
   mlir::ds::registerAllPasses();
@@ -470,6 +547,15 @@ int main(int argc, char **argv) {
     MLIRContext planContext(registry);
     planContext.loadAllAvailableDialects();
     return runPlan(inputFile, planContext);
+  }
+
+  if (inference) {
+    if (!model)
+      return fail("--inference takes the model (.pt or .pt2): it imports its forward at the "
+                  "prompt chunk's tokens and at one token");
+    MLIRContext inferenceContext(registry);
+    inferenceContext.loadAllAvailableDialects();
+    return runInference(inputFile, outputFile, inferenceContext);
   }
 
   // The DeepSpeed config: the training step to build (the pipeline ds-train-step).
@@ -560,12 +646,5 @@ int main(int argc, char **argv) {
   pm.enableVerifier(config.shouldVerifyPasses());
   if (failed(pm.run(*module)) || failed(verify(*module)))
     return 1;
-  std::string message;
-  auto output = openOutputFile(outputFile, &message);
-  if (!output)
-    return fail(message);
-  module->print(output->os(), OpPrintingFlags());
-  output->os() << "\n";
-  output->keep();
-  return 0;
+  return writeModule(*module, outputFile);
 }

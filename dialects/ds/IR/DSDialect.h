@@ -71,6 +71,9 @@ inline constexpr llvm::StringLiteral kStagesAttrName = "ds.stages";
 inline constexpr llvm::StringLiteral kPipelineRankAttrName = "ds.pipeline_rank";
 inline constexpr llvm::StringLiteral kScheduleAttrName = "ds.schedule";
 
+/// The model's forward as the importer names it, which the training passes and
+/// ds-derive-generation start from.
+inline constexpr llvm::StringLiteral kForwardName = "forward";
 // The training step's functions, as ds-autodiff, ds-optimizer and ds-pipeline name them and
 // the later passes, the memory plan and the reports find them.
 inline constexpr llvm::StringLiteral kMicroStepName = "micro_step";

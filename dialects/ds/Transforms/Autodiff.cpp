@@ -260,7 +260,7 @@ void AutodiffPass::runOnOperation() {
 }
 
 LogicalResult Differentiator::check() {
-  func = module.lookupSymbol<func::FuncOp>("forward");
+  func = module.lookupSymbol<func::FuncOp>(kForwardName);
   if (!func) {
     module.emitError() << "ds-autodiff needs a func.func @forward (import a model with ds-opt "
                           "MODEL.pt first)";

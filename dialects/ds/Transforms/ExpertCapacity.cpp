@@ -73,7 +73,7 @@ void ExpertCapacityPass::runOnOperation() {
                        << static_cast<int64_t>(minCapacity);
     return signalPassFailure();
   }
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  auto forward = module.lookupSymbol<func::FuncOp>(kForwardName);
   if (!forward) {
     module.emitError() << kPass << " needs @forward (the imported model)";
     return signalPassFailure();

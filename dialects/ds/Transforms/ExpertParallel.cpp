@@ -173,7 +173,7 @@ void ExpertParallelPass::runOnOperation() {
     module.emitError() << kPass << ": expert-parallel-size must be >= 1";
     return signalPassFailure();
   }
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  auto forward = module.lookupSymbol<func::FuncOp>(kForwardName);
   if (!forward) {
     module.emitError() << kPass << " needs @forward (the imported model)";
     return signalPassFailure();

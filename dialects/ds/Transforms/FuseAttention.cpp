@@ -16,6 +16,8 @@
 //
 #include "ds/Transforms/Passes.h"
 
+#include "RepeatedHeads.h"
+
 #include "mlir/IR/Builders.h"
 
 #include <cmath>
@@ -235,28 +237,6 @@ bool isCausalConstant(Value mask) {
   return true;
 }
 
-/// The key/value heads that `x` repeats as HF's repeat_kv does (reshape [B, Hk, S, E] to
-/// [B, Hk, 1, S, E], broadcast to [B, Hk, g, S, E], reshape to [B, Hk g, S, E]), or null.
-Value repeatedHeads(Value x) {
-  auto outer = x.getDefiningOp<ReshapeOp>();
-  auto wide = outer ? outer.getInput().getDefiningOp<BroadcastToOp>() : BroadcastToOp();
-  auto inner = wide ? wide.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
-  if (!inner)
-    return {};
-  ArrayRef<int64_t> from = typeOf(inner.getInput()).getShape(),
-                    one = typeOf(inner.getResult()).getShape(),
-                    grown = typeOf(wide.getResult()).getShape(),
-                    to = typeOf(outer.getResult()).getShape();
-  if (from.size() != 4 || one.size() != 5 || grown.size() != 5)
-    return {};
-  const bool same = one[0] == from[0] && one[1] == from[1] && one[2] == 1 &&
-                    one[3] == from[2] && one[4] == from[3] && grown[0] == one[0] &&
-                    grown[1] == one[1] && grown[3] == one[3] && grown[4] == one[4] &&
-                    to[0] == from[0] && to[1] == from[1] * grown[2] && to[2] == from[2] &&
-                    to[3] == from[3];
-  return same ? inner.getInput() : Value();
-}
-
 void FuseAttentionPass::runOnOperation() {
   ModuleOp module = getOperation();
   module.walk([&](func::FuncOp f) {
@@ -294,3 +274,24 @@ void FuseAttentionPass::runOnOperation() {
 }
 
 } // namespace
+
+// (RepeatedHeads.h)
+Value mlir::ds::repeatedHeads(Value x) {
+  auto outer = x.getDefiningOp<ReshapeOp>();
+  auto wide = outer ? outer.getInput().getDefiningOp<BroadcastToOp>() : BroadcastToOp();
+  auto inner = wide ? wide.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  if (!inner)
+    return {};
+  ArrayRef<int64_t> from = typeOf(inner.getInput()).getShape(),
+                    one = typeOf(inner.getResult()).getShape(),
+                    grown = typeOf(wide.getResult()).getShape(),
+                    to = typeOf(outer.getResult()).getShape();
+  if (from.size() != 4 || one.size() != 5 || grown.size() != 5)
+    return {};
+  const bool same = one[0] == from[0] && one[1] == from[1] && one[2] == 1 &&
+                    one[3] == from[2] && one[4] == from[3] && grown[0] == one[0] &&
+                    grown[1] == one[1] && grown[3] == one[3] && grown[4] == one[4] &&
+                    to[0] == from[0] && to[1] == from[1] * grown[2] && to[2] == from[2] &&
+                    to[3] == from[3];
+  return same ? inner.getInput() : Value();
+}

@@ -75,7 +75,7 @@ void MixedPrecisionPass::runOnOperation() {
     }
     return;
   }
-  auto func = module.lookupSymbol<func::FuncOp>("forward");
+  auto func = module.lookupSymbol<func::FuncOp>(kForwardName);
   if (!func) {
     module.emitError() << "ds-mixed-precision runs before ds-autodiff on a func.func @forward "
                           "(import a model with ds-opt MODEL.pt first)";

@@ -731,13 +731,48 @@ def DSVerifyCollectives : Pass<"ds-verify-collectives", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::shard::ShardDialect"];
 }
 
+def DSDeriveGeneration : Pass<"ds-derive-generation", "::mlir::ModuleOp"> {
+  let summary = "A causal LM's forward as a generation program over a paged key/value cache.";
+  let description = [{
+    Input: `@forward` of a causal language model, as imported from its export: inputs
+    `input_ids` and `position_ids` `[B, T]` (i64) and optionally `attention_mask` `[B, T]`,
+    one result, the logits `[B, T, V]`, and causal `ds.attention`s (the `causal` attribute or
+    a mask: the model's own causal and padding mask, which this pass drops). Output: the same
+    function as `@<name>` (`prefill` for a prompt's chunk of up to T tokens, `decode` for
+    T = 1) taking `input_ids`, `position_ids`, `slots [B, T]`, `pages [B, max-pages]`,
+    `context_lens [B]`, `q_lens [B]` and the sampling parameters `temperature`, `top_k`,
+    `top_p`, `seeds`, `steps [B]`, and returning each sequence's next token `[B]` (i64) and
+    the logits of its last real token `[B, V]`. Each attention, in program order the cache's
+    layer L, writes its keys and values to the states `@"cache.L.key"` and `@"cache.L.value"`
+    (role `kv_cache`, `[pages, Hk, page-size, E]`; created once, shared by the module's
+    programs) with `ds.cache_write` and attends with `ds.paged_attention`; keys and values
+    that repeat their heads for grouped-query attention (HF's `repeat_kv`) are cached before
+    the repeat. The rotary tables and learned positions come from `position_ids` as the
+    forward computes them. An `attention_mask` input is dropped: padding is `q_lens` and the
+    page table. Refuses, naming the fix, a forward without `position_ids`, with another input,
+    with a second result or logits of another shape, with a bidirectional attention, or whose
+    attention's log-sum-exp is read.
+  }];
+  let dependentDialects = ["::mlir::ds::DSDialect"];
+  let options = [
+    Option<"name", "name", "std::string", "\"decode\"",
+           "The program's name: prefill or decode">,
+    Option<"pages", "pages", "int64_t", "0", "Pages of the cache (every layer's)">,
+    Option<"pageSize", "page-size", "int64_t", "16", "Positions per page">,
+    Option<"maxPages", "max-pages", "int64_t", "0",
+           "Pages one sequence can hold (the page table's width)">,
+  ];
+}
+
 def DSLowerToRuntime : Pass<"ds-lower-to-runtime", "::mlir::ModuleOp"> {
   let summary = "Lowers a training step to LLVM dialect calls of the dsrt runtime's C API.";
   let description = [{
     Input: a module with `@micro_step` and `@optimizer_step` (from `ds-autodiff` and
-    `ds-optimizer`). Output: LLVM dialect functions `ds_init_slots`, `ds_micro_step`,
-    `ds_optimizer_step` and a `ds_metadata` JSON string (inputs, persistent slots, config,
-    memory plan), matching `dsrt_program` in `runtime/include/dsrt/dsrt.h`. Every tensor is a
+    `ds-optimizer`), or generation's `@prefill` and `@decode` (`ds-derive-generation`). Output:
+    LLVM dialect functions `ds_init_slots`, `ds_micro_step`, `ds_optimizer_step` (or
+    `ds_prefill` and `ds_decode`, `void (ctx, inputs, results)`) and a `ds_metadata` JSON
+    string (inputs, persistent slots, config, memory plan), matching `dsrt_program` in
+    `runtime/include/dsrt/dsrt.h`. Every tensor is a
     `dsrt_tensor *`: results are allocated from the device arena before their kernel and freed
     after their last use, reshapes and parameter reads are views, and the peak bytes of that
     schedule are computed here, exactly, into the plan that the runtime checks against its

@@ -104,7 +104,7 @@ void PipelinePartitionPass::runOnOperation() {
 }
 
 LogicalResult Partitioner::check() {
-  func = module.lookupSymbol<func::FuncOp>("forward");
+  func = module.lookupSymbol<func::FuncOp>(kForwardName);
   if (!func) {
     module.emitError() << "ds-pipeline-partition needs a func.func @forward (run it before "
                           "ds-autodiff)";

@@ -634,7 +634,7 @@ void SequenceParallelPass::runOnOperation() {
   sp = mesh.getSize(MeshAxis::sp);
   if (sp == 1)
     return;
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  auto forward = module.lookupSymbol<func::FuncOp>(kForwardName);
   if (!forward || forward.getBody().getBlocks().size() != 1) {
     module.emitError() << "ds-sequence-parallel: needs the imported func.func @forward (run "
                           "it before ds-autodiff)";

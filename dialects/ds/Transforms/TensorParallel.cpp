@@ -545,7 +545,7 @@ void TensorParallelPass::runOnOperation() {
   tp = mesh.getSize(MeshAxis::tp);
   if (tp == 1)
     return;
-  forward = module.lookupSymbol<func::FuncOp>("forward");
+  forward = module.lookupSymbol<func::FuncOp>(kForwardName);
   if (!forward || forward.getBody().getBlocks().size() != 1) {
     module.emitError() << "ds-tensor-parallel: needs the imported func.func @forward (run it "
                           "before ds-autodiff)";

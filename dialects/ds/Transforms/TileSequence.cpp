@@ -104,7 +104,7 @@ void TileSequencePass::runOnOperation() {
   if (lossTiles == 1 && mlpTiles == 1)
     return;
   ModuleOp module = getOperation();
-  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  auto forward = module.lookupSymbol<func::FuncOp>(kForwardName);
   if (!forward) {
     module.emitError() << "ds-tile-sequence: needs the imported func.func @forward (run it "
                           "before ds-autodiff)";

@@ -23,8 +23,15 @@ struct InputSpec {
 struct TorchScriptImportOptions {
   /// One entry per forward argument (after self), in any order.
   std::vector<InputSpec> inputs;
+  /// The type of every argument `inputs` does not name (generation's token inputs, all
+  /// i64 [batch, tokens]); without it, each argument needs an entry.
+  std::optional<RankedTensorType> everyInput;
   /// Which element of a returned tuple is the loss; default: the last scalar.
   std::optional<int64_t> lossIndex;
+  /// Return forward's logits instead of a loss (a causal LM's forward, which
+  /// ds-derive-generation makes a generation program of): the one tensor it returns, or the
+  /// first float tensor of rank 3 of the tuple it returns (HF's output without a loss).
+  bool logits = false;
   /// Where to write the state_dict as safetensors; empty: don't write. A weight-free export
   /// (shapes, no bytes) writes nothing and marks the module ds.weight_free instead.
   std::string weightsPath;

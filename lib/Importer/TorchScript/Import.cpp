@@ -166,6 +166,9 @@ FailureOr<std::vector<RankedTensorType>> matchInputs(Location fileLoc,
     argTypes[pos - argNames.begin()] = spec.type;
   }
   for (size_t k = 0; k < argNames.size(); ++k)
+    if (!argTypes[k] && options.everyInput)
+      argTypes[k] = *options.everyInput;
+  for (size_t k = 0; k < argNames.size(); ++k)
     if (!argTypes[k]) {
       emitError(fileLoc) << "missing --input " << argNames[k] << "=TYPE for the model's "
                          << expected << " (e.g. --input " << argNames[k]
@@ -250,6 +253,26 @@ FailureOr<Value> pickLoss(Location fileLoc, ArrayRef<AV> outputs,
     return failure();
   }
   return loss.tensor;
+}
+
+/// A causal LM's logits among forward's outputs: [batch, tokens, vocabulary] of floats.
+FailureOr<Value> pickLogits(Location fileLoc, ArrayRef<AV> outputs) {
+  AV out = outputs[0];
+  auto isLogits = [](const AV &v) {
+    return v.isTensor() && v.rank() == 3 && isa<FloatType>(v.type().getElementType());
+  };
+  if (out.kind == AV::Kind::Tuple || out.kind == AV::Kind::List) {
+    for (const AV &e : *out.elems)
+      if (isLogits(e))
+        return e.tensor;
+  } else if (isLogits(out)) {
+    return out.tensor;
+  }
+  emitError(fileLoc) << "for generation, forward must return the logits [batch, tokens, "
+                        "vocabulary] (export the model's forward without labels), but it "
+                        "returns "
+                     << out.describe();
+  return failure();
 }
 
 /// The state_dict's tensors as a .safetensors file at `path` (ds-opt -o's weights), written
@@ -346,7 +369,7 @@ OwningOpRef<ModuleOp> mlir::ds::importTorchScript(llvm::StringRef path,
     return nullptr;
 
   SmallVector<Type> inputTypes(argTypes->begin(), argTypes->end());
-  auto func = func::FuncOp::create(builder, fileLoc, "forward",
+  auto func = func::FuncOp::create(builder, fileLoc, kForwardName,
                                    builder.getFunctionType(inputTypes, {}));
   Block *entry = func.addEntryBlock();
   for (size_t k = 0; k < argNames.size(); ++k)
@@ -375,7 +398,8 @@ OwningOpRef<ModuleOp> mlir::ds::importTorchScript(llvm::StringRef path,
   if (failed(outputs))
     return nullptr;
 
-  FailureOr<Value> loss = pickLoss(fileLoc, *outputs, options);
+  FailureOr<Value> loss = options.logits ? pickLogits(fileLoc, *outputs)
+                                         : pickLoss(fileLoc, *outputs, options);
   if (failed(loss))
     return nullptr;
   func::ReturnOp::create(builder, fileLoc, *loss);
