@@ -12,7 +12,7 @@ import torch
 
 def make(family):
     import transformers as tf
-    common = dict(vocab_size=64, max_position_embeddings=64, use_cache=False)
+    common = dict(vocab_size=64, max_position_embeddings=128, use_cache=False)
     if family == 'llama':  # grouped-query heads, rotary positions
         cfg = tf.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                              num_attention_heads=4, num_key_value_heads=2, **common)
@@ -22,7 +22,7 @@ def make(family):
                              num_attention_heads=4, num_key_value_heads=2, **common)
         cls = tf.Qwen2ForCausalLM
     elif family == 'gpt2':  # learned positions, fused qkv, tied head
-        cfg = tf.GPT2Config(vocab_size=64, n_positions=64, n_embd=32, n_layer=2, n_head=4,
+        cfg = tf.GPT2Config(vocab_size=64, n_positions=128, n_embd=32, n_layer=2, n_head=4,
                             bos_token_id=0, eos_token_id=0, use_cache=False)
         cls = tf.GPT2LMHeadModel
     else:

@@ -19,11 +19,12 @@
 
 namespace mlir::ds {
 
-/// JIT-compiles `lowered` and fills `program` with its entry points; `runtimeLibrary` is the
-/// loaded libdsrt.so whose functions the step calls ("": the process's global symbols). The
-/// engine owns the code (keep it while `program` is used); null with `error` on failure.
-inline std::unique_ptr<ExecutionEngine> jitStep(ModuleOp lowered, llvm::StringRef runtimeLibrary,
-                                                dsrt_program &program, std::string &error) {
+/// JIT-compiles `lowered` (a training step or generation's programs); `runtimeLibrary` is the
+/// loaded libdsrt.so whose functions it calls ("": the process's global symbols). Null with
+/// `error` on failure.
+inline std::unique_ptr<ExecutionEngine> jitLowered(ModuleOp lowered,
+                                                   llvm::StringRef runtimeLibrary,
+                                                   std::string &error) {
   auto tm = createStepTargetMachine(/*forObject=*/false);
   if (!tm) {
     error = "cannot create the target machine: " + llvm::toString(tm.takeError());
@@ -40,14 +41,27 @@ inline std::unique_ptr<ExecutionEngine> jitStep(ModuleOp lowered, llvm::StringRe
     return nullptr;
   }
   (*engine)->initialize();
-  auto lookup = [&](llvm::StringRef name) -> void * {
-    auto sym = (*engine)->lookup(name);
-    if (!sym) {
-      llvm::consumeError(sym.takeError());
-      return nullptr;
-    }
-    return *sym;
-  };
+  return std::move(*engine);
+}
+
+/// The address of entry point `name` of `engine`'s code, or null.
+inline void *jitSymbol(ExecutionEngine &engine, llvm::StringRef name) {
+  auto sym = engine.lookup(name);
+  if (!sym) {
+    llvm::consumeError(sym.takeError());
+    return nullptr;
+  }
+  return *sym;
+}
+
+/// JIT-compiles `lowered` and fills `program` with its entry points (jitLowered). The engine
+/// owns the code (keep it while `program` is used); null with `error` on failure.
+inline std::unique_ptr<ExecutionEngine> jitStep(ModuleOp lowered, llvm::StringRef runtimeLibrary,
+                                                dsrt_program &program, std::string &error) {
+  std::unique_ptr<ExecutionEngine> engine = jitLowered(lowered, runtimeLibrary, error);
+  if (!engine)
+    return nullptr;
+  auto lookup = [&](llvm::StringRef name) { return jitSymbol(*engine, name); };
   auto metadata = reinterpret_cast<const char *(*)()>(lookup("ds_metadata"));
   program.init_slots = reinterpret_cast<void (*)(dsrt_context *)>(lookup("ds_init_slots"));
   program.micro_step =
@@ -61,7 +75,7 @@ inline std::unique_ptr<ExecutionEngine> jitStep(ModuleOp lowered, llvm::StringRe
     return nullptr;
   }
   program.metadata = metadata();
-  return std::move(*engine);
+  return engine;
 }
 
 } // namespace mlir::ds
