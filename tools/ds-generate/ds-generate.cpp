@@ -180,9 +180,20 @@ int main(int argc, char **argv) {
     const std::string role = slots[i].get("role")->text;
     if (role != "parameter" && role != "buffer")
       continue;
-    auto it = byName.find(slots[i].get("name")->text);
+    const std::string &name = slots[i].get("name")->text;
+    auto it = byName.find(name);
     if (it == byName.end())
-      return fail(weightsPath + " has no '" + slots[i].get("name")->text + "'");
+      return fail(weightsPath + " has no '" + name + "': the weights are not this program's "
+                  "(ds-opt --inference writes both, GEN.mlir and GEN.safetensors)");
+    std::vector<int64_t> dims;
+    for (const io::Json &d : slots[i].get("dims")->items)
+      dims.push_back(static_cast<int64_t>(d.number));
+    const io::Array &a = *it->second;
+    if (a.dims != dims || io::dtypeName(a.dtype) != slots[i].get("dtype")->text)
+      return fail(weightsPath + "'s '" + name + "' is " + a.describe() + " but the program's is " +
+                  io::formatDims(dims) + " " + slots[i].get("dtype")->text +
+                  ": the weights are not this program's (ds-opt --inference writes both, "
+                  "GEN.mlir and GEN.safetensors)");
     dsrt_tensor_from_host(ctx, dsrt_slot_get(ctx, static_cast<int32_t>(i)),
                           it->second->data.data());
   }
