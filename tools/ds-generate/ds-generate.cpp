@@ -148,7 +148,8 @@ int main(int argc, char **argv) {
     calls[c.get("name")->text] = std::move(call);
   }
   if (!calls.count("prefill") || !calls.count("decode"))
-    return fail("'" + genPath + "' lacks @prefill or @decode");
+    return fail("'" + genPath + "' lacks @prefill or @decode (ds-opt MODEL --inference "
+                "--config F -o GEN.mlir makes both)");
   const Call &prefill = calls["prefill"], &decode = calls["decode"];
   const int64_t B = prefill.dims.at("input_ids")[0], T = prefill.dims.at("input_ids")[1];
   const int64_t maxPages = prefill.dims.at("pages")[1];
@@ -171,7 +172,7 @@ int main(int argc, char **argv) {
   llvm::sys::path::replace_extension(weightsPath, ".safetensors");
   std::vector<io::NamedArray> weights;
   if (!io::readSafetensors(weightsPath.str().str(), weights, error))
-    return fail(error);
+    return fail(error + " (ds-opt --inference writes the weights beside GEN.mlir)");
   std::map<std::string, const io::Array *> byName;
   for (const auto &[name, a] : weights)
     byName[name] = &a;
