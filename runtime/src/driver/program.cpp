@@ -185,14 +185,20 @@ bool readProgram(const char *metadata, ProgramSpec &p, std::string &err) {
           s.aliases.push_back(a.text);
     slots.push_back(std::move(s));
   }
-  if (!meta.get("config") || !meta.get("config")->isObject() || !meta.get("numeric_config") ||
-      !meta.get("numeric_config")->isObject())
-    return bad("no \"config\" or \"numeric_config\" object");
-  const Json *run = meta.get("run");
-  if (!run || !run->isObject())
-    return bad("no \"run\" object (was it compiled with ds-opt --config?)");
-  if (!readRun(*run, p, err))
-    return false;
+  // Generation's programs (ds-opt --inference) have no optimizer, batch or schedule: one
+  // replica of everything.
+  if (!meta.get("generation")) {
+    if (!meta.get("config") || !meta.get("config")->isObject() ||
+        !meta.get("numeric_config") || !meta.get("numeric_config")->isObject())
+      return bad("no \"config\" or \"numeric_config\" object");
+    const Json *run = meta.get("run");
+    if (!run || !run->isObject())
+      return bad("no \"run\" object (was it compiled with ds-opt --config?)");
+    if (!readRun(*run, p, err))
+      return false;
+  } else {
+    p.G = p.mb = p.gas = p.dp = 1;
+  }
   const int64_t mb = p.mb, gas = p.gas, dp = p.dp;
   p.meshAxes = {DSRT_AXIS_DP};
   p.meshShape = {dp};
