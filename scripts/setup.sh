@@ -18,6 +18,8 @@ pkgs=(
   # (bench/offload_gpt.py).
   liburing-dev fio libaio-dev
   libgtest-dev
+  # ICU: the Unicode categories, case folding and NFC of tokenizer.json files (lib/Tokenizer).
+  libicu-dev
   bc
   clang-22 libclang-rt-22-dev
   # QEMU's user-mode emulator: the runtime's kernels and a compiled step on a CPU without
