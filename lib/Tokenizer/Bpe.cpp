@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-namespace ds::tok {
+namespace dstok {
 
 bool Bpe::read(const llvm::json::Object &model, std::string &err) {
   auto type = model.getString("type");
@@ -139,4 +139,4 @@ void Bpe::encode(const std::string &word, std::vector<int64_t> &out) const {
     cache_.emplace(word, std::move(symbols));
 }
 
-} // namespace ds::tok
+} // namespace dstok

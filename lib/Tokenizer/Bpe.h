@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace ds::tok {
+namespace dstok {
 
 class Bpe {
 public:
@@ -47,6 +47,6 @@ private:
   mutable std::unordered_map<std::string, std::vector<int64_t>> cache_;
 };
 
-} // namespace ds::tok
+} // namespace dstok
 
 #endif

@@ -5,7 +5,7 @@
 
 #include <functional>
 
-namespace ds::tok {
+namespace dstok {
 
 /// One item of a class: a range of code points, or a set of general categories, white space
 /// or word characters, each possibly negated.
@@ -438,4 +438,4 @@ Regex::findAll(const std::vector<char32_t> &text) const {
   return out;
 }
 
-} // namespace ds::tok
+} // namespace dstok

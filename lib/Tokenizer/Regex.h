@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace ds::tok {
+namespace dstok {
 
 class Regex {
 public:
@@ -32,6 +32,6 @@ private:
   std::unique_ptr<Node> root_;
 };
 
-} // namespace ds::tok
+} // namespace dstok
 
 #endif

@@ -3,7 +3,7 @@
 
 #include "Unicode.h"
 
-namespace ds::tok {
+namespace dstok {
 
 namespace {
 /// The pattern ByteLevel uses when use_regex is set (GPT-2's).
@@ -405,4 +405,4 @@ void Decoder::apply(std::vector<std::string> &tokens) const {
   }
 }
 
-} // namespace ds::tok
+} // namespace dstok

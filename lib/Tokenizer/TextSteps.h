@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace ds::tok {
+namespace dstok {
 
 /// A string-or-regex pattern ({"String": s} or {"Regex": r}) and its replacement.
 struct Pattern {
@@ -69,6 +69,6 @@ struct Decoder {
 char32_t byteChar(unsigned char b);
 int charByte(char32_t c);
 
-} // namespace ds::tok
+} // namespace dstok
 
 #endif

@@ -9,7 +9,7 @@
 
 #include <map>
 
-namespace ds::tok {
+namespace dstok {
 
 namespace {
 struct AddedToken {
@@ -266,4 +266,4 @@ std::string StreamDecoder::finish() {
   return rest;
 }
 
-} // namespace ds::tok
+} // namespace dstok

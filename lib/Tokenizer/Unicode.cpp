@@ -5,7 +5,7 @@
 #include <unicode/unorm2.h>
 #include <unicode/ustring.h>
 
-namespace ds::tok {
+namespace dstok {
 
 size_t utf8Length(unsigned char b) {
   return b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
@@ -165,4 +165,4 @@ std::string nfc(std::string_view text) {
   return result;
 }
 
-} // namespace ds::tok
+} // namespace dstok

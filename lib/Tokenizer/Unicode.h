@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ds::tok {
+namespace dstok {
 
 /// The code points of `text` (which must be valid UTF-8: the tokenizer's input).
 std::vector<char32_t> codePoints(std::string_view text);
@@ -38,6 +38,6 @@ char32_t foldCase(char32_t c);
 /// `text` in Normalization Form C.
 std::string nfc(std::string_view text);
 
-} // namespace ds::tok
+} // namespace dstok
 
 #endif

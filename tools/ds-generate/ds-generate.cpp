@@ -1,7 +1,8 @@
 //===- ds-generate.cpp - one-off generation with a program of ds-opt --inference ---===//
 //
 // ds-generate GEN.mlir --prompt-ids 1,2,3 [--prompt-ids ...] [--max-new-tokens N]
-// [--temperature T --top-k K --top-p P --seed S] [--logits FILE.npy]
+// [--temperature T --top-k K --top-p P --seed S] [--eos-id ID] [--logits FILE.npy]
+// ds-generate GEN.mlir --prompt TEXT [--prompt ...] [--tokenizer tokenizer.json] ...
 //
 // Generates for every prompt with the runtime's generator (dsrt/generate.h): each prompt joins
 // the running batch as soon as a row of the programs' batch and its cache pages are free
@@ -9,9 +10,12 @@
 // others; prints each prompt's new token ids on a line. The weights are GEN.safetensors
 // beside GEN.mlir. --logits writes the logits each new token was chosen from
 // as [new tokens, prompts, vocabulary] f32 (the first from the prompt's last token, after its
-// prefill). Prompts are token ids: reading text needs the tokenizer, which is not built yet.
+// prefill). Prompts are token ids (--prompt-ids) or text (--prompt, read with the model's
+// tokenizer.json; the new tokens are then printed as text, special tokens left out). A sequence
+// ends at --max-new-tokens or at an --eos-id token (printed among the ids).
 //
 #include "ds/Pipelines/StepJit.h"
+#include "ds/Tokenizer/Tokenizer.h"
 #include "dsrt/dsrt.h"
 #include "dsrt/generate.h"
 #include "dsrt/io.h"
@@ -33,6 +37,14 @@ static cl::opt<std::string> genPath(cl::Positional, cl::desc("GEN.mlir"), cl::Re
 static cl::list<std::string> promptIds("prompt-ids",
                                        cl::desc("A prompt as comma-separated token ids; one "
                                                 "per sequence, at most the program's batch"));
+static cl::list<std::string> promptTexts("prompt",
+                                         cl::desc("A prompt as text (read with --tokenizer); "
+                                                  "prints the new text"));
+static cl::opt<std::string> tokenizerPath(
+    "tokenizer", cl::desc("The model's tokenizer.json (default: tokenizer.json beside "
+                          "GEN.mlir)"));
+static cl::list<int64_t> eosIds("eos-id", cl::desc("A token that ends a sequence (the model's "
+                                                   "eos_token_id; repeatable)"));
 static cl::opt<int64_t> maxNewTokens("max-new-tokens", cl::desc("Tokens to generate"),
                                      cl::init(16));
 static cl::opt<float> temperature("temperature", cl::desc("0: greedy"), cl::init(0.f));
@@ -54,9 +66,11 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "ds-generate: generation with a ds-opt --inference "
                                           "program\n");
-  if (promptIds.empty())
-    return fail("give at least one --prompt-ids 1,2,3 (text prompts need the tokenizer, not "
-                "built yet)");
+  if (promptIds.empty() == promptTexts.empty())
+    return fail("give the prompts as --prompt TEXT or as --prompt-ids 1,2,3 (one of them, "
+                "repeated for more prompts)");
+  if (!logitsOut.empty() && !eosIds.empty())
+    return fail("--logits keeps --max-new-tokens logits of every prompt: leave out --eos-id");
   std::vector<std::vector<int64_t>> prompts;
   for (const std::string &p : promptIds) {
     std::vector<int64_t> ids;
@@ -67,6 +81,23 @@ int main(int argc, char **argv) {
       ids.push_back(id);
     }
     prompts.push_back(std::move(ids));
+  }
+  std::unique_ptr<dstok::Tokenizer> tokenizer;
+  if (!promptTexts.empty()) {
+    std::string path = tokenizerPath;
+    if (path.empty()) {
+      llvm::SmallString<256> beside(llvm::sys::path::parent_path(genPath));
+      llvm::sys::path::append(beside, "tokenizer.json");
+      path = beside.str().str();
+    }
+    std::string error;
+    tokenizer = dstok::Tokenizer::load(path, error);
+    if (!tokenizer)
+      return fail(error + (tokenizerPath.empty() ? " (give the model's tokenizer.json with "
+                                                   "--tokenizer FILE)"
+                                                 : ""));
+    for (const std::string &text : promptTexts)
+      prompts.push_back(tokenizer->encode(text));
   }
 
   // The program: lowered, JIT-compiled, its descriptor read.
@@ -138,7 +169,10 @@ int main(int argc, char **argv) {
       if (!logitsOut.empty())
         drawnFrom[p].insert(drawnFrom[p].end(), logits.begin() + k * vocab,
                             logits.begin() + (k + 1) * vocab);
-      if (last[k]) {
+      bool eos = std::find(eosIds.begin(), eosIds.end(), tokens[k]) != eosIds.end();
+      if (eos && !last[k])
+        dsrt_generator_cancel(gen, ids[k]);
+      if (last[k] || eos) {
         promptOf.erase(ids[k]);
         ++finished;
       }
@@ -146,6 +180,10 @@ int main(int argc, char **argv) {
   }
   dsrt_generator_close(gen);
   for (size_t b = 0; b < n; ++b) {
+    if (tokenizer) {
+      llvm::outs() << tokenizer->decode(generated[b], /*skipSpecial=*/true) << "\n";
+      continue;
+    }
     for (size_t k = 0; k < generated[b].size(); ++k)
       llvm::outs() << (k ? " " : "") << generated[b][k];
     llvm::outs() << "\n";

@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "ds-tokenize: token ids of text and text of ids\n");
   std::string err;
-  std::unique_ptr<ds::tok::Tokenizer> tok = ds::tok::Tokenizer::load(tokenizerPath, err);
+  std::unique_ptr<dstok::Tokenizer> tok = dstok::Tokenizer::load(tokenizerPath, err);
   if (!tok)
     return fail(err);
   auto printIds = [](const std::vector<int64_t> &ids) {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace ds::tok {
+namespace dstok {
 
 class Tokenizer {
 public:
@@ -58,6 +58,6 @@ private:
   size_t emitted_ = 0; ///< bytes of decode(ids_) already returned
 };
 
-} // namespace ds::tok
+} // namespace dstok
 
 #endif
