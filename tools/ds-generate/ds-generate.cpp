@@ -110,25 +110,11 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = mlir::ds::loadLoweredStep(genPath, context, sourceMgr, error);
   if (!module)
     return fail(error);
-  std::unique_ptr<ExecutionEngine> engine = mlir::ds::jitLowered(*module, "", error);
+  dsrt_generation_program program{};
+  std::unique_ptr<ExecutionEngine> engine =
+      mlir::ds::jitGeneration(*module, "", program, error);
   if (!engine)
     return fail(error);
-  auto lookup = [&](llvm::StringRef name) { return mlir::ds::jitSymbol(*engine, name); };
-  auto metadata = reinterpret_cast<const char *(*)()>(lookup("ds_metadata"));
-  auto initSlots = reinterpret_cast<void (*)(dsrt_context *)>(lookup("ds_init_slots"));
-  io::Json meta;
-  if (!metadata || !initSlots || !io::parseJson(metadata(), meta, error) ||
-      !meta.get("generation"))
-    return fail("'" + genPath + "' is not a generation program (make one with ds-opt MODEL "
-                "--inference --config F -o GEN.mlir)");
-  dsrt_generation_program program{metadata(), initSlots, nullptr, nullptr};
-  for (const io::Json &c : meta.get("generation")->items) {
-    auto fn = reinterpret_cast<dsrt_generation_call>(lookup(c.get("symbol")->text));
-    if (c.get("name")->text == "prefill")
-      program.prefill = fn;
-    else if (c.get("name")->text == "decode")
-      program.decode = fn;
-  }
   llvm::SmallString<256> weightsPath(genPath);
   llvm::sys::path::replace_extension(weightsPath, ".safetensors");
   char err[1024] = {0};

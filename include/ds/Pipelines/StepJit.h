@@ -9,7 +9,9 @@
 #define DS_PIPELINES_STEPJIT_H
 
 #include "dsrt/dsrt.h"
+#include "dsrt/generate.h"
 
+#include "ds/IR/DSDialect.h"
 #include "ds/Pipelines/StepCompiler.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
@@ -72,6 +74,29 @@ inline std::unique_ptr<ExecutionEngine> jitStep(ModuleOp lowered, llvm::StringRe
   if (!metadata || !program.init_slots || !program.micro_step || !program.optimizer_step) {
     error = "the compiled step lacks an entry point (ds_metadata, ds_init_slots, "
             "ds_micro_step, ds_optimizer_step)";
+    return nullptr;
+  }
+  program.metadata = metadata();
+  return engine;
+}
+
+/// JIT-compiles `lowered` (ds-opt --inference's module) and fills `program` with its metadata
+/// and entry points; a missing @prefill or @decode is left null (dsrt_generator_open says
+/// so). Null with `error` when the module is not a lowered generation module.
+inline std::unique_ptr<ExecutionEngine> jitGeneration(ModuleOp lowered,
+                                                      llvm::StringRef runtimeLibrary,
+                                                      dsrt_generation_program &program,
+                                                      std::string &error) {
+  std::unique_ptr<ExecutionEngine> engine = jitLowered(lowered, runtimeLibrary, error);
+  if (!engine)
+    return nullptr;
+  auto lookup = [&](llvm::StringRef name) { return jitSymbol(*engine, name); };
+  auto metadata = reinterpret_cast<const char *(*)()>(lookup("ds_metadata"));
+  program.init_slots = reinterpret_cast<void (*)(dsrt_context *)>(lookup("ds_init_slots"));
+  program.prefill = reinterpret_cast<dsrt_generation_call>(lookup(entryPointName(kPrefillName)));
+  program.decode = reinterpret_cast<dsrt_generation_call>(lookup(entryPointName(kDecodeName)));
+  if (!metadata || !program.init_slots) {
+    error = "the module lacks ds_metadata or ds_init_slots";
     return nullptr;
   }
   program.metadata = metadata();
