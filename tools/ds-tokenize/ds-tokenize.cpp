@@ -6,9 +6,15 @@
 // ds-tokenize tokenizer.json --jsonl < IN     each line of IN a JSON string (encoded) or a
 //                                             JSON array of ids (decoded), one JSON line out
 //
+// ds-tokenize tokenizer.json --chat tokenizer_config.json --jsonl < IN
+//                                             each line {"messages": [...],
+//                                             "add_generation_prompt": B}: the chat
+//                                             template's prompt, as a JSON string
+//
 // The tokenizer ds-serve and ds-generate --prompt use, on its own: to see what a prompt
 // becomes, or to check it against HF's.
 //
+#include "ds/Tokenizer/ChatTemplate.h"
 #include "ds/Tokenizer/Tokenizer.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -29,6 +35,9 @@ static cl::opt<bool> jsonl("jsonl", cl::desc("Read JSON lines from stdin (a stri
                                              "an array of ids: decode)"));
 static cl::opt<bool> noSpecial("no-special", cl::desc("Encode without the post-processor's "
                                                       "special tokens (BOS)"));
+static cl::opt<std::string> chatConfig(
+    "chat", cl::desc("With --jsonl: render messages with this tokenizer_config.json's chat "
+                     "template"));
 static cl::opt<bool> skipSpecial("skip-special", cl::desc("Decode without special tokens"));
 
 static int fail(const llvm::Twine &msg) {
@@ -59,13 +68,31 @@ int main(int argc, char **argv) {
     llvm::outs() << tok->decode(ids, skipSpecial) << "\n";
     return 0;
   }
+  std::unique_ptr<dstok::ChatTemplate> chat;
+  if (!chatConfig.empty()) {
+    chat = dstok::ChatTemplate::load(chatConfig, err);
+    if (!chat)
+      return fail(err);
+  }
   if (jsonl) {
     std::string line;
     for (size_t n = 1; std::getline(std::cin, line); ++n) {
       auto v = llvm::json::parse(line);
       if (!v)
         return fail("line " + llvm::Twine(n) + " is not JSON: " + llvm::toString(v.takeError()));
-      if (auto text = v->getAsString()) {
+      if (const llvm::json::Object *o = chat ? v->getAsObject() : nullptr) {
+        std::vector<dstok::ChatMessage> messages;
+        if (const llvm::json::Array *ms = o->getArray("messages"))
+          for (const llvm::json::Value &m : *ms)
+            if (const llvm::json::Object *mo = m.getAsObject())
+              messages.push_back({mo->getString("role").value_or("").str(),
+                                  mo->getString("content").value_or("").str()});
+        std::string prompt;
+        if (!chat->render(messages, o->getBoolean("add_generation_prompt").value_or(false),
+                          prompt, err))
+          prompt = "error: " + err;
+        llvm::outs() << llvm::json::Value(prompt) << "\n";
+      } else if (auto text = v->getAsString()) {
         llvm::outs() << llvm::json::Value(llvm::json::Array(tok->encode(text->str(),
                                                                          !noSpecial)))
                      << "\n";
