@@ -60,9 +60,10 @@ fi
 # nanobind builds the package ds's extension (python/); pytest runs its tests; accelerate is
 # what HF's Trainer needs (ds.hf and the HF Trainer it is judged by). DeepSpeed (its Python
 # only, no ops built) is what the benchmarks set ds beside: ALST's TiledMLP and tiled loss in
-# bench/long_sequence.py.
+# bench/long_sequence.py. openai is the client that ds-serve's test (test/e2e/serve_openai.py)
+# answers.
 py_pkgs=('torch==2.15.*' 'transformers==5.24.*' 'numpy<3' 'nanobind==3.1.*' 'pytest==9.*'
-         'accelerate==1.16.*'
+         'accelerate==1.16.*' 'openai==3.*'
          'onednn-cpu-gomp==2023.2.0' 'onednn-devel-cpu-gomp==2023.2.0')
 venv="$root/.venv"
 [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
@@ -72,6 +73,7 @@ assert m.version("torch").startswith("2.15.") and m.version("transformers").star
 m.version("numpy")
 assert m.version("nanobind").startswith("3.1.") and m.version("pytest").startswith("9.")
 assert m.version("accelerate").startswith("1.16.") and m.version("deepspeed").startswith("0.19.")
+assert m.version("openai").startswith("3.")
 assert m.version("onednn-cpu-gomp") == m.version("onednn-devel-cpu-gomp") == "2023.2.0"
 PY
 then

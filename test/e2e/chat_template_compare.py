@@ -16,7 +16,7 @@ import sys
 from transformers import PreTrainedTokenizerFast
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tokenizer_compare import FAMILIES  # noqa: E402
+from tokenizer_compare import write_tokenizer  # noqa: E402
 
 CHATML = (
     "{%- for message in messages %}{%- if loop.first and messages[0]['role'] != 'system' %}"
@@ -86,9 +86,7 @@ def main():
     ap.add_argument('--bin', required=True)
     ap.add_argument('--work', required=True)
     a = ap.parse_args()
-    os.makedirs(a.work, exist_ok=True)
-    tok_path = os.path.join(a.work, 'tokenizer.json')
-    FAMILIES['llama3']().save(tok_path)
+    tok_path = write_tokenizer('llama3', a.work)
     failed = False
     for name, template in TEMPLATES.items():
         d = os.path.join(a.work, name)

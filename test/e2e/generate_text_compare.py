@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from export_causal_lm import make  # noqa: E402
-from tokenizer_compare import FAMILIES  # noqa: E402
+from tokenizer_compare import FAMILIES, write_tokenizer  # noqa: E402
 
 PROMPTS = ['The compiler splits the model', 'Ünïcödé 你好 👍 and numbers 12345',
            'def step(x):\n    return x']
@@ -33,9 +33,7 @@ def main():
     ap.add_argument('--bin', required=True)
     ap.add_argument('--work', required=True)
     a = ap.parse_args()
-    os.makedirs(a.work, exist_ok=True)
-    tok_path = os.path.join(a.work, 'tokenizer.json')
-    FAMILIES[a.tokenizer]().save(tok_path)
+    tok_path = write_tokenizer(a.tokenizer, a.work)
     tok = Tokenizer.from_file(tok_path)
     vocab = tok.get_vocab_size()
     here = os.path.dirname(os.path.abspath(__file__))

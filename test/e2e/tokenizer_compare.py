@@ -97,6 +97,14 @@ FAMILIES = {
 }
 
 
+def write_tokenizer(family, work):
+    """Trains `family`'s tokenizer into WORK/tokenizer.json; returns the path."""
+    os.makedirs(work, exist_ok=True)
+    path = os.path.join(work, 'tokenizer.json')
+    FAMILIES[family]().save(path)
+    return path
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--family', choices=sorted(FAMILIES), required=True)
