@@ -10,7 +10,8 @@
 # PyTorch rounds them), moe (the routed
 # experts' kernels, their import and fold, their cost, expert parallelism's exchange and update),
 # plan (weight-free import, the model-state figures, the cluster's communication model),
-# inference (generation's paged key/value cache, its ops' memory plan and lowering).
+# inference (generation's paged key/value cache, its ops' memory plan and lowering, the
+# generator's continuous batching, the tokenizer, chat templates and the server).
 #
 #   bash bench/mutants.sh [SCRATCH] [GROUP]   (default SCRATCH: build-mutants/, GROUP: all)
 #   MUTANT_NAMES='OneCycle|Muon' bash bench/mutants.sh     (those whose names match)
@@ -128,8 +129,19 @@ inference|a copied cache is not copied before the write|lib/Conversion/DSToRunti
 inference|a generation program's second result is not returned|lib/Conversion/DSToRuntime/FunctionPatterns.cpp|      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {|      for (auto [i, v] : llvm::enumerate(ret.getOperands().take_front(1))) {|Conversion/lower-generation.mlir
 inference|generation caches the repeated keys of grouped-query heads|dialects/ds/Transforms/DeriveGeneration.cpp|    if (Value base = repeatedHeads(k))|    if (Value base = Value())|Transforms/derive-generation.mlir e2e/generation-programs.test
 inference|generation keeps the logits of the token after the last real one|dialects/ds/Transforms/DeriveGeneration.cpp|  Value last = SubOp::create(b, loc, rowType, qLens, scalar(1));|  Value last = SubOp::create(b, loc, rowType, qLens, scalar(0));|Transforms/derive-generation.mlir
-inference|ds-generate writes the padding tokens to the cache's first slot|tools/ds-generate/ds-generate.cpp|                                   : name == "slots" ? -1 // padding: not written|                                   : name == "slots" ? 0|e2e/generation-hf.test
-inference|ds-generate gives a later chunk's tokens the chunk's positions, not the sequence's|tools/ds-generate/ds-generate.cpp|        in.i64["position_ids"][b * T + t] = t < count ? pos : 0;|        in.i64["position_ids"][b * T + t] = t < count ? t : 0;|e2e/generation-hf.test
+inference|the generator writes the padding tokens to the cache's first slot|runtime/src/generate/generator.cpp|call.names[k] == "slots" ? -1 : 0);|call.names[k] == "slots" ? 0 : 0);|e2e/generation-hf.test
+inference|the generator gives a later chunk's tokens the chunk's positions, not the sequence's|runtime/src/generate/generator.cpp|      positions[b * T + t] = pos;|      positions[b * T + t] = t;|e2e/generation-hf.test
+inference|the generator gives every row the first row's pages|runtime/src/generate/generator.cpp|q.pages.end(), pages.begin() + b * maxPages_);|q.pages.end(), pages.begin());|e2e/generation-hf.test
+inference|the generator never frees a finished sequence's pages|runtime/src/generate/generator.cpp|    freePages_.push_back(*p);|    (void)*p;|e2e/generation-hf.test
+inference|the server's queue has no bound|tools/ds-serve/Scheduler.cpp|  if (queue_.size() + sequences.size() > maxQueue_)|  if (false)|e2e/serve-openai.test
+inference|a stream sends the start of a stop string before seeing the rest|tools/ds-serve/OpenAI.cpp|    holdback = std::max(holdback, t.size() - 1);|    holdback = 0;|e2e/serve-openai.test
+inference|the tokenizer skips NFC|lib/Tokenizer/TextSteps.cpp|    return nfc(text);|    return text;|e2e/tokenizer-hf.test
+inference|the tokenizer's byte fallback off|lib/Tokenizer/Bpe.cpp|      bool bytes = byteFallback_;|      bool bytes = false;|e2e/tokenizer-hf.test
+inference|a regex's bounded repeat {1,3} unbounded|lib/Tokenizer/Regex.cpp|    while (run < n.max && at + run < t.size()|    while (at + run < t.size()|e2e/tokenizer-hf.test
+inference|invalid bytes decode as one U+FFFD, not one per byte|lib/Tokenizer/TextSteps.cpp|        for (size_t k = 0; k < pending.size(); ++k)|        for (size_t k = 0; k < 1; ++k)|e2e/tokenizer-hf.test
+inference|Metaspace's decoder keeps the first token's spaces|lib/Tokenizer/TextSteps.cpp|k == 0 && prependScheme != "never" ? "" : " ");|" ");|e2e/tokenizer-hf.test
+inference|trim_blocks' newline not a line start for lstrip_blocks|lib/Tokenizer/ChatTemplate.cpp|      lineStart = true;|      (void)lineStart;|e2e/chat-template.test
+inference|loop.last one past the end|lib/Tokenizer/ChatTemplate.cpp|Value::boolean(k + 1 == kept.size())|Value::boolean(k == kept.size())|e2e/chat-template.test
 moe|expert weight gradient in the other layout|runtime/src/cpu/experts.cpp|    if (transposed) // [in, out] = x^T dy|    if (!transposed) // [in, out] = x^T dy|e2e/moe.test
 moe|top_k gradient to the unchosen experts|dialects/ds/IR/DSGradients.cpp|Value hit = cmp(b, loc, CmpPredicate::eq, idxColumn, positions, pairs);|Value hit = cmp(b, loc, CmpPredicate::ne, idxColumn, positions, pairs);|e2e/moe.test
 moe|batched_mm's gathered weights not folded|dialects/ds/Transforms/FuseExperts.cpp|      fuse(m);|      (void)m;|Transforms/fuse-experts.mlir e2e/moe.test

@@ -113,6 +113,25 @@ def main():
               f'completion: text equal to HF generate ({r.usage.completion_tokens} tokens, '
               f'finish_reason {r.choices[0].finish_reason})')
 
+        # A stop string (the text of two consecutive new tokens): the text ends before it,
+        # whole or streamed (where its first token's text must be held back).
+        ids = tok.encode(prompt).ids
+        x = torch.tensor([ids])
+        with torch.no_grad():
+            new_ids = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=24,
+                                     do_sample=False, pad_token_id=0)[0, len(ids):].tolist()
+        full = tok.decode(new_ids, skip_special_tokens=True)
+        stop = tok.decode(new_ids[6:8], skip_special_tokens=True)
+        want = full[:full.find(stop)]
+        whole = client.completions.create(model='gen', prompt=prompt, max_tokens=24,
+                                          temperature=0, stop=[stop])
+        streamed = ''.join(c.choices[0].text for c in client.completions.create(
+            model='gen', prompt=prompt, max_tokens=24, temperature=0, stop=[stop], stream=True))
+        check(whole.choices[0].text == want and streamed == want and
+              whole.choices[0].finish_reason == 'stop',
+              f'stop {stop!r}: the text ends before it, whole and streamed (finish_reason '
+              f'{whole.choices[0].finish_reason})')
+
         messages = [{'role': 'system', 'content': 'Be brief.'},
                     {'role': 'user', 'content': 'What does ds do with the cache?'}]
         stream = client.chat.completions.create(model='gen', messages=messages, max_tokens=24,
