@@ -135,11 +135,11 @@ inference|the generator gives every row the first row's pages|runtime/src/genera
 inference|the generator never frees a finished sequence's pages|runtime/src/generate/generator.cpp|    freePages_.push_back(*p);|    (void)*p;|e2e/generation-hf.test
 inference|the server's queue has no bound|tools/ds-serve/Scheduler.cpp|  if (queue_.size() + sequences.size() > maxQueue_)|  if (false)|e2e/serve-openai.test
 inference|a stream sends the start of a stop string before seeing the rest|tools/ds-serve/OpenAI.cpp|    holdback = std::max(holdback, t.size() - 1);|    holdback = 0;|e2e/serve-openai.test
-inference|the tokenizer skips NFC|lib/Tokenizer/TextSteps.cpp|    return nfc(text);|    return text;|e2e/tokenizer-hf.test
+inference|the tokenizer skips NFC|lib/Tokenizer/TextSteps.cpp|    return nfc(text);|    return std::string(text);|e2e/tokenizer-hf.test
 inference|the tokenizer's byte fallback off|lib/Tokenizer/Bpe.cpp|      bool bytes = byteFallback_;|      bool bytes = false;|e2e/tokenizer-hf.test
 inference|a regex's bounded repeat {1,3} unbounded|lib/Tokenizer/Regex.cpp|    while (run < n.max && at + run < t.size()|    while (at + run < t.size()|e2e/tokenizer-hf.test
 inference|invalid bytes decode as one U+FFFD, not one per byte|lib/Tokenizer/TextSteps.cpp|        for (size_t k = 0; k < pending.size(); ++k)|        for (size_t k = 0; k < 1; ++k)|e2e/tokenizer-hf.test
-inference|Metaspace's decoder keeps the first token's spaces|lib/Tokenizer/TextSteps.cpp|k == 0 && prependScheme != "never" ? "" : " ");|" ");|e2e/tokenizer-hf.test
+inference|Metaspace's decoder keeps the first token's spaces|lib/Tokenizer/TextSteps.cpp|k == 0 && prependScheme != "never" ? "" : " ");|k == 0 && prependScheme != "never" ? " " : " ");|e2e/tokenizer-hf.test
 inference|trim_blocks' newline not a line start for lstrip_blocks|lib/Tokenizer/ChatTemplate.cpp|      lineStart = true;|      (void)lineStart;|e2e/chat-template.test
 inference|loop.last one past the end|lib/Tokenizer/ChatTemplate.cpp|Value::boolean(k + 1 == kept.size())|Value::boolean(k == kept.size())|e2e/chat-template.test
 moe|expert weight gradient in the other layout|runtime/src/cpu/experts.cpp|    if (transposed) // [in, out] = x^T dy|    if (!transposed) // [in, out] = x^T dy|e2e/moe.test

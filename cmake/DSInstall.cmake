@@ -34,7 +34,8 @@ install(EXPORT dsTargets NAMESPACE ds:: DESTINATION ${DS_INSTALL_CMAKEDIR})
 
 # The tools, the runtime's device plugins (opened next to libdsrt.so) and the executables'
 # main() that ds-compile links.
-set(DS_INSTALL_TOOLS ds-opt ds-run ds-compile ds-checkpoint ds-report)
+set(DS_INSTALL_TOOLS ds-opt ds-run ds-compile ds-checkpoint ds-report ds-generate ds-serve
+    ds-tokenize)
 if(TARGET ds-reference)
   list(APPEND DS_INSTALL_TOOLS ds-reference)
 endif()

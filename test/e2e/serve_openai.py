@@ -121,8 +121,14 @@ def main():
             new_ids = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=24,
                                      do_sample=False, pad_token_id=0)[0, len(ids):].tolist()
         full = tok.decode(new_ids, skip_special_tokens=True)
-        stop = tok.decode(new_ids[6:8], skip_special_tokens=True)
-        want = full[:full.find(stop)]
+        # Two tokens of whole characters each, first met where they stand.
+        for k in range(3, len(new_ids) - 1):
+            a_, b_ = (tok.decode([t], skip_special_tokens=True) for t in new_ids[k:k + 2])
+            head = tok.decode(new_ids[:k], skip_special_tokens=True)
+            if a_ and b_ and '\ufffd' not in a_ + b_ + head and full.find(a_ + b_) == len(head):
+                break
+        stop = a_ + b_
+        want = head
         whole = client.completions.create(model='gen', prompt=prompt, max_tokens=24,
                                           temperature=0, stop=[stop])
         streamed = ''.join(c.choices[0].text for c in client.completions.create(

@@ -23,10 +23,12 @@
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 
+#include <chrono>
 #include <map>
 
 using namespace mlir;
@@ -53,6 +55,8 @@ static cl::opt<float> topP("top-p", cl::desc("1: every token"), cl::init(1.f));
 static cl::opt<int64_t> seed("seed", cl::desc("The draws' seed"), cl::init(0));
 static cl::opt<int> computeThreads("compute-threads", cl::desc("Compute threads (0: default)"),
                                   cl::init(0));
+static cl::opt<bool> timing("timing", cl::desc("Print the time to the first token and the "
+                                             "decoding rate (stderr)"));
 static cl::opt<std::string> logitsOut(
     "logits", cl::desc("Write the logits each new token was chosen from (.npy, [new tokens, "
                        "prompts, vocabulary])"));
@@ -135,6 +139,10 @@ int main(int argc, char **argv) {
   std::vector<int32_t> last(rows);
   std::vector<float> logits(rows * vocab);
   size_t admitted = 0, finished = 0;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  Clock::time_point first;
+  int64_t produced = 0, afterFirst = 0;
   while (finished < n) {
     while (admitted < n) {
       int32_t retry = 0;
@@ -149,6 +157,11 @@ int main(int argc, char **argv) {
     }
     int64_t count = dsrt_generator_step(gen, ids.data(), tokens.data(), last.data(),
                                         logitsOut.empty() ? nullptr : logits.data());
+    if (count && !produced)
+      first = Clock::now();
+    else
+      afterFirst += count;
+    produced += count;
     for (int64_t k = 0; k < count; ++k) {
       size_t p = promptOf.at(ids[k]);
       generated[p].push_back(tokens[k]);
@@ -165,6 +178,15 @@ int main(int argc, char **argv) {
     }
   }
   dsrt_generator_close(gen);
+  if (timing) {
+    auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+    double decode = seconds(Clock::now() - first);
+    llvm::errs() << llvm::format("time to first token %.1f ms; decoding %.1f tokens/s (%lld "
+                                 "tokens in %.3f s)\n",
+                                 1e3 * seconds(first - start),
+                                 decode > 0 ? afterFirst / decode : 0.0,
+                                 static_cast<long long>(afterFirst), decode);
+  }
   for (size_t b = 0; b < n; ++b) {
     if (tokenizer) {
       llvm::outs() << tokenizer->decode(generated[b], /*skipSpecial=*/true) << "\n";
