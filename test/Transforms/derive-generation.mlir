@@ -45,16 +45,19 @@
 // CHECK: ds.assign @cache.1.key
 // CHECK: ds.assign @cache.1.value
 // CHECK: ds.paged_attention %{{.+}} scale = 2.500000e-01
-// CHECK: %[[LOGITS:.+]] = ds.linear %{{.+}} : (tensor<2x3x8xf32>, tensor<16x8xf32>) -> tensor<2x3x16xf32>
-// Row b * 3 + max(q_lens[b] - 1, 0) of the [6, 16] logits.
+// CHECK: %[[FINAL:[^ ]+]] = ds.reshape %{{.+}} : tensor<2x3x2x4xf32> -> tensor<2x3x8xf32>
+// CHECK-NOT: ds.linear
+// Row b * 3 + max(q_lens[b] - 1, 0) of the [6, 8] hidden states, then the LM head on those
+// rows alone (HF's logits_to_keep).
 // CHECK: %[[ONE:.+]] = ds.constant dense<1> : tensor<i64>
 // CHECK: %[[LAST:.+]] = ds.sub %[[QLENS]], %[[ONE]] : tensor<2xi64>, tensor<i64> -> tensor<2xi64>
 // CHECK: %[[ZERO:.+]] = ds.constant dense<0> : tensor<i64>
 // CHECK: %[[CLAMPED:.+]] = ds.maximum %[[LAST]], %[[ZERO]] : tensor<2xi64>, tensor<i64> -> tensor<2xi64>
 // CHECK: %[[STARTS:.+]] = ds.constant dense<[0, 3]> : tensor<2xi64>
 // CHECK: %[[ROWS:.+]] = ds.add %[[STARTS]], %[[CLAMPED]]
-// CHECK: %[[TABLE:.+]] = ds.reshape %[[LOGITS]] : tensor<2x3x16xf32> -> tensor<6x16xf32>
-// CHECK: %[[KEPT:.+]] = ds.embedding %[[TABLE]][%[[ROWS]]] : (tensor<6x16xf32>, tensor<2xi64>) -> tensor<2x16xf32>
+// CHECK: %[[TABLE:.+]] = ds.reshape %[[FINAL]] : tensor<2x3x8xf32> -> tensor<6x8xf32>
+// CHECK: %[[HID:.+]] = ds.embedding %[[TABLE]][%[[ROWS]]] : (tensor<6x8xf32>, tensor<2xi64>) -> tensor<2x8xf32>
+// CHECK: %[[KEPT:.+]] = ds.linear %[[HID]], %{{.+}} : (tensor<2x8xf32>, tensor<16x8xf32>) -> tensor<2x16xf32>
 // CHECK: %[[TOK:.+]] = ds.sample %[[KEPT]], %[[T]], %[[TOPK]], %[[TOPP]], %[[SEEDS]], %[[STEPS]]
 // CHECK: return %[[TOK]], %[[KEPT]] : tensor<2xi64>, tensor<2x16xf32>
 

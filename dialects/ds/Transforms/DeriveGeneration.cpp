@@ -223,10 +223,21 @@ void DeriveGenerationPass::runOnOperation() {
       b, loc, rowType,
       ConstantOp::create(b, loc, DenseElementsAttr::get(rowType, ArrayRef<int64_t>(starts))),
       last);
-  Value table = ReshapeOp::create(b, loc, tensor({B * T, V}, logitsType.getElementType()),
-                                  ret.getOperand(0));
-  Value logits = EmbeddingOp::create(b, loc, tensor({B, V}, logitsType.getElementType()), table,
-                                     rows, IntegerAttr());
+  // The LM head runs on the kept rows only (HF's logits_to_keep): a linear read only by the
+  // return takes the rows of its input; any other producer of the logits has its rows taken.
+  Type element = logitsType.getElementType();
+  Value result = ret.getOperand(0), logits;
+  auto head = result.getDefiningOp<LinearOp>();
+  if (head && result.hasOneUse() && typeOf(head.getInput()).getRank() == 3) {
+    int64_t D = typeOf(head.getInput()).getDimSize(2);
+    Value hidden = ReshapeOp::create(b, loc, tensor({B * T, D}, element), head.getInput());
+    Value kept = EmbeddingOp::create(b, loc, tensor({B, D}, element), hidden, rows, IntegerAttr());
+    logits = LinearOp::create(b, loc, tensor({B, V}, element), kept, head.getWeight(),
+                              head.getBias());
+  } else {
+    Value table = ReshapeOp::create(b, loc, tensor({B * T, V}, element), result);
+    logits = EmbeddingOp::create(b, loc, tensor({B, V}, element), table, rows, IntegerAttr());
+  }
   Value tokens = SampleOp::create(b, loc, rowType, logits, added[4], added[5], added[6],
                                   added[7], added[8]);
   func::ReturnOp::create(b, loc, ValueRange{tokens, logits});
