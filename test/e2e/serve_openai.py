@@ -17,7 +17,9 @@ import concurrent.futures as cf
 import json
 import os
 import random
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -30,7 +32,7 @@ from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from chat_template_compare import CHATML  # noqa: E402
+from chat_template_compare import LLAMA2  # noqa: E402
 from export_causal_lm import make  # noqa: E402
 from tokenizer_compare import write_tokenizer  # noqa: E402
 
@@ -53,9 +55,19 @@ def serve(a, gen, *flags):
     return p, f'http://127.0.0.1:{port}'
 
 
-def post(url, body):
-    req = urllib.request.Request(url + '/v1/completions', json.dumps(body).encode(),
-                                 {'Content-Type': 'application/json'})
+def post(url, body, path='/v1/completions', method='POST'):
+    if isinstance(body, int):  # a request announcing `body` bytes, refused before they come
+        host, port = url.split('//')[1].split(':')
+        with socket.create_connection((host, int(port)), timeout=60) as c:
+            c.sendall(f'{method} {path} HTTP/1.1\r\nContent-Length: {body}\r\n\r\n'.encode())
+            reply = b''
+            while chunk := c.recv(65536):
+                reply += chunk
+        head, _, answer = reply.partition(b'\r\n\r\n')
+        return int(head.split()[1]), json.loads(answer)
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url + path, data, {'Content-Type': 'application/json'},
+                                 method=method)
     try:
         with urllib.request.urlopen(req, timeout=120) as r:
             return r.status, json.loads(r.read())
@@ -73,7 +85,7 @@ def main():
     hf_tok = PreTrainedTokenizerFast(tokenizer_file=tok_path, bos_token='<|begin_of_text|>',
                                      eos_token='<|im_end|>')
     hf_tok.add_special_tokens({'additional_special_tokens': ['<|im_start|>', '<|im_end|>']})
-    hf_tok.chat_template = CHATML
+    hf_tok.chat_template = LLAMA2  # which raises on roles that do not alternate
     hf_tok.save_pretrained(a.work)
     tok = Tokenizer.from_file(tok_path)  # with the chat tokens HF added
     vocab = tok.get_vocab_size()
@@ -182,6 +194,59 @@ def main():
         except openai.BadRequestError as e:
             check(e.status_code == 400 and 'maximum context length' in str(e),
                   'a too-long prompt: 400 (maximum context length)')
+
+        # Every refusal: its status and its message.
+        chat = '/v1/chat/completions'
+        refusals = [
+            ('/nope', 'GET', None, 404, 'no route /nope'),
+            ('/v1/completions', 'GET', None, 405, 'takes POST'),
+            ('/v1/completions', 'POST', b'not json', 400, 'not a JSON object'),
+            ('/v1/completions', 'POST', 17 << 20, 413, 'Payload Too Large'),
+            ('/v1/completions', 'POST', {}, 400, "'prompt' is required"),
+            ('/v1/completions', 'POST', {'prompt': {'a': 1}}, 400, "'prompt' must be a string"),
+            ('/v1/completions', 'POST', {'prompt': [[]]}, 400, 'the prompt is empty'),
+            ('/v1/completions', 'POST', {'prompt': [5, vocab]}, 400, 'outside the vocabulary'),
+            ('/v1/completions', 'POST', {'prompt': 'x', 'n': 2}, 400, "'n' must be"),
+            ('/v1/completions', 'POST', {'prompt': 'x', 'max_tokens': 0}, 400,
+             "'max_tokens' must be a positive integer"),
+            ('/v1/completions', 'POST', {'prompt': 'x', 'temperature': 5}, 400,
+             "'temperature' must be a number from 0 to 2"),
+            ('/v1/completions', 'POST', {'prompt': 'x', 'logprobs': 2}, 400,
+             "'logprobs' is not supported"),
+            (chat, 'POST', {'messages': []}, 400, "'messages' must be a non-empty array"),
+            (chat, 'POST', {'messages': [{'role': 'user', 'content': 5}]}, 400,
+             "each message needs a 'role' and a text 'content'"),
+            (chat, 'POST', {'messages': [{'role': 'user', 'content': 'a'},
+                                         {'role': 'user', 'content': 'b'}]}, 400,
+             "the model's chat template refused the messages: Conversation roles must alternate"),
+        ]
+        wrong = []
+        for path, method, body, status, text in refusals:
+            code, answer = post(url, body, path, method)
+            if code != status or text not in answer['error']['message']:
+                wrong.append(f'{method} {path}: {code} {answer}')
+        check(not wrong, f'{len(refusals) - len(wrong)}/{len(refusals)} refusals with their '
+              f'status and message{": " + "; ".join(wrong) if wrong else ""}')
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+    # Without a tokenizer: token ids only, and no chat.
+    bare = os.path.join(a.work, 'bare')
+    os.makedirs(bare, exist_ok=True)
+    for ext in ('.mlir', '.safetensors'):
+        shutil.copy(gen[:-len('.mlir')] + ext, os.path.join(bare, 'gen' + ext))
+    server, url = serve(a, os.path.join(bare, 'gen.mlir'))
+    try:
+        text = post(url, {'prompt': 'hello'})
+        ids = post(url, {'prompt': [5, 6], 'max_tokens': 3, 'temperature': 0})
+        talk = post(url, {'messages': [{'role': 'user', 'content': 'hi'}]},
+                    '/v1/chat/completions')
+        check(text[0] == 400 and 'token ids only' in text[1]['error']['message'] and
+              ids[0] == 200 and len(ids[1]['choices'][0]['text'].split()) == 3 and
+              talk[0] == 400 and 'no chat template' in talk[1]['error']['message'],
+              f"without a tokenizer: text refused ({text[0]}), ids served as ids "
+              f"({ids[1]['choices'][0]['text']!r}), chat refused ({talk[0]})")
     finally:
         server.terminate()
         server.wait(timeout=60)

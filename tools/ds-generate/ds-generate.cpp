@@ -20,13 +20,10 @@
 #include "dsrt/generate.h"
 #include "dsrt/io.h"
 
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/SourceMgr.h"
 
 #include <chrono>
 #include <map>
@@ -104,29 +101,14 @@ int main(int argc, char **argv) {
       prompts.push_back(tokenizer->encode(text));
   }
 
-  // The program: lowered, JIT-compiled, its descriptor read.
-  DialectRegistry registry;
-  mlir::ds::registerStepDialects(registry);
-  MLIRContext context(registry);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  // The program: lowered, JIT-compiled, opened with its weights.
   std::string error;
-  OwningOpRef<ModuleOp> module = mlir::ds::loadLoweredStep(genPath, context, sourceMgr, error);
-  if (!module)
+  mlir::ds::GenerationJit jit;
+  if (!jit.open(genPath, computeThreads, error))
     return fail(error);
-  dsrt_generation_program program{};
-  std::unique_ptr<ExecutionEngine> engine =
-      mlir::ds::jitGeneration(*module, "", program, error);
-  if (!engine)
-    return fail(error);
-  llvm::SmallString<256> weightsPath(genPath);
-  llvm::sys::path::replace_extension(weightsPath, ".safetensors");
-  char err[1024] = {0};
-  dsrt_generator *gen = dsrt_generator_open(&program, weightsPath.c_str(), computeThreads, err,
-                                            sizeof err);
-  if (!gen)
-    return fail(err);
+  dsrt_generator *gen = jit.generator();
   const int64_t vocab = dsrt_generator_vocab(gen), rows = dsrt_generator_rows(gen);
+  char err[1024] = {0};
 
   // Every prompt joins as soon as a row and pages are free (continuous batching); its new
   // tokens and the logits each was drawn from are kept in its own order.
@@ -177,7 +159,6 @@ int main(int argc, char **argv) {
       }
     }
   }
-  dsrt_generator_close(gen);
   if (timing) {
     auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
     double decode = seconds(Clock::now() - first);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 namespace dsserve {
 
@@ -43,9 +44,13 @@ bool readSampling(Server &s, const json::Object &o, Ask &ask, HttpResponse &res,
       return true;
     auto d = v->getAsNumber();
     if (!d || *d < lo || *d > hi) {
-      error(res, 400, std::string("'") + key + "' must be a number from " +
-                          llvm::formatv("{0}", lo).str() + " to " +
-                          llvm::formatv("{0}", hi).str(),
+      auto text = [](double x) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%g", x);
+        return std::string(buf);
+      };
+      error(res, 400, std::string("'") + key + "' must be a number from " + text(lo) + " to " +
+                          text(hi),
             key);
       return false;
     }

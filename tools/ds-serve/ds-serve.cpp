@@ -18,14 +18,12 @@
 
 #include "ds/Pipelines/StepJit.h"
 
-#include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
-#include "llvm/Support/SourceMgr.h"
 
 #include <csignal>
 #include <chrono>
@@ -129,26 +127,10 @@ int main(int argc, char **argv) {
   }
 
   // The program and its generator.
-  DialectRegistry registry;
-  mlir::ds::registerStepDialects(registry);
-  MLIRContext context(registry);
-  llvm::SourceMgr sourceMgr;
-  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = mlir::ds::loadLoweredStep(genPath, context, sourceMgr, error);
-  if (!module)
+  mlir::ds::GenerationJit jit;
+  if (!jit.open(genPath, computeThreads, error))
     return fail(error);
-  dsrt_generation_program program{};
-  std::unique_ptr<ExecutionEngine> engine =
-      mlir::ds::jitGeneration(*module, "", program, error);
-  if (!engine)
-    return fail(error);
-  llvm::SmallString<256> weights(genPath);
-  llvm::sys::path::replace_extension(weights, ".safetensors");
-  char err[1024] = {0};
-  dsrt_generator *gen =
-      dsrt_generator_open(&program, weights.c_str(), computeThreads, err, sizeof err);
-  if (!gen)
-    return fail(err);
+  dsrt_generator *gen = jit.generator();
   if (tokenizer && tokenizer->vocabSize() > dsrt_generator_vocab(gen))
     return fail("the tokenizer has " + llvm::Twine(tokenizer->vocabSize()) + " tokens but the "
                 "model's vocabulary " + llvm::Twine(dsrt_generator_vocab(gen)) +
@@ -193,7 +175,6 @@ int main(int argc, char **argv) {
   dsserve::waitForConnections();
   waiter.join();
   ::close(listener);
-  dsrt_generator_close(gen);
   llvm::errs() << "ds-serve: stopped\n";
   return 0;
 }

@@ -2,7 +2,8 @@
 //
 // Shared by ds-run (a STEP.mlir) and ds-c/Step.h's dsStepCompile (a model compiled in-process):
 // the step lowered to the runtime (loadLoweredStep, lowerStepToLLVM) becomes native code for
-// the one step target (createStepTargetMachine) and its entry points a dsrt_program.
+// the one step target (createStepTargetMachine) and its entry points a dsrt_program; and by
+// ds-generate and ds-serve, whose generation module becomes a generator (GenerationJit).
 // Header-only: its users include the runtime's dsrt/dsrt.h, which DSPipelines does not.
 //
 #ifndef DS_PIPELINES_STEPJIT_H
@@ -15,6 +16,8 @@
 #include "ds/Pipelines/StepCompiler.h"
 
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
 
 #include <memory>
 #include <string>
@@ -102,6 +105,46 @@ inline std::unique_ptr<ExecutionEngine> jitGeneration(ModuleOp lowered,
   program.metadata = metadata();
   return engine;
 }
+
+/// A module of ds-opt --inference (GEN.mlir) lowered, JIT-compiled and opened as the
+/// runtime's generator with its weights GEN.safetensors beside it: what ds-generate and
+/// ds-serve run. Owns the compiled code and the generator.
+class GenerationJit {
+public:
+  ~GenerationJit() {
+    if (gen_)
+      dsrt_generator_close(gen_);
+  }
+  /// False with `error` (the cause and its fix) when the module or its weights cannot be used.
+  bool open(llvm::StringRef genPath, int32_t threads, std::string &error) {
+    DialectRegistry registry;
+    registerStepDialects(registry);
+    context_ = std::make_unique<MLIRContext>(registry);
+    llvm::SourceMgr sourceMgr;
+    SourceMgrDiagnosticHandler diagnostics(sourceMgr, context_.get());
+    module_ = loadLoweredStep(genPath, *context_, sourceMgr, error);
+    if (!module_)
+      return false;
+    dsrt_generation_program program{};
+    engine_ = jitGeneration(*module_, "", program, error);
+    if (!engine_)
+      return false;
+    llvm::SmallString<256> weights(genPath);
+    llvm::sys::path::replace_extension(weights, ".safetensors");
+    char err[1024] = {0};
+    gen_ = dsrt_generator_open(&program, weights.c_str(), threads, err, sizeof err);
+    if (!gen_)
+      error = err;
+    return gen_ != nullptr;
+  }
+  dsrt_generator *generator() const { return gen_; }
+
+private:
+  std::unique_ptr<MLIRContext> context_;
+  OwningOpRef<ModuleOp> module_;
+  std::unique_ptr<ExecutionEngine> engine_;
+  dsrt_generator *gen_ = nullptr;
+};
 
 } // namespace mlir::ds
 
